@@ -1,0 +1,148 @@
+package collector
+
+import (
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Paths are the mount points every file read goes through, so the exporter
+// can run in a container with the host mounted under /host and tests can run
+// on fixtures.
+type Paths struct {
+	Procfs string // --path.procfs, default /proc
+	Sysfs  string // --path.sysfs, default /sys
+	Rootfs string // --path.rootfs, default /
+}
+
+// Proc returns a path under the procfs mount point.
+func (p Paths) Proc(elem ...string) string {
+	return filepath.Join(append([]string{p.Procfs}, elem...)...)
+}
+
+// Sys returns a path under the sysfs mount point.
+func (p Paths) Sys(elem ...string) string {
+	return filepath.Join(append([]string{p.Sysfs}, elem...)...)
+}
+
+// Root returns an absolute host path (such as /dev/kmsg or a log directory)
+// re-rooted under --path.rootfs.
+func (p Paths) Root(path string) string {
+	if p.Rootfs == "" || p.Rootfs == "/" {
+		return path
+	}
+	return filepath.Join(p.Rootfs, path)
+}
+
+// MetricInfo documents one metric family; docs/metrics.md must list every
+// family recorded here, and a test enforces it.
+type MetricInfo struct {
+	Name   string
+	Type   string // counter, gauge, histogram, info
+	Labels []string
+}
+
+var (
+	docMu      sync.Mutex
+	documented = map[string]MetricInfo{}
+)
+
+// Document records a metric family for the docs/metrics.md consistency test.
+// NewMetric calls it; collectors that build client_golang vectors or
+// histograms call it directly.
+func Document(name, typ string, labels ...string) {
+	docMu.Lock()
+	defer docMu.Unlock()
+	documented[name] = MetricInfo{Name: name, Type: typ, Labels: labels}
+}
+
+// Documented returns every recorded metric family, sorted by name.
+func Documented() []MetricInfo {
+	docMu.Lock()
+	defer docMu.Unlock()
+	out := make([]MetricInfo, 0, len(documented))
+	for _, m := range documented {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Metric is a constant-metric descriptor with its value type.
+type Metric struct {
+	Desc *prometheus.Desc
+	Type prometheus.ValueType
+}
+
+// NewMetric builds a descriptor for stall_<name> and documents it. help must
+// say where the value comes from.
+func NewMetric(name, help string, typ prometheus.ValueType, labels ...string) Metric {
+	fq := Namespace + "_" + name
+	kind := "gauge"
+	if typ == prometheus.CounterValue {
+		kind = "counter"
+	}
+	if strings.HasSuffix(fq, "_info") {
+		kind = "info"
+	}
+	Document(fq, kind, labels...)
+	return Metric{Desc: prometheus.NewDesc(fq, help, labels, nil), Type: typ}
+}
+
+// Send emits one sample. Label values must match the descriptor's labels.
+func (m Metric) Send(ch chan<- prometheus.Metric, v float64, labelValues ...string) {
+	ch <- prometheus.MustNewConstMetric(m.Desc, m.Type, v, labelValues...)
+}
+
+var parseErrorsDesc = NewMetric("collector_parse_errors_total",
+	"Malformed or unexpected input (lines, fields, replies, frames) a collector skipped since start; each kind is logged once.",
+	prometheus.CounterValue, "collector")
+
+// Problems counts and logs bad input for one collector. Each distinct kind is
+// logged once at warn level; every occurrence is counted. It is safe for
+// concurrent use.
+type Problems struct {
+	name   string
+	logger *slog.Logger
+	mu     sync.Mutex
+	count  uint64
+	logged map[string]bool
+}
+
+// NewProblems returns the bad-input counter of collector name.
+func NewProblems(name string, logger *slog.Logger) *Problems {
+	return &Problems{name: name, logger: logger, logged: map[string]bool{}}
+}
+
+// Add counts n occurrences of a problem of the given kind; the first one of
+// each kind is logged with err.
+func (p *Problems) Add(kind string, n int, err error) {
+	if n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	p.count += uint64(n)
+	first := !p.logged[kind]
+	p.logged[kind] = true
+	p.mu.Unlock()
+	if first {
+		p.logger.Warn("skipping bad input (logged once per kind, counted in stall_collector_parse_errors_total)",
+			"kind", kind, "err", err)
+	}
+}
+
+// Count is the number of problems seen since start.
+func (p *Problems) Count() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.count
+}
+
+// Send emits stall_collector_parse_errors_total for this collector.
+func (p *Problems) Send(ch chan<- prometheus.Metric) {
+	parseErrorsDesc.Send(ch, float64(p.Count()), p.name)
+}

@@ -1,0 +1,245 @@
+// Command stall_exporter is a Prometheus exporter for the early warning signs
+// of latency stalls on message-broker and cache hosts: page-cache dirty and
+// writeback pressure against the kernel's throttling thresholds, reclaim and
+// allocation stalls, disk await, PSI, and the Redis and RocketMQ signals that
+// precede timeouts. See README.md and docs/metrics.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	_ "net/http/pprof" // served under /debug/pprof/ for profiling the exporter itself
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	kitlog "github.com/go-kit/log"
+	kitlevel "github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+	slogkit "github.com/tjhop/slog-gokit"
+
+	"github.com/stall-exporter/stall_exporter/collector"
+)
+
+func init() {
+	collector.Document("stall_exporter_build_info", "info", "version", "revision", "branch", "goversion", "goos", "goarch", "tags")
+}
+
+// defaultListenAddress is outside the 9100–9999 block of Prometheus' default
+// port allocations (which is full) and below Linux's ephemeral port range;
+// no common service claims it.
+const defaultListenAddress = ":29110"
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var (
+		metricsPath = kingpin.Flag("web.telemetry-path", "Path under which to expose metrics.").
+				Default("/metrics").String()
+		maxRequests = kingpin.Flag("web.max-requests", "Maximum number of parallel scrape requests; 0 disables the limit.").
+				Default("40").Int()
+		procfs = kingpin.Flag("path.procfs", "procfs mount point.").Default("/proc").String()
+		sysfs  = kingpin.Flag("path.sysfs", "sysfs mount point.").Default("/sys").String()
+		rootfs = kingpin.Flag("path.rootfs", "Host root file system mount point (for /dev/kmsg and log directories).").
+			Default("/").String()
+		timeout = kingpin.Flag("collector.timeout",
+			"Per-collector time limit of one scrape; lowered to the Prometheus scrape timeout (header) minus 0.5s when that is shorter.").
+			Default("8s").Duration()
+		logLevel  = kingpin.Flag("log.level", "Only log messages with the given severity or above: debug, info, warn, error.").Default("info").Enum("debug", "info", "warn", "error")
+		logFormat = kingpin.Flag("log.format", "Output format of log messages: logfmt, json.").Default("logfmt").Enum("logfmt", "json")
+		webConfig = kingpinflag.AddFlags(kingpin.CommandLine, defaultListenAddress)
+	)
+	kingpin.Version(version.Print("stall_exporter"))
+	kingpin.HelpFlag.Short('h')
+	kingpin.Parse()
+
+	logger := newLogger(*logLevel, *logFormat)
+	logger.Info("starting stall_exporter", "version", version.Info(), "build_context", version.BuildContext())
+
+	built, err := collector.Build(collector.Config{
+		Paths:  collector.Paths{Procfs: *procfs, Sysfs: *sysfs, Rootfs: *rootfs},
+		Logger: logger,
+	})
+	if err != nil {
+		logger.Error("cannot build collectors", "err", err)
+		return 1
+	}
+	names := make([]string, 0, len(built))
+	for n := range built {
+		names = append(names, n)
+	}
+	logger.Info("enabled collectors", "collectors", fmt.Sprint(names))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	exp := NewExporter(built, *timeout, logger)
+	exp.Start(ctx)
+
+	http.Handle(*metricsPath, metricsHandler(exp, *timeout, *maxRequests, logger))
+	http.Handle("/probe", &probeHandler{
+		paths:   collector.Paths{Procfs: *procfs, Sysfs: *sysfs, Rootfs: *rootfs},
+		timeout: *timeout,
+		logger:  logger,
+		limit:   newLimiter(*maxRequests),
+	})
+	if *metricsPath != "/" {
+		landing, err := web.NewLandingPage(web.LandingConfig{
+			Name:        "Stall Exporter",
+			Description: "Early warning signs of latency stalls: page cache, disk await, kernel log, Redis, RocketMQ",
+			Version:     version.Info(),
+			Links: []web.LandingLinks{
+				{Address: *metricsPath, Text: "Metrics"},
+				{Address: "/probe?module=redis&target=", Text: "Probe a remote target (module=redis|rocketmq)"},
+			},
+		})
+		if err != nil {
+			logger.Error("cannot build landing page", "err", err)
+			return 1
+		}
+		http.Handle("/", landing)
+	}
+
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- web.ListenAndServe(srv, webConfig, logger) }()
+	select {
+	case err := <-errc:
+		logger.Error("HTTP server stopped", "err", err)
+		return 1
+	case <-ctx.Done():
+		logger.Info("shutting down")
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Warn("HTTP shutdown", "err", err)
+		}
+		return 0
+	}
+}
+
+// newLogger builds the go-kit logger (--log.level, --log.format) and bridges
+// it to log/slog, which exporter-toolkit and the collectors use.
+func newLogger(levelName, format string) *slog.Logger {
+	var kl kitlog.Logger
+	if format == "json" {
+		kl = kitlog.NewJSONLogger(kitlog.NewSyncWriter(os.Stderr))
+	} else {
+		kl = kitlog.NewLogfmtLogger(kitlog.NewSyncWriter(os.Stderr))
+	}
+	kl = kitlog.With(kl, "ts", kitlog.DefaultTimestampUTC, "caller", kitlog.DefaultCaller)
+	var lvl slog.Level
+	switch levelName {
+	case "debug":
+		lvl = slog.LevelDebug
+		kl = kitlevel.NewFilter(kl, kitlevel.AllowDebug())
+	case "warn":
+		lvl = slog.LevelWarn
+	case "error":
+		lvl = slog.LevelError
+	default:
+		lvl = slog.LevelInfo
+	}
+	return slog.New(slogkit.NewGoKitHandler(kl, lvl))
+}
+
+// scrapeTimeout returns the per-collector timeout for one request: the flag,
+// lowered to Prometheus' X-Prometheus-Scrape-Timeout-Seconds minus a 0.5 s
+// margin when that is shorter, so a slow collector fails on its own instead
+// of failing the whole scrape.
+func scrapeTimeout(r *http.Request, flag time.Duration) time.Duration {
+	h := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds")
+	if h == "" {
+		return flag
+	}
+	s, err := strconv.ParseFloat(h, 64)
+	if err != nil || s <= 0 {
+		return flag
+	}
+	t := time.Duration(s*float64(time.Second)) - 500*time.Millisecond
+	if t < 100*time.Millisecond {
+		t = 100 * time.Millisecond
+	}
+	if t < flag {
+		return t
+	}
+	return flag
+}
+
+// timeoutCollector runs the exporter with one request's timeout.
+type timeoutCollector struct {
+	exp     *Exporter
+	timeout time.Duration
+}
+
+func (t timeoutCollector) Describe(chan<- *prometheus.Desc) {}
+func (t timeoutCollector) Collect(ch chan<- prometheus.Metric) {
+	t.exp.CollectWithTimeout(ch, t.timeout)
+}
+
+// metricsHandler serves /metrics: the host collectors plus build info and the
+// Go runtime and process metrics of the exporter itself.
+func metricsHandler(exp *Exporter, timeout time.Duration, maxRequests int, logger *slog.Logger) http.Handler {
+	base := prometheus.NewRegistry()
+	base.MustRegister(
+		versioncollector.NewCollector("stall_exporter"),
+		prometheus.NewGoCollector(),
+		prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
+	)
+	errLog := slog.NewLogLogger(logger.Handler(), slog.LevelError)
+	limit := newLimiter(maxRequests)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !limit.acquire() {
+			http.Error(w, "too many concurrent scrapes (--web.max-requests)", http.StatusServiceUnavailable)
+			return
+		}
+		defer limit.release()
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(timeoutCollector{exp: exp, timeout: scrapeTimeout(r, timeout)})
+		promhttp.HandlerFor(prometheus.Gatherers{base, reg}, promhttp.HandlerOpts{
+			ErrorLog:      errLog,
+			ErrorHandling: promhttp.ContinueOnError,
+		}).ServeHTTP(w, r)
+	})
+}
+
+// limiter bounds concurrent scrape requests; a zero limit disables it.
+type limiter chan struct{}
+
+func newLimiter(n int) limiter {
+	if n <= 0 {
+		return nil
+	}
+	return make(limiter, n)
+}
+
+func (l limiter) acquire() bool {
+	if l == nil {
+		return true
+	}
+	select {
+	case l <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (l limiter) release() {
+	if l != nil {
+		<-l
+	}
+}

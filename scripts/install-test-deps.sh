@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the real components the tests run against, when missing:
+# redis-server, prometheus (promtool) and prometheus-alertmanager (amtool).
+set -euo pipefail
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v promtool     >/dev/null 2>&1 || need+=(prometheus)
+command -v amtool       >/dev/null 2>&1 || need+=(prometheus-alertmanager)
+command -v ip           >/dev/null 2>&1 || need+=(iproute2)
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing ${need[*]}: run as root or install them (apt-get install -y ${need[*]})" >&2
+  exit 1
+fi
+echo "installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# The Debian packages start their daemons; the tests start their own instances.
+for svc in redis-server prometheus prometheus-alertmanager; do
+  systemctl stop "$svc" >/dev/null 2>&1 || service "$svc" stop >/dev/null 2>&1 || true
+done
