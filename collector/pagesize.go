@@ -1,0 +1,21 @@
+package collector
+
+import (
+	"os"
+
+	"github.com/alecthomas/kingpin/v2"
+)
+
+var pageSizeFlag = kingpin.Flag("vmstat.page-size",
+	"Kernel page size in bytes used to convert /proc/vmstat and /proc/zoneinfo page counts; 0 means the running kernel's (getpagesize). Set it only to read fixtures of another architecture.").
+	Default("0").Uint64()
+
+// PageSize is the size in bytes of the pages that /proc/vmstat and
+// /proc/zoneinfo count: the running kernel's page size (4 KiB on x86-64,
+// often 64 KiB on arm64 and ppc64le), never an assumed 4096.
+func PageSize() uint64 {
+	if pageSizeFlag != nil && *pageSizeFlag > 0 {
+		return *pageSizeFlag
+	}
+	return uint64(os.Getpagesize())
+}
