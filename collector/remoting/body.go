@@ -1,0 +1,191 @@
+package remoting
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ParseKVTable decodes the body of a GET_BROKER_RUNTIME_INFO reply,
+// {"table":{"key":"value",…}}. Every value the broker sends is a string;
+// numbers, booleans and null are accepted too and kept as their JSON text
+// (null as "null"), so one odd value never loses the table.
+func ParseKVTable(body []byte) (map[string]string, error) {
+	var kv struct {
+		Table map[string]json.RawMessage `json:"table"`
+	}
+	if err := json.Unmarshal(body, &kv); err != nil {
+		return nil, fmt.Errorf("runtime info body: %w", err)
+	}
+	if kv.Table == nil {
+		return nil, fmt.Errorf("runtime info body: no \"table\" object")
+	}
+	out := make(map[string]string, len(kv.Table))
+	for k, raw := range kv.Table {
+		var s string
+		if len(raw) > 0 && raw[0] == '"' {
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return nil, fmt.Errorf("runtime info key %q: %w", k, err)
+			}
+		} else {
+			s = string(raw)
+		}
+		out[k] = s
+	}
+	return out, nil
+}
+
+// ParseConfig decodes the body of a GET_BROKER_CONFIG reply: one key=value
+// per line, unsorted and unescaped, split on the first '='. It returns the
+// settings and the number of non-empty lines that had no '='.
+func ParseConfig(body []byte) (map[string]string, int) {
+	out := map[string]string{}
+	bad := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		line = strings.TrimRight(line, "\r")
+		if strings.TrimSpace(line) == "" || line[0] == '#' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			bad++
+			continue
+		}
+		out[strings.TrimSpace(k)] = v
+	}
+	return out, bad
+}
+
+// BrokerAddr is one broker instance from a name server's cluster info.
+type BrokerAddr struct {
+	Cluster string
+	Name    string // brokerName, shared by a master and its slaves
+	ID      int64  // brokerId: 0 is the master, > 0 a slave
+	Addr    string // host:port of the remoting listener
+}
+
+// ParseClusterInfo decodes the body of a GET_BROKER_CLUSTER_INFO reply and
+// returns every broker of every cluster, masters and slaves, sorted by
+// cluster, name and id. fastjson writes the brokerAddrs map (a Java
+// Map<Long,String>) with unquoted integer keys, {0:"10.0.0.1:10911"}; those
+// are quoted before decoding.
+func ParseClusterInfo(body []byte) ([]BrokerAddr, error) {
+	var ci struct {
+		BrokerAddrTable map[string]struct {
+			Cluster     string            `json:"cluster"`
+			BrokerName  string            `json:"brokerName"`
+			BrokerAddrs map[string]string `json:"brokerAddrs"`
+		} `json:"brokerAddrTable"`
+		ClusterAddrTable map[string][]string `json:"clusterAddrTable"`
+	}
+	if err := json.Unmarshal(QuoteBareKeys(body), &ci); err != nil {
+		return nil, fmt.Errorf("cluster info body: %w", err)
+	}
+	clusterOf := map[string]string{}
+	for cluster, names := range ci.ClusterAddrTable {
+		for _, n := range names {
+			clusterOf[n] = cluster
+		}
+	}
+	var out []BrokerAddr
+	for key, bd := range ci.BrokerAddrTable {
+		name := bd.BrokerName
+		if name == "" {
+			name = key
+		}
+		cluster := bd.Cluster
+		if cluster == "" {
+			cluster = clusterOf[name]
+		}
+		for idText, addr := range bd.BrokerAddrs {
+			id, err := strconv.ParseInt(strings.TrimSpace(idText), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("cluster info: broker %q: id %q is not an integer", name, idText)
+			}
+			out = append(out, BrokerAddr{Cluster: cluster, Name: name, ID: id, Addr: addr})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Cluster != b.Cluster {
+			return a.Cluster < b.Cluster
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.ID < b.ID
+	})
+	return out, nil
+}
+
+// QuoteBareKeys rewrites object keys that are bare integers ({0:"a",-1:"b"})
+// as JSON strings ({"0":"a","-1":"b"}), leaving string contents and every
+// other token untouched. Input that is not JSON stays not JSON.
+func QuoteBareKeys(in []byte) []byte {
+	if !bytes.ContainsAny(in, "0123456789") {
+		return in
+	}
+	out := make([]byte, 0, len(in)+16)
+	inString, escaped := false, false
+	for i := 0; i < len(in); i++ {
+		c := in[i]
+		out = append(out, c)
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', ',':
+			j := i + 1
+			for j < len(in) && isSpace(in[j]) {
+				j++
+			}
+			k := j
+			if k < len(in) && in[k] == '-' {
+				k++
+			}
+			d := k
+			for k < len(in) && in[k] >= '0' && in[k] <= '9' {
+				k++
+			}
+			if k == d {
+				continue
+			}
+			e := k
+			for e < len(in) && isSpace(in[e]) {
+				e++
+			}
+			if e < len(in) && in[e] == ':' {
+				out = append(out, in[i+1:j]...)
+				out = append(out, '"')
+				out = append(out, in[j:k]...)
+				out = append(out, '"')
+				i = k - 1
+			}
+		}
+	}
+	return out
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

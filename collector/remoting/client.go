@@ -1,0 +1,297 @@
+package remoting
+
+import (
+	"bufio"
+	"context"
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options configure a Client. The zero value is usable.
+type Options struct {
+	// Timeout bounds one request (dial, write and read of the reply) when
+	// the caller's context has no earlier deadline. Default 2s.
+	Timeout time.Duration
+	// MaxFrame is the largest reply frame accepted; DefaultMaxFrame when 0.
+	MaxFrame int
+	// Credentials, when set, sign every request (broker aclEnable=true).
+	Credentials *Credentials
+	// Dial opens the connection; net.Dialer.DialContext when nil.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Client talks to one broker or name server over one reused TCP connection.
+// Requests are serialised on that connection; any transport or framing
+// error closes it and the next request dials again. It is safe for
+// concurrent use.
+type Client struct {
+	addr string
+	opts Options
+
+	sem    chan struct{} // one request at a time on the connection
+	conn   net.Conn
+	br     *bufio.Reader
+	opaque int32
+
+	mu     sync.Mutex
+	dials  int
+	closed bool
+}
+
+// NewClient returns a client for addr (host:port). Nothing is dialled until
+// the first request.
+func NewClient(addr string, opts Options) *Client {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 2 * time.Second
+	}
+	if opts.MaxFrame <= 0 {
+		opts.MaxFrame = DefaultMaxFrame
+	}
+	if opts.Dial == nil {
+		var d net.Dialer
+		opts.Dial = d.DialContext
+	}
+	return &Client{addr: addr, opts: opts, sem: make(chan struct{}, 1)}
+}
+
+// Addr is the address the client talks to.
+func (c *Client) Addr() string { return c.addr }
+
+// Dials is the number of connections opened so far.
+func (c *Client) Dials() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dials
+}
+
+// ResponseError is a well-formed reply with a non-zero response code.
+type ResponseError struct {
+	Code   int
+	Remark string
+}
+
+func (e *ResponseError) Error() string {
+	name := map[int]string{SystemError: "SYSTEM_ERROR", SystemBusy: "SYSTEM_BUSY",
+		RequestCodeNotSupported: "REQUEST_CODE_NOT_SUPPORTED", NoPermission: "NO_PERMISSION"}[e.Code]
+	if name == "" {
+		name = "code"
+	}
+	return fmt.Sprintf("remote error %s %d: %s", name, e.Code, e.Remark)
+}
+
+// ErrClosed is returned by requests after Close.
+var ErrClosed = errors.New("remoting client closed")
+
+// Invoke sends a request with the given code, extra header fields and body,
+// and returns the matching response (same opaque, response bit set).
+// Frames that are server requests, and responses to other opaques, are
+// dropped. A non-zero response code is returned as *ResponseError with the
+// response; the connection stays open. The request is bounded by ctx and by
+// Options.Timeout, whichever ends first.
+func (c *Client) Invoke(ctx context.Context, code int, ext map[string]string, body []byte) (*Command, error) {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-c.sem }()
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+
+	deadline := time.Now().Add(c.opts.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if c.conn == nil {
+		dctx, cancel := context.WithDeadline(ctx, deadline)
+		conn, err := c.opts.Dial(dctx, "tcp", c.addr)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("dial %s: %w", c.addr, err)
+		}
+		c.mu.Lock()
+		c.dials++
+		c.mu.Unlock()
+		c.conn, c.br = conn, bufio.NewReaderSize(conn, 64<<10)
+	}
+	conn := c.conn
+	if err := conn.SetDeadline(deadline); err != nil {
+		c.drop()
+		return nil, err
+	}
+	// Cancellation without a deadline: unblock the read at once.
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer func() {
+		if !stop() {
+			c.drop() // the deadline may have been cut short under a later request
+		}
+	}()
+
+	c.opaque++
+	if c.opaque <= 0 {
+		c.opaque = 1
+	}
+	req := &Command{Code: code, Language: "GO", Opaque: c.opaque, ExtFields: ext, Body: body, Serialization: JSON}
+	if cr := c.opts.Credentials; cr != nil {
+		req.ExtFields = cr.Sign(ext, body)
+	}
+	frame, err := Encode(req)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write(frame); err != nil {
+		c.drop()
+		return nil, c.ctxErr(ctx, fmt.Errorf("write to %s: %w", c.addr, err))
+	}
+	for {
+		resp, err := ReadCommand(c.br, c.opts.MaxFrame)
+		if err != nil {
+			c.drop()
+			return nil, c.ctxErr(ctx, fmt.Errorf("read from %s: %w", c.addr, err))
+		}
+		if !resp.IsResponse() || resp.Opaque != req.Opaque {
+			continue
+		}
+		if resp.Code != Success {
+			return resp, &ResponseError{Code: resp.Code, Remark: resp.Remark}
+		}
+		return resp, nil
+	}
+}
+
+func (c *Client) ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return err
+}
+
+// drop closes the connection after an error; the next request redials.
+func (c *Client) drop() {
+	if c.conn != nil {
+		c.conn.Close()
+		c.conn, c.br = nil, nil
+	}
+}
+
+// Close closes the connection; later requests fail with ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.sem <- struct{}{}
+	defer func() { <-c.sem }()
+	c.drop()
+	return nil
+}
+
+// RuntimeInfo sends GET_BROKER_RUNTIME_INFO (28) and decodes the KV table.
+func (c *Client) RuntimeInfo(ctx context.Context) (map[string]string, error) {
+	resp, err := c.Invoke(ctx, GetBrokerRuntimeInfo, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return ParseKVTable(resp.Body)
+}
+
+// BrokerConfig sends GET_BROKER_CONFIG (26) and returns the settings and the
+// number of lines that were not key=value.
+func (c *Client) BrokerConfig(ctx context.Context) (map[string]string, int, error) {
+	resp, err := c.Invoke(ctx, GetBrokerConfig, nil, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	cfg, bad := ParseConfig(resp.Body)
+	return cfg, bad, nil
+}
+
+// ClusterInfo sends GET_BROKER_CLUSTER_INFO (106) to a name server.
+func (c *Client) ClusterInfo(ctx context.Context) ([]BrokerAddr, error) {
+	resp, err := c.Invoke(ctx, GetBrokerClusterInfo, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClusterInfo(resp.Body)
+}
+
+// Credentials sign requests for brokers with aclEnable=true.
+type Credentials struct {
+	AccessKey     string
+	SecretKey     string
+	SecurityToken string // optional
+}
+
+// Sign returns a copy of ext with AccessKey, SecurityToken (when set) and
+// Signature added. The signature is Base64(HMAC-SHA1(secretKey, the values of
+// every extField except Signature, in key order, followed by the body)).
+func (cr *Credentials) Sign(ext map[string]string, body []byte) map[string]string {
+	out := make(map[string]string, len(ext)+3)
+	for k, v := range ext {
+		if k != "Signature" {
+			out[k] = v
+		}
+	}
+	out["AccessKey"] = cr.AccessKey
+	if cr.SecurityToken != "" {
+		out["SecurityToken"] = cr.SecurityToken
+	}
+	mac := hmac.New(sha1.New, []byte(cr.SecretKey))
+	for _, k := range sortedKeys(out) {
+		mac.Write([]byte(out[k]))
+	}
+	mac.Write(body)
+	out["Signature"] = base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	return out
+}
+
+// LoadCredentials reads an access key file: lines `accessKey=…`,
+// `secretKey=…` and optionally `securityToken=…` (a ':' separator and
+// surrounding spaces are accepted; '#' starts a comment line). Both keys are
+// required.
+func LoadCredentials(path string) (*Credentials, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cr := &Credentials{}
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			k, v, ok = strings.Cut(line, ":")
+		}
+		if !ok {
+			return nil, fmt.Errorf("%s:%d: want key=value", path, i+1)
+		}
+		v = strings.Trim(strings.TrimSpace(v), `"'`)
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "accesskey":
+			cr.AccessKey = v
+		case "secretkey":
+			cr.SecretKey = v
+		case "securitytoken":
+			cr.SecurityToken = v
+		default:
+			return nil, fmt.Errorf("%s:%d: unknown key %q (want accessKey, secretKey, securityToken)", path, i+1, k)
+		}
+	}
+	if cr.AccessKey == "" || cr.SecretKey == "" {
+		return nil, fmt.Errorf("%s: accessKey and secretKey are both required", path)
+	}
+	return cr, nil
+}

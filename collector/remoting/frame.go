@@ -1,0 +1,309 @@
+// Package remoting is a small client for Apache RocketMQ's remoting protocol:
+// the length-prefixed TCP frames that brokers and name servers speak, in both
+// header serializations (JSON and the ROCKETMQ binary layout), plus the reply
+// bodies stall_exporter reads (runtime info, broker config, cluster info).
+//
+// Frame layout (big-endian):
+//
+//	frameLen u32   bytes after this word: 4 + headerLen + bodyLen
+//	typeLen  u32   top byte: serialization (0 JSON, 1 ROCKETMQ); low 24 bits: headerLen
+//	header         headerLen bytes
+//	body           the rest
+//
+// Requests are always sent with a JSON header; replies are decoded by the
+// type byte of each frame, because a broker started with
+// -Drocketmq.serialize.type=ROCKETMQ answers in binary whatever it was asked in.
+package remoting
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// Serialization is the header encoding named by a frame's type byte.
+type Serialization byte
+
+const (
+	// JSON headers: {"code":…,"flag":…,"language":"GO","opaque":…,"version":…}.
+	JSON Serialization = 0
+	// Binary is RocketMQ's own header layout (serialize type "ROCKETMQ").
+	Binary Serialization = 1
+)
+
+func (s Serialization) String() string {
+	switch s {
+	case JSON:
+		return "JSON"
+	case Binary:
+		return "ROCKETMQ"
+	}
+	return "serialization(" + strconv.Itoa(int(s)) + ")"
+}
+
+// DefaultMaxFrame is the largest frame (frameLen) accepted by default:
+// 16 MiB, the broker's and name server's own default limit.
+const DefaultMaxFrame = 16 << 20
+
+// Flag bits of a header.
+const (
+	FlagResponse = 1 // bit 0: this frame is a response
+	FlagOneway   = 2 // bit 1: no response expected
+)
+
+// Request codes used by stall_exporter.
+const (
+	GetBrokerConfig      = 26
+	GetBrokerRuntimeInfo = 28
+	GetBrokerClusterInfo = 106
+)
+
+// Response codes (header code of a response frame).
+const (
+	Success                 = 0
+	SystemError             = 1
+	SystemBusy              = 2
+	RequestCodeNotSupported = 3
+	NoPermission            = 16
+)
+
+// languages maps the binary language byte to the name JSON headers carry.
+var languages = []string{"JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS"}
+
+func languageName(b byte) string {
+	if int(b) < len(languages) {
+		return languages[b]
+	}
+	return "LANGUAGE_" + strconv.Itoa(int(b))
+}
+
+func languageCode(name string) byte {
+	for i, l := range languages {
+		if l == name {
+			return byte(i)
+		}
+	}
+	return 7 // OTHER
+}
+
+// Command is one decoded frame: header fields and body.
+type Command struct {
+	Code      int               // request code, or response code in a response
+	Language  string            // sender's language name, e.g. "JAVA"
+	Version   int               // sender's protocol version
+	Opaque    int32             // request id, echoed by the response
+	Flag      int32             // FlagResponse, FlagOneway bits
+	Remark    string            // error text of a failed response
+	ExtFields map[string]string // custom header fields
+	Body      []byte
+
+	// Serialization is the header encoding the frame arrived in (set by
+	// Decode) or is to be sent in (used by Encode).
+	Serialization Serialization
+}
+
+// IsResponse reports whether the response bit of the flag is set.
+func (c *Command) IsResponse() bool { return c.Flag&FlagResponse != 0 }
+
+// Errors of the decoder. Every decoding failure wraps ErrMalformed.
+var (
+	ErrMalformed     = errors.New("malformed remoting frame")
+	ErrFrameTooLarge = errors.New("remoting frame over the size limit")
+)
+
+// jsonHeader is the JSON header. Field order gives the same bytes as the
+// Go and Java clients for a plain request; decoding ignores unknown fields
+// and accepts any order.
+type jsonHeader struct {
+	Code      int               `json:"code"`
+	ExtFields map[string]string `json:"extFields,omitempty"`
+	Flag      int32             `json:"flag"`
+	Language  string            `json:"language"`
+	Opaque    int32             `json:"opaque"`
+	Remark    string            `json:"remark,omitempty"`
+	Version   int               `json:"version"`
+}
+
+// Encode returns the whole frame (with its length word) for c, with the
+// header in c.Serialization.
+func Encode(c *Command) ([]byte, error) {
+	var header []byte
+	switch c.Serialization {
+	case JSON:
+		var err error
+		header, err = json.Marshal(jsonHeader{Code: c.Code, ExtFields: c.ExtFields, Flag: c.Flag,
+			Language: c.Language, Opaque: c.Opaque, Remark: c.Remark, Version: c.Version})
+		if err != nil {
+			return nil, err
+		}
+	case Binary:
+		header = encodeBinaryHeader(c)
+	default:
+		return nil, fmt.Errorf("cannot encode serialization %v", c.Serialization)
+	}
+	if len(header) > 0xFFFFFF {
+		return nil, fmt.Errorf("header of %d bytes does not fit 24 bits", len(header))
+	}
+	n := 4 + len(header) + len(c.Body)
+	if uint64(n) > 0xFFFFFFFF-4 {
+		return nil, fmt.Errorf("frame of %d bytes does not fit 32 bits", n)
+	}
+	out := make([]byte, 8, 4+n)
+	binary.BigEndian.PutUint32(out[0:], uint32(n))
+	binary.BigEndian.PutUint32(out[4:], uint32(c.Serialization)<<24|uint32(len(header)))
+	out = append(out, header...)
+	return append(out, c.Body...), nil
+}
+
+func encodeBinaryHeader(c *Command) []byte {
+	b := make([]byte, 0, 21+len(c.Remark)+16*len(c.ExtFields))
+	b = binary.BigEndian.AppendUint16(b, uint16(int16(c.Code)))
+	b = append(b, languageCode(c.Language))
+	b = binary.BigEndian.AppendUint16(b, uint16(int16(c.Version)))
+	b = binary.BigEndian.AppendUint32(b, uint32(c.Opaque))
+	b = binary.BigEndian.AppendUint32(b, uint32(c.Flag))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(c.Remark)))
+	b = append(b, c.Remark...)
+	var ext []byte
+	for _, k := range sortedKeys(c.ExtFields) {
+		v := c.ExtFields[k]
+		ext = binary.BigEndian.AppendUint16(ext, uint16(len(k)))
+		ext = append(ext, k...)
+		ext = binary.BigEndian.AppendUint32(ext, uint32(len(v)))
+		ext = append(ext, v...)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ext)))
+	return append(b, ext...)
+}
+
+// ReadCommand reads one frame from r and decodes it. A frame whose length
+// word exceeds maxFrame (DefaultMaxFrame when ≤ 0) is refused with
+// ErrFrameTooLarge before anything is allocated; the stream is then out of
+// step and the connection must be closed. io.EOF is returned only when r
+// ends cleanly before a frame starts.
+func ReadCommand(r io.Reader, maxFrame int) (*Command, error) {
+	if maxFrame <= 0 {
+		maxFrame = DefaultMaxFrame
+	}
+	var lw [4]byte
+	if _, err := io.ReadFull(r, lw[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(lw[:])
+	if uint64(n) > uint64(maxFrame) {
+		return nil, fmt.Errorf("%w: frame announces %d bytes, limit %d", ErrFrameTooLarge, n, maxFrame)
+	}
+	if n < 4 {
+		return nil, fmt.Errorf("%w: frame length %d is shorter than its header-length word", ErrMalformed, n)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return Decode(buf)
+}
+
+// Decode decodes one frame without its leading length word: the
+// header-length word, the header and the body. The body aliases frame.
+func Decode(frame []byte) (*Command, error) {
+	if len(frame) < 4 {
+		return nil, fmt.Errorf("%w: %d bytes, need at least 4", ErrMalformed, len(frame))
+	}
+	w := binary.BigEndian.Uint32(frame)
+	typ := Serialization(w >> 24)
+	hl := int(w & 0xFFFFFF)
+	if hl > len(frame)-4 {
+		return nil, fmt.Errorf("%w: header length %d exceeds the %d bytes left", ErrMalformed, hl, len(frame)-4)
+	}
+	header, body := frame[4:4+hl], frame[4+hl:]
+	var c *Command
+	var err error
+	switch typ {
+	case JSON:
+		c, err = decodeJSONHeader(header)
+	case Binary:
+		c, err = decodeBinaryHeader(header)
+	default:
+		return nil, fmt.Errorf("%w: unknown serialization type %d", ErrMalformed, byte(typ))
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.Serialization = typ
+	if len(body) > 0 {
+		c.Body = body
+	}
+	return c, nil
+}
+
+func decodeJSONHeader(h []byte) (*Command, error) {
+	var jh jsonHeader
+	if err := json.Unmarshal(h, &jh); err != nil {
+		return nil, fmt.Errorf("%w: JSON header: %v", ErrMalformed, err)
+	}
+	return &Command{Code: jh.Code, Language: jh.Language, Version: jh.Version, Opaque: jh.Opaque,
+		Flag: jh.Flag, Remark: jh.Remark, ExtFields: jh.ExtFields}, nil
+}
+
+func decodeBinaryHeader(h []byte) (*Command, error) {
+	bad := func(what string) error {
+		return fmt.Errorf("%w: binary header: %s", ErrMalformed, what)
+	}
+	if len(h) < 21 {
+		return nil, bad(fmt.Sprintf("%d bytes, need at least 21", len(h)))
+	}
+	c := &Command{
+		Code:     int(int16(binary.BigEndian.Uint16(h[0:]))),
+		Language: languageName(h[2]),
+		Version:  int(int16(binary.BigEndian.Uint16(h[3:]))),
+		Opaque:   int32(binary.BigEndian.Uint32(h[5:])),
+		Flag:     int32(binary.BigEndian.Uint32(h[9:])),
+	}
+	rest := h[13:]
+	rl := binary.BigEndian.Uint32(rest)
+	rest = rest[4:]
+	if uint64(rl) > uint64(len(rest)) {
+		return nil, bad("remark length beyond the header")
+	}
+	c.Remark, rest = string(rest[:rl]), rest[rl:]
+	if len(rest) < 4 {
+		return nil, bad("no extFields length")
+	}
+	el := binary.BigEndian.Uint32(rest)
+	rest = rest[4:]
+	if uint64(el) != uint64(len(rest)) {
+		return nil, bad(fmt.Sprintf("extFields length %d, %d bytes left", el, len(rest)))
+	}
+	for len(rest) > 0 {
+		if len(rest) < 2 {
+			return nil, bad("truncated extFields key length")
+		}
+		kl := int(binary.BigEndian.Uint16(rest))
+		rest = rest[2:]
+		if kl > len(rest) {
+			return nil, bad("extFields key beyond the header")
+		}
+		k := string(rest[:kl])
+		rest = rest[kl:]
+		if len(rest) < 4 {
+			return nil, bad("truncated extFields value length")
+		}
+		vl := binary.BigEndian.Uint32(rest)
+		rest = rest[4:]
+		if uint64(vl) > uint64(len(rest)) {
+			return nil, bad("extFields value beyond the header")
+		}
+		if c.ExtFields == nil {
+			c.ExtFields = map[string]string{}
+		}
+		c.ExtFields[k] = string(rest[:vl])
+		rest = rest[vl:]
+	}
+	return c, nil
+}
