@@ -8,13 +8,14 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	_ "net/http/pprof" // served under /debug/pprof/ for profiling the exporter itself
 	"os"
 	"os/signal"
+	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -81,7 +82,8 @@ func run() int {
 	for n := range built {
 		names = append(names, n)
 	}
-	logger.Info("enabled collectors", "collectors", fmt.Sprint(names))
+	sort.Strings(names)
+	logger.Info("enabled collectors", "collectors", strings.Join(names, ","))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -140,7 +142,7 @@ func newLogger(levelName, format string) *slog.Logger {
 	} else {
 		kl = kitlog.NewLogfmtLogger(kitlog.NewSyncWriter(os.Stderr))
 	}
-	kl = kitlog.With(kl, "ts", kitlog.DefaultTimestampUTC, "caller", kitlog.DefaultCaller)
+	// The slog bridge adds time and caller itself.
 	var lvl slog.Level
 	switch levelName {
 	case "debug":

@@ -57,6 +57,10 @@ func (v *VMStat) Get(f VMField) (uint64, bool) {
 	return v.values[f], v.present&(1<<f) != 0
 }
 
+func (v *VMStat) getter(f VMField) func() (uint64, bool) {
+	return func() (uint64, bool) { return v.Get(f) }
+}
+
 // Has reports whether the field was present.
 func (v *VMStat) Has(f VMField) bool { return v.present&(1<<f) != 0 }
 

@@ -1,0 +1,62 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/procfs"
+)
+
+func init() {
+	Register("meminfo", true, newMeminfoCollector)
+}
+
+var (
+	memTotal     = NewMetric("memory_total_bytes", "Usable RAM (MemTotal in /proc/meminfo), in bytes.", prometheus.GaugeValue)
+	memAvailable = NewMetric("memory_available_bytes", "Kernel's estimate of memory available to start new work without swapping (MemAvailable in /proc/meminfo, 3.14+), in bytes.", prometheus.GaugeValue)
+	memCached    = NewMetric("memory_cached_bytes", "Page cache excluding swap cache (Cached in /proc/meminfo), in bytes.", prometheus.GaugeValue)
+	memDirty     = NewMetric("memory_dirty_bytes", "Memory waiting to be written back to disk (Dirty in /proc/meminfo), in bytes; the same counter as stall_vm_dirty_bytes, rounded to KiB.", prometheus.GaugeValue)
+	memWriteback = NewMetric("memory_writeback_bytes", "Memory being written back to disk (Writeback in /proc/meminfo), in bytes.", prometheus.GaugeValue)
+)
+
+type meminfoCollector struct {
+	fs procfs.FS
+}
+
+func newMeminfoCollector(cfg Config) (Collector, error) {
+	pfs, err := procfs.NewFS(cfg.Paths.Procfs)
+	if err != nil {
+		return nil, fmt.Errorf("--path.procfs: %w", err)
+	}
+	return &meminfoCollector{fs: pfs}, nil
+}
+
+// Update reads /proc/meminfo through procfs. Fields the kernel lacks
+// (MemAvailable before 3.14) are absent, not 0.
+func (c *meminfoCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
+	mi, err := c.fs.Meminfo()
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: %v", ErrNoData, err)
+		}
+		return err
+	}
+	for _, f := range []struct {
+		m Metric
+		v *uint64
+	}{
+		{memTotal, mi.MemTotalBytes},
+		{memAvailable, mi.MemAvailableBytes},
+		{memCached, mi.CachedBytes},
+		{memDirty, mi.DirtyBytes},
+		{memWriteback, mi.WritebackBytes},
+	} {
+		if f.v != nil {
+			f.m.Send(ch, float64(*f.v))
+		}
+	}
+	return nil
+}

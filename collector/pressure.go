@@ -1,0 +1,71 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/procfs"
+)
+
+func init() {
+	Register("pressure", true, newPressureCollector)
+}
+
+var pressureStalled = NewMetric("pressure_stalled_seconds_total",
+	"Time in which some (scope=some) or all non-idle (scope=full) tasks were stalled on the resource, from the total= field of /proc/pressure/<resource> (PSI, 4.20+; irq 6.1+), in seconds.",
+	prometheus.CounterValue, "resource", "scope")
+
+// psiResources are the /proc/pressure files; irq exists from 6.1 with
+// CONFIG_IRQ_TIME_ACCOUNTING.
+var psiResources = [...]string{"cpu", "io", "memory", "irq"}
+
+type pressureCollector struct {
+	fs procfs.FS
+}
+
+func newPressureCollector(cfg Config) (Collector, error) {
+	pfs, err := procfs.NewFS(cfg.Paths.Procfs)
+	if err != nil {
+		return nil, fmt.Errorf("--path.procfs: %w", err)
+	}
+	return &pressureCollector{fs: pfs}, nil
+}
+
+// psiUnavailable reports errors that mean "this kernel has no PSI": the file
+// is missing (before 4.20, CONFIG_PSI=n) or PSI is disabled at boot
+// (psi=0 makes reads fail with EOPNOTSUPP).
+func psiUnavailable(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EOPNOTSUPP)
+}
+
+func (c *pressureCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
+	found := 0
+	var errs []error
+	for _, res := range psiResources {
+		st, err := c.fs.PSIStatsForResource(res)
+		if err != nil {
+			if !psiUnavailable(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		found++
+		if st.Some != nil {
+			pressureStalled.Send(ch, float64(st.Some.Total)/1e6, res, "some")
+		}
+		if st.Full != nil {
+			pressureStalled.Send(ch, float64(st.Full.Total)/1e6, res, "full")
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if found == 0 {
+		return fmt.Errorf("%w: no /proc/pressure files", ErrNoData)
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func init() {
+	Register("vmstat", true, newVMStatCollector)
+}
+
+var (
+	vmDirtyBytes = NewMetric("vm_dirty_bytes",
+		"Page-cache pages waiting to be written back (nr_dirty in /proc/vmstat × page size), in bytes.",
+		prometheus.GaugeValue)
+	vmWritebackBytes = NewMetric("vm_writeback_bytes",
+		"Pages under writeback right now (nr_writeback in /proc/vmstat × page size), in bytes.",
+		prometheus.GaugeValue)
+	vmUnstableBytes = NewMetric("vm_nfs_unstable_bytes",
+		"NFS pages sent to the server but not yet committed (nr_unstable in /proc/vmstat × page size, kernels before 5.8), in bytes. Counted as dirty by balance_dirty_pages().",
+		prometheus.GaugeValue)
+	vmDirtyThreshold = NewMetric("vm_dirty_threshold_bytes",
+		"The kernel's global dirty limit (nr_dirty_threshold in /proc/vmstat × page size, derived from vm.dirty_ratio or vm.dirty_bytes and dirtyable memory), in bytes. Writers are hard-throttled above it.",
+		prometheus.GaugeValue)
+	vmDirtyBgThreshold = NewMetric("vm_dirty_background_threshold_bytes",
+		"Dirty level at which background writeback starts (nr_dirty_background_threshold in /proc/vmstat × page size), in bytes.",
+		prometheus.GaugeValue)
+	vmThrottleRatio = NewMetric("vm_dirty_throttle_ratio",
+		"(dirty + NFS unstable + writeback) / ((nr_dirty_threshold + nr_dirty_background_threshold) / 2), from /proc/vmstat. At 1 balance_dirty_pages() starts throttling every writer on the host.",
+		prometheus.GaugeValue)
+	vmDirtied = NewMetric("vm_dirtied_bytes_total",
+		"Bytes of pages dirtied since boot (nr_dirtied in /proc/vmstat × page size).",
+		prometheus.CounterValue)
+	vmWritten = NewMetric("vm_written_bytes_total",
+		"Bytes of pages written back since boot (nr_written in /proc/vmstat × page size).",
+		prometheus.CounterValue)
+	vmAllocStalls = NewMetric("vm_allocation_stalls_total",
+		"Allocations that entered direct reclaim, since boot (/proc/vmstat allocstall before 4.8, sum of allocstall_<zone> after).",
+		prometheus.CounterValue)
+	vmDirectScanned = NewMetric("vm_direct_reclaim_scanned_pages_total",
+		"Pages scanned by direct reclaim in allocating tasks (/proc/vmstat pgscan_direct, or the sum of pgscan_direct_<zone> before 4.8).",
+		prometheus.CounterValue)
+	vmDirectReclaimed = NewMetric("vm_direct_reclaim_reclaimed_pages_total",
+		"Pages reclaimed by direct reclaim (/proc/vmstat pgsteal_direct, or the sum of pgsteal_direct_<zone> before 4.8).",
+		prometheus.CounterValue)
+	vmDirectThrottled = NewMetric("vm_direct_reclaim_throttled_total",
+		"Times a direct reclaimer was throttled waiting for kswapd (/proc/vmstat pgscan_direct_throttle).",
+		prometheus.CounterValue)
+	vmKswapdScanned = NewMetric("vm_kswapd_scanned_pages_total",
+		"Pages scanned by kswapd (/proc/vmstat pgscan_kswapd, or the sum of pgscan_kswapd_<zone> before 4.8).",
+		prometheus.CounterValue)
+	vmKswapdReclaimed = NewMetric("vm_kswapd_reclaimed_pages_total",
+		"Pages reclaimed by kswapd (/proc/vmstat pgsteal_kswapd, or the sum of pgsteal_kswapd_<zone> before 4.8).",
+		prometheus.CounterValue)
+	vmCompactStalls = NewMetric("vm_compaction_stalls_total",
+		"Allocations that stalled in direct compaction (/proc/vmstat compact_stall).",
+		prometheus.CounterValue)
+	vmCompactFails = NewMetric("vm_compaction_failures_total",
+		"Direct compactions that failed to produce a free block (/proc/vmstat compact_fail).",
+		prometheus.CounterValue)
+	vmMajorFaults = NewMetric("vm_major_faults_total",
+		"Page faults that needed I/O (/proc/vmstat pgmajfault).",
+		prometheus.CounterValue)
+	vmRefaults = NewMetric("vm_refaults_total",
+		"Evicted pages faulted back in soon after, i.e. page-cache thrashing (/proc/vmstat workingset_refault, or workingset_refault_anon + workingset_refault_file on 5.9+).",
+		prometheus.CounterValue)
+	vmOOMKills = NewMetric("vm_oom_kills_total",
+		"Processes killed by the OOM killer (/proc/vmstat oom_kill, 4.13+).",
+		prometheus.CounterValue)
+)
+
+type vmstatCollector struct {
+	path     string
+	pageSize float64
+	problems *Problems
+	buf      []byte
+}
+
+func newVMStatCollector(cfg Config) (Collector, error) {
+	return &vmstatCollector{path: cfg.Paths.Proc("vmstat"), pageSize: float64(PageSize()), problems: cfg.Problems}, nil
+}
+
+// ReadFileInto reads a whole (small, /proc or /sys) file into buf, reusing
+// and growing it, and returns the filled slice. /proc files report size 0,
+// so it reads until EOF.
+func ReadFileInto(path string, buf []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return buf[:0], err
+	}
+	defer f.Close()
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return buf, nil
+			}
+			return buf, err
+		}
+		if n == 0 {
+			return buf, nil
+		}
+	}
+}
+
+func (c *vmstatCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
+	data, err := ReadFileInto(c.path, c.buf)
+	c.buf = data
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: %v", ErrNoData, err)
+		}
+		return err
+	}
+	var v VMStat
+	if bad, perr := ParseVMStat(data, &v); bad > 0 {
+		c.problems.Add("vmstat_line", bad, perr)
+	}
+	if v.Len() == 0 {
+		return fmt.Errorf("%s: no known field", c.path)
+	}
+	pages := func(m Metric, f VMField) {
+		if x, ok := v.Get(f); ok {
+			m.Send(ch, float64(x)*c.pageSize)
+		}
+	}
+	pages(vmDirtyBytes, VMNrDirty)
+	pages(vmWritebackBytes, VMNrWriteback)
+	pages(vmUnstableBytes, VMNrUnstable)
+	pages(vmDirtyThreshold, VMNrDirtyThreshold)
+	pages(vmDirtyBgThreshold, VMNrDirtyBackgroundThreshold)
+	pages(vmDirtied, VMNrDirtied)
+	pages(vmWritten, VMNrWritten)
+	if r, ok := v.ThrottleRatio(); ok {
+		vmThrottleRatio.Send(ch, r)
+	}
+	for _, c := range [...]struct {
+		m  Metric
+		fn func() (uint64, bool)
+	}{
+		{vmAllocStalls, v.AllocStalls},
+		{vmDirectScanned, v.DirectScanned},
+		{vmDirectReclaimed, v.DirectReclaimed},
+		{vmDirectThrottled, v.getter(VMPgscanDirectThrottle)},
+		{vmKswapdScanned, v.KswapdScanned},
+		{vmKswapdReclaimed, v.KswapdReclaimed},
+		{vmCompactStalls, v.getter(VMCompactStall)},
+		{vmCompactFails, v.getter(VMCompactFail)},
+		{vmMajorFaults, v.getter(VMPgmajfault)},
+		{vmRefaults, v.Refaults},
+		{vmOOMKills, v.getter(VMOOMKill)},
+	} {
+		if x, ok := c.fn(); ok {
+			c.m.Send(ch, float64(x))
+		}
+	}
+	return nil
+}
