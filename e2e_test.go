@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stall-exporter/stall_exporter/collector"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under collector/fixtures/*/metrics.golden")
+
+// hostCollectors are the scrape-time collectors that read only files; the
+// golden test runs exactly these, so background samplers and network
+// collectors cannot make the output depend on timing.
+var hostCollectors = map[string]bool{
+	"vmstat": true, "sysctl": true, "zoneinfo": true, "meminfo": true, "pressure": true, "diskstats": true,
+}
+
+// buildBinary compiles the exporter once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "stall_exporter")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startExporter runs the binary with args and returns its base URL; the
+// process is killed when the test ends.
+func startExporter(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, append([]string{"--web.listen-address=" + addr}, args...)...)
+	var logs strings.Builder
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("exporter log:\n%s", logs.String())
+		}
+	})
+	url := "http://" + addr
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url + "/"); err == nil {
+			resp.Body.Close()
+			return url
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("exporter did not listen on %s; log:\n%s", addr, logs.String())
+	return ""
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s\n%s", resp.Status, b)
+	}
+	return string(b)
+}
+
+// stable drops what legitimately varies between runs: the exporter's own
+// Go/process metrics, collector durations and the build info labels.
+func stable(out string) string {
+	var keep []string
+	skip := ""
+	for _, l := range strings.Split(out, "\n") {
+		name := l
+		if strings.HasPrefix(l, "# ") {
+			f := strings.Fields(l)
+			if len(f) >= 3 {
+				name = f[2]
+			}
+		}
+		switch {
+		case l == "",
+			strings.HasPrefix(name, "go_"), strings.HasPrefix(name, "process_"),
+			strings.HasPrefix(name, "promhttp_"),
+			strings.HasPrefix(name, "stall_scrape_collector_duration_seconds"),
+			strings.HasPrefix(name, "stall_exporter_build_info"):
+			continue
+		}
+		_ = skip
+		keep = append(keep, l)
+	}
+	return strings.Join(keep, "\n") + "\n"
+}
+
+func disableOthers() []string {
+	var args []string
+	for _, n := range collector.Names() {
+		if hostCollectors[n] {
+			args = append(args, "--collector."+n)
+		} else {
+			args = append(args, "--no-collector."+n)
+		}
+	}
+	return args
+}
+
+// TestGolden runs the binary on each kernel generation's fixtures and
+// compares the whole /metrics output with collector/fixtures/<gen>/metrics.golden
+// (regenerate with `make golden`). It also runs `promtool check metrics`.
+func TestGolden(t *testing.T) {
+	bin := buildBinary(t)
+	dirs, err := filepath.Glob("collector/fixtures/linux-*")
+	if err != nil || len(dirs) < 3 {
+		t.Fatalf("want at least three kernel generations of fixtures, found %v (%v)", dirs, err)
+	}
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			args := append(disableOthers(),
+				"--path.procfs="+filepath.Join(dir, "proc"),
+				"--path.sysfs="+filepath.Join(dir, "sys"),
+				"--path.rootfs="+dir)
+			if extra, err := os.ReadFile(filepath.Join(dir, "flags")); err == nil {
+				args = append(args, strings.Fields(string(extra))...)
+			}
+			url := startExporter(t, bin, args...)
+			full := scrape(t, url)
+			checkPromtool(t, full)
+			got := stable(full)
+			golden := filepath.Join(dir, "metrics.golden")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run `make golden` to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("/metrics differs from %s (run `make golden` after checking the change):\n%s", golden, lineDiff(string(want), got))
+			}
+		})
+	}
+}
+
+// checkPromtool lints the exposition with the real promtool. It is required
+// in CI (CI=true); elsewhere a missing promtool skips only this check.
+func checkPromtool(t *testing.T, exposition string) {
+	t.Helper()
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("promtool not found; `make test-deps` installs it")
+		}
+		t.Log("promtool not found; skipping `promtool check metrics`")
+		return
+	}
+	cmd := exec.Command(path, "check", "metrics")
+	cmd.Stdin = strings.NewReader(exposition)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+func lineDiff(want, got string) string {
+	w, g := toSet(want), toSet(got)
+	var out []string
+	for l := range w {
+		if !g[l] {
+			out = append(out, "- "+l)
+		}
+	}
+	for l := range g {
+		if !w[l] {
+			out = append(out, "+ "+l)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+func toSet(s string) map[string]bool {
+	m := map[string]bool{}
+	for _, l := range strings.Split(s, "\n") {
+		if l != "" {
+			m[l] = true
+		}
+	}
+	return m
+}
+
+var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$`)
+
+// samples parses an exposition into "name{labels}" → value.
+func samples(t *testing.T, exposition string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(exposition))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		m := sampleLine.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("unparsable exposition line %q", l)
+		}
+		v, err := strconv.ParseFloat(m[3], 64)
+		if err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		out[m[1]+m[2]] = v
+	}
+	return out
+}
+
+// TestRealProc runs the binary on this machine's real /proc and /sys, as
+// `make run` does, and checks the signals the README promises.
+func TestRealProc(t *testing.T) {
+	bin := buildBinary(t)
+	url := startExporter(t, bin, disableOthers()...)
+	s := samples(t, scrape(t, url))
+	for _, c := range []string{"vmstat", "meminfo", "diskstats", "sysctl"} {
+		if s[fmt.Sprintf(`stall_scrape_collector_success{collector=%q}`, c)] != 1 {
+			t.Errorf("collector %s failed on real /proc", c)
+		}
+	}
+	th := s["stall_vm_dirty_threshold_bytes"]
+	bg := s["stall_vm_dirty_background_threshold_bytes"]
+	if th <= 0 || bg <= 0 || bg > th {
+		t.Errorf("thresholds: dirty %v, background %v; want 0 < background <= dirty", th, bg)
+	}
+	if total := s["stall_memory_total_bytes"]; th >= total {
+		t.Errorf("dirty threshold %v not below MemTotal %v", th, total)
+	}
+	if r, ok := s["stall_vm_dirty_throttle_ratio"]; !ok || r < 0 {
+		t.Errorf("throttle ratio %v (present %v)", r, ok)
+	}
+	if s[`stall_vm_sysctl{name="vm.dirty_ratio"}`]+s[`stall_vm_sysctl{name="vm.dirty_bytes"}`] == 0 {
+		t.Error("neither vm.dirty_ratio nor vm.dirty_bytes exported")
+	}
+	disks := 0
+	for k := range s {
+		if strings.HasPrefix(k, "stall_disk_io_time_seconds_total{") {
+			disks++
+		}
+	}
+	if disks == 0 {
+		t.Error("no block device exported from /proc/diskstats")
+	}
+	if _, err := os.Stat("/proc/pressure/memory"); err == nil {
+		if _, ok := s[`stall_pressure_stalled_seconds_total{resource="memory",scope="some"}`]; !ok {
+			t.Error("/proc/pressure/memory exists but no PSI memory series")
+		}
+	}
+}
