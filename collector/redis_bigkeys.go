@@ -1,0 +1,299 @@
+package collector
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
+
+	"github.com/stall-exporter/stall_exporter/collector/redisx"
+)
+
+var (
+	redisBigkeysEnable = kingpin.Flag("redis.bigkeys.enable",
+		"Scan --redis.addr targets in the background (SCAN + MEMORY USAGE, Redis 4.0+) and export the largest keys.").Default("false").Bool()
+	redisBigkeysRate = kingpin.Flag("redis.bigkeys.keys-per-second",
+		"Keys measured per second (MEMORY USAGE calls), per target.").Default("100").Float64()
+	redisBigkeysTop = kingpin.Flag("redis.bigkeys.top",
+		"Number of largest keys exported per target.").Default("10").Int()
+	redisBigkeysReplica = kingpin.Flag("redis.bigkeys.prefer-replica",
+		"Scan an online replica listed in the master's INFO replication instead of the master, when one answers (same credentials and TLS).").Default("true").Bool()
+	redisBigkeysHash = kingpin.Flag("redis.bigkeys.hash-names",
+		"Export sha256:<16 hex digits> of each key name instead of the name (for key names that carry personal data).").Default("false").Bool()
+	redisBigkeysInterval = kingpin.Flag("redis.bigkeys.interval",
+		"Pause between the end of one full scan and the start of the next.").Default("1h").Duration()
+	redisBigkeysSamples = kingpin.Flag("redis.bigkeys.samples",
+		"MEMORY USAGE SAMPLES: nested values sampled per key (0 = all, exact but slow on big collections).").Default("5").Int()
+)
+
+var (
+	redisBigKeyDesc = NewMetric("redis_big_key_bytes",
+		"The largest keys of the last complete background scan (MEMORY USAGE; top --redis.bigkeys.top per target; key is the name, or sha256:… with --redis.bigkeys.hash-names).",
+		prometheus.GaugeValue, "addr", "db", "key")
+	redisBigKeysScannedDesc = NewMetric("redis_big_keys_scanned_total",
+		"Keys measured with MEMORY USAGE by the background big-key scan.", prometheus.CounterValue, "addr")
+	redisBigKeysPassDesc = NewMetric("redis_big_keys_last_pass_timestamp_seconds",
+		"Unix time the last complete big-key scan of the target finished.", prometheus.GaugeValue, "addr")
+)
+
+type bigKeySettings struct {
+	enabled       bool
+	keysPerSecond float64
+	top           int
+	preferReplica bool
+	hashNames     bool
+	interval      time.Duration
+	samples       int
+	scanCount     int64
+}
+
+func bigKeySettingsFromFlags() (bigKeySettings, error) {
+	s := bigKeySettings{
+		enabled: *redisBigkeysEnable, keysPerSecond: *redisBigkeysRate, top: *redisBigkeysTop,
+		preferReplica: *redisBigkeysReplica, hashNames: *redisBigkeysHash, interval: *redisBigkeysInterval,
+		samples: *redisBigkeysSamples, scanCount: 100,
+	}
+	if s.enabled && (s.keysPerSecond <= 0 || s.top <= 0 || s.samples < 0) {
+		return s, fmt.Errorf("--redis.bigkeys.keys-per-second and --redis.bigkeys.top must be positive, --redis.bigkeys.samples ≥ 0")
+	}
+	return s, nil
+}
+
+type bigKey struct {
+	db    int
+	key   string // label value (sanitized or hashed)
+	bytes int64
+}
+
+// bigKeyScanner walks one target's keyspace at a bounded rate and keeps the
+// top N keys by MEMORY USAGE.
+type bigKeyScanner struct {
+	t       *redisTarget
+	s       bigKeySettings
+	logger  *slog.Logger
+	limiter *rate.Limiter
+
+	mu       sync.Mutex
+	done     []bigKey // last complete pass
+	partial  []bigKey // pass in progress
+	passDone time.Time
+	scanned  uint64
+}
+
+func newBigKeyScanner(t *redisTarget, s bigKeySettings, cfg Config) *bigKeyScanner {
+	burst := max(1, int(s.keysPerSecond))
+	return &bigKeyScanner{
+		t: t, s: s, logger: cfg.Logger.With("addr", t.spec.label, "task", "bigkeys"),
+		limiter: rate.NewLimiter(rate.Limit(s.keysPerSecond), burst),
+	}
+}
+
+// send exports the last complete pass (the running pass before the first
+// one completes).
+func (b *bigKeyScanner) send(ch chan<- prometheus.Metric) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.t.spec.label
+	keys := b.done
+	if b.passDone.IsZero() {
+		keys = b.partial
+	} else {
+		redisBigKeysPassDesc.Send(ch, float64(b.passDone.UnixNano())/1e9, l)
+	}
+	for _, k := range keys {
+		redisBigKeyDesc.Send(ch, float64(k.bytes), l, strconv.Itoa(k.db), k.key)
+	}
+	redisBigKeysScannedDesc.Send(ch, float64(b.scanned), l)
+}
+
+func (b *bigKeyScanner) run(ctx context.Context) {
+	for {
+		err := b.pass(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		wait := b.s.interval
+		if err != nil {
+			b.logger.Warn("big-key scan stopped; retrying later", "err", err)
+			wait = min(wait, time.Minute)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// scanSource returns the client to scan with: an online replica when
+// preferred and reachable, else the target's own options.
+func (b *bigKeyScanner) scanSource(ctx context.Context) (*redis.Options, string, error) {
+	info, err := b.t.client.Info(ctx, "server", "replication", "keyspace").Result()
+	if err != nil {
+		return nil, "", fmt.Errorf("INFO: %w", err)
+	}
+	in := redisx.ParseInfo(info)
+	opts := *b.t.spec.opts
+	if b.s.preferReplica && in.Fields["role"] == "master" && b.t.spec.opts.Network != "unix" {
+		for _, r := range in.Replicas {
+			if r.State != "online" {
+				continue
+			}
+			ro := opts
+			ro.Addr = net.JoinHostPort(r.IP, strconv.Itoa(r.Port))
+			c := redis.NewClient(&ro)
+			err := c.Ping(ctx).Err()
+			_ = c.Close()
+			if err == nil {
+				return &ro, ro.Addr, nil
+			}
+			b.logger.Debug("replica not reachable; scanning the master", "replica", ro.Addr, "err", err)
+		}
+	}
+	return &opts, "", nil
+}
+
+func (b *bigKeyScanner) pass(ctx context.Context) error {
+	opts, replica, err := b.scanSource(ctx)
+	if err != nil {
+		return err
+	}
+	kc := redis.NewClient(opts)
+	info, err := kc.Info(ctx, "keyspace").Result()
+	_ = kc.Close()
+	if err != nil {
+		return fmt.Errorf("INFO keyspace: %w", err)
+	}
+	dbs := redisx.ParseInfo(info).Keyspace
+	if replica != "" {
+		b.logger.Debug("scanning replica", "replica", replica)
+	}
+	b.mu.Lock()
+	b.partial = nil
+	b.mu.Unlock()
+	for _, db := range dbs {
+		o := *opts
+		o.DB = db.Index
+		o.PoolSize = 1
+		c := redis.NewClient(&o)
+		err := b.scanDB(ctx, c, db.Index)
+		_ = c.Close()
+		if err != nil {
+			return fmt.Errorf("db %d: %w", db.Index, err)
+		}
+	}
+	b.mu.Lock()
+	b.done, b.partial = b.partial, nil
+	b.passDone = time.Now()
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *bigKeyScanner) scanDB(ctx context.Context, c *redis.Client, db int) error {
+	var cursor uint64
+	for {
+		keys, next, err := c.Scan(ctx, cursor, "", b.s.scanCount).Result()
+		if err != nil {
+			return fmt.Errorf("SCAN: %w", err)
+		}
+		for len(keys) > 0 {
+			n := min(len(keys), b.limiter.Burst())
+			if err := b.limiter.WaitN(ctx, n); err != nil {
+				return err
+			}
+			pipe := c.Pipeline()
+			cmds := make([]*redis.IntCmd, n)
+			for i, k := range keys[:n] {
+				if b.s.samples > 0 {
+					cmds[i] = pipe.MemoryUsage(ctx, k, b.s.samples)
+				} else {
+					cmds[i] = pipe.MemoryUsage(ctx, k, 0)
+				}
+			}
+			if _, err := pipe.Exec(ctx); err != nil && !isRedisError(err) && err != redis.Nil {
+				return fmt.Errorf("MEMORY USAGE: %w", err)
+			}
+			b.mu.Lock()
+			for i, k := range keys[:n] {
+				v, err := cmds[i].Result()
+				if err != nil {
+					if isRedisError(err) && strings.Contains(strings.ToLower(err.Error()), "unknown") {
+						b.mu.Unlock()
+						return fmt.Errorf("MEMORY USAGE not supported (Redis 4.0+ needed): %w", err)
+					}
+					continue // key expired or deleted between SCAN and MEMORY USAGE
+				}
+				b.scanned++
+				b.partial = insertTop(b.partial, bigKey{db: db, key: k, bytes: v}, b.s.top, b.labelFor)
+			}
+			b.mu.Unlock()
+			keys = keys[n:]
+		}
+		cursor = next
+		if cursor == 0 {
+			return nil
+		}
+	}
+}
+
+// insertTop keeps at most n keys, largest first; the key name is turned
+// into its label value only when it enters the list.
+func insertTop(top []bigKey, k bigKey, n int, label func(string) string) []bigKey {
+	if len(top) >= n && k.bytes <= top[len(top)-1].bytes {
+		return top
+	}
+	k.key = label(k.key)
+	i, _ := slices.BinarySearchFunc(top, k.bytes, func(e bigKey, v int64) int {
+		switch {
+		case e.bytes > v:
+			return -1
+		case e.bytes < v:
+			return 1
+		}
+		return 0
+	})
+	top = slices.Insert(top, i, k)
+	if len(top) > n {
+		top = top[:n]
+	}
+	return top
+}
+
+// maxKeyLabel bounds the length of a key name used as a label value.
+const maxKeyLabel = 200
+
+// labelFor returns the label value of a key: a stable hash when
+// --redis.bigkeys.hash-names is set, else the name as valid UTF-8, cut to
+// maxKeyLabel bytes.
+func (b *bigKeyScanner) labelFor(key string) string {
+	return bigKeyLabel(key, b.s.hashNames)
+}
+
+func bigKeyLabel(key string, hash bool) string {
+	if hash {
+		sum := sha256.Sum256([]byte(key))
+		return "sha256:" + hex.EncodeToString(sum[:8])
+	}
+	s := strings.ToValidUTF8(key, "\uFFFD")
+	if len(s) > maxKeyLabel {
+		cut := maxKeyLabel
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}

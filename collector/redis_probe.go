@@ -1,0 +1,87 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// /probe?module=redis&target=…: targets are checked against the allowlist,
+// then served by a cached redisTarget (its connection pool, CONFIG cache
+// and CLIENT LIST schedule survive between requests). Targets not probed
+// for redisProbeIdle are closed.
+
+const redisProbeIdle = 10 * time.Minute
+
+type redisProbeCache struct {
+	mu       sync.Mutex
+	settings *redisSettings
+	allow    *redisAllowlist
+	targets  map[string]*redisProbeEntry
+}
+
+type redisProbeEntry struct {
+	t        *redisTarget
+	lastUsed time.Time
+}
+
+var redisProbes redisProbeCache
+
+func newRedisProbe(cfg Config, target string) (Collector, error) {
+	return redisProbes.get(cfg, target)
+}
+
+func (pc *redisProbeCache) get(cfg Config, target string) (Collector, error) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.settings == nil {
+		s, err := redisSettingsFromFlags()
+		if err != nil {
+			return nil, err
+		}
+		allow, err := newRedisAllowlist(append(append([]string(nil), *redisProbeAllowed...), *redisAddrs...), *redisProbeAllowedRE, s.conn)
+		if err != nil {
+			return nil, err
+		}
+		pc.configure(s, allow)
+	}
+	spec, err := parseRedisTarget(target, pc.settings.conn, true)
+	if err != nil {
+		return nil, err
+	}
+	if !pc.allow.allowed(spec.hostPort) {
+		return nil, fmt.Errorf("%w: redis target %s (see --redis.probe.allowed-targets)", ErrTargetNotAllowed, spec.hostPort)
+	}
+	now := time.Now()
+	for k, e := range pc.targets {
+		if now.Sub(e.lastUsed) > redisProbeIdle {
+			e.t.close()
+			delete(pc.targets, k)
+		}
+	}
+	key := spec.label + "\x00" + spec.user
+	e, ok := pc.targets[key]
+	if !ok {
+		e = &redisProbeEntry{t: newRedisTarget(spec, *pc.settings, cfg)}
+		pc.targets[key] = e
+	}
+	e.lastUsed = now
+	return redisProbeCollector{e.t}, nil
+}
+
+// configure sets the probe settings; tests call it directly.
+func (pc *redisProbeCache) configure(s redisSettings, allow *redisAllowlist) {
+	for _, e := range pc.targets {
+		e.t.close()
+	}
+	pc.settings, pc.allow, pc.targets = &s, allow, map[string]*redisProbeEntry{}
+}
+
+type redisProbeCollector struct{ t *redisTarget }
+
+func (p redisProbeCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	return p.t.collect(ctx, ch)
+}

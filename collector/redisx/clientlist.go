@@ -1,0 +1,312 @@
+package redisx
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// GroupBy selects the client attribute CLIENT LIST aggregates are grouped by.
+type GroupBy int
+
+// Grouping attributes (--redis.client-group-by).
+const (
+	GroupByHost    GroupBy = iota // peer IP address without port (the socket path for Unix sockets)
+	GroupByName                   // CLIENT SETNAME name (2.6.9+)
+	GroupByLibName                // CLIENT SETINFO lib-name (7.2+)
+	GroupByUser                   // ACL user (6.0+)
+)
+
+// GroupByNames lists the accepted values of ParseGroupBy, in flag order.
+var GroupByNames = []string{"host", "name", "lib-name", "user"}
+
+// ParseGroupBy maps "host", "name", "lib-name" or "user" to a GroupBy.
+func ParseGroupBy(s string) (GroupBy, error) {
+	for i, n := range GroupByNames {
+		if s == n {
+			return GroupBy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown client grouping %q (want one of %s)", s, strings.Join(GroupByNames, ", "))
+}
+
+// OtherGroup is the label value of the remainder after the top K groups.
+const OtherGroup = "other"
+
+// NoneGroup is the label value of clients whose grouping attribute is empty
+// (no name set, no lib-name, an address the server did not report).
+const NoneGroup = "none"
+
+// Group is one aggregate of clients: a client group or a last command.
+type Group struct {
+	Name              string // label value; OtherGroup for the remainder
+	Clients           int    // clients in the group
+	OutputBufferBytes uint64 // sum of omem, bytes
+}
+
+// ClientListStats is the aggregate of one CLIENT LIST reply. Byte values
+// come from the omem (output buffer, list part), tot-mem (all memory the
+// client uses, 6.0+) and oll (reply list length, blocks) fields.
+type ClientListStats struct {
+	Clients              int    // lines parsed
+	OutputBufferBytes    uint64 // sum of omem
+	TotalMemoryBytes     uint64 // sum of tot-mem; meaningful only if HasTotalMemory
+	HasTotalMemory       bool   // the server reports tot-mem (6.0+)
+	MaxOutputBufferBytes uint64 // the largest single omem
+	PendingClients       int    // clients with oll > 0 or omem > 0
+	OutputListBlocks     uint64 // sum of oll
+	// Groups holds the top K groups with non-zero omem, largest first,
+	// followed by an OtherGroup entry for every remaining client (always
+	// present, possibly zero).
+	Groups []Group
+	// Commands holds omem by the client's last command (the cmd field), the
+	// top K commands with non-zero omem followed by OtherGroup.
+	Commands []Group
+	// Malformed counts lines or fields that could not be read (a line
+	// without id/addr, a token without '=', a non-numeric omem).
+	Malformed int
+}
+
+// Aggregator folds CLIENT LIST replies into ClientListStats. It keeps its
+// maps between calls so that a steady-state Aggregate allocates only for
+// groups it has not seen before; it is not safe for concurrent use.
+type Aggregator struct {
+	GroupBy GroupBy
+	TopK    int
+
+	groups map[string]acc
+	cmds   map[string]acc
+	sorted []Group
+}
+
+type acc struct {
+	clients int
+	omem    uint64
+}
+
+// Aggregate parses reply, the bulk string of CLIENT LIST, and returns its
+// aggregates. Group and command names in the result are copied, so the
+// reply may be released.
+func (a *Aggregator) Aggregate(reply string) ClientListStats {
+	if a.groups == nil {
+		a.groups = make(map[string]acc)
+		a.cmds = make(map[string]acc)
+	}
+	clear(a.groups)
+	clear(a.cmds)
+	var st ClientListStats
+	for len(reply) > 0 {
+		var line string
+		if i := strings.IndexByte(reply, '\n'); i >= 0 {
+			line, reply = reply[:i], reply[i+1:]
+		} else {
+			line, reply = reply, ""
+		}
+		line = strings.TrimSuffix(line, "\r")
+		if line == "" {
+			continue
+		}
+		c, bad := parseClientLine(line, a.GroupBy)
+		st.Malformed += bad
+		if !c.ok {
+			st.Malformed++
+			continue
+		}
+		st.Clients++
+		st.OutputBufferBytes += c.omem
+		st.OutputListBlocks += c.oll
+		if c.hasTotMem {
+			st.HasTotalMemory = true
+			st.TotalMemoryBytes += c.totMem
+		}
+		if c.omem > st.MaxOutputBufferBytes {
+			st.MaxOutputBufferBytes = c.omem
+		}
+		if c.omem > 0 || c.oll > 0 {
+			st.PendingClients++
+		}
+		g := c.group
+		if g == "" {
+			g = NoneGroup
+		}
+		v := a.groups[g]
+		v.clients++
+		v.omem += c.omem
+		a.groups[g] = v
+		cmd := c.cmd
+		if cmd == "" || cmd == "NULL" {
+			cmd = NoneGroup
+		}
+		v = a.cmds[cmd]
+		v.clients++
+		v.omem += c.omem
+		a.cmds[cmd] = v
+	}
+	st.Groups = a.top(a.groups)
+	st.Commands = a.top(a.cmds)
+	return st
+}
+
+// top returns the K entries of m with the largest non-zero omem and an
+// OtherGroup remainder holding everything else.
+func (a *Aggregator) top(m map[string]acc) []Group {
+	k := a.TopK
+	if k < 0 {
+		k = 0
+	}
+	a.sorted = a.sorted[:0]
+	var other Group
+	other.Name = OtherGroup
+	for name, v := range m {
+		if v.omem == 0 {
+			other.Clients += v.clients
+			continue
+		}
+		a.sorted = append(a.sorted, Group{Name: name, Clients: v.clients, OutputBufferBytes: v.omem})
+	}
+	slices.SortFunc(a.sorted, func(x, y Group) int {
+		switch {
+		case x.OutputBufferBytes > y.OutputBufferBytes:
+			return -1
+		case x.OutputBufferBytes < y.OutputBufferBytes:
+			return 1
+		}
+		return strings.Compare(x.Name, y.Name)
+	})
+	n := min(k, len(a.sorted))
+	out := make([]Group, 0, n+1)
+	for _, g := range a.sorted[:n] {
+		g.Name = strings.Clone(g.Name)
+		out = append(out, g)
+	}
+	for _, g := range a.sorted[n:] {
+		other.Clients += g.Clients
+		other.OutputBufferBytes += g.OutputBufferBytes
+	}
+	return append(out, other)
+}
+
+// client is one parsed CLIENT LIST line; strings point into the reply.
+type client struct {
+	ok        bool // the line had the fields every version prints (addr)
+	omem      uint64
+	oll       uint64
+	totMem    uint64
+	hasTotMem bool
+	cmd       string
+	group     string
+}
+
+// parseClientLine reads one "k=v k=v ..." line. Values never contain spaces
+// (Redis refuses client names with spaces) but may contain '=': a token is
+// split at its first '='. Unknown fields are ignored. It returns the number
+// of malformed tokens.
+func parseClientLine(line string, by GroupBy) (c client, bad int) {
+	for len(line) > 0 {
+		var tok string
+		if i := strings.IndexByte(line, ' '); i >= 0 {
+			tok, line = line[:i], line[i+1:]
+		} else {
+			tok, line = line, ""
+		}
+		if tok == "" {
+			continue
+		}
+		eq := strings.IndexByte(tok, '=')
+		if eq <= 0 {
+			bad++
+			continue
+		}
+		key, val := tok[:eq], tok[eq+1:]
+		switch key {
+		case "addr":
+			c.ok = true
+			if by == GroupByHost {
+				c.group = hostOf(val)
+			}
+		case "name":
+			if by == GroupByName {
+				c.group = val
+			}
+		case "lib-name":
+			if by == GroupByLibName {
+				c.group = val
+			}
+		case "user":
+			if by == GroupByUser {
+				c.group = val
+			}
+		case "omem":
+			n, ok := parseUint(val)
+			if !ok {
+				bad++
+			}
+			c.omem = n
+		case "oll":
+			n, ok := parseUint(val)
+			if !ok {
+				bad++
+			}
+			c.oll = n
+		case "tot-mem":
+			n, ok := parseUint(val)
+			if !ok {
+				bad++
+			} else {
+				c.totMem, c.hasTotMem = n, true
+			}
+		case "cmd":
+			c.cmd = val
+		}
+	}
+	return c, bad
+}
+
+// hostOf strips the port from a CLIENT LIST addr: "10.0.0.1:4242" →
+// "10.0.0.1", "[2001:db8::1]:4242" → "2001:db8::1" (2.8+ brackets),
+// "2001:db8::1:4242" → "2001:db8::1" (no brackets), "/run/redis.sock:0" →
+// "/run/redis.sock".
+func hostOf(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	if addr[0] == '/' || strings.HasPrefix(addr, "unix:") {
+		// A Unix socket client: keep the server's socket path, which is the
+		// same for every such client (no per-client allocation).
+		if i := strings.LastIndexByte(addr, ':'); i > 0 {
+			return addr[:i]
+		}
+		return addr
+	}
+	if addr[0] == '[' {
+		if i := strings.IndexByte(addr, ']'); i > 0 {
+			return addr[1:i]
+		}
+		return addr
+	}
+	if i := strings.LastIndexByte(addr, ':'); i > 0 {
+		return addr[:i]
+	}
+	return addr
+}
+
+// parseUint parses a decimal without allocating; it refuses signs, empty
+// strings and overflow.
+func parseUint(s string) (uint64, bool) {
+	if s == "" || len(s) > 20 {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		d := s[i] - '0'
+		if d > 9 {
+			return 0, false
+		}
+		m := n*10 + uint64(d)
+		if m/10 != n {
+			return 0, false
+		}
+		n = m
+	}
+	return n, true
+}

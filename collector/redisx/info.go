@@ -1,0 +1,171 @@
+package redisx
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Info is a parsed INFO reply (any combination of sections).
+type Info struct {
+	// Fields holds every "key:value" line outside commandstats and
+	// keyspace, e.g. "used_memory" → "1048576".
+	Fields map[string]string
+	// Commands is the commandstats section: one entry per command that was
+	// called since start or CONFIG RESETSTAT. Names are lower case; Redis
+	// 7.0+ reports subcommands as "container|sub" (e.g. "cluster|nodes").
+	Commands []CommandStat
+	// Keyspace lists databases with keys ("db0:keys=…").
+	Keyspace []DBStat
+	// Replicas lists connected replicas from the replication section
+	// ("slave0:ip=…,port=…,state=online,…", 2.8+).
+	Replicas []Replica
+	// Malformed counts lines that could not be read.
+	Malformed int
+}
+
+// CommandStat is one "cmdstat_<name>:calls=…,usec=…" line.
+type CommandStat struct {
+	Name  string
+	Calls uint64 // calls since start or CONFIG RESETSTAT
+	Usec  uint64 // total CPU time spent executing it, microseconds
+}
+
+// DBStat is one keyspace line.
+type DBStat struct {
+	Index int
+	Keys  uint64
+}
+
+// Replica is one connected replica as the master reports it.
+type Replica struct {
+	IP    string
+	Port  int
+	State string // online, wait_bgsave, send_bulk …
+}
+
+// ParseInfo parses an INFO reply. Both CRLF and LF line ends are accepted.
+func ParseInfo(s string) Info {
+	in := Info{Fields: make(map[string]string, 128)}
+	for len(s) > 0 {
+		var line string
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			line, s = s[:i], s[i+1:]
+		} else {
+			line, s = s, ""
+		}
+		line = strings.TrimSuffix(line, "\r")
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		colon := strings.IndexByte(line, ':')
+		if colon <= 0 {
+			in.Malformed++
+			continue
+		}
+		key, val := line[:colon], line[colon+1:]
+		switch {
+		case strings.HasPrefix(key, "cmdstat_"):
+			cs, ok := parseCommandStat(key[len("cmdstat_"):], val)
+			if !ok {
+				in.Malformed++
+				continue
+			}
+			in.Commands = append(in.Commands, cs)
+		case strings.HasPrefix(key, "db") && isDigits(key[2:]):
+			idx, _ := strconv.Atoi(key[2:])
+			keys, ok := parseUint(kv(val, "keys"))
+			if !ok {
+				in.Malformed++
+				continue
+			}
+			in.Keyspace = append(in.Keyspace, DBStat{Index: idx, Keys: keys})
+		case strings.HasPrefix(key, "slave") && isDigits(key[5:]) && strings.Contains(val, "ip="):
+			port, err := strconv.Atoi(kv(val, "port"))
+			ip := kv(val, "ip")
+			if err != nil || ip == "" {
+				in.Malformed++
+				continue
+			}
+			in.Replicas = append(in.Replicas, Replica{IP: ip, Port: port, State: kv(val, "state")})
+			in.Fields[key] = val
+		default:
+			in.Fields[key] = val
+		}
+	}
+	return in
+}
+
+func parseCommandStat(name, val string) (CommandStat, bool) {
+	if name == "" {
+		return CommandStat{}, false
+	}
+	calls, ok1 := parseUint(kv(val, "calls"))
+	usec, ok2 := parseUint(kv(val, "usec"))
+	if !ok1 || !ok2 {
+		return CommandStat{}, false
+	}
+	return CommandStat{Name: strings.ToLower(name), Calls: calls, Usec: usec}, true
+}
+
+// kv returns the value of key in a "k1=v1,k2=v2" list, or "".
+func kv(list, key string) string {
+	for len(list) > 0 {
+		var item string
+		if i := strings.IndexByte(list, ','); i >= 0 {
+			item, list = list[:i], list[i+1:]
+		} else {
+			item, list = list, ""
+		}
+		if len(item) > len(key) && item[len(key)] == '=' && item[:len(key)] == key {
+			return item[len(key)+1:]
+		}
+	}
+	return ""
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Float returns a numeric field; ok is false when it is absent or not a
+// number.
+func (in Info) Float(key string) (v float64, ok bool) {
+	s, present := in.Fields[key]
+	if !present {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	return v, err == nil
+}
+
+// Version returns redis_version as major, minor (0, 0 when absent).
+func (in Info) Version() (major, minor int) {
+	return ParseVersion(in.Fields["redis_version"])
+}
+
+// ParseVersion reads "7.2.4" as 7, 2; anything unreadable is 0, 0.
+func ParseVersion(v string) (major, minor int) {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return 0, 0
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return 0, 0
+	}
+	return major, minor
+}
+
+// AtLeast reports whether version (major, minor) is ≥ (wantMajor, wantMinor).
+func AtLeast(major, minor, wantMajor, wantMinor int) bool {
+	return major > wantMajor || major == wantMajor && minor >= wantMinor
+}
