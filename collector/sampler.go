@@ -1,0 +1,476 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The sampler catches what a 15–60 s scrape misses: a writer blocked in
+// dirty-page throttling for two seconds, one second of 800 ms await. Every
+// --sampler.interval it reads /proc/vmstat and /proc/diskstats and turns
+// each interval into one histogram observation, so a short excursion stays
+// visible in the bucket counts after the next scrape. See docs/sampler.md.
+
+const (
+	samplerMinInterval = 100 * time.Millisecond
+	samplerMaxInterval = 10 * time.Second
+	// samplerMaxGapIntervals: when more than this many intervals pass
+	// between two ticks (suspended host, stopped process, a clock that
+	// jumped), the tick only re-baselines: an average over minutes is not a
+	// one-interval sample.
+	samplerMaxGapIntervals = 10
+	// samplerMaxReadBytes bounds the read buffers (a /proc/diskstats with
+	// thousands of devices is ~1 MiB).
+	samplerMaxReadBytes = 16 << 20
+)
+
+var samplerIntervalFlag = kingpin.Flag("sampler.interval",
+	"Interval of the sub-scrape sampler (100ms–10s): each interval's disk await, disk utilization and dirty throttle ratio become one histogram observation.").
+	Default("1s").Duration()
+
+// Buckets, chosen for the incidents in docs/sampler.md.
+var (
+	// Healthy NVMe completes in 0.05–0.5 ms, SSD in 0.1–2 ms, a spinning
+	// disk in 4–15 ms; the ASYNC_FLUSH incident shows hundreds of ms.
+	samplerAwaitBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+	// Fraction of the interval with I/O in flight; 0.99–1 is saturation
+	// (for a single-queue device).
+	samplerUtilBuckets = []float64{0.05, 0.25, 0.5, 0.75, 0.9, 0.99, 1}
+	// 1 is where balance_dirty_pages() starts throttling writers; the
+	// background writeback point is below it (0.67 with the default
+	// dirty_ratio 20 / dirty_background_ratio 10) and the hard limit above
+	// it (1.33 with the same defaults).
+	samplerThrottleBuckets = []float64{0.25, 0.5, 0.75, 0.9, 0.95, 1, 1.1, 1.25, 1.5, 2}
+)
+
+func init() {
+	Register("sampler", true, func(cfg Config) (Collector, error) {
+		interval := *samplerIntervalFlag
+		if interval < samplerMinInterval || interval > samplerMaxInterval {
+			return nil, fmt.Errorf("--sampler.interval=%s is outside %s–%s", interval, samplerMinInterval, samplerMaxInterval)
+		}
+		filter, err := NewDeviceFilter(cfg.Paths)
+		if err != nil {
+			return nil, err
+		}
+		return newSampler(samplerOptions{
+			Interval: interval,
+			VMStat:   &procFileReader{path: cfg.Paths.Proc("vmstat")},
+			Disk:     &procFileReader{path: cfg.Paths.Proc("diskstats")},
+			Filter:   filter,
+			Logger:   cfg.Logger,
+			Problems: cfg.Problems,
+		}), nil
+	})
+	Document("stall_disk_await_seconds", "histogram", "device")
+	Document("stall_disk_utilization_ratio", "histogram", "device")
+	Document("stall_vm_dirty_throttle_ratio_sampled", "histogram")
+	Document("stall_vm_dirty_throttled_seconds_total", "counter")
+	Document("stall_sampler_ticks_total", "counter")
+	Document("stall_sampler_overruns_total", "counter")
+}
+
+// snapshotReader returns the whole current content of one kernel file.
+type snapshotReader interface {
+	// Read fills buf[:cap(buf)] with the file, growing it when the file
+	// does not fit, and returns the filled slice.
+	Read(buf []byte) ([]byte, error)
+	Close() error
+}
+
+// procFileReader keeps one /proc file open and re-reads it from offset 0
+// with pread on every call: no open, no allocation per read. A read error
+// closes the file so the next call reopens it.
+type procFileReader struct {
+	path string
+	f    *os.File
+}
+
+func (r *procFileReader) Read(buf []byte) ([]byte, error) {
+	if r.f == nil {
+		f, err := os.Open(r.path)
+		if err != nil {
+			return buf[:0], err
+		}
+		r.f = f
+	}
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, 16<<10)
+	}
+	for {
+		buf = buf[:cap(buf)]
+		// One ReadAt reads to EOF: seq_file hands over everything that
+		// fits in one call, so a file that fits is one consistent snapshot.
+		n, err := r.f.ReadAt(buf, 0)
+		if err == io.EOF || err == nil && n < len(buf) {
+			return buf[:n], nil
+		}
+		if err != nil {
+			r.Close()
+			return buf[:0], err
+		}
+		if len(buf) >= samplerMaxReadBytes {
+			return buf[:0], fmt.Errorf("%s is larger than %d bytes", r.path, samplerMaxReadBytes)
+		}
+		buf = make([]byte, 0, 2*len(buf)) // did not fit: grow and read again from the start
+	}
+}
+
+func (r *procFileReader) Close() error {
+	if r.f == nil {
+		return nil
+	}
+	err := r.f.Close()
+	r.f = nil
+	return err
+}
+
+type samplerOptions struct {
+	Interval time.Duration
+	VMStat   snapshotReader // /proc/vmstat
+	Disk     snapshotReader // /proc/diskstats
+	Filter   *DeviceFilter
+	Now      func() time.Time // monotonic clock; time.Now when nil
+	Logger   *slog.Logger
+	Problems *Problems
+	// Ticker returns the tick channel of Run and its stop function;
+	// time.NewTicker when nil.
+	Ticker func(time.Duration) (<-chan time.Time, func())
+}
+
+// sampler is the "sampler" collector. tick runs in Run's goroutine only;
+// Update reads the client_golang metrics, which are safe for concurrent use.
+type sampler struct {
+	opts     samplerOptions
+	interval time.Duration
+	maxGap   time.Duration
+	logger   *slog.Logger
+	problems *Problems
+
+	vmBuf, diskBuf []byte
+	vm             VMStat
+	devs           []*samplerDevice
+	gen            uint64
+	vmFailing      bool
+	diskFailing    bool
+	noThresholds   bool
+
+	hasThrottle atomic.Bool // the kernel reported the dirty thresholds at least once
+
+	await            *prometheus.HistogramVec
+	util             *prometheus.HistogramVec
+	throttle         prometheus.Histogram
+	throttledSeconds prometheus.Counter
+	ticks            prometheus.Counter
+	overruns         prometheus.Counter
+}
+
+// samplerDevice is the state of one block device between ticks.
+type samplerDevice struct {
+	name         string
+	major, minor uint64
+	ignored      bool   // filtered out by --diskstats.*; kept so the filter runs once
+	seen         uint64 // sampler.gen of the last read that listed it
+	valid        bool   // prev holds a baseline
+	prev         diskstatsLine
+	prevAt       time.Time
+	await, util  prometheus.Observer
+}
+
+func newSampler(o samplerOptions) *sampler {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Ticker == nil {
+		o.Ticker = func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Problems == nil {
+		o.Problems = NewProblems("sampler", o.Logger)
+	}
+	fq := func(name string) string { return Namespace + "_" + name }
+	return &sampler{
+		opts:     o,
+		interval: o.Interval,
+		maxGap:   samplerMaxGapIntervals * o.Interval,
+		logger:   o.Logger,
+		problems: o.Problems,
+		vmBuf:    make([]byte, 0, 16<<10),
+		diskBuf:  make([]byte, 0, 16<<10),
+		await: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    fq("disk_await_seconds"),
+			Help:    "Average time per completed I/O in each sampler interval: Δ(ms reading + ms writing) / Δ(reads + writes completed) from /proc/diskstats (fields 1, 4, 5, 8); one observation per interval with completed I/O. Discards and flushes are not included.",
+			Buckets: samplerAwaitBuckets,
+		}, []string{"device"}),
+		util: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    fq("disk_utilization_ratio"),
+			Help:    "Fraction of each sampler interval the device had I/O in flight: Δ(ms doing I/O) / Δt from /proc/diskstats (field 10), capped at 1; one observation per interval. Parallel devices (NVMe, RAID) can be at 1 without being saturated.",
+			Buckets: samplerUtilBuckets,
+		}, []string{"device"}),
+		throttle: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    fq("vm_dirty_throttle_ratio_sampled"),
+			Help:    "Dirty throttle ratio at each sampler tick: (nr_dirty + nr_unstable + nr_writeback) / ((nr_dirty_threshold + nr_dirty_background_threshold) / 2) from /proc/vmstat. At 1 balance_dirty_pages() starts throttling writers.",
+			Buckets: samplerThrottleBuckets,
+		}),
+		throttledSeconds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: fq("vm_dirty_throttled_seconds_total"),
+			Help: "Sampled time with the dirty throttle ratio (/proc/vmstat) at or above 1: ticks at or above 1 × --sampler.interval.",
+		}),
+		ticks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: fq("sampler_ticks_total"),
+			Help: "Sampler ticks run since start (each reads /proc/vmstat and /proc/diskstats once).",
+		}),
+		overruns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: fq("sampler_overruns_total"),
+			Help: "Sampler ticks whose work took longer than --sampler.interval, so the next tick was skipped.",
+		}),
+	}
+}
+
+// Run ticks every interval until ctx is done.
+func (s *sampler) Run(ctx context.Context) {
+	c, stop := s.opts.Ticker(s.interval)
+	defer stop()
+	defer s.opts.VMStat.Close()
+	defer s.opts.Disk.Close()
+	s.tick() // baseline at once, so the first interval is not lost
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c:
+			s.tick()
+		}
+	}
+}
+
+// tick takes one sample. It does not allocate unless a device appears, a
+// file is malformed or a read fails.
+func (s *sampler) tick() {
+	start := s.opts.Now()
+	s.sampleVM()
+	s.sampleDisks()
+	s.ticks.Inc()
+	if s.opts.Now().Sub(start) > s.interval {
+		s.overruns.Inc()
+	}
+}
+
+func (s *sampler) sampleVM() {
+	buf, err := s.opts.VMStat.Read(s.vmBuf)
+	s.vmBuf = buf[:0]
+	if err != nil {
+		if !s.vmFailing {
+			s.logger.Warn("sampler cannot read /proc/vmstat; the dirty throttle ratio is not sampled until it can", "err", err)
+			s.vmFailing = true
+		}
+		return
+	}
+	if s.vmFailing {
+		s.logger.Info("sampler reads /proc/vmstat again")
+		s.vmFailing = false
+	}
+	if bad, ferr := ParseVMStat(buf, &s.vm); bad > 0 {
+		s.problems.Add("vmstat_line", bad, ferr)
+	}
+	r, ok := s.vm.ThrottleRatio()
+	if !ok {
+		if !s.noThresholds {
+			s.logger.Info("/proc/vmstat lacks nr_dirty, nr_writeback or the dirty thresholds (or they are 0); the dirty throttle ratio is not sampled")
+			s.noThresholds = true
+		}
+		return
+	}
+	s.noThresholds = false
+	s.hasThrottle.Store(true)
+	s.throttle.Observe(r)
+	if r >= 1 {
+		s.throttledSeconds.Add(s.interval.Seconds())
+	}
+}
+
+func (s *sampler) sampleDisks() {
+	buf, err := s.opts.Disk.Read(s.diskBuf)
+	s.diskBuf = buf[:0]
+	if err != nil {
+		if !s.diskFailing {
+			s.logger.Warn("sampler cannot read /proc/diskstats; disk await and utilization are not sampled until it can", "err", err)
+			s.diskFailing = true
+		}
+		for _, d := range s.devs {
+			d.valid = false // the next good read is a new baseline
+		}
+		return
+	}
+	if s.diskFailing {
+		s.logger.Info("sampler reads /proc/diskstats again")
+		s.diskFailing = false
+	}
+	now := s.opts.Now()
+	s.gen++
+	sc := newDiskstatsScanner(buf)
+	hint := 0
+	for sc.Next() {
+		l := &sc.Line
+		i := s.lookup(l.Name, hint)
+		if i < 0 {
+			i = s.addDevice(l)
+		}
+		hint = i + 1
+		d := s.devs[i]
+		if d.seen == s.gen {
+			s.problems.Add("diskstats_duplicate", 1, fmt.Errorf("diskstats lists device %s twice", d.name))
+			continue
+		}
+		d.seen = s.gen
+		if d.ignored {
+			continue
+		}
+		s.observe(d, l, now)
+	}
+	if sc.Bad > 0 {
+		s.problems.Add("diskstats_line", sc.Bad, sc.FirstErr)
+	}
+	// Devices that disappeared: drop their state and series. A device
+	// that comes back starts over with a new baseline.
+	for i := 0; i < len(s.devs); {
+		if d := s.devs[i]; d.seen != s.gen {
+			if !d.ignored {
+				s.await.DeleteLabelValues(d.name)
+				s.util.DeleteLabelValues(d.name)
+			}
+			s.devs = slices.Delete(s.devs, i, i+1)
+			continue
+		}
+		i++
+	}
+}
+
+// lookup finds a device by name, trying index hint first: the kernel lists
+// devices in the same order every time, so this is one comparison per line
+// in the steady state.
+func (s *sampler) lookup(name []byte, hint int) int {
+	if hint < len(s.devs) && s.devs[hint].name == string(name) {
+		return hint
+	}
+	for i, d := range s.devs {
+		if d.name == string(name) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *sampler) addDevice(l *diskstatsLine) int {
+	d := &samplerDevice{name: string(l.Name), major: l.Major, minor: l.Minor}
+	d.ignored = s.opts.Filter != nil && s.opts.Filter.Ignored(d.name)
+	if !d.ignored {
+		d.await = s.await.WithLabelValues(d.name)
+		d.util = s.util.WithLabelValues(d.name)
+	}
+	s.devs = append(s.devs, d)
+	return len(s.devs) - 1
+}
+
+// observe turns the interval since d's baseline into one await and one
+// utilization observation, and makes l the new baseline. An interval is
+// only re-baselined, never observed, when the device was replaced (other
+// major:minor, a count that went down), or when the elapsed time is not
+// positive or longer than ten intervals.
+func (s *sampler) observe(d *samplerDevice, l *diskstatsLine, now time.Time) {
+	defer func() {
+		d.prev = *l
+		d.prev.Name = nil // aliases the read buffer
+		d.prevAt = now
+		d.valid = true
+	}()
+	if !d.valid {
+		return
+	}
+	if d.major != l.Major || d.minor != l.Minor {
+		d.major, d.minor = l.Major, l.Minor
+		return
+	}
+	dt := now.Sub(d.prevAt)
+	if dt <= 0 || dt > s.maxGap {
+		return
+	}
+	reads, ok1 := countDelta(d.prev.Reads, l.Reads)
+	writes, ok2 := countDelta(d.prev.Writes, l.Writes)
+	if !ok1 || !ok2 {
+		return // counters went down: the device was removed and re-added
+	}
+	readMs, ok3 := msDelta(d.prev.ReadMs, l.ReadMs)
+	writeMs, ok4 := msDelta(d.prev.WriteMs, l.WriteMs)
+	ioMs, ok5 := msDelta(d.prev.IOMs, l.IOMs)
+	if !ok3 || !ok4 || !ok5 {
+		return
+	}
+	if ios := reads + writes; ios > 0 {
+		d.await.Observe(float64(readMs+writeMs) / 1000 / float64(ios))
+	}
+	u := float64(ioMs) / 1000 / dt.Seconds()
+	if u > 1 {
+		u = 1 // io_ticks is updated in jiffies, so an interval can show slightly more than Δt
+	}
+	d.util.Observe(u)
+}
+
+// countDelta is the increase of a count field (unsigned long). A decrease
+// is a reset (device replaced), except when a 32-bit kernel's counter wraps:
+// the old value in the top half of the 32-bit range, the new one small.
+func countDelta(prev, cur uint64) (uint64, bool) {
+	if cur >= prev {
+		return cur - prev, true
+	}
+	if prev <= math.MaxUint32 && prev >= 1<<31 && cur < 1<<31 {
+		return cur + 1<<32 - prev, true
+	}
+	return 0, false
+}
+
+// msDelta is the increase of a millisecond field, which the kernel prints as
+// a 32-bit unsigned int on every architecture: a decrease is a wrap at 2^32
+// when the wrapped increase is plausible (under 2^31 ms). Any other decrease
+// is not an increase the sampler can trust, and ok is false.
+func msDelta(prev, cur uint64) (uint64, bool) {
+	if cur >= prev {
+		return cur - prev, true
+	}
+	if prev <= math.MaxUint32 {
+		if d := cur + 1<<32 - prev; d < 1<<31 {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// Update sends the sampler's histograms and counters.
+func (s *sampler) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	s.await.Collect(ch)
+	s.util.Collect(ch)
+	if s.hasThrottle.Load() {
+		s.throttle.Collect(ch)
+		s.throttledSeconds.Collect(ch)
+	}
+	s.ticks.Collect(ch)
+	s.overruns.Collect(ch)
+	return ctx.Err()
+}
+
+var _ Runner = (*sampler)(nil)
