@@ -1,0 +1,805 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stall-exporter/stall_exporter/collector/remoting"
+)
+
+// The rocketmq collector reads Apache RocketMQ brokers over the remoting
+// protocol (collector/remoting): GET_BROKER_CLUSTER_INFO (106) from the name
+// servers to find every broker, masters and slaves; GET_BROKER_RUNTIME_INFO
+// (28) from each broker at every scrape and, for the CommitLog lock-hold
+// time, every --rocketmq.sample-interval in between; GET_BROKER_CONFIG (26)
+// every --rocketmq.config-interval. On the broker host it also follows
+// store.log and watermark.log (--rocketmq.log-dir, see rocketmq_log.go).
+// With nothing configured it reports no data.
+
+var (
+	rmqNamesrvFlag = kingpin.Flag("rocketmq.namesrv",
+		"RocketMQ name server host:port to discover brokers from (GET_BROKER_CLUSTER_INFO); repeatable. Masters and slaves of every cluster are scraped.").Strings()
+	rmqBrokerFlag = kingpin.Flag("rocketmq.broker",
+		"RocketMQ broker host:port (remoting port, usually 10911) to scrape directly, without a name server; repeatable.").Strings()
+	rmqTimeoutFlag = kingpin.Flag("rocketmq.timeout",
+		"Time limit of one remoting request (dial, send, reply).").Default("3s").Duration()
+	rmqSampleFlag = kingpin.Flag("rocketmq.sample-interval",
+		"How often pageCacheLockTimeMills is sampled between scrapes for stall_rocketmq_commitlog_lock_held_sampled_seconds; 0 disables. Each sample is one GET_BROKER_RUNTIME_INFO, which makes a 4.9.4+ broker write two INFO lines to store.log.").
+		Default("1s").Duration()
+	rmqConfigIntervalFlag = kingpin.Flag("rocketmq.config-interval",
+		"How often each broker's configuration (GET_BROKER_CONFIG) is re-read.").Default("5m").Duration()
+	rmqDiscoveryIntervalFlag = kingpin.Flag("rocketmq.discovery-interval",
+		"How often the name servers are asked for the cluster topology.").Default("30s").Duration()
+	rmqACLFileFlag = kingpin.Flag("rocketmq.acl-file",
+		"File with accessKey=… and secretKey=… lines (optionally securityToken=…) to sign requests to brokers with aclEnable=true.").String()
+	rmqMaxFrameFlag = kingpin.Flag("rocketmq.max-frame-bytes",
+		"Largest remoting reply frame accepted, in bytes (the broker's own limit is 16 MiB).").Default(strconv.Itoa(remoting.DefaultMaxFrame)).Int()
+	rmqProbeAllowFlag = kingpin.Flag("rocketmq.probe-allow",
+		"Target allowed for /probe?module=rocketmq: host:port, a host (any port), or a CIDR; repeatable. '*' allows any target. With none, /probe refuses every RocketMQ target (403).").Strings()
+	rmqLogDirFlag = kingpin.Flag("rocketmq.log-dir",
+		"Broker log directory (…/logs/rocketmqlogs) whose store.log and watermark.log are followed, read under --path.rootfs; empty disables.").String()
+)
+
+func init() {
+	Register("rocketmq", true, func(cfg Config) (Collector, error) {
+		opts, err := rmqOptionsFromFlags()
+		if err != nil {
+			return nil, err
+		}
+		opts.Namesrv, opts.Brokers, opts.LogDir = *rmqNamesrvFlag, *rmqBrokerFlag, *rmqLogDirFlag
+		return newRocketMQCollector(cfg, opts), nil
+	})
+	RegisterProbe("rocketmq", rmqProbe)
+}
+
+func rmqOptionsFromFlags() (rocketmqOptions, error) {
+	opts := rocketmqOptions{
+		Timeout:           *rmqTimeoutFlag,
+		SampleInterval:    *rmqSampleFlag,
+		ConfigInterval:    *rmqConfigIntervalFlag,
+		DiscoveryInterval: *rmqDiscoveryIntervalFlag,
+		MaxFrame:          *rmqMaxFrameFlag,
+	}
+	if *rmqACLFileFlag != "" {
+		cr, err := remoting.LoadCredentials(*rmqACLFileFlag)
+		if err != nil {
+			return opts, fmt.Errorf("--rocketmq.acl-file: %w", err)
+		}
+		opts.Credentials = cr
+	}
+	return opts, nil
+}
+
+// rocketmqOptions is the parsed configuration of one rocketmq collector.
+type rocketmqOptions struct {
+	Namesrv           []string
+	Brokers           []string
+	LogDir            string
+	Timeout           time.Duration
+	SampleInterval    time.Duration
+	ConfigInterval    time.Duration
+	DiscoveryInterval time.Duration
+	MaxFrame          int
+	Credentials       *remoting.Credentials
+}
+
+var rmqLabels = []string{"cluster", "broker", "broker_id"}
+
+func rmqMetric(name, help string, typ prometheus.ValueType, extra ...string) Metric {
+	return NewMetric("rocketmq_"+name, help, typ, append(append([]string(nil), rmqLabels...), extra...)...)
+}
+
+var (
+	rmqUp = rmqMetric("up",
+		"1 if the broker answered GET_BROKER_RUNTIME_INFO (request 28) in this scrape, else 0.", prometheus.GaugeValue)
+	rmqInfo = rmqMetric("broker_info",
+		"Broker identity (always 1): version from runtime-info key brokerVersionDesc, address it is scraped at.", prometheus.GaugeValue, "version", "address")
+	rmqNamesrvUp = NewMetric("rocketmq_namesrv_up",
+		"1 if the name server answered GET_BROKER_CLUSTER_INFO (request 106) at the last discovery, else 0.", prometheus.GaugeValue, "namesrv")
+	rmqLockHeld = rmqMetric("commitlog_lock_held_seconds",
+		"How long the current holder has held the CommitLog put lock, 0 when free (runtime-info pageCacheLockTimeMills, instantaneous). The broker declares the page cache busy above osPageCacheBusyTimeOutMills.", prometheus.GaugeValue)
+	rmqPutQuantile = rmqMetric("put_latency_window_quantile_seconds",
+		"Put latency quantile over the broker's last completed 60 s window (runtime-info putLatency99, putLatency999; 4.9.4+).", prometheus.GaugeValue, "quantile")
+	rmqPutMax = rmqMetric("put_latency_max_seconds",
+		"Longest whole put since broker start (runtime-info putMessageEntireTimeMax, high-water mark).", prometheus.GaugeValue)
+	rmqPutMessages = rmqMetric("put_messages_total",
+		"Messages stored since broker start (runtime-info putMessageTimesTotal).", prometheus.CounterValue)
+	rmqPutBytes = rmqMetric("put_bytes_total",
+		"Message bytes stored since broker start (runtime-info putMessageSizeTotal).", prometheus.CounterValue)
+	rmqPutFailures = rmqMetric("put_failures_total",
+		"Failed puts since broker start (runtime-info putMessageFailedTimes; 4.9.3+).", prometheus.CounterValue)
+	rmqRate = rmqMetric("messages_per_second",
+		"Broker-computed message rate over the trailing window (runtime-info putTps, getFoundTps, getMissTps, getTotalTps, getTransferedTps/getTransferredTps).", prometheus.GaugeValue, "op", "window")
+	rmqSendQueueSize = rmqMetric("send_queue_size",
+		"Send requests queued for the send thread pool (runtime-info sendThreadPoolQueueSize).", prometheus.GaugeValue)
+	rmqSendQueueCap = rmqMetric("send_queue_capacity",
+		"Capacity of the send thread pool queue (runtime-info sendThreadPoolQueueCapacity).", prometheus.GaugeValue)
+	rmqSendQueueWait = rmqMetric("send_queue_head_wait_seconds",
+		"Age of the oldest queued send request (runtime-info sendThreadPoolQueueHeadWaitTimeMills). Fast failure rejects requests older than waitTimeMillsInSendQueue (200 ms).", prometheus.GaugeValue)
+	rmqPullQueueSize = rmqMetric("pull_queue_size",
+		"Pull requests queued for the pull thread pool (runtime-info pullThreadPoolQueueSize).", prometheus.GaugeValue)
+	rmqPullQueueCap = rmqMetric("pull_queue_capacity",
+		"Capacity of the pull thread pool queue (runtime-info pullThreadPoolQueueCapacity).", prometheus.GaugeValue)
+	rmqPullQueueWait = rmqMetric("pull_queue_head_wait_seconds",
+		"Age of the oldest queued pull request (runtime-info pullThreadPoolQueueHeadWaitTimeMills).", prometheus.GaugeValue)
+	rmqFlushPending = rmqMetric("flush_pending_bytes",
+		"CommitLog bytes written but not yet flushed to disk (runtime-info remainHowManyDataToFlush, a human-readable size rounded by the broker to 3 digits).", prometheus.GaugeValue)
+	rmqCommitPending = rmqMetric("commit_pending_bytes",
+		"Bytes in the transient store pool not yet committed to the file channel (runtime-info remainHowManyDataToCommit; only with transientStorePoolEnable).", prometheus.GaugeValue)
+	rmqTransientPool = rmqMetric("transient_store_pool_enabled",
+		"1 if the off-heap transient store pool is enabled, else 0 (runtime-info remainTransientStoreBufferNumbs is 2147483647 when it is disabled).", prometheus.GaugeValue)
+	rmqTransientFree = rmqMetric("transient_store_buffers_available",
+		"Free off-heap transient store buffers; at 0 sends are rejected (runtime-info remainTransientStoreBufferNumbs). Absent when the pool is disabled.", prometheus.GaugeValue)
+	rmqDispatchBehind = rmqMetric("dispatch_behind_bytes",
+		"CommitLog bytes not yet dispatched to consume queues and index (runtime-info dispatchBehindBytes).", prometheus.GaugeValue)
+	rmqDiskRatio = rmqMetric("commitlog_disk_ratio",
+		"Used fraction of the CommitLog disk, 0–1 (runtime-info commitLogDiskRatio). Absent when the broker reports -1 (it could not read the disk).", prometheus.GaugeValue)
+	rmqKeyErrors = rmqMetric("runtime_info_errors_total",
+		"Runtime-info keys that were missing or unparsable, by key, since exporter start; each costs only its own metric. Also counted in stall_collector_parse_errors_total.", prometheus.CounterValue, "key")
+	rmqSampleErrors = rmqMetric("lock_samples_failed_total",
+		"Background pageCacheLockTimeMills samples (--rocketmq.sample-interval) that failed since exporter start.", prometheus.CounterValue)
+	rmqConfigInfo = rmqMetric("broker_config_info",
+		"The broker settings that decide CommitLog stalls, as reported by GET_BROKER_CONFIG (request 26), refreshed every --rocketmq.config-interval (always 1; empty label: key not reported).",
+		prometheus.GaugeValue, rmqConfigLabels...)
+	rmqConfigBusyTimeout = rmqMetric("broker_config_page_cache_busy_timeout_seconds",
+		"Lock hold above which the broker declares the page cache busy and fast-fails sends (config osPageCacheBusyTimeOutMills, default 1000 ms).", prometheus.GaugeValue)
+	rmqConfigSendWait = rmqMetric("broker_config_send_queue_wait_timeout_seconds",
+		"Send-queue wait above which fast failure rejects a request with SYSTEM_BUSY (config waitTimeMillsInSendQueue, default 200 ms).", prometheus.GaugeValue)
+
+	rmqPutLatencyName  = Namespace + "_rocketmq_put_latency_seconds"
+	rmqLockSampledName = Namespace + "_rocketmq_commitlog_lock_held_sampled_seconds"
+	rmqPutLatencyDesc  = prometheus.NewDesc(rmqPutLatencyName,
+		"Whole put latency (lock wait, append, and flush/replication wait in sync modes), cumulative over the broker's 60 s putMessageDistributeTime windows seen since exporter start (runtime-info putMessageDistributeTime; 13 broker buckets). _sum is NaN: the broker reports no total time.",
+		rmqLabels, nil)
+	rmqLockSampledDesc = prometheus.NewDesc(rmqLockSampledName,
+		"pageCacheLockTimeMills sampled every --rocketmq.sample-interval between scrapes: how long the CommitLog put lock had been held at each sample.",
+		rmqLabels, nil)
+	// rmqLockBounds: the broker's busy threshold is 1 s, the NOTIFYME log 0.5 s.
+	rmqLockBounds = []float64{0, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10}
+)
+
+var rmqConfigKeys = []string{"flushDiskType", "brokerRole", "transientStorePoolEnable", "warmMapedFileEnable",
+	"transferMsgByHeap", "useReentrantLockWhenPutMessage", "brokerFastFailureEnable", "fastFailIfNoBufferInStorePool"}
+
+var rmqConfigLabels = []string{"flush_disk_type", "broker_role", "transient_store_pool_enable", "warm_maped_file_enable",
+	"transfer_msg_by_heap", "use_reentrant_lock_when_put_message", "broker_fast_failure_enable", "fast_fail_if_no_buffer_in_store_pool"}
+
+func init() {
+	Document(rmqPutLatencyName, "histogram", rmqLabels...)
+	Document(rmqLockSampledName, "histogram", rmqLabels...)
+}
+
+// rmqNumber is one runtime-info key exported as one metric.
+type rmqNumber struct {
+	keys     []string // spellings, first present wins
+	required bool     // missing counts as an error (present in every 4.9.x and 5.x)
+	parse    func(string) (float64, error)
+	metric   Metric
+}
+
+var rmqNumbers = []rmqNumber{
+	{[]string{"pageCacheLockTimeMills"}, true, parseRocketMQMillis, rmqLockHeld},
+	{[]string{"putMessageEntireTimeMax"}, true, parseRocketMQMillis, rmqPutMax},
+	{[]string{"putMessageTimesTotal"}, true, parseRocketMQFloat, rmqPutMessages},
+	{[]string{"putMessageSizeTotal"}, true, parseRocketMQFloat, rmqPutBytes},
+	{[]string{"putMessageFailedTimes"}, false, parseRocketMQFloat, rmqPutFailures},
+	{[]string{"sendThreadPoolQueueSize"}, true, parseRocketMQFloat, rmqSendQueueSize},
+	{[]string{"sendThreadPoolQueueCapacity"}, true, parseRocketMQFloat, rmqSendQueueCap},
+	{[]string{"sendThreadPoolQueueHeadWaitTimeMills"}, true, parseRocketMQMillis, rmqSendQueueWait},
+	{[]string{"pullThreadPoolQueueSize"}, true, parseRocketMQFloat, rmqPullQueueSize},
+	{[]string{"pullThreadPoolQueueCapacity"}, true, parseRocketMQFloat, rmqPullQueueCap},
+	{[]string{"pullThreadPoolQueueHeadWaitTimeMills"}, true, parseRocketMQMillis, rmqPullQueueWait},
+	{[]string{"remainHowManyDataToFlush"}, true, parseRocketMQSize, rmqFlushPending},
+	{[]string{"remainHowManyDataToCommit"}, false, parseRocketMQSize, rmqCommitPending},
+	{[]string{"dispatchBehindBytes"}, true, parseRocketMQFloat, rmqDispatchBehind},
+}
+
+var rmqRates = []struct {
+	op   string
+	keys []string
+}{
+	{"put", []string{"putTps"}},
+	{"get_found", []string{"getFoundTps"}},
+	{"get_miss", []string{"getMissTps"}},
+	{"get_total", []string{"getTotalTps"}},
+	{"get_transferred", []string{"getTransferredTps", "getTransferedTps"}},
+}
+
+var rmqRateWindows = [3]string{"10s", "60s", "600s"}
+
+// rocketmqCollector scrapes a set of brokers and optionally follows the
+// broker's logs.
+type rocketmqCollector struct {
+	cfg  Config
+	opts rocketmqOptions
+	logs *rmqLogs
+	now  func() time.Time
+
+	mu            sync.Mutex
+	brokers       map[string]*rmqBroker // by address
+	namesrvUp     map[string]bool
+	lastDiscovery time.Time
+	discovered    bool
+}
+
+// rmqBroker is the state kept for one broker between scrapes.
+type rmqBroker struct {
+	addr   string
+	client *remoting.Client
+	direct bool // from --rocketmq.broker or /probe: labels come from its config
+
+	mu           sync.Mutex
+	labels       [3]string
+	version      string
+	put          rmqPutHistogram
+	lockCounts   []uint64 // per rmqLockBounds bucket, not cumulative; last is +Inf
+	lockSum      float64
+	lockN        uint64
+	sampleErrors uint64
+	nextSample   time.Time
+	sampleFails  int
+	keyErrors    map[string]uint64
+	config       map[string]string
+	configAt     time.Time
+}
+
+func newRocketMQCollector(cfg Config, opts rocketmqOptions) *rocketmqCollector {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 3 * time.Second
+	}
+	if opts.ConfigInterval <= 0 {
+		opts.ConfigInterval = 5 * time.Minute
+	}
+	if opts.DiscoveryInterval <= 0 {
+		opts.DiscoveryInterval = 30 * time.Second
+	}
+	c := &rocketmqCollector{cfg: cfg, opts: opts, now: time.Now,
+		brokers: map[string]*rmqBroker{}, namesrvUp: map[string]bool{}}
+	for _, a := range opts.Brokers {
+		c.brokers[a] = c.newBroker(a, true, [3]string{"", a, ""})
+	}
+	if opts.LogDir != "" {
+		c.logs = newRMQLogs(cfg.Paths.Root(opts.LogDir), cfg.Problems, cfg.Logger)
+	}
+	return c
+}
+
+func (c *rocketmqCollector) newBroker(addr string, direct bool, labels [3]string) *rmqBroker {
+	return &rmqBroker{
+		addr: addr, direct: direct, labels: labels,
+		client: remoting.NewClient(addr, remoting.Options{Timeout: c.opts.Timeout, MaxFrame: c.opts.MaxFrame,
+			Credentials: c.opts.Credentials}),
+		lockCounts: make([]uint64, len(rmqLockBounds)+1),
+		keyErrors:  map[string]uint64{},
+	}
+}
+
+func (c *rocketmqCollector) remoteConfigured() bool {
+	return len(c.opts.Namesrv) > 0 || len(c.opts.Brokers) > 0
+}
+
+// Update implements Collector.
+func (c *rocketmqCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	if !c.remoteConfigured() && c.logs == nil {
+		return ErrNoData
+	}
+	if c.logs != nil {
+		c.logs.send(ch)
+	}
+	if !c.remoteConfigured() {
+		return nil
+	}
+	brokers, err := c.targets(ctx)
+	c.sendNamesrv(ch)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for _, b := range brokers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.scrapeBroker(ctx, b, ch)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// Run samples pageCacheLockTimeMills every --rocketmq.sample-interval and
+// follows the broker logs, until ctx is done.
+func (c *rocketmqCollector) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	if c.logs != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.logs.run(ctx, time.Second)
+		}()
+	}
+	if c.remoteConfigured() && c.opts.SampleInterval > 0 {
+		t := time.NewTicker(c.opts.SampleInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				wg.Wait()
+				return
+			case <-t.C:
+				c.sampleOnce(ctx)
+			}
+		}
+	}
+	wg.Wait()
+}
+
+// sampleOnce polls every known broker once, each bounded by the sample
+// interval. A broker that fails is skipped for a backoff of 2^n intervals
+// (up to 30 s) so a dead broker is not redialled every second.
+func (c *rocketmqCollector) sampleOnce(ctx context.Context) {
+	brokers, _ := c.targets(ctx)
+	interval := c.opts.SampleInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	var wg sync.WaitGroup
+	for _, b := range brokers {
+		now := c.now()
+		b.mu.Lock()
+		skip := now.Before(b.nextSample)
+		b.mu.Unlock()
+		if skip {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, cancel := context.WithTimeout(ctx, interval)
+			defer cancel()
+			kv, err := b.client.RuntimeInfo(sctx)
+			now := c.now()
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				b.sampleErrors++
+				b.sampleFails++
+				backoff := interval << min(b.sampleFails, 5)
+				b.nextSample = now.Add(min(backoff, 30*time.Second))
+				return
+			}
+			b.sampleFails, b.nextSample = 0, time.Time{}
+			if v, ok := kv["pageCacheLockTimeMills"]; ok {
+				if s, err := parseRocketMQMillis(v); err == nil {
+					b.observeLock(s)
+				}
+			}
+			b.observeDistribution(kv, now)
+		}()
+	}
+	wg.Wait()
+}
+
+func (b *rmqBroker) observeLock(s float64) {
+	i := sort.SearchFloat64s(rmqLockBounds, s) // first bound >= s
+	b.lockCounts[i]++
+	b.lockSum += s
+	b.lockN++
+}
+
+// observeDistribution feeds putMessageDistributeTime into the cumulative
+// histogram; b.mu must be held.
+func (b *rmqBroker) observeDistribution(kv map[string]string, now time.Time) bool {
+	v, ok := kv["putMessageDistributeTime"]
+	if !ok {
+		return false
+	}
+	dist, err := parseRocketMQDistribution(v)
+	if err != nil {
+		return false // counted by the scrape that emits the metrics
+	}
+	b.put.observe(dist, rmqReportsWindowInProgress(kv["brokerVersionDesc"]), now)
+	return true
+}
+
+// targets returns the brokers to scrape, refreshing discovery from the name
+// servers when it is older than --rocketmq.discovery-interval. When every
+// name server fails, the last known topology is kept.
+func (c *rocketmqCollector) targets(ctx context.Context) ([]*rmqBroker, error) {
+	c.mu.Lock()
+	stale := len(c.opts.Namesrv) > 0 && (!c.discovered || c.now().Sub(c.lastDiscovery) >= c.opts.DiscoveryInterval)
+	c.mu.Unlock()
+	var err error
+	if stale {
+		err = c.discover(ctx)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*rmqBroker, 0, len(c.brokers))
+	for _, b := range c.brokers {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].addr < out[j].addr })
+	if len(out) == 0 && err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rocketmqCollector) discover(ctx context.Context) error {
+	type result struct {
+		ns      string
+		brokers []remoting.BrokerAddr
+		err     error
+	}
+	results := make([]result, len(c.opts.Namesrv))
+	var wg sync.WaitGroup
+	for i, ns := range c.opts.Namesrv {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := remoting.NewClient(ns, remoting.Options{Timeout: c.opts.Timeout, MaxFrame: c.opts.MaxFrame})
+			defer cl.Close()
+			bs, err := cl.ClusterInfo(ctx)
+			results[i] = result{ns, bs, err}
+		}()
+	}
+	wg.Wait()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	found := map[string]remoting.BrokerAddr{}
+	var errs []error
+	for _, r := range results {
+		c.namesrvUp[r.ns] = r.err == nil
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("name server %s: %w", r.ns, r.err))
+			var re *remoting.ResponseError
+			if !errors.As(r.err, &re) && (errors.Is(r.err, remoting.ErrMalformed) || strings.Contains(r.err.Error(), "cluster info")) {
+				c.cfg.Problems.Add("rocketmq cluster info", 1, r.err)
+			}
+			continue
+		}
+		for _, b := range r.brokers {
+			found[b.Addr] = b
+		}
+	}
+	c.lastDiscovery = c.now()
+	if len(errs) == len(results) {
+		c.cfg.Logger.Debug("every name server failed; keeping the last known brokers", "err", errors.Join(errs...))
+		return errors.Join(errs...)
+	}
+	c.discovered = true
+	for addr, b := range c.brokers {
+		if _, ok := found[addr]; !ok && !b.direct {
+			b.client.Close()
+			delete(c.brokers, addr)
+		}
+	}
+	for addr, ba := range found {
+		labels := [3]string{ba.Cluster, ba.Name, strconv.FormatInt(ba.ID, 10)}
+		if b, ok := c.brokers[addr]; ok {
+			b.mu.Lock()
+			if !b.direct {
+				b.labels = labels
+			}
+			b.mu.Unlock()
+			continue
+		}
+		c.brokers[addr] = c.newBroker(addr, false, labels)
+	}
+	return nil
+}
+
+func (c *rocketmqCollector) sendNamesrv(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ns := range c.opts.Namesrv {
+		if up, ok := c.namesrvUp[ns]; ok {
+			rmqNamesrvUp.Send(ch, b2f(up), ns)
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// scrapeBroker reads one broker's config (when due) and runtime info and
+// sends its metrics.
+func (c *rocketmqCollector) scrapeBroker(ctx context.Context, b *rmqBroker, ch chan<- prometheus.Metric) {
+	b.mu.Lock()
+	configDue := b.config == nil || c.now().Sub(b.configAt) >= c.opts.ConfigInterval
+	b.mu.Unlock()
+	if configDue {
+		cfg, bad, err := b.client.BrokerConfig(ctx)
+		b.mu.Lock()
+		if err == nil {
+			b.config, b.configAt = cfg, c.now()
+			if b.direct {
+				b.labels = rmqLabelsFromConfig(cfg, b.addr)
+			}
+		} else {
+			c.cfg.Logger.Debug("GET_BROKER_CONFIG failed", "broker", b.addr, "err", err)
+		}
+		b.mu.Unlock()
+		if bad > 0 {
+			c.cfg.Problems.Add("rocketmq broker config line", bad, fmt.Errorf("broker %s: %d config lines without '='", b.addr, bad))
+		}
+	}
+	kv, err := b.client.RuntimeInfo(ctx)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lv := b.labels[:]
+	if err != nil {
+		c.cfg.Logger.Debug("GET_BROKER_RUNTIME_INFO failed", "broker", b.addr, "err", err)
+		if errors.Is(err, remoting.ErrMalformed) || errors.Is(err, remoting.ErrFrameTooLarge) || strings.HasPrefix(err.Error(), "runtime info body") {
+			c.cfg.Problems.Add("rocketmq runtime info reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
+		}
+		rmqUp.Send(ch, 0, lv...)
+		b.sendState(ch)
+		return
+	}
+	rmqUp.Send(ch, 1, lv...)
+	b.emitRuntime(ch, kv, c.now(), c.cfg.Problems)
+	b.sendState(ch)
+}
+
+// rmqLabelsFromConfig names a directly configured broker from its own
+// config (brokerClusterName, brokerName, brokerId); the address stands in
+// for a missing name.
+func rmqLabelsFromConfig(cfg map[string]string, addr string) [3]string {
+	l := [3]string{cfg["brokerClusterName"], cfg["brokerName"], cfg["brokerId"]}
+	if l[1] == "" {
+		l[1] = addr
+	}
+	return l
+}
+
+// keyError counts one missing or bad runtime-info key; b.mu must be held.
+func (b *rmqBroker) keyError(problems *Problems, key string, err error) {
+	b.keyErrors[key]++
+	problems.Add("rocketmq runtime-info key "+key, 1, fmt.Errorf("broker %s: %s: %w", b.addr, key, err))
+}
+
+var errRMQMissing = errors.New("missing")
+
+func rmqLookup(kv map[string]string, keys []string) (string, string, bool) {
+	for _, k := range keys {
+		if v, ok := kv[k]; ok {
+			return k, v, true
+		}
+	}
+	return keys[0], "", false
+}
+
+// emitRuntime turns one runtime-info table into metrics; b.mu must be held.
+func (b *rmqBroker) emitRuntime(ch chan<- prometheus.Metric, kv map[string]string, now time.Time, problems *Problems) {
+	lv := b.labels[:]
+	b.version = kv["brokerVersionDesc"]
+	rmqInfo.Send(ch, 1, append(lv[:3:3], b.version, b.addr)...)
+
+	for _, n := range rmqNumbers {
+		key, raw, ok := rmqLookup(kv, n.keys)
+		if !ok {
+			if n.required {
+				b.keyError(problems, key, errRMQMissing)
+			}
+			continue
+		}
+		v, err := n.parse(raw)
+		if err != nil {
+			b.keyError(problems, key, err)
+			continue
+		}
+		n.metric.Send(ch, v, lv...)
+	}
+
+	for _, q := range []struct{ key, quantile string }{{"putLatency99", "0.99"}, {"putLatency999", "0.999"}} {
+		raw, ok := kv[q.key]
+		if !ok {
+			continue // 4.9.4+ only
+		}
+		v, err := parseRocketMQMillis(raw)
+		if err != nil {
+			b.keyError(problems, q.key, err)
+			continue
+		}
+		rmqPutQuantile.Send(ch, v, append(lv[:3:3], q.quantile)...)
+	}
+
+	for _, r := range rmqRates {
+		key, raw, ok := rmqLookup(kv, r.keys)
+		if !ok {
+			if r.op == "put" {
+				b.keyError(problems, key, errRMQMissing)
+			}
+			continue
+		}
+		tps, err := parseRocketMQTps(raw)
+		if err != nil {
+			b.keyError(problems, key, err)
+			continue
+		}
+		for i, v := range tps {
+			if !math.IsNaN(v) {
+				rmqRate.Send(ch, v, append(lv[:3:3], r.op, rmqRateWindows[i])...)
+			}
+		}
+	}
+
+	if raw, ok := kv["remainTransientStoreBufferNumbs"]; ok {
+		v, err := parseRocketMQFloat(raw)
+		switch {
+		case err != nil:
+			b.keyError(problems, "remainTransientStoreBufferNumbs", err)
+		case v == math.MaxInt32:
+			rmqTransientPool.Send(ch, 0, lv...)
+		default:
+			rmqTransientPool.Send(ch, 1, lv...)
+			rmqTransientFree.Send(ch, v, lv...)
+		}
+	} else {
+		b.keyError(problems, "remainTransientStoreBufferNumbs", errRMQMissing)
+	}
+
+	if raw, ok := kv["commitLogDiskRatio"]; ok {
+		v, err := parseRocketMQFloat(raw)
+		switch {
+		case err != nil:
+			b.keyError(problems, "commitLogDiskRatio", err)
+		case v < 0:
+			// -1: the broker could not stat the disk; no value rather than a fake one.
+		default:
+			rmqDiskRatio.Send(ch, v, lv...)
+		}
+	} else {
+		b.keyError(problems, "commitLogDiskRatio", errRMQMissing)
+	}
+
+	if raw, ok := kv["putMessageDistributeTime"]; ok {
+		dist, err := parseRocketMQDistribution(raw)
+		switch {
+		case errors.Is(err, errRocketMQNull):
+		case err != nil:
+			b.keyError(problems, "putMessageDistributeTime", err)
+		default:
+			b.put.observe(dist, rmqReportsWindowInProgress(b.version), now)
+		}
+	} else {
+		b.keyError(problems, "putMessageDistributeTime", errRMQMissing)
+	}
+}
+
+// sendState sends what is kept between scrapes: the histograms, error
+// counters and config; b.mu must be held.
+func (b *rmqBroker) sendState(ch chan<- prometheus.Metric) {
+	lv := b.labels[:]
+	if b.put.have {
+		buckets, count := b.put.buckets()
+		ch <- prometheus.MustNewConstHistogram(rmqPutLatencyDesc, count, math.NaN(), buckets, lv...)
+	}
+	if b.lockN > 0 || b.sampleErrors > 0 {
+		buckets := make(map[float64]uint64, len(rmqLockBounds))
+		var run uint64
+		for i, bound := range rmqLockBounds {
+			run += b.lockCounts[i]
+			buckets[bound] = run
+		}
+		ch <- prometheus.MustNewConstHistogram(rmqLockSampledDesc, b.lockN, b.lockSum, buckets, lv...)
+		rmqSampleErrors.Send(ch, float64(b.sampleErrors), lv...)
+	}
+	for key, n := range b.keyErrors {
+		rmqKeyErrors.Send(ch, float64(n), append(lv[:3:3], key)...)
+	}
+	if b.config != nil {
+		vals := append([]string(nil), lv...)
+		for _, k := range rmqConfigKeys {
+			vals = append(vals, b.config[k])
+		}
+		rmqConfigInfo.Send(ch, 1, vals...)
+		for _, m := range []struct {
+			key string
+			m   Metric
+		}{{"osPageCacheBusyTimeOutMills", rmqConfigBusyTimeout}, {"waitTimeMillsInSendQueue", rmqConfigSendWait}} {
+			if raw, ok := b.config[m.key]; ok {
+				if v, err := parseRocketMQMillis(raw); err == nil {
+					m.m.Send(ch, v, lv...)
+				}
+			}
+		}
+	}
+}
+
+// /probe?module=rocketmq&target=host:port
+
+var rmqProbes = struct {
+	sync.Mutex
+	byTarget map[string]*rmqProbeEntry
+}{byTarget: map[string]*rmqProbeEntry{}}
+
+type rmqProbeEntry struct {
+	c    *rocketmqCollector
+	used time.Time
+}
+
+// rmqProbeCacheSize bounds the cached probe collectors (connections and
+// put-latency histograms kept per target); the least recently used goes.
+const rmqProbeCacheSize = 256
+
+func rmqProbe(cfg Config, target string) (Collector, error) {
+	if !rmqProbeAllowed(*rmqProbeAllowFlag, target) {
+		return nil, fmt.Errorf("%w: %q is not in --rocketmq.probe-allow", ErrTargetNotAllowed, target)
+	}
+	if _, _, err := net.SplitHostPort(target); err != nil {
+		return nil, fmt.Errorf("target %q: want host:port: %w", target, err)
+	}
+	rmqProbes.Lock()
+	defer rmqProbes.Unlock()
+	if e, ok := rmqProbes.byTarget[target]; ok {
+		e.used = time.Now()
+		return e.c, nil
+	}
+	opts, err := rmqOptionsFromFlags()
+	if err != nil {
+		return nil, err
+	}
+	opts.Brokers = []string{target}
+	if len(rmqProbes.byTarget) >= rmqProbeCacheSize {
+		var oldest string
+		var at time.Time
+		for t, e := range rmqProbes.byTarget {
+			if oldest == "" || e.used.Before(at) {
+				oldest, at = t, e.used
+			}
+		}
+		for _, b := range rmqProbes.byTarget[oldest].c.brokers {
+			b.client.Close()
+		}
+		delete(rmqProbes.byTarget, oldest)
+	}
+	c := newRocketMQCollector(cfg, opts)
+	rmqProbes.byTarget[target] = &rmqProbeEntry{c: c, used: time.Now()}
+	return c, nil
+}
+
+// rmqProbeAllowed reports whether target (host:port) matches an allowlist
+// entry: "*", an exact host:port, a host (any port), or a CIDR containing
+// the target's IP address. Host names are compared as written, never
+// resolved.
+func rmqProbeAllowed(allow []string, target string) bool {
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		host = target
+	}
+	ip, ipErr := netip.ParseAddr(host)
+	for _, a := range allow {
+		a = strings.TrimSpace(a)
+		switch {
+		case a == "*", a == target, a == host:
+			return true
+		case strings.Contains(a, "/") && ipErr == nil:
+			if p, err := netip.ParsePrefix(a); err == nil && p.Contains(ip.Unmap()) {
+				return true
+			}
+		}
+	}
+	return false
+}

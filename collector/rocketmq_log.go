@@ -1,0 +1,507 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The broker log follower: on the broker host (--rocketmq.log-dir) it reads
+// store.log and watermark.log as they grow, from their end at exporter start,
+// across rotation, and turns the few lines that matter into metrics.
+//
+// Rotation: logback renames the file away (4.x: store.<n>.log; 5.x: an
+// archive that it then gzips) and creates a new one. The follower notices the
+// new inode at the path, reads what is left in the old file, and continues
+// with the new one from its start. A file that shrinks under the same inode
+// (truncated or rewritten in place) is read again from its start. A missing
+// directory or file, a line cut short by rotation or longer than
+// rmqMaxLogLine, and a matching line whose number cannot be read are each
+// counted in stall_collector_parse_errors_total and logged once; none stops
+// the follower.
+
+// rmqMaxLogLine is the longest line kept; longer ones are counted as
+// truncated and skipped. Broker lines are a few hundred bytes.
+const rmqMaxLogLine = 64 << 10
+
+// rmqLogTZ is the broker's log time zone: the logback pattern pins GMT+8
+// whatever the host's zone.
+var rmqLogTZ = time.FixedZone("GMT+8", 8*3600)
+
+var rmqLogEvents = []string{"lock_slow", "put_slow", "mapped_file_slow", "transient_store_pool_exhausted", "pagecache_rt"}
+
+var rmqLogPools = map[string]string{"send": "send", "pull": "pull", "litepull": "lite_pull", "query": "query",
+	"transaction": "transaction", "endtransaction": "transaction", "ack": "ack", "heartbeat": "heartbeat",
+	"admin": "admin", "clientmanage": "client_manage", "consumermanage": "consumer_manage", "reply": "reply"}
+
+func rmqLogHelp(name, typ, help string, labels ...string) (string, string) {
+	fq := Namespace + "_rocketmq_log_" + name
+	Document(fq, typ, labels...)
+	return fq, help
+}
+
+func rmqNewLogHist(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	fq, h := rmqLogHelp(name, "histogram", help, labels...)
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: fq, Help: h, Buckets: buckets}, labels)
+}
+
+var rmqSlowBuckets = []float64{0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30}
+
+// rmqLogMetrics are the follower's metric vectors, created per follower so
+// that tests and /probe instances never share counts.
+type rmqLogMetrics struct {
+	events     *prometheus.CounterVec
+	lines      *prometheus.CounterVec
+	rotations  *prometheus.CounterVec
+	lastTime   *prometheus.GaugeVec
+	lockHeld   *prometheus.HistogramVec
+	putSlow    *prometheus.HistogramVec
+	mappedFile *prometheus.HistogramVec
+	queueSize  *prometheus.GaugeVec
+	queueWait  *prometheus.HistogramVec
+	putLatency [13]uint64 // cumulative PAGECACHERT buckets
+	putWindows bool
+}
+
+var rmqLogPutLatencyDesc = func() *prometheus.Desc {
+	fq, h := rmqLogHelp("put_latency_seconds", "histogram",
+		"Whole put latency from the [PAGECACHERT] PutMessageDistributeTime line store.log writes every 60 s, cumulative over the windows logged since exporter start (13 broker buckets; _sum is NaN: the broker logs no total).")
+	return prometheus.NewDesc(fq, h, nil, nil)
+}()
+
+func newRMQLogMetrics() *rmqLogMetrics {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		fq, h := rmqLogHelp(name, "counter", help, labels...)
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: fq, Help: h}, labels)
+	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		fq, h := rmqLogHelp(name, "gauge", help, labels...)
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: fq, Help: h}, labels)
+	}
+	m := &rmqLogMetrics{
+		events: counter("events_total",
+			"Broker log lines by event: lock_slow ([NOTIFYME]putMessage(s) in lock cost time(ms), lock held > 500 ms), put_slow (4.9 'putMessage not in lock elapsed time', 5.x 'CommitLog#putMessage cost', whole put > 500 ms), mapped_file_slow ('create mappedFile spent time(ms)', > 10 ms), transient_store_pool_exhausted ('TransientStorePool is not enough'), pagecache_rt (the 60 s [PAGECACHERT] line); from store.log.", "event"),
+		lines: counter("lines_total",
+			"Lines read from each followed broker log file (store.log, watermark.log).", "file"),
+		rotations: counter("rotations_total",
+			"Times each followed log file was replaced by a new file at its path (logback rename-and-create, 5.x archives).", "file"),
+		lastTime: gauge("last_line_timestamp_seconds",
+			"Unix time of the newest timestamped line read from each log file (the broker writes GMT+8 whatever the host zone).", "file"),
+		lockHeld: rmqNewLogHist("lock_held_seconds",
+			"Exact CommitLog put-lock holds over 500 ms, from store.log '[NOTIFYME]putMessage(s) in lock cost time(ms)=N'.", rmqSlowBuckets),
+		putSlow: rmqNewLogHist("put_slow_seconds",
+			"Whole puts over 500 ms, from store.log 'putMessage not in lock elapsed time(ms)=N' (4.9) or 'CommitLog#putMessage cost Nms' (5.x).", rmqSlowBuckets),
+		mappedFile: rmqNewLogHist("mapped_file_create_seconds",
+			"Creations of a CommitLog mapped file over 10 ms, from store.log 'create mappedFile spent time(ms) N'.",
+			[]float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10}),
+		queueSize: gauge("queue_size",
+			"Requests queued for a broker thread pool at the last watermark.log '[WATERMARK] <Pool> Queue Size: N' line (written every second).", "pool"),
+		queueWait: rmqNewLogHist("queue_head_wait_seconds",
+			"Age of the oldest queued request in each [WATERMARK] line of watermark.log (SlowTimeMills, one line per pool per second): a 1 Hz series of send-queue head wait; fast failure starts at waitTimeMillsInSendQueue (200 ms).",
+			[]float64{0, 0.01, 0.05, 0.1, 0.15, 0.2, 0.5, 1, 5}, "pool"),
+	}
+	for _, e := range rmqLogEvents {
+		m.events.WithLabelValues(e)
+	}
+	return m
+}
+
+// rmqLogs follows the broker logs of one directory.
+type rmqLogs struct {
+	dir      string
+	problems *Problems
+	logger   *slog.Logger
+	tails    []*rmqTail
+
+	mu         sync.Mutex // guards m.putLatency and dirMissing, serialises poll
+	m          *rmqLogMetrics
+	dirMissing bool
+}
+
+func newRMQLogs(dir string, problems *Problems, logger *slog.Logger) *rmqLogs {
+	l := &rmqLogs{dir: dir, problems: problems, logger: logger, m: newRMQLogMetrics()}
+	for _, name := range []string{"store.log", "watermark.log"} {
+		l.m.lines.WithLabelValues(name)
+		l.m.rotations.WithLabelValues(name)
+		l.tails = append(l.tails, &rmqTail{name: name, path: filepath.Join(dir, name), buf: make([]byte, 32<<10)})
+	}
+	return l
+}
+
+func (l *rmqLogs) run(ctx context.Context, every time.Duration) {
+	l.poll()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			for _, tl := range l.tails {
+				tl.close()
+			}
+			return
+		case <-t.C:
+			l.poll()
+		}
+	}
+}
+
+// poll reads whatever the files gained since the last poll.
+func (l *rmqLogs) poll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := os.Stat(l.dir); err != nil {
+		if !l.dirMissing {
+			l.dirMissing = true
+			l.problems.Add("rocketmq log dir unreadable", 1, err)
+		}
+		for _, t := range l.tails {
+			t.close()
+			t.opened = true // files that appear with the directory are new: read them whole
+		}
+		return
+	}
+	l.dirMissing = false
+	for _, t := range l.tails {
+		t.poll(l)
+	}
+}
+
+func (l *rmqLogs) send(ch chan<- prometheus.Metric) {
+	l.m.events.Collect(ch)
+	l.m.lines.Collect(ch)
+	l.m.rotations.Collect(ch)
+	l.m.lastTime.Collect(ch)
+	l.m.lockHeld.Collect(ch)
+	l.m.putSlow.Collect(ch)
+	l.m.mappedFile.Collect(ch)
+	l.m.queueSize.Collect(ch)
+	l.m.queueWait.Collect(ch)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m.putWindows {
+		buckets := make(map[float64]uint64, 12)
+		var run uint64
+		for i, c := range l.m.putLatency {
+			run += c
+			if i < 12 {
+				buckets[rmqDistBounds[i]] = run
+			}
+		}
+		ch <- prometheus.MustNewConstHistogram(rmqLogPutLatencyDesc, run, math.NaN(), buckets)
+	}
+}
+
+// rmqTail follows one file.
+type rmqTail struct {
+	name, path string
+	f          *os.File
+	ino        uint64
+	off        int64
+	opened     bool // a file was opened before: later files are read from their start
+	missing    bool // currently absent (counted once per absence)
+	partial    []byte
+	skipping   bool // inside an overlong line, dropping bytes up to its newline
+	buf        []byte
+}
+
+func (t *rmqTail) close() {
+	if t.f != nil {
+		t.f.Close()
+		t.f = nil
+	}
+}
+
+func inode(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
+}
+
+func (t *rmqTail) poll(l *rmqLogs) {
+	if t.f == nil && !t.open(l) {
+		return
+	}
+	t.drain(l)
+	fi, err := os.Stat(t.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return // renamed away, the new file is not there yet: keep the old one
+	case err != nil:
+		l.problems.Add("rocketmq log stat", 1, err)
+		return
+	case inode(fi) != t.ino:
+		t.drain(l) // lines written between the read and the rename
+		if len(t.partial) > 0 || t.skipping {
+			l.problems.Add("rocketmq log line truncated", 1, fmt.Errorf("%s: last line of the rotated file has no newline", t.path))
+		}
+		t.partial, t.skipping = t.partial[:0], false
+		t.close()
+		l.m.rotations.WithLabelValues(t.name).Inc()
+		if t.open(l) {
+			t.drain(l)
+		}
+	case fi.Size() < t.off:
+		l.problems.Add("rocketmq log file truncated in place", 1, fmt.Errorf("%s shrank from %d to %d bytes; reading it again from the start", t.path, t.off, fi.Size()))
+		t.partial, t.skipping = t.partial[:0], false
+		if _, err := t.f.Seek(0, io.SeekStart); err == nil {
+			t.off = 0
+			t.drain(l)
+		}
+	}
+}
+
+// open opens the file; the first file of the follower's life is read from
+// its end, any later one from its start.
+func (t *rmqTail) open(l *rmqLogs) bool {
+	f, err := os.Open(t.path)
+	if err != nil {
+		if !t.missing {
+			t.missing = true
+			l.problems.Add("rocketmq log file missing", 1, err)
+		}
+		t.opened = true // a file that appears later is new: read it whole
+		return false
+	}
+	t.missing = false
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		l.problems.Add("rocketmq log stat", 1, err)
+		return false
+	}
+	t.f, t.ino, t.off = f, inode(fi), 0
+	if !t.opened {
+		if off, err := f.Seek(0, io.SeekEnd); err == nil {
+			t.off = off
+		}
+	}
+	t.opened = true
+	return true
+}
+
+// drain reads to the current end of the open file, handing complete lines
+// to l.line.
+func (t *rmqTail) drain(l *rmqLogs) {
+	for {
+		n, err := t.f.Read(t.buf)
+		t.off += int64(n)
+		data := t.buf[:n]
+		for len(data) > 0 {
+			i := bytes.IndexByte(data, '\n')
+			if i < 0 {
+				if !t.skipping {
+					if len(t.partial)+len(data) > rmqMaxLogLine {
+						l.problems.Add("rocketmq log line truncated", 1, fmt.Errorf("%s: line over %d bytes skipped", t.path, rmqMaxLogLine))
+						t.partial, t.skipping = t.partial[:0], true
+					} else {
+						t.partial = append(t.partial, data...)
+					}
+				}
+				break
+			}
+			if t.skipping {
+				t.skipping = false
+			} else if len(t.partial) > 0 {
+				t.partial = append(t.partial, data[:i]...)
+				if len(t.partial) > rmqMaxLogLine {
+					l.problems.Add("rocketmq log line truncated", 1, fmt.Errorf("%s: line over %d bytes skipped", t.path, rmqMaxLogLine))
+				} else {
+					l.line(t.name, t.partial)
+				}
+				t.partial = t.partial[:0]
+			} else {
+				l.line(t.name, data[:i])
+			}
+			data = data[i+1:]
+		}
+		if err != nil || n == 0 {
+			if err != nil && err != io.EOF {
+				l.problems.Add("rocketmq log read", 1, err)
+			}
+			return
+		}
+	}
+}
+
+// line handles one complete line of file.
+func (l *rmqLogs) line(file string, line []byte) {
+	l.m.lines.WithLabelValues(file).Inc()
+	ts, msg, ok := splitRMQLogLine(line)
+	if !ok {
+		return // a continuation line (stack trace) or another format
+	}
+	l.m.lastTime.WithLabelValues(file).Set(float64(ts.Unix()))
+	if err := l.message(msg); err != nil {
+		l.problems.Add("rocketmq log line malformed", 1, fmt.Errorf("%s: %w: %.200q", file, err, line))
+	}
+}
+
+// splitRMQLogLine splits "yyyy-MM-dd HH:mm:ss[,SSS] LEVEL thread - msg"
+// into the GMT+8 timestamp and the message.
+func splitRMQLogLine(line []byte) (time.Time, []byte, bool) {
+	if len(line) < 19 {
+		return time.Time{}, nil, false
+	}
+	ts, err := time.ParseInLocation("2006-01-02 15:04:05", string(line[:19]), rmqLogTZ)
+	if err != nil {
+		return time.Time{}, nil, false
+	}
+	rest := line[19:]
+	if len(rest) > 4 && rest[0] == ',' {
+		if ms, err := strconv.Atoi(string(rest[1:4])); err == nil {
+			ts = ts.Add(time.Duration(ms) * time.Millisecond)
+			rest = rest[4:]
+		}
+	}
+	i := bytes.Index(rest, []byte(" - "))
+	if i < 0 {
+		return ts, nil, true
+	}
+	return ts, rest[i+3:], true
+}
+
+var (
+	rmqInLockA  = []byte("putMessage in lock cost time(ms)=")
+	rmqInLockB  = []byte("putMessages in lock cost time(ms)=")
+	rmqNotLock  = []byte("not in lock elapsed time(ms)=")
+	rmqPut5     = []byte("CommitLog#putMessage cost ")
+	rmqMapped   = []byte("create mappedFile spent time(ms) ")
+	rmqPoolLow  = []byte("TransientStorePool is not enough")
+	rmqPageRT   = []byte("[PAGECACHERT]")
+	rmqDistTag  = []byte("PutMessageDistributeTime ")
+	rmqWater    = []byte("[WATERMARK] ")
+	rmqQSize    = []byte(" Queue Size: ")
+	rmqSlowTime = []byte("SlowTimeMills: ")
+)
+
+// leadingInt parses the decimal digits at the start of b.
+func leadingInt(b []byte) (int64, error) {
+	n := 0
+	for n < len(b) && b[n] >= '0' && b[n] <= '9' {
+		n++
+	}
+	if n == 0 || n > 18 {
+		return 0, fmt.Errorf("no number at %.20q", b)
+	}
+	return strconv.ParseInt(string(b[:n]), 10, 64)
+}
+
+func after(msg, tag []byte) ([]byte, bool) {
+	i := bytes.Index(msg, tag)
+	if i < 0 {
+		return nil, false
+	}
+	return msg[i+len(tag):], true
+}
+
+// message counts and measures one log message; lines it does not know are
+// ignored.
+func (l *rmqLogs) message(msg []byte) error {
+	m := l.m
+	if rest, ok := after(msg, rmqInLockA); ok || bytes.Contains(msg, rmqInLockB) {
+		if !ok {
+			rest, _ = after(msg, rmqInLockB)
+		}
+		ms, err := leadingInt(rest)
+		if err != nil {
+			return fmt.Errorf("lock cost: %w", err)
+		}
+		m.events.WithLabelValues("lock_slow").Inc()
+		m.lockHeld.WithLabelValues().Observe(float64(ms) / 1000)
+		return nil
+	}
+	if rest, ok := after(msg, rmqNotLock); ok {
+		return l.putSlow(rest)
+	}
+	if rest, ok := after(msg, rmqPut5); ok {
+		return l.putSlow(rest)
+	}
+	if rest, ok := after(msg, rmqMapped); ok {
+		ms, err := leadingInt(rest)
+		if err != nil {
+			return fmt.Errorf("mapped file: %w", err)
+		}
+		m.events.WithLabelValues("mapped_file_slow").Inc()
+		m.mappedFile.WithLabelValues().Observe(float64(ms) / 1000)
+		return nil
+	}
+	if bytes.Contains(msg, rmqPoolLow) {
+		m.events.WithLabelValues("transient_store_pool_exhausted").Inc()
+		return nil
+	}
+	if bytes.Contains(msg, rmqPageRT) {
+		rest, ok := after(msg, rmqDistTag)
+		if !ok {
+			return errors.New("[PAGECACHERT] without PutMessageDistributeTime")
+		}
+		dist, err := parseRocketMQDistribution(string(rest))
+		if err != nil {
+			return fmt.Errorf("[PAGECACHERT]: %w", err)
+		}
+		m.events.WithLabelValues("pagecache_rt").Inc()
+		for i, c := range dist {
+			m.putLatency[i] += c
+		}
+		m.putWindows = true
+		return nil
+	}
+	if rest, ok := after(msg, rmqWater); ok {
+		i := bytes.Index(rest, rmqQSize)
+		if i < 0 {
+			return errors.New("[WATERMARK] without Queue Size")
+		}
+		pool := rmqLogPools[strings.ToLower(strings.ReplaceAll(string(rest[:i]), " ", ""))]
+		if pool == "" {
+			pool = "other"
+		}
+		size, err := leadingInt(rest[i+len(rmqQSize):])
+		if err != nil {
+			return fmt.Errorf("[WATERMARK] size: %w", err)
+		}
+		slowAt, ok := after(rest, rmqSlowTime)
+		if !ok {
+			return errors.New("[WATERMARK] without SlowTimeMills")
+		}
+		// A clock step could make the age negative: clamp it to 0.
+		neg := len(slowAt) > 0 && slowAt[0] == '-'
+		if neg {
+			slowAt = slowAt[1:]
+		}
+		slow, err := leadingInt(slowAt)
+		if err != nil {
+			return fmt.Errorf("[WATERMARK] slow time: %w", err)
+		}
+		if neg {
+			slow = 0
+		}
+		m.queueSize.WithLabelValues(pool).Set(float64(size))
+		m.queueWait.WithLabelValues(pool).Observe(float64(slow) / 1000)
+		return nil
+	}
+	return nil
+}
+
+func (l *rmqLogs) putSlow(rest []byte) error {
+	ms, err := leadingInt(rest)
+	if err != nil {
+		return fmt.Errorf("put cost: %w", err)
+	}
+	l.m.events.WithLabelValues("put_slow").Inc()
+	l.m.putSlow.WithLabelValues().Observe(float64(ms) / 1000)
+	return nil
+}

@@ -1,0 +1,553 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/stall-exporter/stall_exporter/collector/remoting"
+	"github.com/stall-exporter/stall_exporter/collector/remoting/rmqtest"
+)
+
+// rmqAdapter lets a registry gather one Collector.
+type rmqAdapter struct {
+	c   Collector
+	err *error
+}
+
+func (a rmqAdapter) Describe(chan<- *prometheus.Desc) {}
+func (a rmqAdapter) Collect(ch chan<- prometheus.Metric) {
+	*a.err = a.c.Update(context.Background(), ch)
+}
+
+// rmqScrape runs one Update and returns the sample lines (no HELP/TYPE) of
+// the named families, in text exposition format.
+func rmqScrape(t testing.TB, c Collector, families ...string) (string, error) {
+	t.Helper()
+	var err error
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(rmqAdapter{c, &err})
+	mfs, gerr := reg.Gather()
+	if gerr != nil {
+		t.Fatalf("gather: %v", gerr)
+	}
+	want := map[string]bool{}
+	for _, f := range families {
+		want[f] = true
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if want[mf.GetName()] {
+			if err := enc.Encode(mf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var lines []string
+	for _, l := range strings.Split(buf.String(), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\n") + "\n", err
+}
+
+func rmqExpect(t *testing.T, got, want string) {
+	t.Helper()
+	want = strings.TrimLeft(want, "\n")
+	if got != want {
+		t.Errorf("metrics differ\n--- got\n%s--- want\n%s", got, want)
+	}
+}
+
+func rmqTestConfig() Config {
+	logger := slog.New(slog.DiscardHandler)
+	return Config{Paths: Paths{Procfs: "/proc", Sysfs: "/sys", Rootfs: "/"}, Logger: logger, Problems: NewProblems("rocketmq", logger)}
+}
+
+func rmqStartBroker(t *testing.T, runtime map[string]string, config string) *rmqtest.Broker {
+	t.Helper()
+	b, err := rmqtest.NewBroker("127.0.0.1:0", runtime, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func TestRocketMQNothingConfiguredIsNoData(t *testing.T) {
+	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{})
+	if _, err := rmqScrape(t, c); !errors.Is(err, ErrNoData) {
+		t.Errorf("err = %v, want ErrNoData", err)
+	}
+}
+
+// A 4.9.7 master (JSON replies) and its slave (binary replies) found through
+// the name server; the name server writes bare integer brokerAddrs keys.
+func TestRocketMQNamesrvDiscovery49(t *testing.T) {
+	master := rmqStartBroker(t, rmqtest.Runtime49(), rmqtest.Config49)
+	slaveRT := rmqtest.Runtime49()
+	slaveRT["pageCacheLockTimeMills"] = "1250"
+	slave := rmqStartBroker(t, slaveRT, strings.Replace(rmqtest.Config49, "brokerRole=ASYNC_MASTER", "brokerRole=SLAVE", 1))
+	slave.SetBinary(true)
+	ns, err := rmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{
+		{Cluster: "DefaultCluster", Name: "broker-a", ID: 0, Addr: master.Addr()},
+		{Cluster: "DefaultCluster", Name: "broker-a", ID: 1, Addr: slave.Addr()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	ns.SetBinary(true)
+
+	cfg := rmqTestConfig()
+	c := newRocketMQCollector(cfg, rocketmqOptions{Namesrv: []string{ns.Addr(), "127.0.0.1:1"}, Timeout: time.Second})
+	got, err := rmqScrape(t, c,
+		"stall_rocketmq_up", "stall_rocketmq_namesrv_up", "stall_rocketmq_commitlog_lock_held_seconds",
+		"stall_rocketmq_flush_pending_bytes", "stall_rocketmq_transient_store_pool_enabled",
+		"stall_rocketmq_transient_store_buffers_available", "stall_rocketmq_commitlog_disk_ratio",
+		"stall_rocketmq_put_latency_seconds", "stall_rocketmq_put_messages_total", "stall_rocketmq_put_failures_total",
+		"stall_rocketmq_send_queue_head_wait_seconds", "stall_rocketmq_put_latency_window_quantile_seconds",
+		"stall_rocketmq_broker_config_info", "stall_rocketmq_broker_config_send_queue_wait_timeout_seconds",
+		"stall_rocketmq_runtime_info_errors_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rmqExpect(t, got, `
+stall_rocketmq_broker_config_info{broker="broker-a",broker_fast_failure_enable="true",broker_id="0",broker_role="ASYNC_MASTER",cluster="DefaultCluster",fast_fail_if_no_buffer_in_store_pool="false",flush_disk_type="ASYNC_FLUSH",transfer_msg_by_heap="false",transient_store_pool_enable="false",use_reentrant_lock_when_put_message="true",warm_maped_file_enable="true"} 1
+stall_rocketmq_broker_config_info{broker="broker-a",broker_fast_failure_enable="true",broker_id="1",broker_role="SLAVE",cluster="DefaultCluster",fast_fail_if_no_buffer_in_store_pool="false",flush_disk_type="ASYNC_FLUSH",transfer_msg_by_heap="false",transient_store_pool_enable="false",use_reentrant_lock_when_put_message="true",warm_maped_file_enable="true"} 1
+stall_rocketmq_broker_config_send_queue_wait_timeout_seconds{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 0.2
+stall_rocketmq_broker_config_send_queue_wait_timeout_seconds{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 0.2
+stall_rocketmq_commitlog_disk_ratio{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 0.4521
+stall_rocketmq_commitlog_disk_ratio{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 0.4521
+stall_rocketmq_commitlog_lock_held_seconds{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 0
+stall_rocketmq_commitlog_lock_held_seconds{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 1.25
+stall_rocketmq_flush_pending_bytes{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 1.28974848e+07
+stall_rocketmq_flush_pending_bytes{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 1.28974848e+07
+stall_rocketmq_namesrv_up{namesrv="127.0.0.1:1"} 0
+stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 1
+stall_rocketmq_put_failures_total{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 3
+stall_rocketmq_put_failures_total{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 3
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="0"} 10
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="0.01"} 45
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="0.05"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="0.1"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="0.2"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="0.5"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="1"} 50
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="2"} 51
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="3"} 52
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="4"} 52
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="5"} 54
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="10"} 54
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="+Inf"} 54
+stall_rocketmq_put_latency_seconds_sum{broker="broker-a",broker_id="0",cluster="DefaultCluster"} NaN
+stall_rocketmq_put_latency_seconds_count{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 54
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="0"} 10
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="0.01"} 45
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="0.05"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="0.1"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="0.2"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="0.5"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="1"} 50
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="2"} 51
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="3"} 52
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="4"} 52
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="5"} 54
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="10"} 54
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="+Inf"} 54
+stall_rocketmq_put_latency_seconds_sum{broker="broker-a",broker_id="1",cluster="DefaultCluster"} NaN
+stall_rocketmq_put_latency_seconds_count{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 54
+stall_rocketmq_put_latency_window_quantile_seconds{broker="broker-a",broker_id="0",cluster="DefaultCluster",quantile="0.99"} 2.543
+stall_rocketmq_put_latency_window_quantile_seconds{broker="broker-a",broker_id="0",cluster="DefaultCluster",quantile="0.999"} 4.8
+stall_rocketmq_put_latency_window_quantile_seconds{broker="broker-a",broker_id="1",cluster="DefaultCluster",quantile="0.99"} 2.543
+stall_rocketmq_put_latency_window_quantile_seconds{broker="broker-a",broker_id="1",cluster="DefaultCluster",quantile="0.999"} 4.8
+stall_rocketmq_put_messages_total{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 1.234567e+06
+stall_rocketmq_put_messages_total{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 1.234567e+06
+stall_rocketmq_send_queue_head_wait_seconds{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 0.035
+stall_rocketmq_send_queue_head_wait_seconds{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 0.035
+stall_rocketmq_transient_store_pool_enabled{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 0
+stall_rocketmq_transient_store_pool_enabled{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 0
+stall_rocketmq_up{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 1
+stall_rocketmq_up{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 1
+`)
+	if n := cfg.Problems.Count(); n != 0 {
+		t.Errorf("%d problems on a clean 4.9.7 reply", n)
+	}
+	// A second scrape reuses the connections and the cached config.
+	if _, err := rmqScrape(t, c, "stall_rocketmq_up"); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string]*rmqtest.Broker{"master": master, "slave": slave} {
+		if got := b.RequestCount(remoting.GetBrokerConfig); got != 1 {
+			t.Errorf("%s: %d GET_BROKER_CONFIG over two scrapes, want 1 (refreshed every --rocketmq.config-interval)", name, got)
+		}
+		if got := b.RequestCount(remoting.GetBrokerRuntimeInfo); got != 2 {
+			t.Errorf("%s: %d GET_BROKER_RUNTIME_INFO over two scrapes, want 2", name, got)
+		}
+		if got := b.Accepted(); got != 1 {
+			t.Errorf("%s: %d connections, want 1 reused", name, got)
+		}
+	}
+	if got := ns.RequestCount(remoting.GetBrokerClusterInfo); got != 1 {
+		t.Errorf("name server asked %d times within the discovery interval, want 1", got)
+	}
+}
+
+const rmqConfig5 = `brokerClusterName=c5
+brokerName=broker-5
+brokerId=0
+flushDiskType=SYNC_FLUSH
+brokerRole=SYNC_MASTER
+transientStorePoolEnable=true
+warmMapedFileEnable=false
+transferMsgByHeap=true
+useReentrantLockWhenPutMessage=true
+brokerFastFailureEnable=true
+fastFailIfNoBufferInStorePool=false
+osPageCacheBusyTimeOutMills=1000
+waitTimeMillsInSendQueue=200
+`
+
+// A 5.3.3 broker scraped directly: labels from its own config, the 5.x
+// spelling getTransferredTps, no brokerVersion, a comma decimal point, the
+// transient pool enabled.
+func TestRocketMQDirectBroker5(t *testing.T) {
+	b := rmqStartBroker(t, rmqtest.Runtime5(), rmqConfig5)
+	b.SetBinary(true)
+	cfg := rmqTestConfig()
+	c := newRocketMQCollector(cfg, rocketmqOptions{Brokers: []string{b.Addr()}})
+	got, err := rmqScrape(t, c, "stall_rocketmq_flush_pending_bytes", "stall_rocketmq_commit_pending_bytes",
+		"stall_rocketmq_transient_store_pool_enabled", "stall_rocketmq_transient_store_buffers_available",
+		"stall_rocketmq_messages_per_second", "stall_rocketmq_broker_config_page_cache_busy_timeout_seconds",
+		"stall_rocketmq_runtime_info_errors_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rmqExpect(t, got, `
+stall_rocketmq_broker_config_page_cache_busy_timeout_seconds{broker="broker-5",broker_id="0",cluster="c5"} 1
+stall_rocketmq_commit_pending_bytes{broker="broker-5",broker_id="0",cluster="c5"} 262144
+stall_rocketmq_flush_pending_bytes{broker="broker-5",broker_id="0",cluster="c5"} 1.610612736e+09
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_found",window="10s"} 1500
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_found",window="600s"} 1450.9
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_found",window="60s"} 1400.2
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_miss",window="10s"} 10
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_miss",window="600s"} 11.1
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_miss",window="60s"} 12.5
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_total",window="10s"} 1510
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_total",window="600s"} 1462
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_total",window="60s"} 1412.7
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_transferred",window="10s"} 1500
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_transferred",window="600s"} 1450.9
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_transferred",window="60s"} 1400.2
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="put",window="10s"} 812.3
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="put",window="600s"} 801
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="put",window="60s"} 790.1
+stall_rocketmq_transient_store_buffers_available{broker="broker-5",broker_id="0",cluster="c5"} 3
+stall_rocketmq_transient_store_pool_enabled{broker="broker-5",broker_id="0",cluster="c5"} 1
+`)
+	if n := cfg.Problems.Count(); n != 0 {
+		t.Errorf("%d problems on a clean 5.x reply (brokerVersion is gone in 5.3.3+ and must not count)", n)
+	}
+}
+
+// One bad or missing key costs that metric and one error count, never the
+// broker; "null" distributions and early empty rate tokens are no data.
+func TestRocketMQBadKeysCostOneMetricEach(t *testing.T) {
+	rt := rmqtest.Runtime49()
+	rt["pageCacheLockTimeMills"] = "abc"
+	delete(rt, "sendThreadPoolQueueSize")
+	rt["putMessageDistributeTime"] = "null"
+	rt["putTps"] = "12.5  "
+	rt["commitLogDiskRatio"] = "-1"
+	rt["remainHowManyDataToFlush"] = "1.5 XB"
+	b := rmqStartBroker(t, rt, "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
+	cfg := rmqTestConfig()
+	c := newRocketMQCollector(cfg, rocketmqOptions{Brokers: []string{b.Addr()}})
+	families := []string{"stall_rocketmq_up", "stall_rocketmq_commitlog_lock_held_seconds", "stall_rocketmq_send_queue_size",
+		"stall_rocketmq_send_queue_capacity", "stall_rocketmq_put_latency_seconds", "stall_rocketmq_commitlog_disk_ratio",
+		"stall_rocketmq_flush_pending_bytes", "stall_rocketmq_runtime_info_errors_total"}
+	got, err := rmqScrape(t, c, append(families, "stall_rocketmq_messages_per_second")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, `stall_rocketmq_messages_per_second{broker="b",broker_id="0",cluster="c",op="put",window="10s"} 12.5`) ||
+		strings.Contains(got, `op="put",window="60s"`) {
+		t.Errorf("early empty putTps tokens: %s", got)
+	}
+	got, _ = rmqScrape(t, c, families...)
+	rmqExpect(t, got, `
+stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="pageCacheLockTimeMills"} 2
+stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="remainHowManyDataToFlush"} 2
+stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="sendThreadPoolQueueSize"} 2
+stall_rocketmq_send_queue_capacity{broker="b",broker_id="0",cluster="c"} 10000
+stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
+`)
+	if n := cfg.Problems.Count(); n != 6 {
+		t.Errorf("problems = %d, want 6 (3 keys × 2 scrapes)", n)
+	}
+}
+
+// Faults of the test broker: each costs one scrape of that broker (up 0),
+// the next one recovers; malformed replies are counted as bad input.
+func TestRocketMQBrokerFaults(t *testing.T) {
+	b := rmqStartBroker(t, rmqtest.Runtime49(), "brokerName=b\n")
+	b.Delay(5 * time.Second)
+	cfg := rmqTestConfig()
+	c := newRocketMQCollector(cfg, rocketmqOptions{Brokers: []string{b.Addr()}, Timeout: 300 * time.Millisecond})
+	up := func() string {
+		t.Helper()
+		got, err := rmqScrape(t, c, "stall_rocketmq_up")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(got[strings.LastIndex(got, " "):])
+	}
+	if v := up(); v != "1" {
+		t.Fatalf("healthy broker: up %s", v)
+	}
+	for _, tc := range []struct {
+		fault    rmqtest.Fault
+		problems uint64
+	}{{rmqtest.Slow, 0}, {rmqtest.Reset, 0}, {rmqtest.Garbage, 1}, {rmqtest.Huge, 1}, {rmqtest.Busy, 0}} {
+		before := cfg.Problems.Count()
+		b.Inject(tc.fault)
+		if v := up(); v != "0" {
+			t.Errorf("fault %d: up %s, want 0", tc.fault, v)
+		}
+		if d := cfg.Problems.Count() - before; d != tc.problems {
+			t.Errorf("fault %d: %d problems counted, want %d", tc.fault, d, tc.problems)
+		}
+		if v := up(); v != "1" {
+			t.Errorf("after fault %d: up %s, want 1", tc.fault, v)
+		}
+	}
+}
+
+// The background sampler keeps a histogram of pageCacheLockTimeMills.
+func TestRocketMQLockSampler(t *testing.T) {
+	b := rmqStartBroker(t, rmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
+	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Brokers: []string{b.Addr()}, SampleInterval: time.Second})
+	for _, ms := range []string{"0", "0", "3", "120", "700", "1200", "15000"} {
+		b.Set("pageCacheLockTimeMills", ms)
+		c.sampleOnce(context.Background())
+	}
+	got, err := rmqScrape(t, c, "stall_rocketmq_commitlog_lock_held_sampled_seconds", "stall_rocketmq_lock_samples_failed_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rmqExpect(t, got, `
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0"} 2
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.005"} 3
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.01"} 3
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.05"} 3
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.1"} 3
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.2"} 4
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.5"} 4
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="1"} 5
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="2"} 6
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="5"} 6
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="10"} 6
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="+Inf"} 7
+stall_rocketmq_commitlog_lock_held_sampled_seconds_sum{broker="b",broker_id="0",cluster="c"} 17.023
+stall_rocketmq_commitlog_lock_held_sampled_seconds_count{broker="b",broker_id="0",cluster="c"} 7
+stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",cluster="c"} 0
+`)
+	// A failing broker is counted and then backed off, not redialled every tick.
+	clock := time.Unix(1_800_000_000, 0)
+	c.now = func() time.Time { return clock }
+	b.Inject(rmqtest.Reset)
+	c.sampleOnce(context.Background())
+	c.sampleOnce(context.Background()) // within the 2 s backoff: skipped
+	if n := b.RequestCount(remoting.GetBrokerRuntimeInfo); n != 9 {
+		t.Errorf("%d runtime-info requests, want 9 (1 scrape + 7 samples + 1 failed; the backed-off tick sends none)", n)
+	}
+	clock = clock.Add(3 * time.Second)
+	c.sampleOnce(context.Background())
+	got, _ = rmqScrape(t, c, "stall_rocketmq_lock_samples_failed_total", "stall_rocketmq_commitlog_lock_held_sampled_seconds")
+	if !strings.Contains(got, `stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",cluster="c"} 1`) ||
+		!strings.Contains(got, `_count{broker="b",broker_id="0",cluster="c"} 8`) {
+		t.Errorf("after a failed and a recovered sample:\n%s", got)
+	}
+}
+
+func TestRocketMQPutHistogramWindows(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	w1 := [13]uint64{1, 2}
+	w2 := [13]uint64{0, 5, 0, 0, 0, 0, 1}
+	var h rmqPutHistogram
+	h.observe(w1, false, t0)
+	h.observe(w1, false, t0.Add(30*time.Second)) // same window seen again
+	h.observe(w2, false, t0.Add(61*time.Second)) // next window
+	h.observe(w2, false, t0.Add(120*time.Second))
+	h.observe(w2, false, t0.Add(150*time.Second)) // 89 s unchanged: could be drift, not counted
+	if want := [13]uint64{1, 7, 0, 0, 0, 0, 1}; h.cum != want {
+		t.Fatalf("completed windows: cum %v, want %v", h.cum, want)
+	}
+	h.observe(w2, false, t0.Add(152*time.Second)) // 91 s unchanged: an identical window followed
+	h.observe(w2, false, t0.Add(200*time.Second))
+	if want := [13]uint64{1, 12, 0, 0, 0, 0, 2}; h.cum != want {
+		t.Fatalf("identical consecutive windows: cum %v, want %v", h.cum, want)
+	}
+	// An empty window repeated is nothing to count.
+	var e rmqPutHistogram
+	e.observe([13]uint64{}, false, t0)
+	e.observe([13]uint64{}, false, t0.Add(10*time.Minute))
+	if _, n := e.buckets(); n != 0 {
+		t.Errorf("empty windows counted %d", n)
+	}
+
+	// 4.9.0 reports the window in progress: growth is added, a shrink starts a new window.
+	var p rmqPutHistogram
+	p.observe([13]uint64{1}, true, t0)
+	p.observe([13]uint64{3, 1}, true, t0.Add(time.Second))
+	p.observe([13]uint64{3, 4}, true, t0.Add(2*time.Second))
+	p.observe([13]uint64{0, 1}, true, t0.Add(61*time.Second))
+	if want := [13]uint64{3, 5}; p.cum != want {
+		t.Errorf("windows in progress: cum %v, want %v", p.cum, want)
+	}
+	buckets, count := p.buckets()
+	if count != 8 || buckets[0] != 3 || buckets[0.01] != 8 || buckets[10] != 8 {
+		t.Errorf("buckets %v count %d", buckets, count)
+	}
+	if !rmqReportsWindowInProgress("V4_9_0") || rmqReportsWindowInProgress("V4_9_1") ||
+		!rmqReportsWindowInProgress("V4_8_0") || rmqReportsWindowInProgress("V5_0_0") || rmqReportsWindowInProgress("") {
+		t.Error("rmqReportsWindowInProgress version cut wrong")
+	}
+}
+
+func TestRocketMQValueParsers(t *testing.T) {
+	for in, want := range map[string]float64{
+		"0 B": 0, "512 B": 512, "12.3 MiB": 12.3 * (1 << 20), "1,5 GiB": 1.5 * (1 << 30), "2.0 KiB": 2048, " 1.0 TiB ": 1 << 40,
+	} {
+		if got, err := parseRocketMQSize(in); err != nil || got != want {
+			t.Errorf("parseRocketMQSize(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "12", "1.5 XB", "-1 B", "NaN B", "1,2,3 MiB", "1.5 GB"} {
+		if _, err := parseRocketMQSize(in); err == nil {
+			t.Errorf("parseRocketMQSize(%q): want error", in)
+		}
+	}
+	d, err := parseRocketMQDistribution(rmqtest.Distribution([13]uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}))
+	if err != nil || d != [13]uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13} {
+		t.Errorf("distribution %v %v", d, err)
+	}
+	if _, err := parseRocketMQDistribution("null"); !errors.Is(err, errRocketMQNull) {
+		t.Errorf("null: %v", err)
+	}
+	if _, err := parseRocketMQDistribution("[<=0ms]:1 [0~10ms]:2"); err == nil {
+		t.Error("2 buckets: want error")
+	}
+	tps, err := parseRocketMQTps("1.5  ")
+	if err != nil || tps[0] != 1.5 || !math.IsNaN(tps[1]) || !math.IsNaN(tps[2]) {
+		t.Errorf("tps %v %v", tps, err)
+	}
+}
+
+func TestRocketMQProbe(t *testing.T) {
+	for _, tc := range []struct {
+		allow  []string
+		target string
+		ok     bool
+	}{
+		{nil, "10.0.0.1:10911", false},
+		{[]string{"*"}, "10.0.0.1:10911", true},
+		{[]string{"10.0.0.1:10911"}, "10.0.0.1:10911", true},
+		{[]string{"10.0.0.1:10911"}, "10.0.0.1:10909", false},
+		{[]string{"10.0.0.1"}, "10.0.0.1:10909", true},
+		{[]string{"10.0.0.0/24"}, "10.0.0.77:10911", true},
+		{[]string{"10.0.0.0/24"}, "10.0.1.77:10911", false},
+		{[]string{"10.0.0.0/24"}, "broker.example:10911", false},
+		{[]string{"broker.example"}, "broker.example:10911", true},
+	} {
+		if got := rmqProbeAllowed(tc.allow, tc.target); got != tc.ok {
+			t.Errorf("allow %v target %s: %v, want %v", tc.allow, tc.target, got, tc.ok)
+		}
+	}
+
+	b := rmqStartBroker(t, rmqtest.Runtime49(), "brokerName=probed\nbrokerClusterName=c\nbrokerId=0\n")
+	old := *rmqProbeAllowFlag
+	defer func() { *rmqProbeAllowFlag = old }()
+	*rmqProbeAllowFlag = []string{"127.0.0.1"}
+	if _, err := rmqProbe(rmqTestConfig(), "10.9.9.9:10911"); !errors.Is(err, ErrTargetNotAllowed) {
+		t.Errorf("refused target: err = %v", err)
+	}
+	c1, err := rmqProbe(rmqTestConfig(), b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := rmqScrape(t, c1, "stall_rocketmq_up")
+	rmqExpect(t, got, `
+stall_rocketmq_up{broker="probed",broker_id="0",cluster="c"} 1
+`)
+	c2, _ := rmqProbe(rmqTestConfig(), b.Addr())
+	rmqScrape(t, c2, "stall_rocketmq_up")
+	if c1 != c2 || b.Accepted() != 1 {
+		t.Errorf("probe collectors not reused: same %v, %d connections", c1 == c2, b.Accepted())
+	}
+}
+
+func TestRocketMQACLFile(t *testing.T) {
+	b := rmqStartBroker(t, rmqtest.Runtime49(), "brokerName=b\n")
+	b.RequireACL(&remoting.Credentials{AccessKey: "exporter", SecretKey: "s3cret"})
+	p := filepath.Join(t.TempDir(), "acl")
+	os.WriteFile(p, []byte("accessKey=exporter\nsecretKey=s3cret\n"), 0o600)
+	old := *rmqACLFileFlag
+	defer func() { *rmqACLFileFlag = old }()
+	*rmqACLFileFlag = p
+	opts, err := rmqOptionsFromFlags()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Brokers = []string{b.Addr()}
+	got, _ := rmqScrape(t, newRocketMQCollector(rmqTestConfig(), opts), "stall_rocketmq_up")
+	rmqExpect(t, got, `
+stall_rocketmq_up{broker="b",broker_id="",cluster=""} 1
+`)
+	opts.Credentials = nil
+	got, _ = rmqScrape(t, newRocketMQCollector(rmqTestConfig(), opts), "stall_rocketmq_up")
+	if !strings.HasSuffix(got, "} 0\n") {
+		t.Errorf("unsigned requests to an ACL broker: %s", got)
+	}
+}
+
+// FuzzRocketMQRuntimeInfo: any string for any key costs at most that metric.
+func FuzzRocketMQRuntimeInfo(f *testing.F) {
+	keys := make([]string, 0)
+	for k := range rmqtest.Runtime5() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	f.Add(uint8(0), "12,3 MiB")
+	f.Add(uint8(3), "null")
+	f.Add(uint8(7), "[<=0ms]:1 [0~10ms]:2")
+	f.Add(uint8(9), " 1e309 ")
+	f.Fuzz(func(t *testing.T, which uint8, value string) {
+		kv := rmqtest.Runtime5()
+		kv[keys[int(which)%len(keys)]] = value
+		kv["putMessageDistributeTime"] = value
+		kv["remainHowManyDataToFlush"] = value
+		cfg := rmqTestConfig()
+		b := &rmqBroker{addr: "x", keyErrors: map[string]uint64{}, lockCounts: make([]uint64, len(rmqLockBounds)+1)}
+		ch := make(chan prometheus.Metric, 1024)
+		b.emitRuntime(ch, kv, time.Unix(0, 0), cfg.Problems)
+		b.sendState(ch)
+		close(ch)
+		for m := range ch {
+			_ = m.Desc()
+		}
+	})
+}
