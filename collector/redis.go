@@ -147,7 +147,14 @@ var (
 func init() {
 	Register("redis", true, newRedisCollector)
 	RegisterProbe("redis", newRedisProbe)
+	// go-redis' own log lines (dial retries, pool notices) would repeat
+	// what stall_redis_up and our once-a-minute warning already say.
+	redis.SetLogger(quietRedisLogger{})
 }
+
+type quietRedisLogger struct{}
+
+func (quietRedisLogger) Printf(context.Context, string, ...any) {}
 
 // redisSettings is everything the flags decide, read once.
 type redisSettings struct {
@@ -340,6 +347,13 @@ func (t *redisTarget) collect(ctx context.Context, ch chan<- prometheus.Metric) 
 	}
 	if err != nil {
 		redisUpDesc.Send(ch, 0, t.spec.label)
+		if !isRedisError(err) {
+			// Start the next scrape on a fresh pool: go-redis' pool would
+			// otherwise keep answering with the last dial error for a while
+			// after the server is back.
+			_ = t.client.Close()
+			t.client = redis.NewClient(t.spec.opts)
+		}
 		now := t.s.now()
 		if now.Sub(t.lastDownLog) > time.Minute {
 			t.lastDownLog = now
@@ -388,12 +402,19 @@ func (t *redisTarget) scrape(ctx context.Context, ch chan<- prometheus.Metric) e
 	if redisx.AtLeast(t.major, t.minor, 4, 0) && !t.noMemoryStats {
 		memCmd = pipe.Do(ctx, "MEMORY", "STATS")
 	}
-	_, err := pipe.Exec(ctx)
-	if err != nil && !isRedisError(err) {
-		return err
+	_, execErr := pipe.Exec(ctx)
+	if execErr != nil && !isRedisError(execErr) {
+		return execErr
 	}
 	if err := infoCmds[0].Err(); err != nil {
 		return fmt.Errorf("INFO: %w", err)
+	}
+	if infoCmds[0].Val() == "" {
+		// The connection's AUTH/HELLO was refused: nothing was sent.
+		if execErr != nil {
+			return execErr
+		}
+		return errors.New("empty INFO reply")
 	}
 	info := redisx.ParseInfo(infoCmds[0].Val())
 	for _, c := range infoCmds[1:] {

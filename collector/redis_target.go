@@ -137,7 +137,9 @@ func parseRedisTarget(raw string, s redisConnSettings, fromProbe bool) (*redisTa
 	opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	opts.ContextTimeoutEnabled = true
 	opts.MaxRetries = 1
+	opts.DialerRetries = 1
 	opts.PoolSize = 2
+	opts.PipelinePoolSize = -1 // one pool: a scrape uses a single connection
 	opts.MinIdleConns = 0
 	opts.MaxIdleConns = 2
 	opts.ConnMaxIdleTime = 10 * time.Minute

@@ -74,26 +74,43 @@ type Aggregator struct {
 	GroupBy GroupBy
 	TopK    int
 
-	groups map[string]acc
-	cmds   map[string]acc
+	groups accs
+	cmds   accs
 	sorted []Group
 }
 
-type acc struct {
-	clients int
-	omem    uint64
+// accs accumulates per-key sums with one map lookup per client: the map
+// holds an index into a slice that is reused between replies.
+type accs struct {
+	index map[string]int
+	vals  []Group
+}
+
+func (a *accs) reset() {
+	if a.index == nil {
+		a.index = make(map[string]int)
+	}
+	clear(a.index)
+	a.vals = a.vals[:0]
+}
+
+func (a *accs) add(key string, omem uint64) {
+	i, ok := a.index[key]
+	if !ok {
+		i = len(a.vals)
+		a.index[key] = i
+		a.vals = append(a.vals, Group{Name: key})
+	}
+	a.vals[i].Clients++
+	a.vals[i].OutputBufferBytes += omem
 }
 
 // Aggregate parses reply, the bulk string of CLIENT LIST, and returns its
 // aggregates. Group and command names in the result are copied, so the
 // reply may be released.
 func (a *Aggregator) Aggregate(reply string) ClientListStats {
-	if a.groups == nil {
-		a.groups = make(map[string]acc)
-		a.cmds = make(map[string]acc)
-	}
-	clear(a.groups)
-	clear(a.cmds)
+	a.groups.reset()
+	a.cmds.reset()
 	var st ClientListStats
 	for len(reply) > 0 {
 		var line string
@@ -129,27 +146,21 @@ func (a *Aggregator) Aggregate(reply string) ClientListStats {
 		if g == "" {
 			g = NoneGroup
 		}
-		v := a.groups[g]
-		v.clients++
-		v.omem += c.omem
-		a.groups[g] = v
+		a.groups.add(g, c.omem)
 		cmd := c.cmd
 		if cmd == "" || cmd == "NULL" {
 			cmd = NoneGroup
 		}
-		v = a.cmds[cmd]
-		v.clients++
-		v.omem += c.omem
-		a.cmds[cmd] = v
+		a.cmds.add(cmd, c.omem)
 	}
-	st.Groups = a.top(a.groups)
-	st.Commands = a.top(a.cmds)
+	st.Groups = a.top(a.groups.vals)
+	st.Commands = a.top(a.cmds.vals)
 	return st
 }
 
-// top returns the K entries of m with the largest non-zero omem and an
+// top returns the K entries of vals with the largest non-zero omem and an
 // OtherGroup remainder holding everything else.
-func (a *Aggregator) top(m map[string]acc) []Group {
+func (a *Aggregator) top(vals []Group) []Group {
 	k := a.TopK
 	if k < 0 {
 		k = 0
@@ -157,12 +168,12 @@ func (a *Aggregator) top(m map[string]acc) []Group {
 	a.sorted = a.sorted[:0]
 	var other Group
 	other.Name = OtherGroup
-	for name, v := range m {
-		if v.omem == 0 {
-			other.Clients += v.clients
+	for _, v := range vals {
+		if v.OutputBufferBytes == 0 {
+			other.Clients += v.Clients
 			continue
 		}
-		a.sorted = append(a.sorted, Group{Name: name, Clients: v.clients, OutputBufferBytes: v.omem})
+		a.sorted = append(a.sorted, v)
 	}
 	slices.SortFunc(a.sorted, func(x, y Group) int {
 		switch {
@@ -217,49 +228,53 @@ func parseClientLine(line string, by GroupBy) (c client, bad int) {
 			bad++
 			continue
 		}
-		key, val := tok[:eq], tok[eq+1:]
-		switch key {
-		case "addr":
-			c.ok = true
-			if by == GroupByHost {
-				c.group = hostOf(val)
-			}
-		case "name":
-			if by == GroupByName {
-				c.group = val
-			}
-		case "lib-name":
-			if by == GroupByLibName {
-				c.group = val
-			}
-		case "user":
-			if by == GroupByUser {
-				c.group = val
-			}
-		case "omem":
-			n, ok := parseUint(val)
-			if !ok {
-				bad++
-			}
-			c.omem = n
-		case "oll":
-			n, ok := parseUint(val)
-			if !ok {
-				bad++
-			}
-			c.oll = n
-		case "tot-mem":
-			n, ok := parseUint(val)
-			if !ok {
-				bad++
-			} else {
-				c.totMem, c.hasTotMem = n, true
-			}
-		case "cmd":
-			c.cmd = val
-		}
+		bad += c.field(tok[:eq], tok[eq+1:], by)
 	}
 	return c, bad
+}
+
+// field stores one key=value pair; it returns 1 for an unreadable number.
+func (c *client) field(key, val string, by GroupBy) int {
+	switch key {
+	case "addr":
+		c.ok = true
+		if by == GroupByHost {
+			c.group = hostOf(val)
+		}
+	case "name":
+		if by == GroupByName {
+			c.group = val
+		}
+	case "lib-name":
+		if by == GroupByLibName {
+			c.group = val
+		}
+	case "user":
+		if by == GroupByUser {
+			c.group = val
+		}
+	case "omem":
+		n, ok := parseUint(val)
+		c.omem = n
+		if !ok {
+			return 1
+		}
+	case "oll":
+		n, ok := parseUint(val)
+		c.oll = n
+		if !ok {
+			return 1
+		}
+	case "tot-mem":
+		n, ok := parseUint(val)
+		if !ok {
+			return 1
+		}
+		c.totMem, c.hasTotMem = n, true
+	case "cmd":
+		c.cmd = val
+	}
+	return 0
 }
 
 // hostOf strips the port from a CLIENT LIST addr: "10.0.0.1:4242" →

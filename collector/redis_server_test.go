@@ -1,0 +1,304 @@
+package collector
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stall-exporter/stall_exporter/collector/redisx"
+)
+
+// testRedis is a redis-server process started for one test.
+type testRedis struct {
+	t    testing.TB
+	port int
+	addr string // 127.0.0.1:port
+	args []string
+	cmd  *exec.Cmd
+	dir  string
+	log  *bytes.Buffer
+	ns   string // network namespace the server runs in, if any
+}
+
+// redisServerPath finds redis-server or skips: the binary is a test
+// dependency that `make test-deps` installs (scripts/install-test-deps.sh).
+func redisServerPath(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server not installed: run `make test-deps` (scripts/install-test-deps.sh)")
+	}
+	return p
+}
+
+// freePort asks the kernel for an unused TCP port on the loopback.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startRedis runs redis-server on a free loopback port with persistence off
+// and the extra configuration directives in args ("--maxmemory", "1gb" …).
+// It is stopped when the test ends.
+func startRedis(t testing.TB, args ...string) *testRedis {
+	t.Helper()
+	r := &testRedis{t: t, port: freePort(t), args: args, dir: t.TempDir()}
+	r.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port))
+	r.start("127.0.0.1")
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *testRedis) start(bind string) {
+	r.t.Helper()
+	bin := redisServerPath(r.t)
+	argv := []string{"--port", strconv.Itoa(r.port), "--bind", bind, "--save", "", "--appendonly", "no",
+		"--dir", r.dir, "--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning"}
+	args := r.args
+	if len(args) > 0 && !strings.HasPrefix(args[0], "--") {
+		// A configuration file must be redis-server's first argument.
+		argv = append([]string{args[0]}, argv...)
+		args = args[1:]
+	}
+	argv = append(argv, args...)
+	if r.ns != "" {
+		r.cmd = exec.Command("ip", append([]string{"netns", "exec", r.ns, bin}, argv...)...)
+	} else {
+		r.cmd = exec.Command(bin, argv...)
+	}
+	r.log = &bytes.Buffer{}
+	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	host := bind
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(r.port)), 200*time.Millisecond)
+		if err == nil {
+			_, _ = c.Write([]byte("PING\r\n"))
+			_ = c.SetReadDeadline(time.Now().Add(time.Second))
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if strings.HasPrefix(line, "+PONG") || strings.HasPrefix(line, "-NOAUTH") || strings.Contains(line, "AUTH") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("redis-server did not start on %s:%d: %v\n%s", host, r.port, err, r.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (r *testRedis) stop() {
+	if r.cmd == nil || r.cmd.Process == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	_ = r.cmd.Wait()
+	r.cmd = nil
+}
+
+// client returns a go-redis client on the server (default user unless opts
+// say otherwise), closed at the end of the test.
+func (r *testRedis) client(mod ...func(*redis.Options)) *redis.Client {
+	o := &redis.Options{Addr: r.addr, Protocol: 2, DisableIdentity: true}
+	for _, m := range mod {
+		m(o)
+	}
+	c := redis.NewClient(o)
+	r.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// commandCalls returns commandstats calls of cmd (e.g. "client|list").
+func commandCalls(t testing.TB, c *redis.Client, cmd string) uint64 {
+	t.Helper()
+	s, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cs := range redisx.ParseInfo(s).Commands {
+		if cs.Name == cmd {
+			return cs.Calls
+		}
+	}
+	return 0
+}
+
+// testSettings are the flag defaults, for tests to adjust.
+func testRedisSettings() redisSettings {
+	return redisSettings{
+		conn:            redisConnSettings{dialTimeout: time.Second},
+		timeout:         2 * time.Second,
+		configRefresh:   5 * time.Minute,
+		clMode:          "auto",
+		clEvery:         10,
+		clOutThreshold:  1 << 20,
+		clClientsMemThr: 512 << 20,
+		groupBy:         redisx.GroupByHost,
+		topK:            10,
+		bigkeys:         bigKeySettings{keysPerSecond: 10000, top: 5, samples: 0, scanCount: 100, interval: time.Hour},
+		now:             time.Now,
+	}
+}
+
+// logBuffer collects a collector's log output, for tests that check what
+// is (not) logged.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func testConfig(w io.Writer) Config {
+	if w == nil {
+		w = io.Discard
+	}
+	logger := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return Config{Logger: logger, Problems: NewProblems("redis", logger)}
+}
+
+// scrapeResult is one Update's output, indexed for assertions.
+type scrapeResult struct {
+	err     error
+	metrics []scrapedMetric
+}
+
+type scrapedMetric struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// scrape runs c.Update with the given timeout and gathers what it sent.
+func scrape(t testing.TB, c Collector, timeout time.Duration) scrapeResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ch := make(chan prometheus.Metric, 1024)
+	done := make(chan error, 1)
+	go func() { done <- c.Update(ctx, ch); close(ch) }()
+	var res scrapeResult
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		sm := scrapedMetric{name: fqName(m.Desc()), labels: map[string]string{}}
+		for _, lp := range pb.GetLabel() {
+			sm.labels[lp.GetName()] = lp.GetValue()
+		}
+		switch {
+		case pb.Gauge != nil:
+			sm.value = pb.GetGauge().GetValue()
+		case pb.Counter != nil:
+			sm.value = pb.GetCounter().GetValue()
+		case pb.Untyped != nil:
+			sm.value = pb.GetUntyped().GetValue()
+		}
+		res.metrics = append(res.metrics, sm)
+	}
+	res.err = <-done
+	return res
+}
+
+func fqName(d *prometheus.Desc) string {
+	s := d.String()
+	i := strings.Index(s, `fqName: "`)
+	if i < 0 {
+		return s
+	}
+	s = s[i+len(`fqName: "`):]
+	return s[:strings.IndexByte(s, '"')]
+}
+
+// get returns the value of the one series of name whose labels include
+// want (name=value pairs); ok is false when there is none.
+func (r scrapeResult) get(name string, want ...string) (float64, bool) {
+	for _, m := range r.metrics {
+		if m.name != name {
+			continue
+		}
+		match := true
+		for i := 0; i+1 < len(want); i += 2 {
+			if m.labels[want[i]] != want[i+1] {
+				match = false
+			}
+		}
+		if match {
+			return m.value, true
+		}
+	}
+	return 0, false
+}
+
+func (r scrapeResult) must(t testing.TB, name string, want ...string) float64 {
+	t.Helper()
+	v, ok := r.get(name, want...)
+	if !ok {
+		t.Fatalf("no series %s%v in scrape (err %v):\n%s", name, want, r.err, r.dump())
+	}
+	return v
+}
+
+func (r scrapeResult) dump() string {
+	var b strings.Builder
+	for _, m := range r.metrics {
+		fmt.Fprintf(&b, "%s%v %g\n", m.name, m.labels, m.value)
+	}
+	return b.String()
+}
+
+// newTestRedisCollector builds the /metrics collector for addrs.
+func newTestRedisCollector(t testing.TB, s redisSettings, cfg Config, addrs ...string) *redisCollector {
+	t.Helper()
+	c, err := newRedisCollectorFor(cfg, s, addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func writeFile(t testing.TB, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

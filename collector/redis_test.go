@@ -1,0 +1,430 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stall-exporter/stall_exporter/collector/redisx"
+)
+
+// bigValueSize is just under 5 MiB so that jemalloc's 5 MiB size class
+// holds one reply node (value + node header + CRLF): each pending GET then
+// adds 5 MiB to the client's omem.
+const bigValueSize = 5<<20 - 4096
+
+// stuckReader opens a connection that names itself, pipelines n GETs of key
+// and never reads: the replies pile up in Redis' output buffer for it. A
+// tiny receive buffer keeps the kernel from absorbing much of them.
+func stuckReader(t *testing.T, addr, name, key string, n int) net.Conn {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	var b strings.Builder
+	fmt.Fprintf(&b, "CLIENT SETNAME %s\r\n", name)
+	for range n {
+		fmt.Fprintf(&b, "GET %s\r\n", key)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func infoField(t *testing.T, c *redis.Client, section, key string) float64 {
+	t.Helper()
+	s, err := c.Info(context.Background(), section).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := redisx.ParseInfo(s).Float(key)
+	return v
+}
+
+// TestRedisOutputBufferBacklog reproduces the shape of incident 7 on the
+// loopback: clients that pipeline GETs of a 5 MiB value and do not read.
+// One scrape in auto mode must run CLIENT LIST (INFO shows the backlog) and
+// report the aggregates.
+func TestRedisOutputBufferBacklog(t *testing.T) {
+	r := startRedis(t)
+	admin := r.client()
+	ctx := context.Background()
+	if err := admin.Set(ctx, "big", strings.Repeat("x", bigValueSize), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const readers, gets = 6, 4
+	for range readers {
+		stuckReader(t, r.addr, "reader", "big", gets)
+	}
+	// Wait for Redis to have queued what it cannot write: every reader has
+	// at least 2 replies (10 MiB) in omem.
+	waitFor(t, "output buffers to fill", 10*time.Second, func() bool {
+		list, err := admin.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		agg := redisx.Aggregator{GroupBy: redisx.GroupByName, TopK: 5}
+		st := agg.Aggregate(list)
+		return st.PendingClients >= readers && st.OutputBufferBytes >= readers*2*(5<<20) &&
+			infoField(t, admin, "clients", "client_recent_max_output_buffer") >= 5<<20
+	})
+	s := testRedisSettings()
+	s.groupBy = redisx.GroupByName
+	c := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	res := scrape(t, c, 5*time.Second)
+	if res.err != nil {
+		t.Fatalf("scrape: %v", res.err)
+	}
+	l := "redis://" + r.addr
+	if up := res.must(t, "stall_redis_up", "addr", l); up != 1 {
+		t.Fatalf("up = %v", up)
+	}
+	if runs := res.must(t, "stall_redis_client_list_runs_total"); runs != 1 {
+		t.Errorf("auto mode ran CLIENT LIST %v times in the first scrape of a backlogged instance, want 1", runs)
+	}
+	total := res.must(t, "stall_redis_client_output_buffer_bytes")
+	maxOmem := res.must(t, "stall_redis_client_max_output_buffer_bytes")
+	pending := res.must(t, "stall_redis_client_pending_output_clients")
+	const node = 5 << 20
+	if total < readers*2*node || total > readers*gets*node+readers*64<<10 {
+		t.Errorf("total omem %v, want between %d and %d", total, readers*2*node, readers*gets*node)
+	}
+	// Each pending reply is one 5 MiB node: the largest buffer is a
+	// multiple of 5 MiB (within the node headers).
+	k := int(maxOmem/node + 0.5)
+	if k < 2 || k > gets || abs(maxOmem-float64(k*node)) > 64<<10 {
+		t.Errorf("max omem %v is not ≈ a multiple (2..%d) of 5 MiB", maxOmem, gets)
+	}
+	if pending < readers {
+		t.Errorf("pending clients %v, want ≥ %d", pending, readers)
+	}
+	readerOmem := res.must(t, "stall_redis_client_group_output_buffer_bytes", "group", "reader")
+	if readerOmem != total {
+		t.Errorf("group reader omem %v, want all of it (%v)", readerOmem, total)
+	}
+	if n := res.must(t, "stall_redis_client_group_clients", "group", "reader"); n != readers {
+		t.Errorf("group reader has %v clients, want %d", n, readers)
+	}
+	if first := firstGroup(res, "stall_redis_client_group_output_buffer_bytes", "group"); first != "reader" {
+		t.Errorf("largest group %q, want reader", first)
+	}
+	if get := res.must(t, "stall_redis_client_output_buffer_by_command_bytes", "cmd", "get"); get != total {
+		t.Errorf("omem by cmd=get %v, want %v", get, total)
+	}
+	// MEMORY STATS clients.normal is refreshed incrementally by Redis'
+	// clientsCron, so it may lag the CLIENT LIST omem a little.
+	if v := res.must(t, "stall_redis_clients_memory_bytes", "type", "normal"); v < readers*2*node {
+		t.Errorf("clients memory (MEMORY STATS clients.normal) %v < %d", v, readers*2*node)
+	}
+	if v := res.must(t, "stall_redis_client_recent_max_output_buffer_bytes"); v < node {
+		t.Errorf("INFO client_recent_max_output_buffer %v < 5 MiB", v)
+	}
+	if v := res.must(t, "stall_redis_client_output_buffer_limit_unlimited", "class", "normal"); v != 1 {
+		t.Errorf("normal class is unlimited by default, metric says %v", v)
+	}
+	if v := res.must(t, "stall_redis_commands_total", "cmd", "get"); v < readers {
+		t.Errorf("commands_total{cmd=get} %v", v)
+	}
+}
+
+// firstGroup returns the label value of the largest series of name, other
+// than "other".
+func firstGroup(res scrapeResult, name, label string) string {
+	best, bestV := "", -1.0
+	for _, m := range res.metrics {
+		if m.name == name && m.labels[label] != redisx.OtherGroup && m.value > bestV {
+			best, bestV = m.labels[label], m.value
+		}
+	}
+	return best
+}
+
+func abs(f float64) float64 {
+	if f < 0 {
+		return -f
+	}
+	return f
+}
+
+// TestRedisAutoModeIdle: on an idle instance auto mode sends no CLIENT LIST
+// until the Nth scrape, and then exactly one (checked in commandstats).
+func TestRedisAutoModeIdle(t *testing.T) {
+	r := startRedis(t)
+	admin := r.client()
+	s := testRedisSettings()
+	s.clEvery = 4
+	c := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	for i := 1; i <= 3; i++ {
+		res := scrape(t, c, 3*time.Second)
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		if _, ok := res.get("stall_redis_client_list_clients"); ok {
+			t.Fatalf("scrape %d exported CLIENT LIST aggregates on an idle instance", i)
+		}
+	}
+	if n := commandCalls(t, admin, "client|list"); n != 0 {
+		t.Fatalf("auto mode sent CLIENT LIST %d times in 3 idle scrapes", n)
+	}
+	res := scrape(t, c, 3*time.Second)
+	if n := commandCalls(t, admin, "client|list"); n != 1 {
+		t.Fatalf("CLIENT LIST calls after the 4th scrape = %d, want 1", n)
+	}
+	// CLIENT LIST sees the same connections INFO counted just before.
+	if v, want := res.must(t, "stall_redis_client_list_clients"), res.must(t, "stall_redis_clients_connected"); v != want || v < 2 {
+		t.Errorf("client_list_clients %v, connected_clients %v", v, want)
+	}
+	// never: no CLIENT LIST at all; always: one per scrape.
+	s.clMode = "never"
+	s.clEvery = 1
+	cn := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	scrape(t, cn, 3*time.Second)
+	scrape(t, cn, 3*time.Second)
+	if n := commandCalls(t, admin, "client|list"); n != 1 {
+		t.Errorf("never mode sent CLIENT LIST (calls now %d)", n)
+	}
+	s.clMode = "always"
+	ca := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	scrape(t, ca, 3*time.Second)
+	scrape(t, ca, 3*time.Second)
+	if n := commandCalls(t, admin, "client|list"); n != 3 {
+		t.Errorf("always mode: CLIENT LIST calls %d, want 3", n)
+	}
+}
+
+// TestRedisACLUser: a password from a file or an environment variable, an
+// ACL user that may not run CONFIG, CLIENT or MEMORY (limits and
+// aggregates are absent, the target is up), and the password never shows
+// in a label or a log line.
+func TestRedisACLUser(t *testing.T) {
+	const secret = "s3cret-Pa55"
+	r := startRedis(t,
+		"--user", "default", "off",
+		"--user", "alice", "on", ">"+secret, "~*", "&*", "+@all",
+		"--user", "mon", "on", ">"+secret, "~*", "+info", "+ping", "+client|setname")
+	dir := t.TempDir()
+	pwFile := writeFile(t, dir, "pw", secret+"\n")
+	t.Setenv("STALL_TEST_REDIS_PW", secret)
+	logs := &logBuffer{}
+	cfg := testConfig(logs)
+	s := testRedisSettings()
+	s.clMode = "always"
+
+	c := newTestRedisCollector(t, s, cfg,
+		"redis://alice@"+r.addr+"?password_file="+pwFile,
+		"redis://mon@localhost:"+strings.Split(r.addr, ":")[1]+"?password_env=STALL_TEST_REDIS_PW",
+	)
+	res := scrape(t, c, 5*time.Second)
+	if res.err != nil {
+		t.Fatalf("scrape: %v\n%s", res.err, logs)
+	}
+	alice := "redis://" + r.addr
+	mon := "redis://localhost:" + strings.Split(r.addr, ":")[1]
+	if v := res.must(t, "stall_redis_up", "addr", alice); v != 1 {
+		t.Fatal("alice not up")
+	}
+	if v := res.must(t, "stall_redis_up", "addr", mon); v != 1 {
+		t.Fatal("mon not up")
+	}
+	if _, ok := res.get("stall_redis_client_output_buffer_limit_bytes", "addr", alice, "class", "normal", "limit", "hard"); !ok {
+		t.Error("alice may run CONFIG GET but no limits were exported")
+	}
+	for _, name := range []string{"stall_redis_client_output_buffer_limit_bytes", "stall_redis_client_list_clients"} {
+		if _, ok := res.get(name, "addr", mon); ok {
+			t.Errorf("%s exported for a user without permission", name)
+		}
+	}
+	if _, ok := res.get("stall_redis_clients_memory_bytes", "addr", mon, "type", "normal"); !ok {
+		t.Error("without MEMORY STATS, INFO mem_clients_normal should be used")
+	}
+
+	// A wrong password: down, and neither password appears anywhere.
+	bad := newTestRedisCollector(t, s, cfg, "redis://alice:wrong-"+secret+"@"+r.addr)
+	res = scrape(t, bad, 3*time.Second)
+	if res.err == nil {
+		t.Error("a refused AUTH should fail the scrape")
+	}
+	if v := res.must(t, "stall_redis_up", "addr", alice); v != 0 {
+		t.Errorf("up with a wrong password = %v", v)
+	}
+	for _, m := range res.metrics {
+		for _, v := range m.labels {
+			if strings.Contains(v, secret) {
+				t.Errorf("password in label of %s", m.name)
+			}
+		}
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Errorf("password in the log:\n%s", logs)
+	}
+	if res.err != nil && strings.Contains(res.err.Error(), secret) {
+		t.Errorf("password in the error: %v", res.err)
+	}
+}
+
+// TestRedisRestart: a target that goes away reports up 0 at once, and up 1
+// with a reset uptime once it is back, on the same collector.
+func TestRedisRestart(t *testing.T) {
+	r := startRedis(t)
+	c := newTestRedisCollector(t, testRedisSettings(), testConfig(nil), r.addr)
+	if v := scrape(t, c, 3*time.Second).must(t, "stall_redis_up"); v != 1 {
+		t.Fatal("not up at start")
+	}
+	r.stop()
+	start := time.Now()
+	res := scrape(t, c, 3*time.Second)
+	if v := res.must(t, "stall_redis_up"); v != 0 {
+		t.Fatal("up while the server is stopped")
+	}
+	if d := time.Since(start); d > 2500*time.Millisecond {
+		t.Errorf("a refused connection took %v to report", d)
+	}
+	r.start("127.0.0.1")
+	res = scrape(t, c, 3*time.Second)
+	if v := res.must(t, "stall_redis_up"); v != 1 {
+		t.Fatalf("not up after restart: %v", res.err)
+	}
+	if up := res.must(t, "stall_redis_uptime_seconds"); up > 5 {
+		t.Errorf("uptime %v after a restart", up)
+	}
+}
+
+// silentListener accepts connections and never answers.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	return l.Addr().String()
+}
+
+// TestRedisSilentListener: a server that accepts and never answers is
+// reported down within --redis.timeout, well before the scrape deadline,
+// and another healthy target in the same collector is unaffected.
+func TestRedisSilentListener(t *testing.T) {
+	silent := silentListener(t)
+	r := startRedis(t)
+	s := testRedisSettings()
+	s.timeout = 700 * time.Millisecond
+	c := newTestRedisCollector(t, s, testConfig(nil), silent, r.addr)
+	start := time.Now()
+	res := scrape(t, c, 3*time.Second)
+	took := time.Since(start)
+	if v := res.must(t, "stall_redis_up", "addr", "redis://"+silent); v != 0 {
+		t.Errorf("silent target up = %v", v)
+	}
+	if v := res.must(t, "stall_redis_up", "addr", "redis://"+r.addr); v != 1 {
+		t.Errorf("healthy target up = %v", v)
+	}
+	if took > 1500*time.Millisecond {
+		t.Errorf("scrape took %v with --redis.timeout 700ms", took)
+	}
+	if res.err == nil {
+		t.Error("the collector should report the failed target")
+	}
+	// A scrape deadline shorter than --redis.timeout wins, and up 0 is
+	// still delivered before it.
+	s.timeout = 10 * time.Second
+	c2 := newTestRedisCollector(t, s, testConfig(nil), silent)
+	start = time.Now()
+	res = scrape(t, c2, 800*time.Millisecond)
+	if v := res.must(t, "stall_redis_up"); v != 0 {
+		t.Errorf("up = %v", v)
+	}
+	if took := time.Since(start); took > 800*time.Millisecond {
+		t.Errorf("Update returned after the scrape deadline (%v)", took)
+	}
+}
+
+func TestRedisNoTargets(t *testing.T) {
+	c := newTestRedisCollector(t, testRedisSettings(), testConfig(nil))
+	if err := scrape(t, c, time.Second).err; !errors.Is(err, ErrNoData) {
+		t.Fatalf("no targets: err %v, want ErrNoData", err)
+	}
+}
+
+// TestRedisConfigForbidden: CONFIG renamed away (as managed services do):
+// no limit series, no error, and the refusal is cached.
+func TestRedisConfigForbidden(t *testing.T) {
+	r := startRedis(t, "--maxmemory", "64mb", "--client-output-buffer-limit", "normal 10mb 5mb 30")
+	c := newTestRedisCollector(t, testRedisSettings(), testConfig(nil), r.addr)
+	res := scrape(t, c, 3*time.Second)
+	if v := res.must(t, "stall_redis_client_output_buffer_limit_bytes", "class", "normal", "limit", "hard"); v != 10<<20 {
+		t.Errorf("normal hard limit %v, want 10 MiB", v)
+	}
+	if v := res.must(t, "stall_redis_client_output_buffer_limit_unlimited", "class", "normal"); v != 0 {
+		t.Errorf("normal unlimited = %v", v)
+	}
+	if v := res.must(t, "stall_redis_memory_max_bytes"); v != 64<<20 {
+		t.Errorf("maxmemory %v", v)
+	}
+	admin := r.client()
+	scrape(t, c, 3*time.Second)
+	if n := commandCalls(t, admin, "config|get"); n != 1 {
+		t.Errorf("CONFIG GET sent %d times in two scrapes; it should be cached", n)
+	}
+
+	// rename-command is only allowed in the config file.
+	conf := writeFile(t, t.TempDir(), "redis.conf", "rename-command CONFIG \"\"\n")
+	r2 := startRedis(t, conf)
+	c2 := newTestRedisCollector(t, testRedisSettings(), testConfig(nil), r2.addr)
+	res = scrape(t, c2, 3*time.Second)
+	if res.err != nil {
+		t.Fatalf("a renamed CONFIG must not fail the scrape: %v", res.err)
+	}
+	if _, ok := res.get("stall_redis_client_output_buffer_limit_bytes"); ok {
+		t.Error("limits exported although CONFIG is renamed")
+	}
+	if v := res.must(t, "stall_redis_up"); v != 1 {
+		t.Error("down")
+	}
+}

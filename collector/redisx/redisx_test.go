@@ -1,0 +1,462 @@
+package redisx
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const fixtures = "../fixtures/redis"
+
+func readFixture(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(fixtures, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// Every CLIENT LIST fixture (2.4 … 8.0) holds two pending clients of the
+// "reader" kind with 5 MiB and 10 MiB of omem after a GET, plus clients
+// with nothing pending.
+func TestClientListFixtures(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(fixtures, "clientlist-*.txt"))
+	if err != nil || len(files) < 8 {
+		t.Fatalf("fixtures: %v %v", files, err)
+	}
+	for _, f := range files {
+		name := filepath.Base(f)
+		t.Run(name, func(t *testing.T) {
+			reply := readFixture(t, name)
+			lines := strings.Count(reply, "\n")
+			agg := Aggregator{GroupBy: GroupByHost, TopK: 1}
+			st := agg.Aggregate(reply)
+			if st.Malformed != 0 {
+				t.Errorf("malformed %d", st.Malformed)
+			}
+			if st.Clients != lines {
+				t.Errorf("clients %d, want %d", st.Clients, lines)
+			}
+			if st.OutputBufferBytes != 15<<20 || st.MaxOutputBufferBytes != 10<<20 || st.PendingClients != 2 || st.OutputListBlocks != 3 {
+				t.Errorf("omem %d max %d pending %d oll %d", st.OutputBufferBytes, st.MaxOutputBufferBytes, st.PendingClients, st.OutputListBlocks)
+			}
+			if len(st.Groups) != 2 || st.Groups[0].OutputBufferBytes != 15<<20 || st.Groups[0].Clients != 2 ||
+				st.Groups[1].Name != OtherGroup || st.Groups[1].Clients != lines-2 || st.Groups[1].OutputBufferBytes != 0 {
+				t.Errorf("groups %+v", st.Groups)
+			}
+			if len(st.Commands) != 2 || st.Commands[0] != (Group{Name: "get", Clients: 2, OutputBufferBytes: 15 << 20}) {
+				t.Errorf("commands %+v", st.Commands)
+			}
+			v, _ := ParseVersion(strings.TrimSuffix(strings.TrimPrefix(name, "clientlist-"), ".txt") + ".0")
+			if wantTot := v >= 6 && !strings.Contains(name, "6.0"); st.HasTotalMemory != wantTot {
+				t.Errorf("HasTotalMemory %v", st.HasTotalMemory)
+			}
+		})
+	}
+}
+
+func TestClientListGroupings(t *testing.T) {
+	cases := []struct {
+		file string
+		by   GroupBy
+		want string
+	}{
+		{"clientlist-2.8.txt", GroupByHost, "10.1.0.6"},
+		{"clientlist-5.0.txt", GroupByHost, "2001:db8::6"},
+		{"clientlist-2.6.txt", GroupByName, "reader"},
+		{"clientlist-6.0.txt", GroupByUser, "app"},
+		{"clientlist-7.2.txt", GroupByLibName, "redis-py"},
+		{"clientlist-2.4.txt", GroupByName, NoneGroup}, // 2.4 has no names
+	}
+	for _, c := range cases {
+		agg := Aggregator{GroupBy: c.by, TopK: 3}
+		st := agg.Aggregate(readFixture(t, c.file))
+		if st.Groups[0].Name != c.want || st.Groups[0].OutputBufferBytes != 15<<20 {
+			t.Errorf("%s by %s: top group %+v, want %s", c.file, GroupByNames[c.by], st.Groups[0], c.want)
+		}
+	}
+}
+
+func TestClientListEdgeCases(t *testing.T) {
+	reply := "id=1 addr=/tmp/redis.sock:0 laddr=/tmp/redis.sock:0 fd=8 name=a=b=c omem=100 oll=1 cmd=NULL\r\n" +
+		"id=2 addr=[::1]:5000 name=x omem=200 oll=1 cmd=get\n" +
+		"id=3 addr=::1:5001 name= omem=300 oll=1 cmd=get\n" +
+		"garbage-without-equals addr=1.2.3.4:5 omem=bad oll=0\n" +
+		"id=4 fd=3 omem=5\n" + // no addr: not a client line
+		"\n" +
+		"id=5 addr=10.0.0.1:1 name=q omem=0 oll=0 cmd=ping xyz=1 =novalue"
+	agg := Aggregator{GroupBy: GroupByHost, TopK: 10}
+	st := agg.Aggregate(reply)
+	if st.Clients != 5 {
+		t.Errorf("clients %d", st.Clients)
+	}
+	// garbage token, omem=bad, the line without addr, "=novalue".
+	if st.Malformed != 4 {
+		t.Errorf("malformed %d, want 4", st.Malformed)
+	}
+	want := map[string]uint64{"/tmp/redis.sock": 100, "::1": 500, OtherGroup: 0}
+	for _, g := range st.Groups {
+		if want[g.Name] != g.OutputBufferBytes {
+			t.Errorf("group %q omem %d, want %d", g.Name, g.OutputBufferBytes, want[g.Name])
+		}
+		delete(want, g.Name)
+	}
+	if len(want) != 0 {
+		t.Errorf("missing groups %v in %+v", want, st.Groups)
+	}
+	agg.GroupBy = GroupByName
+	st = agg.Aggregate(reply)
+	names := map[string]uint64{}
+	for _, g := range st.Groups {
+		names[g.Name] = g.OutputBufferBytes
+	}
+	if names["a=b=c"] != 100 || names[NoneGroup] != 300 || names["x"] != 200 {
+		t.Errorf("by name: %v", names)
+	}
+	cmds := map[string]uint64{}
+	for _, g := range st.Commands {
+		cmds[g.Name] = g.OutputBufferBytes
+	}
+	if cmds[NoneGroup] != 100 || cmds["get"] != 500 {
+		t.Errorf("by cmd: %v", cmds)
+	}
+}
+
+func TestClientListTopK(t *testing.T) {
+	var b strings.Builder
+	for i := 1; i <= 20; i++ {
+		fmt.Fprintf(&b, "id=%d addr=10.0.0.%d:1 omem=%d oll=1 cmd=get\n", i, i, i*1000)
+	}
+	b.WriteString("id=99 addr=10.0.0.99:1 omem=0 oll=0 cmd=ping\n")
+	agg := Aggregator{GroupBy: GroupByHost, TopK: 3}
+	st := agg.Aggregate(b.String())
+	if len(st.Groups) != 4 {
+		t.Fatalf("groups %+v", st.Groups)
+	}
+	for i, want := range []string{"10.0.0.20", "10.0.0.19", "10.0.0.18"} {
+		if st.Groups[i].Name != want {
+			t.Errorf("group %d = %s, want %s", i, st.Groups[i].Name, want)
+		}
+	}
+	// other: clients 1..17 plus the idle one.
+	if o := st.Groups[3]; o.Clients != 18 || o.OutputBufferBytes != 17*18/2*1000 {
+		t.Errorf("other %+v", o)
+	}
+	agg.TopK = 0
+	if st := agg.Aggregate(b.String()); len(st.Groups) != 1 || st.Groups[0].Clients != 21 {
+		t.Errorf("top 0: %+v", st.Groups)
+	}
+}
+
+func TestInfoFixtures(t *testing.T) {
+	in := ParseInfo(readFixture(t, "info-7.0.txt"))
+	if in.Malformed != 0 {
+		t.Errorf("7.0 malformed %d", in.Malformed)
+	}
+	if ma, mi := in.Version(); ma != 7 || mi != 0 {
+		t.Errorf("version %d.%d", ma, mi)
+	}
+	for _, k := range []string{"connected_clients", "client_recent_max_output_buffer", "mem_clients_normal", "total_net_output_bytes", "maxmemory", "evicted_clients"} {
+		if _, ok := in.Float(k); !ok {
+			t.Errorf("7.0: %s missing", k)
+		}
+	}
+	if len(in.Commands) == 0 {
+		t.Error("7.0: no commandstats")
+	}
+
+	in = ParseInfo(readFixture(t, "info-2.8.txt"))
+	if ma, mi := in.Version(); ma != 2 || mi != 8 {
+		t.Errorf("2.8 version %d.%d", ma, mi)
+	}
+	if v, _ := in.Float("client_longest_output_list"); v != 320 {
+		t.Errorf("2.8 client_longest_output_list %v", v)
+	}
+	if len(in.Keyspace) != 2 || in.Keyspace[1] != (DBStat{Index: 3, Keys: 5}) {
+		t.Errorf("2.8 keyspace %+v", in.Keyspace)
+	}
+	if len(in.Replicas) != 1 || in.Replicas[0] != (Replica{IP: "10.1.0.20", Port: 6380, State: "online"}) {
+		t.Errorf("2.8 replicas %+v", in.Replicas)
+	}
+	if !hasCommand(in, "cluster", 12000, 9000000) {
+		t.Errorf("2.8 cluster commandstat: %+v", in.Commands)
+	}
+
+	in = ParseInfo(readFixture(t, "info-4.0.txt"))
+	if v, _ := in.Float("total_net_output_bytes"); v != 9e10 {
+		t.Errorf("4.0 output bytes %v", v)
+	}
+
+	in = ParseInfo(readFixture(t, "info-7.4.txt"))
+	if !hasCommand(in, "cluster|nodes", 250000, 187500000) || !hasCommand(in, "client|list", 10, 9000) {
+		t.Errorf("7.4 commandstats %+v", in.Commands)
+	}
+	if v, _ := in.Float("client_output_buffer_limit_disconnections"); v != 7 {
+		t.Errorf("7.4 disconnections %v", v)
+	}
+	if len(in.Replicas) != 1 || in.Replicas[0].IP != "2001:db8::20" {
+		t.Errorf("7.4 replicas %+v", in.Replicas)
+	}
+	if in.Fields["role"] != "master" || in.Malformed != 0 {
+		t.Errorf("7.4 role %q malformed %d", in.Fields["role"], in.Malformed)
+	}
+}
+
+func hasCommand(in Info, name string, calls, usec uint64) bool {
+	for _, c := range in.Commands {
+		if c.Name == name {
+			return c.Calls == calls && c.Usec == usec
+		}
+	}
+	return false
+}
+
+func TestInfoMalformed(t *testing.T) {
+	in := ParseInfo("# Server\r\nredis_version:7.2.0\r\nnot a field\r\ncmdstat_get:calls=x,usec=1\r\ndb0:keys=abc\r\n:empty\r\nok:1")
+	if in.Malformed != 4 {
+		t.Errorf("malformed %d, want 4", in.Malformed)
+	}
+	if in.Fields["ok"] != "1" || in.Fields["redis_version"] != "7.2.0" {
+		t.Errorf("fields %v", in.Fields)
+	}
+}
+
+func TestOutputBufferLimits(t *testing.T) {
+	l, err := ParseOutputBufferLimits("normal 0 0 0 slave 268435456 67108864 60 pubsub 32mb 8mb 60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []OutputBufferLimit{
+		{Class: "normal"},
+		{Class: "replica", HardBytes: 256 << 20, SoftBytes: 64 << 20, SoftSeconds: 60},
+		{Class: "pubsub", HardBytes: 32 << 20, SoftBytes: 8 << 20, SoftSeconds: 60},
+	}
+	if fmt.Sprint(l) != fmt.Sprint(want) {
+		t.Errorf("got %+v", l)
+	}
+	if !l[0].Unlimited() || l[1].Unlimited() {
+		t.Error("Unlimited")
+	}
+	for _, bad := range []string{"", "normal 0 0", "normal -1 0 0", "weird 0 0 0", "normal 1x 0 0", "normal 99999999999999999999gb 0 0"} {
+		if _, err := ParseOutputBufferLimits(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestMemoryStatsFixtures(t *testing.T) {
+	cases := []struct {
+		file            string
+		normal, replica float64
+		dataset         float64
+	}{
+		{"memorystats-4.0.resp", 1073741824, 16922, 13.920000076293945},
+		{"memorystats-7.0.resp", 0, 0, 99.893096923828125},
+		{"memorystats-8.0.resp", 45000, 0, 95.5},
+	}
+	for _, c := range cases {
+		v, rest, err := decodeRESP([]byte(readFixture(t, c.file)))
+		if err != nil || len(rest) != 0 {
+			t.Fatalf("%s: %v (%d bytes left)", c.file, err, len(rest))
+		}
+		ms, err := ParseMemoryStats(v)
+		if err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		if !ms.HasClients || !ms.HasDataset || ms.ClientsNormal != c.normal || ms.ClientsReplicas != c.replica || ms.DatasetPercentage != c.dataset || ms.Malformed != 0 {
+			t.Errorf("%s: %+v", c.file, ms)
+		}
+	}
+	if _, err := ParseMemoryStats("OK"); err == nil {
+		t.Error("string reply accepted")
+	}
+	if _, err := ParseMemoryStats([]any{"a"}); err == nil {
+		t.Error("odd array accepted")
+	}
+	ms, _ := ParseMemoryStats(map[any]any{"clients.normal": int64(5), "dataset.percentage": 1.5, int64(3): "x"})
+	if ms.ClientsNormal != 5 || ms.DatasetPercentage != 1.5 || ms.Malformed != 1 {
+		t.Errorf("RESP3 map: %+v", ms)
+	}
+}
+
+// decodeRESP decodes one RESP2 value as go-redis returns it: int64, string,
+// nil, []any; error replies become errors.
+func decodeRESP(b []byte) (any, []byte, error) {
+	i := bytes.Index(b, []byte("\r\n"))
+	if i < 1 {
+		return nil, b, errors.New("no CRLF")
+	}
+	head, rest := string(b[1:i]), b[i+2:]
+	switch b[0] {
+	case '+':
+		return head, rest, nil
+	case '-':
+		return nil, rest, errors.New(head)
+	case ':':
+		n, err := strconv.ParseInt(head, 10, 64)
+		return n, rest, err
+	case '$':
+		n, err := strconv.Atoi(head)
+		if err != nil || n < -1 {
+			return nil, rest, fmt.Errorf("bad bulk length %q", head)
+		}
+		if n == -1 {
+			return nil, rest, nil
+		}
+		if len(rest) < n+2 {
+			return nil, rest, errors.New("short bulk")
+		}
+		return string(rest[:n]), rest[n+2:], nil
+	case '*':
+		n, err := strconv.Atoi(head)
+		if err != nil || n < -1 || n > len(rest) {
+			return nil, rest, fmt.Errorf("bad array length %q", head)
+		}
+		out := make([]any, 0, max(n, 0))
+		for range n {
+			var v any
+			v, rest, err = decodeRESP(rest)
+			if err != nil {
+				return nil, rest, err
+			}
+			out = append(out, v)
+		}
+		return out, rest, nil
+	}
+	return nil, rest, fmt.Errorf("unknown RESP type %q", b[0])
+}
+
+func FuzzClientList(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(fixtures, "clientlist-*.txt"))
+	for _, p := range files {
+		b, _ := os.ReadFile(p)
+		f.Add(string(b))
+	}
+	f.Add("addr= name== omem=18446744073709551615 oll=18446744073709551616\n")
+	f.Add("addr=[ addr=[::1 addr=/ addr=unix:")
+	f.Fuzz(func(t *testing.T, s string) {
+		for by := range GroupByNames {
+			agg := Aggregator{GroupBy: GroupBy(by), TopK: 2}
+			st := agg.Aggregate(s)
+			var sum uint64
+			clients := 0
+			for _, g := range st.Groups {
+				sum += g.OutputBufferBytes
+				clients += g.Clients
+			}
+			if sum != st.OutputBufferBytes || clients != st.Clients {
+				t.Fatalf("groups do not add up: %+v vs %+v", st.Groups, st)
+			}
+			if st.MaxOutputBufferBytes > st.OutputBufferBytes || st.PendingClients > st.Clients {
+				t.Fatalf("inconsistent %+v", st)
+			}
+		}
+	})
+}
+
+func FuzzInfo(f *testing.F) {
+	for _, n := range []string{"info-2.8.txt", "info-4.0.txt", "info-7.0.txt", "info-7.4.txt"} {
+		b, _ := os.ReadFile(filepath.Join(fixtures, n))
+		f.Add(string(b))
+	}
+	f.Add("cmdstat_:calls=1,usec=1\ndb:keys=1\nslave0:ip=,port=x\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		in := ParseInfo(s)
+		in.Version()
+		for _, c := range in.Commands {
+			if c.Name == "" {
+				t.Fatal("empty command name")
+			}
+		}
+		sc := bufio.NewScanner(strings.NewReader(s))
+		sc.Buffer(nil, len(s)+1)
+		for sc.Scan() {
+		}
+	})
+}
+
+func FuzzOutputBufferLimits(f *testing.F) {
+	f.Add("normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60")
+	f.Add("normal 1gb 512mb 10 replica 1k 1K 0 pubsub 0 0 0")
+	f.Fuzz(func(t *testing.T, s string) {
+		l, err := ParseOutputBufferLimits(s)
+		if err == nil && len(l) == 0 {
+			t.Fatal("no error and no limits")
+		}
+	})
+}
+
+func FuzzMemoryStats(f *testing.F) {
+	for _, n := range []string{"memorystats-4.0.resp", "memorystats-7.0.resp", "memorystats-8.0.resp"} {
+		b, _ := os.ReadFile(filepath.Join(fixtures, n))
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, _, err := decodeRESP(b)
+		if err != nil {
+			return
+		}
+		_, _ = ParseMemoryStats(v)
+	})
+}
+
+// clientListReply builds a CLIENT LIST reply of n clients in the 7.2
+// layout, spread over 200 hosts, 5 names and 4 commands; every 10th client
+// has a pending 5 MiB reply.
+func clientListReply(n int) string {
+	var b strings.Builder
+	cmds := []string{"get", "set", "hgetall", "cluster|nodes"}
+	for i := 0; i < n; i++ {
+		omem, oll := 0, 0
+		if i%10 == 0 {
+			omem, oll = 5<<20, 1
+		}
+		fmt.Fprintf(&b, "id=%d addr=10.%d.%d.%d:%d laddr=10.0.0.1:6379 fd=%d name=svc-%d age=100 idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 "+
+			"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=%d omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=2 lib-name=redis-py lib-ver=5.0.1\n",
+			i+1, (i%200)/100, i%200, i%7, 30000+i%30000, i+8, i%5, oll, omem, omem+22000, cmds[i%4])
+	}
+	return b.String()
+}
+
+func TestClientListAllocations(t *testing.T) {
+	small, large := clientListReply(1000), clientListReply(10000)
+	agg := Aggregator{GroupBy: GroupByHost, TopK: 10}
+	agg.Aggregate(large) // warm the maps
+	a1 := testing.AllocsPerRun(5, func() { agg.Aggregate(small) })
+	a2 := testing.AllocsPerRun(5, func() { agg.Aggregate(large) })
+	// Same number of groups: the allocation count must not grow with the
+	// number of clients.
+	if a2 > a1+2 {
+		t.Errorf("allocations grow with clients: %v for 1k, %v for 10k", a1, a2)
+	}
+}
+
+func BenchmarkAggregateClientList10k(b *testing.B) {
+	for _, by := range []GroupBy{GroupByHost, GroupByName} {
+		b.Run(GroupByNames[by], func(b *testing.B) {
+			reply := clientListReply(10000)
+			agg := Aggregator{GroupBy: by, TopK: 10}
+			b.SetBytes(int64(len(reply)))
+			b.ReportAllocs()
+			for b.Loop() {
+				agg.Aggregate(reply)
+			}
+		})
+	}
+}
+
+func BenchmarkParseInfo(b *testing.B) {
+	s := readFixture(b, "info-7.0.txt")
+	b.SetBytes(int64(len(s)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ParseInfo(s)
+	}
+}
