@@ -268,7 +268,7 @@ func newRocketMQCollector(cfg Config, opts rocketmqOptions) *rocketmqCollector {
 	c := &rocketmqCollector{cfg: cfg, opts: opts, now: time.Now,
 		brokers: map[string]*rmqBroker{}, namesrvUp: map[string]bool{}}
 	for _, a := range opts.Brokers {
-		c.brokers[a] = c.newBroker(a, true, [3]string{"", a, ""})
+		c.brokers[a] = c.newBroker(a, true, [3]string{"", rmqLabel(a), ""})
 	}
 	if opts.LogDir != "" {
 		c.logs = newRMQLogs(cfg.Paths.Root(opts.LogDir), cfg.Problems, cfg.Logger)
@@ -491,7 +491,7 @@ func (c *rocketmqCollector) discover(ctx context.Context) error {
 		}
 	}
 	for addr, ba := range found {
-		labels := [3]string{ba.Cluster, ba.Name, strconv.FormatInt(ba.ID, 10)}
+		labels := [3]string{rmqLabel(ba.Cluster), rmqLabel(ba.Name), strconv.FormatInt(ba.ID, 10)}
 		if b, ok := c.brokers[addr]; ok {
 			b.mu.Lock()
 			if !b.direct {
@@ -566,11 +566,22 @@ func (c *rocketmqCollector) scrapeBroker(ctx context.Context, b *rmqBroker, ch c
 // config (brokerClusterName, brokerName, brokerId); the address stands in
 // for a missing name.
 func rmqLabelsFromConfig(cfg map[string]string, addr string) [3]string {
-	l := [3]string{cfg["brokerClusterName"], cfg["brokerName"], cfg["brokerId"]}
+	l := [3]string{rmqLabel(cfg["brokerClusterName"]), rmqLabel(cfg["brokerName"]), rmqLabel(cfg["brokerId"])}
 	if l[1] == "" {
-		l[1] = addr
+		l[1] = rmqLabel(addr)
 	}
 	return l
+}
+
+// rmqLabel makes a broker- or name-server-supplied string safe as a label
+// value: valid UTF-8 (client_golang refuses anything else) and at most 128
+// bytes.
+func rmqLabel(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) > 128 {
+		s = strings.ToValidUTF8(s[:128], "")
+	}
+	return s
 }
 
 // keyError counts one missing or bad runtime-info key; b.mu must be held.
@@ -593,8 +604,8 @@ func rmqLookup(kv map[string]string, keys []string) (string, string, bool) {
 // emitRuntime turns one runtime-info table into metrics; b.mu must be held.
 func (b *rmqBroker) emitRuntime(ch chan<- prometheus.Metric, kv map[string]string, now time.Time, problems *Problems) {
 	lv := b.labels[:]
-	b.version = kv["brokerVersionDesc"]
-	rmqInfo.Send(ch, 1, append(lv[:3:3], b.version, b.addr)...)
+	b.version = rmqLabel(kv["brokerVersionDesc"])
+	rmqInfo.Send(ch, 1, append(lv[:3:3], b.version, rmqLabel(b.addr))...)
 
 	for _, n := range rmqNumbers {
 		key, raw, ok := rmqLookup(kv, n.keys)
@@ -712,7 +723,7 @@ func (b *rmqBroker) sendState(ch chan<- prometheus.Metric) {
 	if b.config != nil {
 		vals := append([]string(nil), lv...)
 		for _, k := range rmqConfigKeys {
-			vals = append(vals, b.config[k])
+			vals = append(vals, rmqLabel(b.config[k]))
 		}
 		rmqConfigInfo.Send(ch, 1, vals...)
 		for _, m := range []struct {

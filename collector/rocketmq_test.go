@@ -541,7 +541,10 @@ func FuzzRocketMQRuntimeInfo(f *testing.F) {
 		kv["putMessageDistributeTime"] = value
 		kv["remainHowManyDataToFlush"] = value
 		cfg := rmqTestConfig()
-		b := &rmqBroker{addr: "x", keyErrors: map[string]uint64{}, lockCounts: make([]uint64, len(rmqLockBounds)+1)}
+		b := &rmqBroker{addr: value, keyErrors: map[string]uint64{}, lockCounts: make([]uint64, len(rmqLockBounds)+1)}
+		cfgText := "flushDiskType=" + value + "\nosPageCacheBusyTimeOutMills=" + value + "\nbrokerName=" + value
+		b.config, _ = remoting.ParseConfig([]byte(cfgText))
+		b.labels = rmqLabelsFromConfig(b.config, value)
 		ch := make(chan prometheus.Metric, 1024)
 		b.emitRuntime(ch, kv, time.Unix(0, 0), cfg.Problems)
 		b.sendState(ch)

@@ -1,0 +1,286 @@
+package collector
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rmqLogRig is a broker log directory under a fake --path.rootfs.
+type rmqLogRig struct {
+	t    *testing.T
+	root string
+	dir  string
+	cfg  Config
+	c    *rocketmqCollector
+}
+
+func newRMQLogRig(t *testing.T, create bool) *rmqLogRig {
+	t.Helper()
+	root := t.TempDir()
+	r := &rmqLogRig{t: t, root: root, dir: filepath.Join(root, "home/rocketmq/logs/rocketmqlogs"), cfg: rmqTestConfig()}
+	r.cfg.Paths.Rootfs = root
+	if create {
+		if err := os.MkdirAll(r.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+func (r *rmqLogRig) start() {
+	r.c = newRocketMQCollector(r.cfg, rocketmqOptions{LogDir: "/home/rocketmq/logs/rocketmqlogs"})
+	r.c.logs.poll()
+}
+
+func (r *rmqLogRig) append(file string, lines ...string) {
+	r.t.Helper()
+	f, err := os.OpenFile(filepath.Join(r.dir, file), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer f.Close()
+	for _, l := range lines {
+		if _, err := f.WriteString(l); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+func (r *rmqLogRig) scrape(families ...string) string {
+	r.t.Helper()
+	r.c.logs.poll()
+	got, err := rmqScrape(r.t, r.c, families...)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return got
+}
+
+const (
+	rmqLineLock    = "2024-05-06 14:22:05 WARN SendMessageThread_31 - [NOTIFYME]putMessage in lock cost time(ms)=1083, bodyLength=796 AppendMessageResult=AppendMessageResult{status=PUT_OK, wroteOffset=1, wroteBytes=3446, msgId='X', storeTimestamp=1, logicsOffset=7043259, pagecacheRT=1083, msgNum=1}\n"
+	rmqLineLocks   = "2024-05-06 14:22:06 WARN SendMessageThread_2 - [NOTIFYME]putMessages in lock cost time(ms)=620, bodyLength=12000 AppendMessageResult=AppendMessageResult{status=PUT_OK}\n"
+	rmqLineNotLock = "2024-05-06 14:22:07 WARN SendMessageThread_31 - putMessage not in lock elapsed time(ms)=2100, bodyLength=796\n"
+	rmqLinePut5    = "2024-05-06 14:22:08,250 WARN SendMessageThread_4 - DefaultMessageStore#putMessage: CommitLog#putMessage cost 730ms, topic=TopicTest, bodyLength=128\n"
+	rmqLineMapped  = "2024-05-06 14:22:09 WARN AllocateMappedFileService - create mappedFile spent time(ms) 240 queue size 0 /data/store/commitlog/00000000107374182400 1073741824\n"
+	rmqLinePool    = "2024-05-06 14:22:10 WARN AllocateMappedFileService - [NOTIFYME]TransientStorePool is not enough, so create mapped file error, RequestQueueSize : 2, StorePoolSize: 0\n"
+	rmqLinePageRT  = "2024-05-06 14:23:00 INFO StoreStatsService - [PAGECACHERT] TotalPut 50, PutMessageDistributeTime [<=0ms]:10 [0~10ms]:35 [10~50ms]:0 [50~100ms]:0 [100~200ms]:0 [200~500ms]:0 [500ms~1s]:1 [1~2s]:1 [2~3s]:1 [3~4s]:0 [4~5s]:2 [5~10s]:0 [10s~]:0 \n"
+	rmqLineChatter = "2024-05-06 14:23:01 INFO StoreScheduledThread1 - some unrelated INFO line\n"
+)
+
+func TestRocketMQLogEventsFromTheEnd(t *testing.T) {
+	r := newRMQLogRig(t, true)
+	// History before the exporter starts is not counted.
+	r.append("store.log", rmqLineLock, rmqLineLock, "2024-05-06 14:00:00 WARN x - partial line without newl")
+	r.append("watermark.log", "2024-05-06 14:00:00 INFO WaterMark - [WATERMARK] Send Queue Size: 999 SlowTimeMills: 999\n")
+	r.start()
+	r.append("store.log", "ine\n", rmqLineLock, rmqLineLocks, rmqLineNotLock, rmqLinePut5, rmqLineMapped, rmqLinePool, rmqLinePageRT, rmqLineChatter,
+		"java.lang.RuntimeException: a stack trace line\n")
+	r.append("watermark.log",
+		"2024-05-06 14:23:02 INFO WaterMark - [WATERMARK] Send Queue Size: 12 SlowTimeMills: 35\n",
+		"2024-05-06 14:23:03 INFO WaterMark - [WATERMARK] Send Queue Size: 812 SlowTimeMills: 190\n",
+		"2024-05-06 14:23:03 INFO WaterMark - [WATERMARK] Pull Queue Size: 3 SlowTimeMills: 0\n",
+		"2024-05-06 14:23:03 INFO WaterMark - [WATERMARK] LitePull Queue Size: 0 SlowTimeMills: 0\n",
+		"2024-05-06 14:23:03 INFO WaterMark - [WATERMARK] Weird Queue Size: 1 SlowTimeMills: 5\n")
+	got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_lock_held_seconds", "stall_rocketmq_log_put_slow_seconds",
+		"stall_rocketmq_log_mapped_file_create_seconds", "stall_rocketmq_log_lines_total", "stall_rocketmq_log_last_line_timestamp_seconds",
+		"stall_rocketmq_log_queue_size")
+	// 2024-05-06 14:23:03 GMT+8 = 06:23:03 UTC = 1714976583.
+	rmqExpect(t, got, `
+stall_rocketmq_log_events_total{event="lock_slow"} 2
+stall_rocketmq_log_events_total{event="mapped_file_slow"} 1
+stall_rocketmq_log_events_total{event="pagecache_rt"} 1
+stall_rocketmq_log_events_total{event="put_slow"} 2
+stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 1
+stall_rocketmq_log_last_line_timestamp_seconds{file="store.log"} 1.714976581e+09
+stall_rocketmq_log_last_line_timestamp_seconds{file="watermark.log"} 1.714976583e+09
+stall_rocketmq_log_lines_total{file="store.log"} 10
+stall_rocketmq_log_lines_total{file="watermark.log"} 5
+stall_rocketmq_log_lock_held_seconds_bucket{le="0.5"} 0
+stall_rocketmq_log_lock_held_seconds_bucket{le="0.75"} 1
+stall_rocketmq_log_lock_held_seconds_bucket{le="1"} 1
+stall_rocketmq_log_lock_held_seconds_bucket{le="1.5"} 2
+stall_rocketmq_log_lock_held_seconds_bucket{le="2"} 2
+stall_rocketmq_log_lock_held_seconds_bucket{le="3"} 2
+stall_rocketmq_log_lock_held_seconds_bucket{le="5"} 2
+stall_rocketmq_log_lock_held_seconds_bucket{le="10"} 2
+stall_rocketmq_log_lock_held_seconds_bucket{le="30"} 2
+stall_rocketmq_log_lock_held_seconds_bucket{le="+Inf"} 2
+stall_rocketmq_log_lock_held_seconds_sum 1.7029999999999998
+stall_rocketmq_log_lock_held_seconds_count 2
+stall_rocketmq_log_mapped_file_create_seconds_bucket{le="0.01"} 0
+stall_rocketmq_log_mapped_file_create_seconds_bucket{le="0.05"} 0
+stall_rocketmq_log_mapped_file_create_seconds_bucket{le="0.1"} 0
+stall_rocketmq_log_mapped_file_create_seconds_bucket{le="0.25"} 1
+stall_rocketmq_log_mapped_file_create_seconds_bucket{le="0.5"} 1
+stall_rocketmq_log_mapped_file_create_seconds_bucket{le="1"} 1
+stall_rocketmq_log_mapped_file_create_seconds_bucket{le="2"} 1
+stall_rocketmq_log_mapped_file_create_seconds_bucket{le="5"} 1
+stall_rocketmq_log_mapped_file_create_seconds_bucket{le="10"} 1
+stall_rocketmq_log_mapped_file_create_seconds_bucket{le="+Inf"} 1
+stall_rocketmq_log_mapped_file_create_seconds_sum 0.24
+stall_rocketmq_log_mapped_file_create_seconds_count 1
+stall_rocketmq_log_put_slow_seconds_bucket{le="0.5"} 0
+stall_rocketmq_log_put_slow_seconds_bucket{le="0.75"} 1
+stall_rocketmq_log_put_slow_seconds_bucket{le="1"} 1
+stall_rocketmq_log_put_slow_seconds_bucket{le="1.5"} 1
+stall_rocketmq_log_put_slow_seconds_bucket{le="2"} 1
+stall_rocketmq_log_put_slow_seconds_bucket{le="3"} 2
+stall_rocketmq_log_put_slow_seconds_bucket{le="5"} 2
+stall_rocketmq_log_put_slow_seconds_bucket{le="10"} 2
+stall_rocketmq_log_put_slow_seconds_bucket{le="30"} 2
+stall_rocketmq_log_put_slow_seconds_bucket{le="+Inf"} 2
+stall_rocketmq_log_put_slow_seconds_sum 2.83
+stall_rocketmq_log_put_slow_seconds_count 2
+stall_rocketmq_log_queue_size{pool="lite_pull"} 0
+stall_rocketmq_log_queue_size{pool="other"} 1
+stall_rocketmq_log_queue_size{pool="pull"} 3
+stall_rocketmq_log_queue_size{pool="send"} 812
+`)
+	got = r.scrape("stall_rocketmq_log_put_latency_seconds", "stall_rocketmq_log_queue_head_wait_seconds")
+	for _, want := range []string{
+		`stall_rocketmq_log_put_latency_seconds_bucket{le="0.01"} 45`,
+		`stall_rocketmq_log_put_latency_seconds_bucket{le="4"} 48`,
+		`stall_rocketmq_log_put_latency_seconds_bucket{le="5"} 50`,
+		`stall_rocketmq_log_put_latency_seconds_count 50`,
+		`stall_rocketmq_log_queue_head_wait_seconds_bucket{pool="send",le="0.05"} 1`,
+		`stall_rocketmq_log_queue_head_wait_seconds_bucket{pool="send",le="0.2"} 2`,
+		`stall_rocketmq_log_queue_head_wait_seconds_sum{pool="send"} 0.225`,
+		`stall_rocketmq_log_queue_head_wait_seconds_count{pool="pull"} 1`,
+	} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("missing %s in\n%s", want, got)
+		}
+	}
+	if n := r.cfg.Problems.Count(); n != 0 {
+		t.Errorf("%d problems, want 0", n)
+	}
+}
+
+// logback's rotation: rename store.log away, create a new one. The rest of
+// the old file is read, the new one from its start.
+func TestRocketMQLogRotation(t *testing.T) {
+	r := newRMQLogRig(t, true)
+	r.append("store.log", rmqLineChatter)
+	r.append("watermark.log", "")
+	r.start()
+	r.append("store.log", rmqLineLock)
+	r.c.logs.poll()
+	// Written after the last poll, before the rename: must not be lost.
+	r.append("store.log", rmqLineLock, "2024-05-06 14:30:00 WARN x - cut short by the rotati")
+	if err := os.Rename(filepath.Join(r.dir, "store.log"), filepath.Join(r.dir, "store.2024-05-06.0.log")); err != nil {
+		t.Fatal(err)
+	}
+	r.append("store.log", rmqLineLocks)
+	got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_rotations_total", "stall_rocketmq_log_lines_total")
+	rmqExpect(t, got, `
+stall_rocketmq_log_events_total{event="lock_slow"} 3
+stall_rocketmq_log_events_total{event="mapped_file_slow"} 0
+stall_rocketmq_log_events_total{event="pagecache_rt"} 0
+stall_rocketmq_log_events_total{event="put_slow"} 0
+stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 0
+stall_rocketmq_log_lines_total{file="store.log"} 3
+stall_rocketmq_log_lines_total{file="watermark.log"} 0
+stall_rocketmq_log_rotations_total{file="store.log"} 1
+stall_rocketmq_log_rotations_total{file="watermark.log"} 0
+`)
+	if n := r.cfg.Problems.Count(); n != 1 {
+		t.Errorf("problems = %d, want 1 (the line cut short by the rotation)", n)
+	}
+
+	// 5.x: renamed into an archive directory and gzipped; the path is briefly empty.
+	os.MkdirAll(filepath.Join(r.dir, "otherdays"), 0o755)
+	r.append("store.log", rmqLinePut5)
+	os.Rename(filepath.Join(r.dir, "store.log"), filepath.Join(r.dir, "otherdays", "store.1.log"))
+	r.c.logs.poll() // no store.log right now: keep reading the renamed one
+	r.append("store.log", rmqLineMapped)
+	got = r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_rotations_total")
+	if !strings.Contains(got, `{event="put_slow"} 1`) || !strings.Contains(got, `{event="mapped_file_slow"} 1`) ||
+		!strings.Contains(got, `stall_rocketmq_log_rotations_total{file="store.log"} 2`) {
+		t.Errorf("after the archive rotation:\n%s", got)
+	}
+}
+
+func TestRocketMQLogTruncatedInPlaceAndOverlong(t *testing.T) {
+	r := newRMQLogRig(t, true)
+	r.append("store.log", strings.Repeat(rmqLineChatter, 10))
+	r.append("watermark.log", "")
+	r.start()
+	// copytruncate: same inode, shorter; then new lines. (A file that grows
+	// back past the old offset between two polls cannot be told apart from
+	// one that grew: that case loses the first bytes.)
+	if err := os.Truncate(filepath.Join(r.dir, "store.log"), 0); err != nil {
+		t.Fatal(err)
+	}
+	r.append("store.log", rmqLineLock)
+	r.scrape()
+	// A line longer than the limit is skipped and counted; the next is read.
+	r.append("store.log", "2024-05-06 14:00:00 WARN x - "+strings.Repeat("x", rmqMaxLogLine+10)+"\n", rmqLineLocks)
+	got := r.scrape("stall_rocketmq_log_events_total")
+	if !strings.Contains(got, `{event="lock_slow"} 2`) {
+		t.Errorf("events:\n%s", got)
+	}
+	if n := r.cfg.Problems.Count(); n != 2 {
+		t.Errorf("problems = %d, want 2 (truncated in place, overlong line)", n)
+	}
+}
+
+func TestRocketMQLogMissingDirAppearsLater(t *testing.T) {
+	r := newRMQLogRig(t, false)
+	r.start()
+	r.scrape()
+	r.scrape()
+	if n := r.cfg.Problems.Count(); n != 1 {
+		t.Errorf("missing directory counted %d times over 3 polls, want once", n)
+	}
+	os.MkdirAll(r.dir, 0o755)
+	r.append("store.log", rmqLineLock) // a file that appears after start is read whole
+	r.scrape()
+	got := r.scrape("stall_rocketmq_log_events_total")
+	if !strings.Contains(got, `{event="lock_slow"} 1`) {
+		t.Errorf("events:\n%s", got)
+	}
+	// watermark.log still missing: counted once more (another kind), not per poll.
+	if n := r.cfg.Problems.Count(); n != 2 {
+		t.Errorf("problems = %d, want 2", n)
+	}
+}
+
+func TestRocketMQLogMalformedLine(t *testing.T) {
+	r := newRMQLogRig(t, true)
+	r.append("store.log", "")
+	r.append("watermark.log", "")
+	r.start()
+	r.append("store.log", "2024-05-06 14:22:05 WARN t - [NOTIFYME]putMessage in lock cost time(ms)=abc, bodyLength=1\n",
+		"2024-05-06 14:22:05 INFO t - [PAGECACHERT] TotalPut 1, PutMessageDistributeTime [<=0ms]:1\n", rmqLineLock)
+	got := r.scrape("stall_rocketmq_log_events_total")
+	if !strings.Contains(got, `{event="lock_slow"} 1`) || !strings.Contains(got, `{event="pagecache_rt"} 0`) {
+		t.Errorf("events:\n%s", got)
+	}
+	if n := r.cfg.Problems.Count(); n != 2 {
+		t.Errorf("problems = %d, want 2", n)
+	}
+}
+
+func TestRocketMQLogTimestampIsGMT8(t *testing.T) {
+	ts, msg, ok := splitRMQLogLine([]byte("2024-01-01 08:00:00,500 INFO main - hello - world"))
+	if !ok || !ts.Equal(time.Date(2024, 1, 1, 0, 0, 0, 500e6, time.UTC)) || string(msg) != "hello - world" {
+		t.Errorf("got %v %q %v", ts, msg, ok)
+	}
+}
+
+// FuzzRocketMQLogLine feeds arbitrary lines to the log parser.
+func FuzzRocketMQLogLine(f *testing.F) {
+	for _, l := range []string{rmqLineLock, rmqLineLocks, rmqLineNotLock, rmqLinePut5, rmqLineMapped, rmqLinePool, rmqLinePageRT,
+		"2024-05-06 14:23:02 INFO WaterMark - [WATERMARK] Send Queue Size: 12 SlowTimeMills: -35\n"} {
+		f.Add(strings.TrimSuffix(l, "\n"))
+	}
+	l := newRMQLogs("/nonexistent", rmqTestConfig().Problems, rmqTestConfig().Logger)
+	f.Fuzz(func(t *testing.T, line string) {
+		l.line("store.log", []byte(line))
+		l.line("watermark.log", []byte(fmt.Sprintf("2024-05-06 14:23:02 INFO W - %s", line)))
+	})
+}
