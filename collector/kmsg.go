@@ -1,0 +1,288 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The kmsg collector counts kernel log events that precede or explain
+// stalls (allocation failures, hung tasks, OOM kills, I/O errors, soft
+// lockups) from /dev/kmsg, read by one background goroutine. See
+// docs/sampler.md.
+
+var kmsgFromBootFlag = kingpin.Flag("kmsg.from-boot",
+	"Also count the kernel log records already in the kernel's buffer at start (from boot, as far as the buffer reaches); by default only records logged after the exporter started are counted.").
+	Default("false").Bool()
+
+const (
+	kmsgBufSize    = 16 << 10 // a record is at most 8 KiB (CONSOLE_EXT_LOG_MAX) on every kernel so far
+	kmsgMaxBufSize = 1 << 20
+	kmsgMinBackoff = time.Second
+	kmsgMaxBackoff = time.Minute
+)
+
+var (
+	kmsgEventsDesc = NewMetric("kernel_log_events_total",
+		"Kernel log records (/dev/kmsg, kernel facility only) of each event since the exporter started (since boot with --kmsg.from-boot): "+
+			"page_allocation_failure (\"page allocation failure\"), hung_task (\"INFO: task … blocked for more than N seconds\"), "+
+			"oom_kill (\"Killed process\", global or memory cgroup OOM killer), io_error (\"Buffer I/O error\", \"<kind> error, dev X, sector N\"), "+
+			"soft_lockup (\"BUG: soft lockup\"). The kernel rate-limits these reports, so the counts are lower bounds: "+
+			"allocation failures at most 1 report per 10 s (10 per 5 s before 4.14), hung tasks only kernel.hung_task_warnings reports "+
+			"per boot (default 10; see stall_kernel_hung_task_detected_total), I/O errors 10 per 5 s (printk_ratelimited).",
+		prometheus.CounterValue, "event")
+	kmsgRecordsDesc = NewMetric("kernel_log_records_total",
+		"Kernel log records read from /dev/kmsg since the exporter started, of any facility and level.",
+		prometheus.CounterValue)
+	kmsgLostDesc = NewMetric("kernel_log_records_lost_total",
+		"Kernel log records overwritten in the kernel's ring buffer before the reader got them (gaps in the /dev/kmsg sequence numbers, signalled by EPIPE); events in them are not counted.",
+		prometheus.CounterValue)
+	kmsgUpDesc = NewMetric("kernel_log_reader_up",
+		"1 while the /dev/kmsg reader is open and reading, 0 while it is reopening after an error (with backoff from 1 s to 1 min).",
+		prometheus.GaugeValue)
+)
+
+func init() {
+	Register("kmsg", true, func(cfg Config) (Collector, error) {
+		return newKmsgCollector(kmsgOptions{
+			Path:     cfg.Paths.Root("/dev/kmsg"),
+			Open:     openDevKmsg(cfg.Paths.Root("/dev/kmsg")),
+			FromBoot: *kmsgFromBootFlag,
+			Logger:   cfg.Logger,
+			Problems: cfg.Problems,
+		}), nil
+	})
+}
+
+// kmsgSource is one open /dev/kmsg: each Read returns one whole record, or
+// EPIPE when the next record was overwritten (the following Read returns
+// the oldest record still there), or EINVAL when p is too small for the
+// record. Close must make a blocked Read return.
+type kmsgSource interface {
+	Read(p []byte) (int, error)
+	Close() error
+}
+
+// kmsgOpener opens the kernel log; fromStart positions at the oldest
+// record in the buffer, otherwise after the newest.
+type kmsgOpener func(fromStart bool) (kmsgSource, error)
+
+// openDevKmsg opens the real device. os.File puts /dev/kmsg (a pollable
+// character device) in non-blocking mode on the runtime poller, so Close
+// from another goroutine ends a blocked Read.
+func openDevKmsg(path string) kmsgOpener {
+	return func(fromStart bool) (kmsgSource, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		if !fromStart {
+			if _, err := f.Seek(0, io.SeekEnd); err != nil {
+				f.Close()
+				return nil, err
+			}
+		}
+		return f, nil
+	}
+}
+
+type kmsgOptions struct {
+	Path     string // for messages
+	Open     kmsgOpener
+	FromBoot bool
+	Logger   *slog.Logger
+	Problems *Problems
+	// Sleep waits d or until ctx is done, reporting false when ctx is done.
+	Sleep func(ctx context.Context, d time.Duration) bool
+	// OnRecord, when set, is called by the reader after each record is
+	// counted (tests synchronise on it).
+	OnRecord func(kmsgRecord)
+}
+
+// kmsgCollector is the "kmsg" collector. The reader goroutine (Run) owns
+// the read state; Update only loads atomics, so a flood of records never
+// slows a scrape and a slow scrape never slows the reader.
+type kmsgCollector struct {
+	opts     kmsgOptions
+	logger   *slog.Logger
+	problems *Problems
+
+	src      kmsgSource // opened at construction, handed to Run
+	disabled bool       // no permission or no device at start: said once, nothing exported
+
+	buf     []byte
+	lastSeq uint64
+	haveSeq bool
+
+	up      atomic.Bool
+	records atomic.Uint64
+	lost    atomic.Uint64
+	events  [kmsgEventCount]atomic.Uint64
+}
+
+// newKmsgCollector opens the kernel log at once, so a missing device or
+// missing permission (dmesg_restrict without CAP_SYSLOG) is reported once at
+// start; the collector then exports nothing and the rest of the exporter
+// runs. Other open errors are retried by Run.
+func newKmsgCollector(o kmsgOptions) *kmsgCollector {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Problems == nil {
+		o.Problems = NewProblems("kmsg", o.Logger)
+	}
+	if o.Sleep == nil {
+		o.Sleep = func(ctx context.Context, d time.Duration) bool {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return false
+			case <-t.C:
+				return true
+			}
+		}
+	}
+	k := &kmsgCollector{opts: o, logger: o.Logger, problems: o.Problems, buf: make([]byte, kmsgBufSize)}
+	src, err := o.Open(o.FromBoot)
+	switch {
+	case err == nil:
+		k.src = src
+		k.up.Store(true)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.EPERM):
+		k.disabled = true
+		k.logger.Warn("cannot read the kernel log, so kernel log events are not counted (needs CAP_SYSLOG when kernel.dmesg_restrict=1, and /dev/kmsg in the container)",
+			"path", o.Path, "err", err)
+	default:
+		k.logger.Warn("cannot open the kernel log; retrying with backoff", "path", o.Path, "err", err)
+	}
+	return k
+}
+
+// Run reads records until ctx is done, reopening after errors with
+// exponential backoff. After a reopen it reads from the oldest record and
+// skips those already counted, so nothing is counted twice and records lost
+// meanwhile show up as a sequence gap.
+func (k *kmsgCollector) Run(ctx context.Context) {
+	if k.disabled {
+		return
+	}
+	src := k.src
+	k.src = nil
+	backoff := kmsgMinBackoff
+	for {
+		if src == nil {
+			var err error
+			if src, err = k.opts.Open(k.haveSeq || k.opts.FromBoot); err != nil {
+				k.logger.Debug("reopening the kernel log failed", "path", k.opts.Path, "err", err, "retry_in", backoff)
+				if !k.opts.Sleep(ctx, backoff) {
+					return
+				}
+				backoff = min(2*backoff, kmsgMaxBackoff)
+				continue
+			}
+			k.logger.Info("kernel log reader reopened", "path", k.opts.Path)
+		}
+		k.up.Store(true)
+		n, err := k.readAll(ctx, src)
+		src = nil
+		k.up.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		if n > 0 {
+			backoff = kmsgMinBackoff
+		}
+		k.logger.Warn("kernel log reader stopped; reopening with backoff", "path", k.opts.Path, "err", err, "retry_in", backoff)
+		if !k.opts.Sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, kmsgMaxBackoff)
+	}
+}
+
+// readAll reads records from src until an error other than EPIPE, or until
+// ctx is done. It closes src and returns how many records it read.
+func (k *kmsgCollector) readAll(ctx context.Context, src kmsgSource) (int, error) {
+	stop := context.AfterFunc(ctx, func() { src.Close() })
+	defer func() {
+		if stop() { // ctx was not done: AfterFunc did not close src
+			src.Close()
+		}
+	}()
+	read := 0
+	for {
+		n, err := src.Read(k.buf)
+		switch {
+		case err == nil:
+			read++
+			k.handle(k.buf[:n])
+		case errors.Is(err, syscall.EPIPE):
+			// Records were overwritten; the next Read returns the oldest
+			// one left, and handle counts the sequence gap.
+		case errors.Is(err, syscall.EINVAL) && len(k.buf) < kmsgMaxBufSize:
+			k.buf = make([]byte, 2*len(k.buf)) // a record larger than the buffer
+		case ctx.Err() != nil:
+			return read, ctx.Err()
+		default:
+			return read, err
+		}
+	}
+}
+
+// handle counts one record.
+func (k *kmsgCollector) handle(b []byte) {
+	r, err := parseKmsgRecord(b)
+	if err != nil {
+		k.problems.Add("kmsg_record", 1, err)
+		return
+	}
+	if k.haveSeq {
+		if r.Seq <= k.lastSeq {
+			return // already counted before a reopen
+		}
+		if gap := r.Seq - k.lastSeq - 1; gap > 0 {
+			k.lost.Add(gap)
+		}
+	}
+	k.lastSeq, k.haveSeq = r.Seq, true
+	k.records.Add(1)
+	if r.Facility == 0 { // user space cannot log as the kernel facility
+		if e := classifyKmsg(r.Message); e != kmsgNoEvent {
+			k.events[e].Add(1)
+		}
+	}
+	if k.opts.OnRecord != nil {
+		k.opts.OnRecord(r)
+	}
+}
+
+// Update sends the counters. Every event is sent, zero or not, so rates and
+// increase() work from the first scrape.
+func (k *kmsgCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	if k.disabled {
+		return ErrNoData
+	}
+	up := 0.0
+	if k.up.Load() {
+		up = 1
+	}
+	kmsgUpDesc.Send(ch, up)
+	kmsgRecordsDesc.Send(ch, float64(k.records.Load()))
+	kmsgLostDesc.Send(ch, float64(k.lost.Load()))
+	for e := kmsgEvent(1); e < kmsgEventCount; e++ {
+		kmsgEventsDesc.Send(ch, float64(k.events[e].Load()), e.String())
+	}
+	return ctx.Err()
+}
+
+var _ Runner = (*kmsgCollector)(nil)
