@@ -74,8 +74,8 @@ func (sc *diskstatsScanner) Next() bool {
 	return false
 }
 
-// nextField returns the next space- or tab-separated token of *l.
-func nextField(l *[]byte) []byte {
+// samplerNextField returns the next space- or tab-separated token of *l.
+func samplerNextField(l *[]byte) []byte {
 	b := *l
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
 		b = b[1:]
@@ -93,7 +93,7 @@ func nextField(l *[]byte) []byte {
 // are constants so a well-formed read does not allocate.
 func (sc *diskstatsScanner) parse(l []byte) string {
 	rest := l
-	maj := nextField(&rest)
+	maj := samplerNextField(&rest)
 	if len(maj) == 0 {
 		return "skip" // blank line
 	}
@@ -101,16 +101,16 @@ func (sc *diskstatsScanner) parse(l []byte) string {
 	if sc.Line.Major, ok = parseUint(maj); !ok {
 		return "major number is not an unsigned integer"
 	}
-	if sc.Line.Minor, ok = parseUint(nextField(&rest)); !ok {
+	if sc.Line.Minor, ok = parseUint(samplerNextField(&rest)); !ok {
 		return "minor number is missing or not an unsigned integer"
 	}
-	sc.Line.Name = nextField(&rest)
+	sc.Line.Name = samplerNextField(&rest)
 	if len(sc.Line.Name) == 0 {
 		return "device name missing"
 	}
 	n := 0
 	for {
-		f := nextField(&rest)
+		f := samplerNextField(&rest)
 		if len(f) == 0 {
 			break
 		}
