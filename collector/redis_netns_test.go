@@ -30,6 +30,7 @@ func netnsRun(t *testing.T, args ...string) {
 // test's hosts use the benchmarking range 198.18.0.0/15; it takes a few
 // seconds.
 func TestRedisIncidentNetns(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: skipping the network-namespace incident test")
 	}

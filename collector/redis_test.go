@@ -351,6 +351,7 @@ func silentListener(t *testing.T) string {
 // reported down within --redis.timeout, well before the scrape deadline,
 // and another healthy target in the same collector is unaffected.
 func TestRedisSilentListener(t *testing.T) {
+	t.Parallel()
 	silent := silentListener(t)
 	r := startRedis(t)
 	s := testRedisSettings()

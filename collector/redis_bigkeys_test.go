@@ -1,0 +1,148 @@
+package collector
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestRedisBigKeys(t *testing.T) {
+	r := startRedis(t)
+	ctx := context.Background()
+	admin := r.client()
+	sizes := map[string]int{"small": 100, "user:42:avatar": 300 << 10, "blob": 2 << 20, "mid": 100 << 10}
+	for k, n := range sizes {
+		if err := admin.Set(ctx, k, strings.Repeat("x", n), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 200 {
+		admin.Set(ctx, "filler:"+strconv.Itoa(i), "v", 0)
+	}
+	db3 := r.client(func(o *redis.Options) { o.DB = 3 })
+	if err := db3.Set(ctx, "db3:big", strings.Repeat("y", 1<<20), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := testRedisSettings()
+	s.bigkeys.enabled = true
+	s.bigkeys.top = 3
+	c := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	b := c.bigkeys[0]
+	if err := b.pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := scrape(t, c, 3*time.Second)
+	want := []struct {
+		db, key string
+		min     int
+	}{{"0", "blob", 2 << 20}, {"3", "db3:big", 1 << 20}, {"0", "user:42:avatar", 300 << 10}}
+	for _, w := range want {
+		v := res.must(t, "stall_redis_big_key_bytes", "db", w.db, "key", w.key)
+		if v < float64(w.min) || v > float64(w.min)*1.3 {
+			t.Errorf("%s: %v bytes, want about %d", w.key, v, w.min)
+		}
+	}
+	if _, ok := res.get("stall_redis_big_key_bytes", "key", "mid"); ok {
+		t.Error("4th largest key exported with top 3")
+	}
+	if v := res.must(t, "stall_redis_big_keys_scanned_total"); v != 205 {
+		t.Errorf("scanned %v keys, want 205", v)
+	}
+	res.must(t, "stall_redis_big_keys_last_pass_timestamp_seconds")
+
+	// Hashed names: stable, no key name in the labels.
+	s.bigkeys.hashNames = true
+	c2 := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	if err := c2.bigkeys[0].pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res = scrape(t, c2, 3*time.Second)
+	h := bigKeyLabel("blob", true)
+	if !strings.HasPrefix(h, "sha256:") || len(h) != len("sha256:")+16 || h != bigKeyLabel("blob", true) {
+		t.Fatalf("hash label %q", h)
+	}
+	res.must(t, "stall_redis_big_key_bytes", "key", h)
+	for _, m := range res.metrics {
+		if k := m.labels["key"]; k != "" && !strings.HasPrefix(k, "sha256:") {
+			t.Errorf("clear key name %q with hash-names", k)
+		}
+	}
+}
+
+// TestRedisBigKeysPreferReplica: with a replica online, the scan runs
+// there and the master sees no MEMORY USAGE.
+func TestRedisBigKeysPreferReplica(t *testing.T) {
+	t.Parallel()
+	master := startRedis(t, "--repl-diskless-sync-delay", "0")
+	replica := startRedis(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.port))
+	ctx := context.Background()
+	madmin, radmin := master.client(), replica.client()
+	if err := madmin.Set(ctx, "k", strings.Repeat("z", 64<<10), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the replica to be online with the key", 10*time.Second, func() bool {
+		info, _ := madmin.Info(ctx, "replication").Result()
+		n, _ := radmin.Exists(ctx, "k").Result()
+		return strings.Contains(info, "state=online") && n == 1
+	})
+	s := testRedisSettings()
+	s.bigkeys.enabled, s.bigkeys.preferReplica = true, true
+	c := newTestRedisCollector(t, s, testConfig(nil), master.addr)
+	if err := c.bigkeys[0].pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := commandCalls(t, madmin, "memory|usage"); n != 0 {
+		t.Errorf("master got %d MEMORY USAGE calls", n)
+	}
+	if n := commandCalls(t, radmin, "memory|usage"); n != 1 {
+		t.Errorf("replica got %d MEMORY USAGE calls, want 1", n)
+	}
+	res := scrape(t, c, 3*time.Second)
+	// The series carry the target's addr, whichever server was scanned.
+	res.must(t, "stall_redis_big_key_bytes", "addr", "redis://"+master.addr, "key", "k")
+}
+
+func TestRedisBigKeysRateLimit(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t)
+	ctx := context.Background()
+	admin := r.client()
+	for i := range 30 {
+		admin.Set(ctx, "k"+strconv.Itoa(i), "v", 0)
+	}
+	s := testRedisSettings()
+	s.bigkeys.enabled = true
+	s.bigkeys.keysPerSecond = 20
+	c := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	start := time.Now()
+	if err := c.bigkeys[0].pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// 30 keys at 20/s with a burst of 20: at least 0.5 s.
+	if d := time.Since(start); d < 450*time.Millisecond {
+		t.Errorf("30 keys measured in %v at 20 keys/s", d)
+	}
+}
+
+func TestBigKeyLabel(t *testing.T) {
+	long := strings.Repeat("é", 150) // 300 bytes
+	l := bigKeyLabel(long, false)
+	if len(l) > maxKeyLabel+len("…") || !strings.HasSuffix(l, "…") {
+		t.Errorf("long key label %d bytes", len(l))
+	}
+	if l := bigKeyLabel("a\xffb", false); l != "a\uFFFDb" {
+		t.Errorf("invalid UTF-8 label %q", l)
+	}
+	top := []bigKey(nil)
+	for i, n := range []int64{5, 1, 9, 7, 3} {
+		top = insertTop(top, bigKey{key: strconv.Itoa(i), bytes: n}, 3, func(s string) string { return s })
+	}
+	if len(top) != 3 || top[0].bytes != 9 || top[1].bytes != 7 || top[2].bytes != 5 {
+		t.Errorf("top %+v", top)
+	}
+}

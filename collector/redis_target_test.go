@@ -1,0 +1,130 @@
+package collector
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseRedisTarget(t *testing.T) {
+	s := redisConnSettings{dialTimeout: time.Second, passwordFile: "/etc/default-pw"}
+	cases := []struct {
+		in, label, hostPort string
+		user, file, env     string
+	}{
+		{"localhost:6379", "redis://localhost:6379", "localhost:6379", "", "/etc/default-pw", ""},
+		{"redis://10.0.0.1", "redis://10.0.0.1:6379", "10.0.0.1:6379", "", "/etc/default-pw", ""},
+		{"redis://app@10.0.0.1:6380/2?password_env=PW", "redis://10.0.0.1:6380", "10.0.0.1:6380", "app", "", "PW"},
+		{"rediss://cache.example:6390?password_file=/run/pw", "rediss://cache.example:6390", "cache.example:6390", "", "/run/pw", ""},
+		{"redis://[2001:db8::1]:7000", "redis://[2001:db8::1]:7000", "[2001:db8::1]:7000", "", "/etc/default-pw", ""},
+		{"unix:///run/redis/redis.sock", "unix:///run/redis/redis.sock", "/run/redis/redis.sock", "", "/etc/default-pw", ""},
+	}
+	for _, c := range cases {
+		spec, err := parseRedisTarget(c.in, s, false)
+		if err != nil {
+			t.Errorf("%s: %v", c.in, err)
+			continue
+		}
+		if spec.label != c.label || spec.hostPort != c.hostPort || spec.user != c.user {
+			t.Errorf("%s: label %q hostPort %q user %q", c.in, spec.label, spec.hostPort, spec.user)
+		}
+		if spec.opts.Password != "" || spec.opts.CredentialsProviderContext == nil {
+			t.Errorf("%s: password not behind the provider", c.in)
+		}
+		if spec.opts.DialTimeout != time.Second || spec.opts.Protocol != 2 {
+			t.Errorf("%s: options %v %v", c.in, spec.opts.DialTimeout, spec.opts.Protocol)
+		}
+		if strings.HasPrefix(c.in, "rediss") && (spec.opts.TLSConfig == nil || spec.opts.TLSConfig.ServerName != "cache.example") {
+			t.Errorf("%s: TLS %+v", c.in, spec.opts.TLSConfig)
+		}
+	}
+
+	// The URL password is used but never shows in the label or an error.
+	spec, err := parseRedisTarget("redis://u:hunter2@h:1", s, false)
+	if err != nil || strings.Contains(spec.label, "hunter2") {
+		t.Fatalf("%v %q", err, spec.label)
+	}
+	if _, pw, _ := spec.opts.CredentialsProviderContext(t.Context()); pw != "hunter2" {
+		t.Errorf("URL password %q", pw)
+	}
+	t.Setenv("STALL_PW_TEST", "from-env")
+	spec, _ = parseRedisTarget("redis://h:1?password_env=STALL_PW_TEST", s, false)
+	if u, pw, _ := spec.opts.CredentialsProviderContext(t.Context()); pw != "from-env" || u != "" {
+		t.Errorf("env password %q user %q", pw, u)
+	}
+	for _, bad := range []string{"", "http://h:1", "redis://h:1/x/y", "redis://h:1?bogus=1", "redis://u:hunter2@h:1/notadb"} {
+		_, err := parseRedisTarget(bad, s, false)
+		if err == nil {
+			t.Errorf("%q accepted", bad)
+		} else if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("password in error %v", err)
+		}
+	}
+	// /probe targets may not choose their credentials.
+	for _, bad := range []string{"redis://u:pw@h:1", "redis://h:1?password_file=/etc/shadow", "redis://h:1?password_env=HOME"} {
+		if _, err := parseRedisTarget(bad, s, true); !errors.Is(err, errCredentialsInProbeTarget) {
+			t.Errorf("probe target %q: %v", bad, err)
+		}
+	}
+}
+
+func TestRedisAllowlist(t *testing.T) {
+	s := redisConnSettings{}
+	a, err := newRedisAllowlist([]string{"10.0.0.1:6379", "redis://cache-1:6380", "unix:///run/redis.sock"}, `10\.1\.\d+\.\d+:6379`, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for target, want := range map[string]bool{
+		"10.0.0.1:6379": true, "redis://10.0.0.1:6379": true, "rediss://10.0.0.1:6379": true,
+		"cache-1:6380": true, "10.1.2.3:6379": true, "unix:///run/redis.sock": true,
+		"10.0.0.1:6380": false, "10.1.2.3:6379.evil.example:6379": false, "x10.1.2.3:6379": false,
+		"169.254.169.254:80": false, "cache-1:6379": false,
+	} {
+		spec, err := parseRedisTarget(target, s, true)
+		if err != nil {
+			t.Errorf("%s: %v", target, err)
+			continue
+		}
+		if got := a.allowed(spec.hostPort); got != want {
+			t.Errorf("%s allowed = %v, want %v", target, got, want)
+		}
+	}
+	if _, err := newRedisAllowlist(nil, "(", s); err == nil {
+		t.Error("bad regexp accepted")
+	}
+}
+
+// TestRedisProbe drives the /probe factory: refused targets get
+// ErrTargetNotAllowed before any connection, allowed ones are scraped and
+// cached between requests.
+func TestRedisProbe(t *testing.T) {
+	r := startRedis(t)
+	var pc redisProbeCache
+	s := testRedisSettings()
+	allow, err := newRedisAllowlist([]string{r.addr}, "", s.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.configure(s, allow)
+	t.Cleanup(func() { pc.configure(s, allow) })
+	cfg := testConfig(nil)
+	if _, err := pc.get(cfg, "127.0.0.2:6379"); !errors.Is(err, ErrTargetNotAllowed) {
+		t.Fatalf("refused target: %v", err)
+	}
+	if _, err := pc.get(cfg, "redis://x:pw@"+r.addr); !errors.Is(err, errCredentialsInProbeTarget) {
+		t.Fatalf("credentials in target: %v", err)
+	}
+	c1, err := pc.get(cfg, r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := scrape(t, c1, 3*time.Second)
+	if v := res.must(t, "stall_redis_up", "addr", "redis://"+r.addr); v != 1 {
+		t.Fatalf("probe up %v: %v", v, res.err)
+	}
+	c2, _ := pc.get(cfg, "redis://"+r.addr)
+	if c1.(redisProbeCollector).t != c2.(redisProbeCollector).t {
+		t.Error("the same target should reuse its connection and state")
+	}
+}
