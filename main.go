@@ -10,7 +10,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	_ "net/http/pprof" // served under /debug/pprof/ for profiling the exporter itself
 	"os"
 	"os/signal"
 	"sort"

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync"
+	"time"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
 )
@@ -14,12 +17,30 @@ func init() {
 	Register("sysctl", true, newSysctlCollector)
 }
 
-var vmSysctl = NewMetric("vm_sysctl",
-	"Value of a page-cache and reclaim tunable from /proc/sys/vm/<name>, as written there (ratios in percent, bytes, centiseconds or kbytes as the name says; 0 for dirty_bytes means dirty_ratio applies).",
-	prometheus.GaugeValue, "name")
+var (
+	vmSysctl = NewMetric("vm_sysctl",
+		"Value of a page-cache and reclaim tunable from /proc/sys/vm/<name>, as written there (ratios in percent, bytes, centiseconds or kbytes as the name says; 0 for dirty_bytes means dirty_ratio applies). Re-read every --sysctl.refresh-interval; the thresholds they produce are live in stall_vm_dirty_threshold_bytes.",
+		prometheus.GaugeValue, "name")
+
+	sysctlRefresh = kingpin.Flag("sysctl.refresh-interval",
+		"How long the vm.* tunables read from /proc/sys/vm are reused before being read again (0 = every scrape). Reading them costs ~50 small file reads; the kernel's resulting dirty thresholds are read live from /proc/vmstat every scrape.").
+		Default("1m").Duration()
+)
+
+// sysctlValue is one exported tunable.
+type sysctlValue struct {
+	name  string
+	value float64
+}
 
 type sysctlCollector struct {
-	fs procfs.FS
+	fs      procfs.FS
+	refresh time.Duration
+	now     func() time.Time
+
+	mu     sync.Mutex
+	values []sysctlValue
+	readAt time.Time
 }
 
 func newSysctlCollector(cfg Config) (Collector, error) {
@@ -27,20 +48,38 @@ func newSysctlCollector(cfg Config) (Collector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--path.procfs: %w", err)
 	}
-	return &sysctlCollector{fs: pfs}, nil
+	return &sysctlCollector{fs: pfs, refresh: *sysctlRefresh, now: time.Now}, nil
 }
 
 // Update exports the fixed set of vm.* tunables that decide dirty-page
-// throttling and reclaim, read with procfs FS.VM(). A tunable this kernel
-// lacks (watermark_scale_factor before 4.6) is absent.
+// throttling and reclaim, read with procfs FS.VM() at most once per refresh
+// interval. A tunable this kernel lacks (watermark_scale_factor before 4.6)
+// is absent.
 func (c *sysctlCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.values == nil || c.refresh <= 0 || c.now().Sub(c.readAt) >= c.refresh {
+		values, err := c.read()
+		if err != nil {
+			return err
+		}
+		c.values, c.readAt = values, c.now()
+	}
+	for _, v := range c.values {
+		vmSysctl.Send(ch, v.value, v.name)
+	}
+	return nil
+}
+
+func (c *sysctlCollector) read() ([]sysctlValue, error) {
 	vm, err := c.fs.VM()
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: %v", ErrNoData, err)
+			return nil, fmt.Errorf("%w: %v", ErrNoData, err)
 		}
-		return err
+		return nil, err
 	}
+	values := []sysctlValue{}
 	for _, t := range []struct {
 		name string
 		v    *int64
@@ -57,8 +96,8 @@ func (c *sysctlCollector) Update(_ context.Context, ch chan<- prometheus.Metric)
 		{"vm.watermark_scale_factor", vm.WatermarkScaleFactor},
 	} {
 		if t.v != nil {
-			vmSysctl.Send(ch, float64(*t.v), t.name)
+			values = append(values, sysctlValue{t.name, float64(*t.v)})
 		}
 	}
-	return nil
+	return values, nil
 }
