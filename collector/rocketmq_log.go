@@ -83,6 +83,10 @@ var rmqLogPutLatencyDesc = func() *prometheus.Desc {
 	return prometheus.NewDesc(fq, h, nil, nil)
 }()
 
+// Building one set at init documents the log families for docs/metrics.md
+// even when no follower is configured.
+var _ = newRMQLogMetrics()
+
 func newRMQLogMetrics() *rmqLogMetrics {
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		fq, h := rmqLogHelp(name, "counter", help, labels...)

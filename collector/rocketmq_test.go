@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -553,4 +554,116 @@ func FuzzRocketMQRuntimeInfo(f *testing.F) {
 			_ = m.Desc()
 		}
 	})
+}
+
+// Run samples in the background until its context ends.
+func TestRocketMQRunStopsOnCancel(t *testing.T) {
+	b := rmqStartBroker(t, rmqtest.Runtime49(), "brokerName=b\n")
+	dir := t.TempDir()
+	cfg := rmqTestConfig()
+	cfg.Paths.Rootfs = dir
+	c := newRocketMQCollector(cfg, rocketmqOptions{Brokers: []string{b.Addr()}, SampleInterval: 5 * time.Millisecond, LogDir: "/logs"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.RequestCount(remoting.GetBrokerRuntimeInfo) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the sampler sent fewer than 3 requests in 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	got, _ := rmqScrape(t, c, "stall_rocketmq_commitlog_lock_held_sampled_seconds")
+	if !strings.Contains(got, `stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="",cluster="",le="0"}`) {
+		t.Errorf("no samples:\n%s", got)
+	}
+}
+
+// BenchmarkRocketMQRuntimeInfoDecode: one GET_BROKER_RUNTIME_INFO reply
+// frame (4.9.7 key set, JSON header) decoded, its table parsed, and every
+// metric of the broker produced.
+func BenchmarkRocketMQRuntimeInfoDecode(b *testing.B) {
+	frame, err := remoting.Encode(&remoting.Command{Code: 0, Flag: remoting.FlagResponse, Opaque: 1, Language: "JAVA",
+		Body: rmqtest.KVTableBody(rmqtest.Runtime49())})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := rmqTestConfig()
+	br := &rmqBroker{addr: "127.0.0.1:10911", labels: [3]string{"DefaultCluster", "broker-a", "0"},
+		keyErrors: map[string]uint64{}, lockCounts: make([]uint64, len(rmqLockBounds)+1)}
+	br.config, _ = remoting.ParseConfig([]byte(rmqtest.Config49))
+	ch := make(chan prometheus.Metric, 256)
+	now := time.Unix(1_800_000_000, 0)
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cmd, err := remoting.ReadCommand(bytes.NewReader(frame), 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		kv, err := remoting.ParseKVTable(cmd.Body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		br.emitRuntime(ch, kv, now, cfg.Problems)
+		br.sendState(ch)
+		for len(ch) > 0 {
+			<-ch
+		}
+	}
+}
+
+// BenchmarkRocketMQSample: one background lock sample of one broker over
+// loopback TCP. The test broker runs in the same process, so cpu-ns/op (the
+// process's user+system CPU per sample, from getrusage) counts both the
+// exporter's and the fake broker's side: an upper bound of the exporter's
+// cost. At --rocketmq.sample-interval=1s, the share of one core is
+// cpu-ns/op / 1e9.
+func BenchmarkRocketMQSample(b *testing.B) {
+	br, err := rmqtest.NewBroker("127.0.0.1:0", rmqtest.Runtime49(), "brokerName=b\n")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Brokers: []string{br.Addr()}, SampleInterval: time.Second})
+	ctx := context.Background()
+	c.sampleOnce(ctx) // dial outside the measurement
+	b.ReportAllocs()
+	cpu0 := rmqProcessCPU()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c.sampleOnce(ctx)
+	}
+	b.StopTimer()
+	cpu := rmqProcessCPU() - cpu0
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e9*100, "%core@1s")
+}
+
+func rmqProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkRocketMQLogLine: one store.log [NOTIFYME] line and one
+// watermark.log line parsed and counted.
+func BenchmarkRocketMQLogLine(b *testing.B) {
+	l := newRMQLogs("/nonexistent", rmqTestConfig().Problems, rmqTestConfig().Logger)
+	lock := []byte(strings.TrimSuffix(rmqLineLock, "\n"))
+	water := []byte("2024-05-06 14:23:02 INFO WaterMark - [WATERMARK] Send Queue Size: 12 SlowTimeMills: 35")
+	chatter := []byte(strings.TrimSuffix(rmqLineChatter, "\n"))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		l.line("store.log", lock)
+		l.line("watermark.log", water)
+		l.line("store.log", chatter)
+	}
 }
