@@ -1,0 +1,108 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stall-exporter/stall_exporter/collector/redisx"
+)
+
+// redisCounters reads the server-side totals the cost benchmark compares.
+func redisCounters(b *testing.B, c *redis.Client) (cmds, in, out float64, replyLen int) {
+	b.Helper()
+	s, err := c.Info(context.Background(), "stats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	in0 := redisx.ParseInfo(s)
+	cmds, _ = in0.Float("total_commands_processed")
+	in, _ = in0.Float("total_net_input_bytes")
+	out, _ = in0.Float("total_net_output_bytes")
+	return cmds, in, out, len(s)
+}
+
+// BenchmarkRedisScrapeCost measures what one scrape costs the Redis server:
+// commands it executes and bytes it reads and writes (from INFO stats
+// deltas, minus the measuring INFO itself), plus the exporter-side time.
+// "idle": a fresh instance, auto mode (CLIENT LIST every 10th scrape).
+// "busy": 1,000 connected clients, 10 of them with a 5 MiB reply pending,
+// so auto mode runs CLIENT LIST on every scrape.
+func BenchmarkRedisScrapeCost(b *testing.B) {
+	for _, busy := range []bool{false, true} {
+		name := "idle"
+		if busy {
+			name = "busy-1000-clients"
+		}
+		b.Run(name, func(b *testing.B) {
+			r := startRedis(b)
+			admin := r.client()
+			ctx := context.Background()
+			if busy {
+				admin.Set(ctx, "big", strings.Repeat("x", bigValueSize), 0)
+				for i := range 1000 {
+					c, err := net.Dial("tcp", r.addr)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { c.Close() })
+					cmd := fmt.Sprintf("CLIENT SETNAME app-%d\r\n", i%20)
+					if i%100 == 0 {
+						cmd += "GET big\r\n"
+					}
+					if _, err := c.Write([]byte(cmd)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					s, _ := admin.Info(ctx, "clients").Result()
+					v, _ := redisx.ParseInfo(s).Float("client_recent_max_output_buffer")
+					if v >= 1<<20 || time.Now().After(deadline) {
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			s := testRedisSettings()
+			c, err := newRedisCollectorFor(testConfig(nil), s, []string{r.addr})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			scrapeOnce := func() {
+				res := scrape(b, c, 10*time.Second)
+				if res.err != nil {
+					b.Fatal(res.err)
+				}
+			}
+			scrapeOnce() // connection, CONFIG GET: once per 5 minutes, not per scrape
+			cmd0, in0, out0, reply0 := redisCounters(b, admin)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				scrapeOnce()
+			}
+			b.StopTimer()
+			cmd1, in1, out1, _ := redisCounters(b, admin)
+			// The first measuring INFO is counted in the second one's totals.
+			infoReq := float64(len("*2\r\n$4\r\ninfo\r\n$5\r\nstats\r\n"))
+			infoResp := float64(reply0 + len(fmt.Sprintf("$%d\r\n\r\n", reply0)))
+			n := float64(b.N)
+			b.ReportMetric((cmd1-cmd0-1)/n, "redis-cmds/scrape")
+			b.ReportMetric((in1-in0-infoReq)/n, "redis-B-in/scrape")
+			b.ReportMetric((out1-out0-infoResp)/n, "redis-B-out/scrape")
+			// Main-thread time of one CLIENT LIST, from commandstats.
+			cs, _ := admin.Info(ctx, "commandstats").Result()
+			for _, st := range redisx.ParseInfo(cs).Commands {
+				if st.Name == "client|list" && st.Calls > 0 {
+					b.ReportMetric(float64(st.Usec)/float64(st.Calls), "redis-us/client-list")
+				}
+			}
+		})
+	}
+}
