@@ -230,6 +230,7 @@ type rocketmqCollector struct {
 	mu            sync.Mutex
 	brokers       map[string]*rmqBroker // by address
 	namesrvUp     map[string]bool
+	nsClients     map[string]*remoting.Client // one reused connection per name server
 	lastDiscovery time.Time
 	discovered    bool
 }
@@ -266,7 +267,10 @@ func newRocketMQCollector(cfg Config, opts rocketmqOptions) *rocketmqCollector {
 		opts.DiscoveryInterval = 30 * time.Second
 	}
 	c := &rocketmqCollector{cfg: cfg, opts: opts, now: time.Now,
-		brokers: map[string]*rmqBroker{}, namesrvUp: map[string]bool{}}
+		brokers: map[string]*rmqBroker{}, namesrvUp: map[string]bool{}, nsClients: map[string]*remoting.Client{}}
+	for _, ns := range opts.Namesrv {
+		c.nsClients[ns] = remoting.NewClient(ns, remoting.Options{Timeout: opts.Timeout, MaxFrame: opts.MaxFrame})
+	}
 	for _, a := range opts.Brokers {
 		c.brokers[a] = c.newBroker(a, true, [3]string{"", rmqLabel(a), ""})
 	}
@@ -376,6 +380,9 @@ func (c *rocketmqCollector) sampleOnce(ctx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
+				if errors.Is(err, remoting.ErrMalformed) || errors.Is(err, remoting.ErrFrameTooLarge) {
+					c.cfg.Problems.Add("rocketmq runtime info reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
+				}
 				b.sampleErrors++
 				b.sampleFails++
 				backoff := interval << min(b.sampleFails, 5)
@@ -452,9 +459,7 @@ func (c *rocketmqCollector) discover(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl := remoting.NewClient(ns, remoting.Options{Timeout: c.opts.Timeout, MaxFrame: c.opts.MaxFrame})
-			defer cl.Close()
-			bs, err := cl.ClusterInfo(ctx)
+			bs, err := c.nsClients[ns].ClusterInfo(ctx)
 			results[i] = result{ns, bs, err}
 		}()
 	}
