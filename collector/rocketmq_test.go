@@ -667,3 +667,45 @@ func BenchmarkRocketMQLogLine(b *testing.B) {
 		l.line("store.log", chatter)
 	}
 }
+
+// Discovery follows the topology; when every name server fails the last
+// known brokers are still scraped.
+func TestRocketMQTopologyChangesAndNamesrvOutage(t *testing.T) {
+	a := rmqStartBroker(t, rmqtest.Runtime49(), "")
+	b2 := rmqStartBroker(t, rmqtest.Runtime5(), "")
+	ns, err := rmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{
+		{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}, {Cluster: "c", Name: "b", ID: 0, Addr: b2.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	clock := time.Unix(1_800_000_000, 0)
+	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Namesrv: []string{ns.Addr()}, DiscoveryInterval: 30 * time.Second})
+	c.now = func() time.Time { return clock }
+	got, _ := rmqScrape(t, c, "stall_rocketmq_up")
+	rmqExpect(t, got, `
+stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
+stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
+`)
+	// Broker b leaves the topology.
+	ns.SetBrokers([]remoting.BrokerAddr{{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}})
+	clock = clock.Add(31 * time.Second)
+	got, _ = rmqScrape(t, c, "stall_rocketmq_up")
+	rmqExpect(t, got, `
+stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
+`)
+	// The name server goes away: broker a is still scraped.
+	ns.Inject(rmqtest.Reset)
+	clock = clock.Add(31 * time.Second)
+	got, err = rmqScrape(t, c, "stall_rocketmq_up", "stall_rocketmq_namesrv_up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rmqExpect(t, got, `
+stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 0
+stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
+`)
+	if n := ns.RequestCount(remoting.GetBrokerClusterInfo); n != 3 {
+		t.Errorf("%d discoveries, want 3", n)
+	}
+}
