@@ -284,3 +284,83 @@ func FuzzRocketMQLogLine(f *testing.F) {
 		l.line("watermark.log", []byte(fmt.Sprintf("2024-05-06 14:23:02 INFO W - %s", line)))
 	})
 }
+
+// The fixture excerpts of both versions, appended to followed files.
+func TestRocketMQLogFixtures(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		want    string
+		extra   []string
+	}{
+		{"4.9", `
+stall_rocketmq_log_events_total{event="lock_slow"} 2
+stall_rocketmq_log_events_total{event="mapped_file_slow"} 1
+stall_rocketmq_log_events_total{event="pagecache_rt"} 1
+stall_rocketmq_log_events_total{event="put_slow"} 1
+stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 1
+stall_rocketmq_log_last_line_timestamp_seconds{file="store.log"} 1.714976581e+09
+stall_rocketmq_log_last_line_timestamp_seconds{file="watermark.log"} 1.714976526e+09
+stall_rocketmq_log_lines_total{file="store.log"} 10
+stall_rocketmq_log_lines_total{file="watermark.log"} 7
+stall_rocketmq_log_queue_size{pool="pull"} 2
+stall_rocketmq_log_queue_size{pool="query"} 0
+stall_rocketmq_log_queue_size{pool="send"} 210
+stall_rocketmq_log_queue_size{pool="transaction"} 0
+`, []string{
+			"stall_rocketmq_log_lock_held_seconds_sum 1.595",
+			`stall_rocketmq_log_lock_held_seconds_bucket{le="0.75"} 1`,
+			"stall_rocketmq_log_mapped_file_create_seconds_sum 2.35",
+			"stall_rocketmq_log_put_latency_seconds_count 50",
+			`stall_rocketmq_log_queue_head_wait_seconds_count{pool="send"} 3`,
+			`stall_rocketmq_log_queue_head_wait_seconds_bucket{pool="send",le="0.2"} 2`,
+		}},
+		{"5.x", `
+stall_rocketmq_log_events_total{event="lock_slow"} 1
+stall_rocketmq_log_events_total{event="mapped_file_slow"} 0
+stall_rocketmq_log_events_total{event="pagecache_rt"} 1
+stall_rocketmq_log_events_total{event="put_slow"} 1
+stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 0
+stall_rocketmq_log_last_line_timestamp_seconds{file="store.log"} 1.71497706e+09
+stall_rocketmq_log_last_line_timestamp_seconds{file="watermark.log"} 1.714977e+09
+stall_rocketmq_log_lines_total{file="store.log"} 4
+stall_rocketmq_log_lines_total{file="watermark.log"} 5
+stall_rocketmq_log_queue_size{pool="ack"} 1
+stall_rocketmq_log_queue_size{pool="heartbeat"} 0
+stall_rocketmq_log_queue_size{pool="lite_pull"} 0
+stall_rocketmq_log_queue_size{pool="pull"} 0
+stall_rocketmq_log_queue_size{pool="send"} 3
+`, []string{
+			"stall_rocketmq_log_lock_held_seconds_sum 0.702",
+			"stall_rocketmq_log_put_slow_seconds_sum 0.73",
+			`stall_rocketmq_log_put_latency_seconds_bucket{le="1"} 7`,
+			`stall_rocketmq_log_put_latency_seconds_bucket{le="0.5"} 5`,
+		}},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			r := newRMQLogRig(t, true)
+			r.append("store.log", "")
+			r.append("watermark.log", "")
+			r.start()
+			for _, f := range []string{"store", "watermark"} {
+				data, err := os.ReadFile(filepath.Join("fixtures", "rocketmq", f+"-"+tc.version+".log"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.append(f+".log", string(data))
+			}
+			got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_last_line_timestamp_seconds",
+				"stall_rocketmq_log_lines_total", "stall_rocketmq_log_queue_size")
+			rmqExpect(t, got, tc.want)
+			got = r.scrape("stall_rocketmq_log_lock_held_seconds", "stall_rocketmq_log_mapped_file_create_seconds",
+				"stall_rocketmq_log_put_latency_seconds", "stall_rocketmq_log_queue_head_wait_seconds", "stall_rocketmq_log_put_slow_seconds")
+			for _, w := range tc.extra {
+				if !strings.Contains(got, w+"\n") {
+					t.Errorf("missing %s in\n%s", w, got)
+				}
+			}
+			if n := r.cfg.Problems.Count(); n != 0 {
+				t.Errorf("%d problems on the fixtures", n)
+			}
+		})
+	}
+}

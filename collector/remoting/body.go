@@ -14,6 +14,17 @@ import (
 // numbers, booleans and null are accepted too and kept as their JSON text
 // (null as "null"), so one odd value never loses the table.
 func ParseKVTable(body []byte) (map[string]string, error) {
+	// Fast path: the broker's own replies have only string values (a JSON
+	// null would silently become "" here, so bodies with one take the slow
+	// path).
+	if !bytes.Contains(body, []byte("null")) {
+		var plain struct {
+			Table map[string]string `json:"table"`
+		}
+		if err := json.Unmarshal(body, &plain); err == nil && plain.Table != nil {
+			return plain.Table, nil
+		}
+	}
 	var kv struct {
 		Table map[string]json.RawMessage `json:"table"`
 	}

@@ -158,6 +158,10 @@ func TestParseKVTableAndConfig(t *testing.T) {
 	if want := map[string]string{"a": "1", "b": "null", "c": "7", "d": "null"}; !reflect.DeepEqual(kv, want) {
 		t.Errorf("kv = %v", kv)
 	}
+	kv, err = remoting.ParseKVTable([]byte(`{"table":{"a":"1","d":null}}`))
+	if err != nil || kv["d"] != "null" || kv["a"] != "1" {
+		t.Errorf("string values and a null: %v, %v", kv, err)
+	}
 	if _, err := remoting.ParseKVTable([]byte(`{"other":{}}`)); err == nil {
 		t.Error("no table: want error")
 	}
