@@ -602,7 +602,11 @@ func BenchmarkRocketMQRuntimeInfoDecode(b *testing.B) {
 	now := time.Unix(1_800_000_000, 0)
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
+	cpu0 := rmqProcessCPU()
 	b.ResetTimer()
+	defer func() {
+		b.ReportMetric(float64((rmqProcessCPU() - cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}()
 	for i := 0; i < b.N; i++ {
 		cmd, err := remoting.ReadCommand(bytes.NewReader(frame), 0)
 		if err != nil {
