@@ -30,7 +30,7 @@ import (
 
 var (
 	rmqNamesrvFlag = kingpin.Flag("rocketmq.namesrv",
-		"RocketMQ name server host:port to discover brokers from (GET_BROKER_CLUSTER_INFO); repeatable. Masters and slaves of every cluster are scraped.").Strings()
+		"RocketMQ name server host:port to discover brokers from (GET_BROKER_CLUSTER_INFO); repeatable, or a ';'-separated list as in namesrvAddr. Masters and slaves of every cluster are scraped.").Strings()
 	rmqBrokerFlag = kingpin.Flag("rocketmq.broker",
 		"RocketMQ broker host:port (remoting port, usually 10911) to scrape directly, without a name server; repeatable.").Strings()
 	rmqTimeoutFlag = kingpin.Flag("rocketmq.timeout",
@@ -58,10 +58,26 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		opts.Namesrv, opts.Brokers, opts.LogDir = *rmqNamesrvFlag, *rmqBrokerFlag, *rmqLogDirFlag
+		opts.Namesrv, opts.Brokers, opts.LogDir = rmqSplitAddrs(*rmqNamesrvFlag), rmqSplitAddrs(*rmqBrokerFlag), *rmqLogDirFlag
 		return newRocketMQCollector(cfg, opts), nil
 	})
 	RegisterProbe("rocketmq", rmqProbe)
+}
+
+// rmqSplitAddrs accepts repeated flags and RocketMQ's own list form
+// ("10.0.0.9:9876;10.0.0.10:9876", as in namesrvAddr), dropping duplicates.
+func rmqSplitAddrs(values []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, v := range values {
+		for _, a := range strings.FieldsFunc(v, func(r rune) bool { return r == ';' || r == ',' || r == ' ' }) {
+			if !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }
 
 func rmqOptionsFromFlags() (rocketmqOptions, error) {

@@ -605,7 +605,7 @@ func BenchmarkRocketMQRuntimeInfoDecode(b *testing.B) {
 	cpu0 := rmqProcessCPU()
 	b.ResetTimer()
 	defer func() {
-		b.ReportMetric(float64((rmqProcessCPU() - cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64((rmqProcessCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}()
 	for i := 0; i < b.N; i++ {
 		cmd, err := remoting.ReadCommand(bytes.NewReader(frame), 0)
@@ -711,5 +711,12 @@ stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
 `)
 	if n := ns.RequestCount(remoting.GetBrokerClusterInfo); n != 3 {
 		t.Errorf("%d discoveries, want 3", n)
+	}
+}
+
+func TestRocketMQSplitAddrs(t *testing.T) {
+	got := rmqSplitAddrs([]string{"10.0.0.9:9876;10.0.0.10:9876", "10.0.0.9:9876", " 10.0.0.11:9876 "})
+	if strings.Join(got, "|") != "10.0.0.9:9876|10.0.0.10:9876|10.0.0.11:9876" {
+		t.Errorf("got %q", got)
 	}
 }

@@ -1,7 +1,7 @@
 // Package rmqtest is a fake RocketMQ broker and name server that answer the
 // remoting requests stall_exporter sends (GET_BROKER_RUNTIME_INFO 28,
 // GET_BROKER_CONFIG 26, GET_BROKER_CLUSTER_INFO 106) over real TCP. It is
-// built from docs/../shared/rocketmq-broker.md, not from the broker's code,
+// built from the protocol reference (rocketmq-broker.md), not from the broker's code,
 // and reproduces the quirks listed there: replies in JSON or ROCKETMQ binary
 // whatever the request used, every runtime-info value a string, the literal
 // "null" distribution in the first minute, human-readable sizes, unquoted
