@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"fmt"
+	"unicode/utf8"
 )
 
 // This file holds the sampler's own /proc/diskstats reader. The diskstats
@@ -107,6 +108,9 @@ func (sc *diskstatsScanner) parse(l []byte) string {
 	sc.Line.Name = samplerNextField(&rest)
 	if len(sc.Line.Name) == 0 {
 		return "device name missing"
+	}
+	if !utf8.Valid(sc.Line.Name) {
+		return "device name is not valid UTF-8" // it would be an invalid label value
 	}
 	n := 0
 	for {

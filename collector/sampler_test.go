@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -540,20 +541,45 @@ func FuzzSamplerDiskstats(f *testing.F) {
 	}
 	f.Add([]byte("8 0 sda 1 2 3 4 5 6 7 8 9 10 11\n"), []byte("8 0 sda 0 2 3 4294967295 5 6 7 8 9 1 11\n"))
 	f.Add([]byte("8 0 sda 18446744073709551615 0 0 0 0 0 0 0 0 0 0"), []byte("8 0 sda 0 0 0 0 0 0 0 0 0 0 0"))
-	filter, err := newDeviceFilter(Paths{Sysfs: "fixtures/sampler/no-sysfs"}, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
+	// Include every device, so no sysfs lookups slow the fuzzer down.
+	filter, err := newDeviceFilter(Paths{Sysfs: "fixtures/sampler/no-sysfs"}, ".*", "", false)
 	if err != nil {
 		f.Fatal(err)
 	}
+	// One sampler for all runs, reset in between: building client_golang
+	// vectors per run would dominate the fuzzer's time.
+	disk := &samplerFakeReader{}
+	clock := &samplerFakeClock{}
+	s := newSampler(samplerOptions{Interval: time.Second, VMStat: &samplerFakeReader{err: os.ErrNotExist},
+		Disk: disk, Filter: filter, Now: clock.Now})
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		disk := &samplerFakeReader{data: a}
-		clock := &samplerFakeClock{t: time.Unix(0, 0)}
-		s := newSampler(samplerOptions{Interval: time.Second, VMStat: &samplerFakeReader{err: os.ErrNotExist},
-			Disk: disk, Filter: filter, Now: clock.Now})
+		s.devs = s.devs[:0]
+		s.await.Reset()
+		s.util.Reset()
+		clear(filter.cache)
+		disk.data = a
 		s.tick()
 		clock.t = clock.t.Add(time.Second)
 		disk.data = b
 		s.tick()
-		samplerAssertFinite(t, samplerGather(t, s))
+		ch := make(chan prometheus.Metric, 4*len(s.devs)+8)
+		s.await.Collect(ch)
+		s.util.Collect(ch)
+		close(ch)
+		for m := range ch {
+			var pb dto.Metric
+			if err := m.Write(&pb); err != nil {
+				t.Fatal(err)
+			}
+			h := pb.GetHistogram()
+			sum, n := h.GetSampleSum(), float64(h.GetSampleCount())
+			if sum < 0 || math.IsNaN(sum) || math.IsInf(sum, 0) {
+				t.Fatalf("%s: sum %v is not a finite non-negative number", m.Desc(), sum)
+			}
+			if strings.Contains(m.Desc().String(), "utilization") && sum > n {
+				t.Fatalf("utilization sum %v > count %v", sum, n)
+			}
+		}
 	})
 }
 
@@ -617,4 +643,45 @@ func BenchmarkSamplerReadDiskstats(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkSamplerRunLoop runs the real Run loop (ticker, goroutine
+// wake-ups, reads of this machine's /proc) at a 10 ms interval and reports
+// the process CPU time (getrusage, user+system) per tick. Run it with a
+// fixed count: -bench SamplerRunLoop -benchtime 500x.
+func BenchmarkSamplerRunLoop(b *testing.B) {
+	filter, err := newDeviceFilter(Paths{Sysfs: "/sys"}, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const interval = 10 * time.Millisecond
+	ticks := make(chan time.Time)
+	s := newSampler(samplerOptions{
+		Interval: interval,
+		VMStat:   &procFileReader{path: "/proc/vmstat"},
+		Disk:     &procFileReader{path: "/proc/diskstats"},
+		Filter:   filter,
+		Ticker: func(time.Duration) (<-chan time.Time, func()) {
+			return ticks, func() {}
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	real := time.NewTicker(interval)
+	defer real.Stop()
+	<-real.C
+	var before, after syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ticks <- <-real.C // forward the real tick: the benchmark's own wake-up is counted too
+	}
+	b.StopTimer()
+	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	cancel()
+	<-done
+	cpu := time.Duration(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) / time.Duration(b.N)
+	b.ReportMetric(float64(cpu.Nanoseconds()), "cpu-ns/tick")
+	b.ReportMetric(100*cpu.Seconds()/1, "%core@1s")
 }
