@@ -315,7 +315,7 @@ type clientListResult struct {
 func newRedisTarget(spec *redisTargetSpec, s redisSettings, cfg Config) *redisTarget {
 	return &redisTarget{
 		spec:     spec,
-		client:   redis.NewClient(spec.opts),
+		client:   spec.newClient(),
 		s:        s,
 		logger:   cfg.Logger.With("addr", spec.label),
 		problems: cfg.Problems,
@@ -352,7 +352,7 @@ func (t *redisTarget) collect(ctx context.Context, ch chan<- prometheus.Metric) 
 			// otherwise keep answering with the last dial error for a while
 			// after the server is back.
 			_ = t.client.Close()
-			t.client = redis.NewClient(t.spec.opts)
+			t.client = t.spec.newClient()
 		}
 		now := t.s.now()
 		if now.Sub(t.lastDownLog) > time.Minute {

@@ -141,7 +141,7 @@ func (b *bigKeyScanner) run(ctx context.Context) {
 // scanSource returns the client to scan with: an online replica when
 // preferred and reachable, else the target's own options.
 func (b *bigKeyScanner) scanSource(ctx context.Context) (*redis.Options, string, error) {
-	mc := redis.NewClient(b.t.spec.opts)
+	mc := b.t.spec.newClient()
 	info, err := mc.Info(ctx, "server", "replication", "keyspace").Result()
 	_ = mc.Close()
 	if err != nil {

@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"os"
@@ -38,8 +37,8 @@ func TestRedisExporterEndToEnd(t *testing.T) {
 		"--redis.addr="+r.addr, "--redis.addr=redis://"+silent,
 		"--redis.password-file="+pwFile, "--redis.timeout=1s", "--collector.timeout=4s",
 		"--redis.probe.allowed-targets=127.0.0.1:1")
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
+	logs := &logBuffer{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

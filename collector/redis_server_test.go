@@ -32,7 +32,7 @@ type testRedis struct {
 	args []string
 	cmd  *exec.Cmd
 	dir  string
-	log  *bytes.Buffer
+	log  *logBuffer
 	ns   string // network namespace the server runs in, if any
 }
 
@@ -87,7 +87,7 @@ func (r *testRedis) start(bind string) {
 	} else {
 		r.cmd = exec.Command(bin, argv...)
 	}
-	r.log = &bytes.Buffer{}
+	r.log = &logBuffer{}
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatal(err)

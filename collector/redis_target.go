@@ -232,3 +232,10 @@ func (a *redisAllowlist) allowed(hostPort string) bool {
 	// what Prometheus is configured to send.
 	return false
 }
+
+// newClient returns a client on a copy of the options: go-redis fills in
+// defaults in the Options it is given, and spec.opts is shared.
+func (s *redisTargetSpec) newClient() *redis.Client {
+	o := *s.opts
+	return redis.NewClient(&o)
+}
