@@ -66,6 +66,7 @@ type Server struct {
 	conns     map[net.Conn]bool
 	wg        sync.WaitGroup
 	done      chan struct{}
+	closeOnce sync.Once
 }
 
 // Listen starts a server on addr ("127.0.0.1:0" picks a free port).
@@ -138,8 +139,15 @@ func (s *Server) Accepted() int {
 	return s.accepted
 }
 
-// Close stops the server and closes every connection.
+// Close stops the server and closes every connection. Later calls do
+// nothing.
 func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() { err = s.close() })
+	return err
+}
+
+func (s *Server) close() error {
 	close(s.done)
 	err := s.ln.Close()
 	s.mu.Lock()
