@@ -567,10 +567,11 @@ func TestRocketMQRunStopsOnCancel(t *testing.T) {
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for b.RequestCount(remoting.GetBrokerRuntimeInfo) < 3 {
+	for b.RequestCount(remoting.GetBrokerRuntimeInfo) < 6 {
 		if time.Now().After(deadline) {
-			t.Fatal("the sampler sent fewer than 3 requests in 10 s")
+			t.Fatal("the sampler sent fewer than 6 requests in 10 s")
 		}
+		rmqScrape(t, c, "stall_rocketmq_up") // scrapes run concurrently with the sampler (go test -race)
 		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()
