@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -202,18 +203,37 @@ func metricsHandler(exp *Exporter, timeout time.Duration, maxRequests int, logge
 	)
 	errLog := slog.NewLogLogger(logger.Handler(), slog.LevelError)
 	limit := newLimiter(maxRequests)
+	// One registry and handler per distinct timeout: a Prometheus server
+	// sends the same scrape-timeout header every time, so this map holds one
+	// or two entries and a scrape allocates no registry of its own.
+	var (
+		mu       sync.Mutex
+		handlers = map[time.Duration]http.Handler{}
+	)
+	handlerFor := func(t time.Duration) http.Handler {
+		mu.Lock()
+		defer mu.Unlock()
+		if h, ok := handlers[t]; ok {
+			return h
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(timeoutCollector{exp: exp, timeout: t})
+		h := promhttp.HandlerFor(prometheus.Gatherers{base, reg}, promhttp.HandlerOpts{
+			ErrorLog:      errLog,
+			ErrorHandling: promhttp.ContinueOnError,
+		})
+		if len(handlers) < 64 {
+			handlers[t] = h
+		}
+		return h
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !limit.acquire() {
 			http.Error(w, "too many concurrent scrapes (--web.max-requests)", http.StatusServiceUnavailable)
 			return
 		}
 		defer limit.release()
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(timeoutCollector{exp: exp, timeout: scrapeTimeout(r, timeout)})
-		promhttp.HandlerFor(prometheus.Gatherers{base, reg}, promhttp.HandlerOpts{
-			ErrorLog:      errLog,
-			ErrorHandling: promhttp.ContinueOnError,
-		}).ServeHTTP(w, r)
+		handlerFor(scrapeTimeout(r, timeout)).ServeHTTP(w, r)
 	})
 }
 
