@@ -394,7 +394,7 @@ func (t *redisTarget) scrape(ctx context.Context, ch chan<- prometheus.Metric) e
 	pipe := t.client.Pipeline()
 	var infoCmds []*redis.StringCmd
 	if redisx.AtLeast(t.major, t.minor, 7, 0) {
-		infoCmds = append(infoCmds, pipe.Info(ctx, "server", "clients", "memory", "stats", "replication", "keyspace", "commandstats"))
+		infoCmds = append(infoCmds, pipe.Info(ctx, "server", "clients", "memory", "stats", "replication", "commandstats"))
 	} else {
 		infoCmds = append(infoCmds, pipe.Info(ctx), pipe.Info(ctx, "commandstats"))
 	}
@@ -435,7 +435,7 @@ func (t *redisTarget) scrape(ctx context.Context, ch chan<- prometheus.Metric) e
 		if err := memCmd.Err(); err != nil {
 			if isRedisError(err) {
 				// Renamed, forbidden (NOPERM) or a proxy without it: INFO
-				// values are used instead, until the next restart.
+				// values are used instead until the next config refresh.
 				t.noMemoryStats = true
 				t.logger.Debug("MEMORY STATS unavailable, using INFO", "err", err)
 			}
@@ -555,6 +555,7 @@ func (t *redisTarget) refreshConfig(ctx context.Context) error {
 	}
 	t.cfgFetched = now
 	t.cfgLimits = nil
+	t.noMemoryStats = false // try MEMORY STATS again (ACL or server may have changed)
 	if err := obl.Err(); err != nil {
 		t.logger.Debug("CONFIG GET client-output-buffer-limit refused; limits not exported", "err", err)
 	} else if v, ok := obl.Val()["client-output-buffer-limit"]; ok {

@@ -34,6 +34,7 @@ type testRedis struct {
 	dir  string
 	log  *logBuffer
 	ns   string // network namespace the server runs in, if any
+	tls  bool   // port speaks TLS: readiness is a TCP connect only
 }
 
 // redisServerPath finds redis-server or skips: the binary is a test
@@ -96,6 +97,10 @@ func (r *testRedis) start(bind string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(r.port)), 200*time.Millisecond)
+		if err == nil && r.tls {
+			c.Close()
+			return
+		}
 		if err == nil {
 			_, _ = c.Write([]byte("PING\r\n"))
 			_ = c.SetReadDeadline(time.Now().Add(time.Second))

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stall-exporter/stall_exporter/collector/redisx"
 )
 
 func TestParseRedisTarget(t *testing.T) {
@@ -126,5 +128,51 @@ func TestRedisProbe(t *testing.T) {
 	c2, _ := pc.get(cfg, "redis://"+r.addr)
 	if c1.(redisProbeCollector).t != c2.(redisProbeCollector).t {
 		t.Error("the same target should reuse its connection and state")
+	}
+}
+
+// TestRedisClientListDue walks the auto-mode schedule without a server:
+// thresholds, the extra run after a triggered one, and every Nth scrape.
+func TestRedisClientListDue(t *testing.T) {
+	s := testRedisSettings()
+	s.clEvery = 3
+	tg := &redisTarget{s: s}
+	quiet := redisx.ParseInfo("client_recent_max_output_buffer:0\r\nmem_clients_normal:20000\r\n")
+	bigOut := redisx.ParseInfo("client_recent_max_output_buffer:5242880\r\nmem_clients_normal:20000\r\n")
+	bigMem := redisx.ParseInfo("client_recent_max_output_buffer:0\r\nmem_clients_normal:1073741824\r\n")
+	old := redisx.ParseInfo("client_longest_output_list:320\r\n") // 2.8: 320 blocks ≈ 5 MiB
+	type step struct {
+		info           redisx.Info
+		ms             redisx.MemoryStats
+		run, triggered bool
+	}
+	steps := []step{
+		{info: quiet},            // scrape 1
+		{info: quiet},            // 2
+		{info: quiet, run: true}, // 3: every 3rd
+		{info: bigOut, run: true, triggered: true}, // 4
+		{info: quiet, run: true},                   // 5: once more after a triggered run
+		{info: quiet, run: true},                   // 6: every 3rd again
+		{info: bigMem, run: true, triggered: true}, // 7
+		{info: quiet, ms: redisx.MemoryStats{HasClients: true, ClientsNormal: 600 << 20}, run: true, triggered: true}, // 8: MEMORY STATS wins over INFO
+		{info: old, run: true, triggered: true}, // 9
+	}
+	for i, st := range steps {
+		tg.scrapes++
+		run, trig := tg.clientListDue(st.info, st.ms)
+		if run != st.run || trig != st.triggered {
+			t.Errorf("scrape %d: run %v triggered %v, want %v %v", i+1, run, trig, st.run, st.triggered)
+		}
+		if run {
+			tg.cl = clientListResult{have: true, triggered: trig}
+		}
+	}
+	tg.s.clMode = "never"
+	if run, _ := tg.clientListDue(bigOut, redisx.MemoryStats{}); run {
+		t.Error("never mode ran")
+	}
+	tg.s.clMode = "always"
+	if run, _ := tg.clientListDue(quiet, redisx.MemoryStats{}); !run {
+		t.Error("always mode skipped")
 	}
 }

@@ -1,0 +1,131 @@
+package collector
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stall-exporter/stall_exporter/collector/redisx"
+)
+
+// testPKI writes a CA, a server certificate for 127.0.0.1 and a client
+// certificate, all signed by the CA, into dir.
+func testPKI(t *testing.T, dir string) (ca, srvCert, srvKey, cliCert, cliKey string) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "stall test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caParsed, _ := x509.ParseCertificate(caDER)
+	issue := func(name string, serial int64, usage x509.ExtKeyUsage, ips []net.IP) (string, string) {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips,
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caParsed, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kb, _ := x509.MarshalECPrivateKey(key)
+		c := writeFile(t, dir, name+".crt", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+		k := writeFile(t, dir, name+".key", string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})))
+		return c, k
+	}
+	ca = writeFile(t, dir, "ca.crt", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})))
+	srvCert, srvKey = issue("server", 2, x509.ExtKeyUsageServerAuth, []net.IP{net.ParseIP("127.0.0.1")})
+	cliCert, cliKey = issue("client", 3, x509.ExtKeyUsageClientAuth, nil)
+	return
+}
+
+// TestRedisTLS: a rediss:// target verified with --redis.tls.ca-file and
+// presenting --redis.tls.cert-file to a server that requires client
+// certificates; without the CA the target is down.
+func TestRedisTLS(t *testing.T) {
+	redisServerPath(t)
+	dir := t.TempDir()
+	ca, sc, sk, cc, ck := testPKI(t, dir)
+	port := freePort(t)
+	r := &testRedis{t: t, port: port, dir: dir, tls: true, args: []string{
+		"--port", "0", "--tls-port", strconv.Itoa(port), "--tls-cert-file", sc, "--tls-key-file", sk,
+		"--tls-ca-cert-file", ca, "--tls-auth-clients", "yes"}}
+	r.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	r.start("127.0.0.1")
+	t.Cleanup(r.stop)
+
+	s := testRedisSettings()
+	s.conn.tls = redisTLSSettings{caFile: ca, certFile: cc, keyFile: ck}
+	c := newTestRedisCollector(t, s, testConfig(nil), "rediss://"+r.addr)
+	res := scrape(t, c, 3*time.Second)
+	if v := res.must(t, "stall_redis_up", "addr", "rediss://"+r.addr); v != 1 {
+		t.Fatalf("TLS target down: %v", res.err)
+	}
+	// Without the client certificate the server refuses the handshake;
+	// without the CA the exporter refuses the server.
+	for name, tls := range map[string]redisTLSSettings{
+		"no client cert": {caFile: ca},
+		"unknown CA":     {certFile: cc, keyFile: ck},
+	} {
+		s.conn.tls = tls
+		c := newTestRedisCollector(t, s, testConfig(nil), "rediss://"+r.addr)
+		if v := scrape(t, c, 3*time.Second).must(t, "stall_redis_up"); v != 0 {
+			t.Errorf("%s: up = %v", name, v)
+		}
+	}
+	s.conn.tls = redisTLSSettings{caFile: filepath.Join(dir, "missing.pem")}
+	if _, err := newRedisCollectorFor(testConfig(nil), s, []string{"rediss://" + r.addr}); err == nil {
+		t.Error("a missing CA file should be a flag error")
+	}
+}
+
+// TestRedisUnixSocket: a unix:// target, and Unix-socket clients with a
+// backlog grouped under the socket path (--redis.client-group-by=host).
+func TestRedisUnixSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "redis.sock")
+	r := startRedis(t, "--unixsocket", sock, "--unixsocketperm", "700")
+	admin := r.client()
+	if err := admin.Set(t.Context(), "big", strings.Repeat("x", bigValueSize), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("GET big\r\nGET big\r\nGET big\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the unix client's backlog", 10*time.Second, func() bool {
+		list, _ := admin.ClientList(t.Context()).Result()
+		agg := redisx.Aggregator{TopK: 1}
+		return agg.Aggregate(list).MaxOutputBufferBytes >= 5<<20
+	})
+	s := testRedisSettings()
+	s.clMode = "always"
+	c := newTestRedisCollector(t, s, testConfig(nil), "unix://"+sock)
+	res := scrape(t, c, 3*time.Second)
+	l := "unix://" + sock
+	if v := res.must(t, "stall_redis_up", "addr", l); v != 1 {
+		t.Fatalf("unix target down: %v", res.err)
+	}
+	if v := res.must(t, "stall_redis_client_group_output_buffer_bytes", "addr", l, "group", sock); v < 5<<20 {
+		t.Errorf("socket-path group holds %v bytes, want ≥ 5 MiB", v)
+	}
+}
