@@ -13,7 +13,7 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 ARGS      ?=
 
-.PHONY: all build run test test-deps unit e2e fuzz bench golden lint clean
+.PHONY: all build run test test-deps lint fuzz bench golden clean readme-flags
 
 all: build
 
@@ -60,3 +60,9 @@ golden:
 
 clean:
 	rm -f $(BINARY)
+
+## readme-flags: rewrite the flag reference between the markers in README.md from --help
+readme-flags: build
+	@awk -v help="$$(./$(BINARY) --help 2>&1 | sed 's/^usage: [^ ]*/usage: stall_exporter/')" \
+	  'BEGIN{p=1} /<!-- flags:begin -->/{print; print "```"; print help; print "```"; p=0} /<!-- flags:end -->/{p=1} p' \
+	  README.md > README.md.tmp && mv README.md.tmp README.md

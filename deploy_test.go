@@ -1,0 +1,36 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// requireTool returns the path of a test tool; in CI its absence fails.
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s not found; `make test-deps` installs it", name)
+		}
+		t.Skipf("%s not found; run `make test-deps`", name)
+	}
+	return path
+}
+
+// TestDeployConfigs checks the shipped Prometheus and Alertmanager
+// configurations with the real promtool and amtool.
+func TestDeployConfigs(t *testing.T) {
+	promtool := requireTool(t, "promtool")
+	out, err := exec.Command(promtool, "check", "config", "--syntax-only", "deploy/prometheus/prometheus.yml").CombinedOutput()
+	if err != nil {
+		t.Errorf("promtool check config: %v\n%s", err, out)
+	}
+	amtool := requireTool(t, "amtool")
+	out, err = exec.Command(amtool, "check-config", "deploy/prometheus/alertmanager.yml").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SUCCESS") {
+		t.Errorf("amtool check-config: %v\n%s", err, out)
+	}
+}
