@@ -63,6 +63,8 @@ var (
 var (
 	redisUpDesc = NewMetric("redis_up",
 		"1 if the last scrape of the Redis target answered INFO within --redis.timeout, else 0.", prometheus.GaugeValue, "addr")
+	redisScrapeSecondsDesc = NewMetric("redis_scrape_duration_seconds",
+		"Wall time of this target's last scrape (all commands, parsing included), as measured by the exporter.", prometheus.GaugeValue, "addr")
 	redisInfoDesc = NewMetric("redis_server_info",
 		"Redis server version and replication role (INFO server redis_version, INFO replication role); always 1.", prometheus.GaugeValue, "addr", "version", "role")
 	redisUptimeDesc = NewMetric("redis_uptime_seconds",
@@ -338,7 +340,9 @@ func (t *redisTarget) collect(ctx context.Context, ch chan<- prometheus.Metric) 
 		return fmt.Errorf("redis %s: previous scrape still running", t.spec.label)
 	}
 	defer func() { <-t.sem }()
+	start := time.Now()
 	err := t.scrape(tctx, ch)
+	redisScrapeSecondsDesc.Send(ch, time.Since(start).Seconds(), t.spec.label)
 	var after errAfterUp
 	if errors.As(err, &after) {
 		redisUpDesc.Send(ch, 1, t.spec.label)
