@@ -37,7 +37,7 @@ var (
 			"page_allocation_failure (\"page allocation failure\"), hung_task (\"INFO: task … blocked for more than N seconds\"), "+
 			"oom_kill (\"Killed process\", global or memory cgroup OOM killer), io_error (\"Buffer I/O error\", \"<kind> error, dev X, sector N\"), "+
 			"soft_lockup (\"BUG: soft lockup\"). The kernel rate-limits these reports, so the counts are lower bounds: "+
-			"allocation failures at most 1 report per 10 s (10 per 5 s before 4.14), hung tasks only kernel.hung_task_warnings reports "+
+			"allocation failures at most 1 report per 10 s (10 per 5 s on older kernels), hung tasks only kernel.hung_task_warnings reports "+
 			"per boot (default 10; see stall_kernel_hung_task_detected_total), I/O errors 10 per 5 s (printk_ratelimited).",
 		prometheus.CounterValue, "event")
 	kmsgRecordsDesc = NewMetric("kernel_log_records_total",

@@ -130,17 +130,18 @@ var (
 //     mode:0x…" with (4.9+) or without the named GFP flags, and the 2.6
 //     form "page allocation failure. order:N, mode:0x…".
 //   - hung_task: "INFO: task <comm>:<pid> blocked for more than N seconds."
-//     (N is kernel.hung_task_timeout_secs, not always 120).
+//     (N is kernel.hung_task_timeout_secs on older kernels and the time
+//     actually blocked on newer ones; not always 120).
 //   - oom_kill: the record of the kill itself: "Killed process <pid> (…)"
-//     (before 5.1, after an "Out of memory: Kill process … score … or
+//     (3.x/4.x, after an "Out of memory: Kill process … score … or
 //     sacrifice child" record that is not counted), "Out of memory: Killed
-//     process …" and "Memory cgroup out of memory: Killed process …" (5.1+).
+//     process …" and "Memory cgroup out of memory: Killed process …" (5.x+).
 //   - io_error: "Buffer I/O error on dev(ice) …", and the block layer's
 //     request errors "end_request: I/O error, dev sdb, sector N" (≤3.17),
-//     "blk_update_request: I/O error, dev …" (3.18–5.x),
-//     "print_req_error: I/O error, dev …" (4.13–4.x), "I/O error, dev sdb,
-//     sector N op 0x1:(WRITE) …" (5.18+) and the other "<kind> error, dev X,
-//     sector N" kinds (critical medium error, critical target error, …).
+//     "blk_update_request: I/O error, dev …" (3.18 to 5.x),
+//     "print_req_error: I/O error, dev …" (4.13+), "I/O error, dev sdb,
+//     sector N op 0x1:(WRITE) …" (recent kernels) and the other "<kind>
+//     error, dev X, sector N" kinds (critical medium error, …).
 //   - soft_lockup: "BUG: soft lockup - CPU#N stuck for Ns! [comm:pid]",
 //     prefixed "watchdog: " since 4.15.
 func classifyKmsg(msg []byte) kmsgEvent {

@@ -664,9 +664,11 @@ func BenchmarkKmsgHandle(b *testing.B) {
 	}
 	b.ReportAllocs()
 	seq := uint64(0)
+	cpu := samplerCPUStart()
 	for b.Loop() {
 		k.haveSeq = false // every record is "new"
 		k.handle(recs[seq%4])
 		seq++
 	}
+	cpu.report(b, 0)
 }
