@@ -117,7 +117,7 @@ var (
 		"Time spent executing each command on Redis' main thread (INFO commandstats usec / 1e6).", prometheus.CounterValue, "addr", "cmd")
 
 	redisCLClientsDesc = NewMetric("redis_client_list_clients",
-		"Clients listed by the last CLIENT LIST.", prometheus.GaugeValue, "addr")
+		"Clients in the last CLIENT LIST; replica connections (flags S) are excluded here and from every redis_client_* aggregate, as INFO connected_clients excludes them.", prometheus.GaugeValue, "addr")
 	redisCLOmemDesc = NewMetric("redis_client_output_buffer_bytes",
 		"Sum of every client's output buffer list (CLIENT LIST omem, last run).", prometheus.GaugeValue, "addr")
 	redisCLMaxOmemDesc = NewMetric("redis_client_max_output_buffer_bytes",

@@ -48,7 +48,8 @@ type Group struct {
 // come from the omem (output buffer, list part), tot-mem (all memory the
 // client uses, 6.0+) and oll (reply list length, blocks) fields.
 type ClientListStats struct {
-	Clients              int    // lines parsed
+	Clients              int    // client lines aggregated (replicas excluded)
+	Replicas             int    // replica connections (flags contain S), not aggregated
 	OutputBufferBytes    uint64 // sum of omem
 	TotalMemoryBytes     uint64 // sum of tot-mem; meaningful only if HasTotalMemory
 	HasTotalMemory       bool   // the server reports tot-mem (6.0+)
@@ -129,6 +130,13 @@ func (a *Aggregator) Aggregate(reply string) ClientListStats {
 			st.Malformed++
 			continue
 		}
+		if c.replica {
+			// A replica's output buffer is the replication stream, limited
+			// by the replica class; it is reported by INFO/MEMORY STATS
+			// (clients.slaves), and INFO connected_clients excludes it too.
+			st.Replicas++
+			continue
+		}
 		st.Clients++
 		st.OutputBufferBytes += c.omem
 		st.OutputListBlocks += c.oll
@@ -200,6 +208,7 @@ func (a *Aggregator) top(vals []Group) []Group {
 // client is one parsed CLIENT LIST line; strings point into the reply.
 type client struct {
 	ok        bool // the line had the fields every version prints (addr)
+	replica   bool // flags contain S: a replica fed by this server
 	omem      uint64
 	oll       uint64
 	totMem    uint64
@@ -273,6 +282,8 @@ func (c *client) field(key, val string, by GroupBy) int {
 		c.totMem, c.hasTotMem = n, true
 	case "cmd":
 		c.cmd = val
+	case "flags":
+		c.replica = strings.IndexByte(val, 'S') >= 0
 	}
 	return 0
 }

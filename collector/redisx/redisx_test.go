@@ -35,7 +35,7 @@ func TestClientListFixtures(t *testing.T) {
 		name := filepath.Base(f)
 		t.Run(name, func(t *testing.T) {
 			reply := readFixture(t, name)
-			lines := strings.Count(reply, "\n")
+			lines := strings.Count(reply, "\n") - strings.Count(reply, " flags=S ")
 			agg := Aggregator{GroupBy: GroupByHost, TopK: 1}
 			st := agg.Aggregate(reply)
 			if st.Malformed != 0 {
@@ -91,11 +91,12 @@ func TestClientListEdgeCases(t *testing.T) {
 		"garbage-without-equals addr=1.2.3.4:5 omem=bad oll=0\n" +
 		"id=4 fd=3 omem=5\n" + // no addr: not a client line
 		"\n" +
+		"id=6 addr=10.0.0.2:6380 flags=S omem=99999 oll=3 cmd=replconf\n" + // a replica: not aggregated
 		"id=5 addr=10.0.0.1:1 name=q omem=0 oll=0 cmd=ping xyz=1 =novalue"
 	agg := Aggregator{GroupBy: GroupByHost, TopK: 10}
 	st := agg.Aggregate(reply)
-	if st.Clients != 5 {
-		t.Errorf("clients %d", st.Clients)
+	if st.Clients != 5 || st.Replicas != 1 || st.MaxOutputBufferBytes != 300 {
+		t.Errorf("clients %d replicas %d max %d", st.Clients, st.Replicas, st.MaxOutputBufferBytes)
 	}
 	// garbage token, omem=bad, the line without addr, "=novalue".
 	if st.Malformed != 4 {
