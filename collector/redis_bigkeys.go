@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -72,6 +73,9 @@ func bigKeySettingsFromFlags() (bigKeySettings, error) {
 	return s, nil
 }
 
+// errBigKeysUnsupported stops the scanner of a server without MEMORY USAGE.
+var errBigKeysUnsupported = errors.New("MEMORY USAGE needs Redis 4.0 or later")
+
 type bigKey struct {
 	db    int
 	key   string // label value (sanitized or hashed)
@@ -125,6 +129,10 @@ func (b *bigKeyScanner) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, errBigKeysUnsupported) {
+			b.logger.Warn("big-key scan disabled for this target", "err", err)
+			return
+		}
 		wait := b.s.interval
 		if err != nil {
 			b.logger.Warn("big-key scan stopped; retrying later", "err", err)
@@ -142,13 +150,23 @@ func (b *bigKeyScanner) run(ctx context.Context) {
 // preferred and reachable, else the target's own options.
 func (b *bigKeyScanner) scanSource(ctx context.Context) (*redis.Options, string, error) {
 	mc := b.t.spec.newClient()
-	info, err := mc.Info(ctx, "server", "replication", "keyspace").Result()
+	info, err := mc.Info(ctx).Result() // default sections: server, replication, keyspace on every version
 	_ = mc.Close()
 	if err != nil {
 		return nil, "", fmt.Errorf("INFO: %w", err)
 	}
 	in := redisx.ParseInfo(info)
+	if major, _ := in.Version(); major > 0 && major < 4 {
+		return nil, "", fmt.Errorf("%w (server is %s)", errBigKeysUnsupported, in.Fields["redis_version"])
+	}
 	opts := *b.t.spec.opts
+	if in.Fields["redis_mode"] == "cluster" {
+		// Keys on a cluster replica are readable only after READONLY;
+		// without it every MEMORY USAGE would be a MOVED redirect.
+		opts.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+			return cn.ReadOnly(ctx).Err()
+		}
+	}
 	if b.s.preferReplica && in.Fields["role"] == "master" && b.t.spec.opts.Network != "unix" {
 		for _, r := range in.Replicas {
 			if r.State != "online" {
@@ -232,9 +250,10 @@ func (b *bigKeyScanner) scanDB(ctx context.Context, c *redis.Client, db int) err
 			for i, k := range keys[:n] {
 				v, err := cmds[i].Result()
 				if err != nil {
-					if isRedisError(err) && strings.Contains(strings.ToLower(err.Error()), "unknown") {
+					if msg := strings.ToLower(err.Error()); isRedisError(err) &&
+						(strings.Contains(msg, "unknown") || strings.HasPrefix(msg, "noperm")) {
 						b.mu.Unlock()
-						return fmt.Errorf("MEMORY USAGE not supported (Redis 4.0+ needed): %w", err)
+						return fmt.Errorf("%w: %v", errBigKeysUnsupported, err)
 					}
 					continue // key expired or deleted between SCAN and MEMORY USAGE
 				}

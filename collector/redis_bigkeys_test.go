@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -144,5 +145,28 @@ func TestBigKeyLabel(t *testing.T) {
 	}
 	if len(top) != 3 || top[0].bytes != 9 || top[1].bytes != 7 || top[2].bytes != 5 {
 		t.Errorf("top %+v", top)
+	}
+}
+
+// TestRedisBigKeysForbidden: a user without MEMORY USAGE stops the scanner
+// with one clear error instead of scanning forever for nothing.
+func TestRedisBigKeysForbidden(t *testing.T) {
+	r := startRedis(t, "--user", "default", "on", "nopass", "~*", "+@all", "-memory")
+	r.client().Set(context.Background(), "k", "v", 0)
+	s := testRedisSettings()
+	s.bigkeys.enabled = true
+	c := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	err := c.bigkeys[0].pass(context.Background())
+	if !errors.Is(err, errBigKeysUnsupported) {
+		t.Fatalf("pass: %v, want errBigKeysUnsupported", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { c.bigkeys[0].run(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("run kept going on a server that refuses MEMORY USAGE")
 	}
 }
