@@ -672,3 +672,37 @@ func BenchmarkKmsgHandle(b *testing.B) {
 	}
 	cpu.report(b, 0)
 }
+
+// BenchmarkKmsgReadDevice measures the kernel's side: reading every record
+// of this machine's /dev/kmsg buffer with one read(2) each (non-blocking, so
+// the run ends at the newest record), parsed and counted as the reader does.
+func BenchmarkKmsgReadDevice(b *testing.B) {
+	k := newKmsgCollector(kmsgOptions{Open: func(bool) (kmsgSource, error) { return newKmsgFakeSource(1), nil }})
+	buf := make([]byte, kmsgBufSize)
+	records := 0
+	cpu := samplerCPUStart()
+	for b.Loop() {
+		fd, err := syscall.Open("/dev/kmsg", syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			b.Skip("cannot open /dev/kmsg:", err)
+		}
+		k.haveSeq = false
+		for {
+			n, err := syscall.Read(fd, buf)
+			if err == syscall.EPIPE {
+				continue
+			}
+			if err != nil || n <= 0 {
+				break
+			}
+			k.handle(buf[:n])
+			records++
+		}
+		syscall.Close(fd)
+	}
+	cpu.report(b, 0)
+	if records > 0 {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(records), "ns/record")
+		b.ReportMetric(float64(records)/float64(b.N), "records/op")
+	}
+}
