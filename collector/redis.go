@@ -75,7 +75,7 @@ var (
 		"Memory used by client connections, buffers included, by type normal|replica (MEMORY STATS clients.normal/clients.slaves, 4.0+; INFO mem_clients_normal/mem_clients_slaves otherwise).",
 		prometheus.GaugeValue, "addr", "type")
 	redisRecentMaxOutDesc = NewMetric("redis_client_recent_max_output_buffer_bytes",
-		"Largest output buffer of any client over the last seconds (INFO client_recent_max_output_buffer, 5.0+; client_longest_output_list before, in reply blocks).",
+		"Largest output buffer of any client over the last seconds (INFO client_recent_max_output_buffer, 5.0+; absent before).",
 		prometheus.GaugeValue, "addr")
 	redisRecentMaxInDesc = NewMetric("redis_client_recent_max_input_buffer_bytes",
 		"Largest query buffer of any client over the last seconds (INFO client_recent_max_input_buffer, 5.0+).", prometheus.GaugeValue, "addr")
@@ -499,11 +499,6 @@ func (t *redisTarget) sendInfo(ch chan<- prometheus.Metric, in redisx.Info, ms r
 		}
 	}
 	field(redisRecentMaxOutDesc, "client_recent_max_output_buffer", 1)
-	if _, ok := in.Fields["client_recent_max_output_buffer"]; !ok {
-		// Before 5.0 the only hint is the longest reply list, in blocks
-		// (at most 16 KiB each); exported as an upper bound in bytes.
-		field(redisRecentMaxOutDesc, "client_longest_output_list", 16*1024)
-	}
 	field(redisRecentMaxInDesc, "client_recent_max_input_buffer", 1)
 	field(redisOutputBytesDesc, "total_net_output_bytes", 1)
 	field(redisInputBytesDesc, "total_net_input_bytes", 1)
@@ -605,7 +600,10 @@ func (t *redisTarget) clientListDue(in redisx.Info, ms redisx.MemoryStats) (run,
 	}
 	if v, ok := in.Float("client_recent_max_output_buffer"); ok && v >= float64(t.s.clOutThreshold) {
 		triggered = true
-	} else if v, ok := in.Float("client_longest_output_list"); ok && v*16*1024 >= float64(t.s.clOutThreshold) {
+	} else if v, ok := in.Float("client_longest_output_list"); ok && v > 0 {
+		// Before 5.0 the only hint is the longest reply list, in nodes;
+		// one node can hold a whole multi-megabyte reply (incident 7 had
+		// oll=1), so any queued reply is worth a look.
 		triggered = true
 	}
 	clientsMem, ok := ms.ClientsNormal, ms.HasClients
