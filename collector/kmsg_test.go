@@ -552,9 +552,9 @@ func TestKmsgBadRecordsCounted(t *testing.T) {
 }
 
 // TestKmsgRealDevice reads this machine's /dev/kmsg: it writes a record
-// (as root) and waits until the reader, positioned at the end, returns it.
-// Records written by user space are not the kernel facility, so a message
-// that looks like a hung task is not counted as one.
+// (as root) and waits until the reader, positioned at the end, returns it
+// with a user-space facility, then checks that cancelling ctx ends the
+// blocked read.
 func TestKmsgRealDevice(t *testing.T) {
 	w, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0)
 	if err != nil {
@@ -576,7 +576,10 @@ func TestKmsgRealDevice(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { k.Run(ctx); close(done) }()
-	if _, err := fmt.Fprintf(w, "<4>INFO: task java:1 blocked for more than 120 seconds. %s\n", nonce); err != nil {
+	// An innocuous text: other tools watching this machine's kernel log must
+	// not take the test for a real event. That user-space records never
+	// count is checked on the fixtures (a fake hung task with facility 1).
+	if _, err := fmt.Fprintf(w, "<4>%s: reader check, please ignore\n", nonce); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -589,9 +592,6 @@ func TestKmsgRealDevice(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the record written to /dev/kmsg was not read within 10 s")
-	}
-	if n := k.events[kmsgHungTask].Load(); n != 0 {
-		t.Errorf("a user-space record was counted as a kernel hung task")
 	}
 	cancel()
 	select {
