@@ -1,0 +1,228 @@
+package collector
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeOldRedis answers like a Redis version that cannot run on this
+// machine (only redis-server 7.0 is installed), replaying the fixtures
+// under collector/fixtures/redis: it checks which commands the collector
+// chooses for old servers. Real-server behaviour is covered by the other
+// tests; this only stands in for versions that are not installed.
+type fakeOldRedis struct {
+	addr       string
+	info       string // INFO without arguments (commandstats section removed)
+	cmdstats   string // INFO commandstats
+	memStats   []byte // raw RESP reply of MEMORY STATS, nil: unknown command
+	clientList string
+
+	mu   sync.Mutex
+	seen []string
+}
+
+func readFixtureFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("fixtures", "redis", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func startFakeOldRedis(t *testing.T, infoFixture, memFixture, clientListFixture string) *fakeOldRedis {
+	t.Helper()
+	full := readFixtureFile(t, infoFixture)
+	f := &fakeOldRedis{clientList: readFixtureFile(t, clientListFixture)}
+	i := strings.Index(full, "# Commandstats")
+	j := strings.Index(full[i:], "# Keyspace")
+	f.info = full[:i] + full[i+j:]
+	f.cmdstats = full[i : i+j]
+	if memFixture != "" {
+		f.memStats = []byte(readFixtureFile(t, memFixture))
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	f.addr = l.Addr().String()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go f.serve(c)
+		}
+	}()
+	return f
+}
+
+func (f *fakeOldRedis) commands() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.seen...)
+}
+
+func (f *fakeOldRedis) serve(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReader(c)
+	for {
+		args, err := readRESPCommand(r)
+		if err != nil {
+			return
+		}
+		cmd := strings.ToLower(strings.Join(args, " "))
+		f.mu.Lock()
+		f.seen = append(f.seen, cmd)
+		f.mu.Unlock()
+		var reply string
+		bulk := func(s string) string { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
+		switch {
+		case cmd == "ping":
+			reply = "+PONG\r\n"
+		case cmd == "info":
+			reply = bulk(f.info)
+		case cmd == "info commandstats":
+			reply = bulk(f.cmdstats)
+		case cmd == "memory stats" && f.memStats != nil:
+			reply = string(f.memStats)
+		case cmd == "config get client-output-buffer-limit":
+			reply = "*2\r\n" + bulk("client-output-buffer-limit") + bulk("normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60")
+		case cmd == "config get maxmemory":
+			reply = "*2\r\n" + bulk("maxmemory") + bulk("3221225472")
+		case cmd == "client list":
+			reply = bulk(f.clientList)
+		case strings.HasPrefix(cmd, "client setname"):
+			reply = "+OK\r\n"
+		default:
+			reply = fmt.Sprintf("-ERR unknown command '%s'\r\n", args[0])
+		}
+		if _, err := io.WriteString(c, reply); err != nil {
+			return
+		}
+	}
+}
+
+// readRESPCommand reads one command as clients send it: an array of bulk
+// strings.
+func readRESPCommand(r *bufio.Reader) ([]string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	if len(line) < 3 || line[0] != '*' {
+		return nil, fmt.Errorf("not an array: %q", line)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+	if err != nil {
+		return nil, err
+	}
+	args := make([]string, 0, n)
+	for range n {
+		h, err := r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		size, err := strconv.Atoi(strings.TrimSpace(h[1:]))
+		if err != nil {
+			return nil, err
+		}
+		b := make([]byte, size+2)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, err
+		}
+		args = append(args, string(b[:size]))
+	}
+	return args, nil
+}
+
+// TestRedisOldVersions: the commands chosen for 2.8 and 4.0 servers, and
+// what they yield (fixture values).
+func TestRedisOldVersions(t *testing.T) {
+	t.Run("2.8", func(t *testing.T) {
+		f := startFakeOldRedis(t, "info-2.8.txt", "", "clientlist-2.8.txt")
+		c := newTestRedisCollector(t, testRedisSettings(), testConfig(nil), f.addr)
+		scrape(t, c, 3*time.Second)
+		res := scrape(t, c, 3*time.Second)
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		for _, cmd := range f.commands() {
+			if strings.HasPrefix(cmd, "memory") || strings.Count(cmd, " ") > 1 && strings.HasPrefix(cmd, "info") {
+				t.Errorf("sent %q to a 2.8 server", cmd)
+			}
+		}
+		if !contains(f.commands(), "config get maxmemory") {
+			t.Error("maxmemory not read with CONFIG GET before 3.2")
+		}
+		if v := res.must(t, "stall_redis_memory_max_bytes"); v != 3221225472 {
+			t.Errorf("maxmemory %v", v)
+		}
+		if v := res.must(t, "stall_redis_commands_total", "cmd", "cluster"); v != 12000 {
+			t.Errorf("cluster calls %v", v)
+		}
+		if _, ok := res.get("stall_redis_clients_memory_bytes"); ok {
+			t.Error("2.8 has no client memory figures")
+		}
+		// client_longest_output_list:320 triggers CLIENT LIST in auto mode.
+		if v := res.must(t, "stall_redis_client_output_buffer_bytes"); v != 15<<20 {
+			t.Errorf("omem %v", v)
+		}
+		if v := res.must(t, "stall_redis_client_list_clients"); v != 4 {
+			t.Errorf("clients %v (the replica line must be left out)", v)
+		}
+		if v := res.must(t, "stall_redis_client_output_buffer_limit_unlimited", "class", "normal"); v != 1 {
+			t.Errorf("normal unlimited %v", v)
+		}
+	})
+	t.Run("4.0", func(t *testing.T) {
+		f := startFakeOldRedis(t, "info-4.0.txt", "memorystats-4.0.resp", "clientlist-5.0.txt")
+		s := testRedisSettings()
+		c := newTestRedisCollector(t, s, testConfig(nil), f.addr)
+		scrape(t, c, 3*time.Second) // learns the version
+		res := scrape(t, c, 3*time.Second)
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		if !contains(f.commands(), "memory stats") {
+			t.Error("MEMORY STATS not used on 4.0")
+		}
+		if contains(f.commands(), "config get maxmemory") {
+			t.Error("CONFIG GET maxmemory sent although INFO has maxmemory")
+		}
+		if v := res.must(t, "stall_redis_clients_memory_bytes", "type", "normal"); v != 1073741824 {
+			t.Errorf("clients.normal %v", v)
+		}
+		if v := res.must(t, "stall_redis_memory_dataset_ratio"); v < 0.139 || v > 0.1393 {
+			t.Errorf("dataset ratio %v", v)
+		}
+		// 1 GiB of normal-client memory ≥ the 512 MiB threshold: CLIENT
+		// LIST ran although client_longest_output_list is small.
+		if v := res.must(t, "stall_redis_client_list_runs_total"); v < 1 {
+			t.Error("auto mode did not run CLIENT LIST at 1 GiB of client memory")
+		}
+		if v := res.must(t, "stall_redis_client_group_output_buffer_bytes", "group", "2001:db8::6"); v != 15<<20 {
+			t.Errorf("IPv6 group %v", v)
+		}
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
