@@ -229,6 +229,10 @@ func newRedisCollectorFor(cfg Config, s redisSettings, addrs []string) (*redisCo
 			return nil, fmt.Errorf("--redis.addr %s given twice", spec.label)
 		}
 		seen[spec.label] = true
+		if spec.passwordInURL {
+			cfg.Logger.Warn("the password in this --redis.addr is visible in the process list; prefer ?password_file= or --redis.password-file",
+				"addr", spec.label)
+		}
 		t := newRedisTarget(spec, s, cfg)
 		c.targets = append(c.targets, t)
 		if s.bigkeys.enabled {

@@ -23,6 +23,9 @@ type redisTargetSpec struct {
 	hostPort string // "host:port" or the socket path: what the /probe allowlist matches
 	opts     *redis.Options
 	user     string // ACL user (from the URL or --redis.user)
+	// passwordInURL is set when the password was written in the URL, where
+	// the process list shows it.
+	passwordInURL bool
 }
 
 // credentialSource says where a target's password comes from. Files and
@@ -120,7 +123,7 @@ func parseRedisTarget(raw string, s redisConnSettings, fromProbe bool) (*redisTa
 	if err != nil {
 		return nil, fmt.Errorf("redis target %s: %w", redactedURL(u), err)
 	}
-	spec := &redisTargetSpec{opts: opts, user: cred.user}
+	spec := &redisTargetSpec{opts: opts, user: cred.user, passwordInURL: cred.urlPassword != ""}
 	switch u.Scheme {
 	case "unix":
 		spec.label = "unix://" + opts.Addr
