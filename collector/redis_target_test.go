@@ -176,3 +176,34 @@ func TestRedisClientListDue(t *testing.T) {
 		t.Error("always mode skipped")
 	}
 }
+
+// FuzzParseRedisTarget: /probe targets are outside input. Parsing never
+// panics, and an accepted target never carries the password into its
+// label or host:port.
+func FuzzParseRedisTarget(f *testing.F) {
+	for _, s := range []string{"localhost:6379", "redis://u:secret@h:1/2", "rediss://[::1]:6390?password_file=/x",
+		"unix:///run/r.sock", "redis://h:1?dial_timeout=1s", "redis://%zz", "://", "redis://[::1", "unix://u:secret@/p"} {
+		f.Add(s)
+	}
+	settings := redisConnSettings{dialTimeout: time.Second}
+	f.Fuzz(func(t *testing.T, target string) {
+		for _, probe := range []bool{false, true} {
+			spec, err := parseRedisTarget(target, settings, probe)
+			if err != nil {
+				continue
+			}
+			if spec.opts.Password != "" {
+				t.Fatalf("%q: static password left in the options", target)
+			}
+			// The label is built only from the scheme and the address the
+			// URL parser found after the userinfo was removed.
+			scheme, _, _ := strings.Cut(spec.label, "://")
+			if spec.label != scheme+"://"+spec.hostPort || spec.hostPort != spec.opts.Addr {
+				t.Fatalf("%q: label %q not scheme://%s", target, spec.label, spec.opts.Addr)
+			}
+			if probe && spec.passwordInURL {
+				t.Fatalf("%q: a /probe target kept a URL password", target)
+			}
+		}
+	})
+}
