@@ -63,8 +63,9 @@ type ClientListStats struct {
 	// Commands holds omem by the client's last command (the cmd field), the
 	// top K commands with non-zero omem followed by OtherGroup.
 	Commands []Group
-	// Malformed counts lines or fields that could not be read (a line
-	// without id/addr, a token without '=', a non-numeric omem).
+	// Malformed counts lines or fields that could not be read: a line
+	// without addr, a non-numeric omem, oll or tot-mem. Fields the
+	// aggregate does not use are skipped without being checked.
 	Malformed int
 }
 
@@ -218,9 +219,9 @@ type client struct {
 }
 
 // parseClientLine reads one "k=v k=v ..." line. Values never contain spaces
-// (Redis refuses client names with spaces) but may contain '=': a token is
-// split at its first '='. Unknown fields are ignored. It returns the number
-// of malformed tokens.
+// (Redis refuses client names with spaces) but may contain '=': a token's
+// key ends at its first '='. Unknown fields are ignored. It returns the
+// number of malformed values.
 func parseClientLine(line string, by GroupBy) (c client, bad int) {
 	for len(line) > 0 {
 		var tok string
@@ -229,15 +230,39 @@ func parseClientLine(line string, by GroupBy) (c client, bad int) {
 		} else {
 			tok, line = line, ""
 		}
+		// Only eight keys matter; dispatch on the first byte and compare
+		// the prefix instead of searching every token for '='.
 		if tok == "" {
 			continue
 		}
-		eq := strings.IndexByte(tok, '=')
-		if eq <= 0 {
-			bad++
+		var key string
+		switch tok[0] {
+		case 'a':
+			key = "addr"
+		case 'c':
+			key = "cmd"
+		case 'f':
+			key = "flags"
+		case 'l':
+			key = "lib-name"
+		case 'n':
+			key = "name"
+		case 'o':
+			key = "omem"
+			if len(tok) > 1 && tok[1] == 'l' {
+				key = "oll"
+			}
+		case 't':
+			key = "tot-mem"
+		case 'u':
+			key = "user"
+		default:
 			continue
 		}
-		bad += c.field(tok[:eq], tok[eq+1:], by)
+		if len(tok) <= len(key) || tok[len(key)] != '=' || tok[:len(key)] != key {
+			continue // another field with the same first letter (age, laddr, …)
+		}
+		bad += c.field(key, tok[len(key)+1:], by)
 	}
 	return c, bad
 }
