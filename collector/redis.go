@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -482,7 +484,7 @@ func (t *redisTarget) sendInfo(ch chan<- prometheus.Metric, in redisx.Info, ms r
 	l := t.spec.label
 	role := in.Fields["role"]
 	if v := in.Fields["redis_version"]; v != "" {
-		redisInfoDesc.Send(ch, 1, l, v, role)
+		redisInfoDesc.Send(ch, 1, l, labelValue(v), labelValue(role))
 	}
 	field := func(m Metric, key string, scale float64) {
 		if v, ok := in.Float(key); ok {
@@ -524,10 +526,26 @@ func (t *redisTarget) sendInfo(ch chan<- prometheus.Metric, in redisx.Info, ms r
 	field(redisOBLDisconnectsDesc, "client_output_buffer_limit_disconnections", 1)
 	field(redisRejectedDesc, "rejected_connections", 1)
 	field(redisConnectionsDesc, "total_connections_received", 1)
+	seen := make(map[string]bool, len(in.Commands))
 	for _, c := range in.Commands {
-		redisCmdCallsDesc.Send(ch, float64(c.Calls), l, c.Name)
-		redisCmdSecondsDesc.Send(ch, float64(c.Usec)/1e6, l, c.Name)
+		name := labelValue(c.Name)
+		if seen[name] {
+			continue // a proxy that repeats commandstats would duplicate series
+		}
+		seen[name] = true
+		redisCmdCallsDesc.Send(ch, float64(c.Calls), l, name)
+		redisCmdSecondsDesc.Send(ch, float64(c.Usec)/1e6, l, name)
 	}
+}
+
+// labelValue makes a value that came from the server (a command, client
+// or library name, a version string) a valid label value: client_golang
+// refuses, and MustNewConstMetric panics on, invalid UTF-8.
+func labelValue(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 func trimPercent(s string) string {
@@ -676,10 +694,11 @@ func (t *redisTarget) sendClientList(ch chan<- prometheus.Metric) {
 	redisCLPendingDesc.Send(ch, float64(st.PendingClients), l)
 	redisCLOllDesc.Send(ch, float64(st.OutputListBlocks), l)
 	for _, g := range st.Groups {
-		redisCLGroupOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, g.Name)
-		redisCLGroupClientsDesc.Send(ch, float64(g.Clients), l, g.Name)
+		name := labelValue(g.Name)
+		redisCLGroupOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, name)
+		redisCLGroupClientsDesc.Send(ch, float64(g.Clients), l, name)
 	}
 	for _, g := range st.Commands {
-		redisCLCmdOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, g.Name)
+		redisCLCmdOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, labelValue(g.Name))
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/stall-exporter/stall_exporter/collector/redisx"
 )
 
 // fakeOldRedis answers like a Redis version that cannot run on this
@@ -39,7 +42,7 @@ func readFixtureFile(t *testing.T, name string) string {
 	return string(b)
 }
 
-func startFakeOldRedis(t *testing.T, infoFixture, memFixture, clientListFixture string) *fakeOldRedis {
+func startFakeOldRedis(t *testing.T, infoFixture, memFixture, clientListFixture string, edit ...func(*fakeOldRedis)) *fakeOldRedis {
 	t.Helper()
 	full := readFixtureFile(t, infoFixture)
 	f := &fakeOldRedis{clientList: readFixtureFile(t, clientListFixture)}
@@ -49,6 +52,9 @@ func startFakeOldRedis(t *testing.T, infoFixture, memFixture, clientListFixture 
 	f.cmdstats = full[i : i+j]
 	if memFixture != "" {
 		f.memStats = []byte(readFixtureFile(t, memFixture))
+	}
+	for _, e := range edit {
+		e(f)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -225,4 +231,40 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestRedisHostileReplies: invalid UTF-8 in command and client names and a
+// repeated commandstats line neither panic (client_golang refuses invalid
+// label values) nor duplicate series.
+func TestRedisHostileReplies(t *testing.T) {
+	f := startFakeOldRedis(t, "info-2.8.txt", "", "clientlist-2.8.txt", func(f *fakeOldRedis) {
+		f.cmdstats += "cmdstat_get:calls=1,usec=1,usec_per_call=1.00\r\ncmdstat_\xff\xfe:calls=2,usec=2,usec_per_call=1.00\r\n"
+		f.clientList += "id=9 addr=10.9.9.9:1 fd=20 name=bad\xffname age=1 idle=1 flags=N db=0 sub=0 psub=0 multi=-1 qbuf=0 qbuf-free=0 obl=0 oll=9 omem=99999999 events=rw cmd=g\xffet\n"
+	})
+	s := testRedisSettings()
+	s.groupBy = redisx.GroupByName
+	c := newTestRedisCollector(t, s, testConfig(nil), f.addr)
+	scrape(t, c, 3*time.Second)
+	res := scrape(t, c, 3*time.Second)
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	seen := map[string]bool{}
+	for _, m := range res.metrics {
+		key := m.name + fmt.Sprint(m.labels)
+		if seen[key] {
+			t.Errorf("duplicate series %s", key)
+		}
+		seen[key] = true
+		for _, v := range m.labels {
+			if !utf8.ValidString(v) {
+				t.Errorf("invalid UTF-8 label value %q in %s", v, m.name)
+			}
+		}
+	}
+	if v := res.must(t, "stall_redis_commands_total", "cmd", "get"); v != 800000 {
+		t.Errorf("first cmdstat_get line should win, got %v", v)
+	}
+	res.must(t, "stall_redis_client_group_output_buffer_bytes", "group", "bad\uFFFDname")
+	res.must(t, "stall_redis_client_output_buffer_by_command_bytes", "cmd", "g\uFFFDet")
 }

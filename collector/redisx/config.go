@@ -2,6 +2,7 @@ package redisx
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -43,7 +44,13 @@ func ParseOutputBufferLimits(v string) ([]OutputBufferLimit, error) {
 		if err1 != nil || err2 != nil || err3 != nil {
 			return nil, fmt.Errorf("client-output-buffer-limit: bad numbers in class %s: %q %q %q", class, f[i+1], f[i+2], f[i+3])
 		}
-		out = append(out, OutputBufferLimit{Class: class, HardBytes: hard, SoftBytes: soft, SoftSeconds: secs})
+		l := OutputBufferLimit{Class: class, HardBytes: hard, SoftBytes: soft, SoftSeconds: secs}
+		// A class given twice: the last one wins, as in redis.conf.
+		if i := slices.IndexFunc(out, func(o OutputBufferLimit) bool { return o.Class == class }); i >= 0 {
+			out[i] = l
+			continue
+		}
+		out = append(out, l)
 	}
 	return out, nil
 }
