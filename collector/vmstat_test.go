@@ -21,9 +21,9 @@ func readFixture(t testing.TB, path string) []byte {
 func TestParseVMStatLayouts(t *testing.T) {
 	type want struct {
 		allocStalls, directScanned, directReclaimed, kswapdScanned, refaults uint64
-		hasRefaults, hasOOM                                                    bool
-		ratio                                                                  float64
-		bad                                                                    int
+		hasRefaults, hasOOM                                                  bool
+		ratio                                                                float64
+		bad                                                                  int
 	}
 	for _, tc := range []struct {
 		fixture string
