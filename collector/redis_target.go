@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -84,6 +85,10 @@ func parseRedisTarget(raw string, s redisConnSettings, fromProbe bool) (*redisTa
 	if raw == "" {
 		return nil, errors.New("empty redis target")
 	}
+	if !utf8.ValidString(raw) {
+		// It would end up in the addr label, which must be UTF-8.
+		return nil, errors.New("redis target is not valid UTF-8")
+	}
 	if !strings.Contains(raw, "://") {
 		raw = "redis://" + raw
 	}
@@ -131,6 +136,9 @@ func parseRedisTarget(raw string, s redisConnSettings, fromProbe bool) (*redisTa
 	default:
 		spec.label = u.Scheme + "://" + opts.Addr
 		spec.hostPort = opts.Addr
+	}
+	if !utf8.ValidString(spec.label) {
+		return nil, errors.New("redis target host is not valid UTF-8")
 	}
 	opts.Username, opts.Password = "", ""
 	opts.CredentialsProviderContext = cred.provider()

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stall-exporter/stall_exporter/collector/redisx"
 )
@@ -200,6 +201,9 @@ func FuzzParseRedisTarget(f *testing.F) {
 			scheme, _, _ := strings.Cut(spec.label, "://")
 			if spec.label != scheme+"://"+spec.hostPort || spec.hostPort != spec.opts.Addr {
 				t.Fatalf("%q: label %q not scheme://%s", target, spec.label, spec.opts.Addr)
+			}
+			if !utf8.ValidString(spec.label) {
+				t.Fatalf("%q: label %q is not valid UTF-8", target, spec.label)
 			}
 			if probe && spec.passwordInURL {
 				t.Fatalf("%q: a /probe target kept a URL password", target)
