@@ -174,6 +174,15 @@ func TestInfoFixtures(t *testing.T) {
 		t.Error("7.0: no commandstats")
 	}
 
+	// 2.4: no section headers, no commandstats.
+	in = ParseInfo(readFixture(t, "info-2.4.txt"))
+	if ma, mi := in.Version(); ma != 2 || mi != 4 || in.Malformed != 0 || len(in.Commands) != 0 {
+		t.Errorf("2.4: version %d.%d malformed %d commands %d", ma, mi, in.Malformed, len(in.Commands))
+	}
+	if v, _ := in.Float("connected_clients"); v != 3 || len(in.Keyspace) != 1 || in.Keyspace[0].Keys != 2 {
+		t.Errorf("2.4: clients %v keyspace %+v", v, in.Keyspace)
+	}
+
 	in = ParseInfo(readFixture(t, "info-2.8.txt"))
 	if ma, mi := in.Version(); ma != 2 || mi != 8 {
 		t.Errorf("2.8 version %d.%d", ma, mi)
@@ -364,7 +373,7 @@ func FuzzClientList(f *testing.F) {
 }
 
 func FuzzInfo(f *testing.F) {
-	for _, n := range []string{"info-2.8.txt", "info-4.0.txt", "info-7.0.txt", "info-7.4.txt"} {
+	for _, n := range []string{"info-2.4.txt", "info-2.8.txt", "info-4.0.txt", "info-7.0.txt", "info-7.4.txt"} {
 		b, _ := os.ReadFile(filepath.Join(fixtures, n))
 		f.Add(string(b))
 	}
