@@ -429,3 +429,33 @@ func TestRedisConfigForbidden(t *testing.T) {
 		t.Error("down")
 	}
 }
+
+// TestRedisMinimalACL: the ACL user docs/redis.md recommends is enough for
+// every family, big keys included, and MEMORY STATS is really used.
+func TestRedisMinimalACL(t *testing.T) {
+	r := startRedis(t, "--user", "stall", "on", ">pw", "-@all", "+hello", "+ping", "+info", "+client|setname",
+		"+config|get", "+memory|stats", "+client|list", "+scan", "+select", "+memory|usage", "%R~*")
+	admin := r.client()
+	ctx := context.Background()
+	admin.Set(ctx, "k", strings.Repeat("v", 4096), 0)
+	t.Setenv("STALL_TEST_MIN_ACL", "pw")
+	s := testRedisSettings()
+	s.clMode = "always"
+	s.bigkeys.enabled = true
+	c := newTestRedisCollector(t, s, testConfig(nil), "redis://stall@"+r.addr+"?password_env=STALL_TEST_MIN_ACL")
+	if err := c.bigkeys[0].pass(ctx); err != nil {
+		t.Fatalf("big-key pass: %v", err)
+	}
+	scrape(t, c, 3*time.Second) // learns the version
+	res := scrape(t, c, 3*time.Second)
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	for _, name := range []string{"stall_redis_client_output_buffer_limit_bytes", "stall_redis_client_list_clients",
+		"stall_redis_clients_memory_bytes", "stall_redis_commands_total", "stall_redis_big_key_bytes"} {
+		res.must(t, name)
+	}
+	if n := commandCalls(t, admin, "memory|stats"); n == 0 {
+		t.Error("MEMORY STATS was not used")
+	}
+}
