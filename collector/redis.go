@@ -332,7 +332,13 @@ func newRedisTarget(spec *redisTargetSpec, s redisSettings, cfg Config) *redisTa
 	}
 }
 
-func (t *redisTarget) close() { _ = t.client.Close() }
+// close waits for a running scrape to finish, then closes the connection
+// pool; the target must not be used afterwards (a later collect waits for
+// its deadline and reports it down).
+func (t *redisTarget) close() {
+	t.sem <- struct{}{}
+	_ = t.client.Close()
+}
 
 // collect scrapes the target and sends its series; stall_redis_up is sent
 // in every case, before ctx's deadline.

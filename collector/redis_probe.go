@@ -16,6 +16,10 @@ import (
 
 const redisProbeIdle = 10 * time.Minute
 
+// redisProbeMaxTargets bounds the cache when a wide allowlist pattern lets
+// many distinct targets be probed; the least recently used one is closed.
+const redisProbeMaxTargets = 1000
+
 type redisProbeCache struct {
 	mu       sync.Mutex
 	settings *redisSettings
@@ -58,12 +62,22 @@ func (pc *redisProbeCache) get(cfg Config, target string) (Collector, error) {
 	now := time.Now()
 	for k, e := range pc.targets {
 		if now.Sub(e.lastUsed) > redisProbeIdle {
-			e.t.close()
+			go e.t.close()
 			delete(pc.targets, k)
 		}
 	}
 	key := spec.label + "\x00" + spec.user
 	e, ok := pc.targets[key]
+	if !ok && len(pc.targets) >= redisProbeMaxTargets {
+		oldest := ""
+		for k, o := range pc.targets {
+			if oldest == "" || o.lastUsed.Before(pc.targets[oldest].lastUsed) {
+				oldest = k
+			}
+		}
+		go pc.targets[oldest].t.close()
+		delete(pc.targets, oldest)
+	}
 	if !ok {
 		e = &redisProbeEntry{t: newRedisTarget(spec, *pc.settings, cfg)}
 		pc.targets[key] = e
@@ -75,7 +89,7 @@ func (pc *redisProbeCache) get(cfg Config, target string) (Collector, error) {
 // configure sets the probe settings; tests call it directly.
 func (pc *redisProbeCache) configure(s redisSettings, allow *redisAllowlist) {
 	for _, e := range pc.targets {
-		e.t.close()
+		go e.t.close()
 	}
 	pc.settings, pc.allow, pc.targets = &s, allow, map[string]*redisProbeEntry{}
 }
