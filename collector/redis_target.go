@@ -140,6 +140,9 @@ func parseRedisTarget(raw string, s redisConnSettings, fromProbe bool) (*redisTa
 	if !utf8.ValidString(spec.label) {
 		return nil, errors.New("redis target host is not valid UTF-8")
 	}
+	// INFO, CLIENT LIST and CONFIG are server-wide: a /db in the URL is
+	// accepted and ignored, so the user needs no SELECT permission.
+	opts.DB = 0
 	opts.Username, opts.Password = "", ""
 	opts.CredentialsProviderContext = cred.provider()
 	opts.Protocol = 2
