@@ -374,12 +374,16 @@ func TestRedisSilentListener(t *testing.T) {
 	}
 	// A scrape deadline shorter than --redis.timeout wins, and up 0 is
 	// still delivered before it.
+	// The same for a TLS handshake that never completes.
 	s.timeout = 10 * time.Second
-	c2 := newTestRedisCollector(t, s, testConfig(nil), silent)
+	s.conn.dialTimeout = 10 * time.Second
+	c2 := newTestRedisCollector(t, s, testConfig(nil), silent, "rediss://"+silent)
 	start = time.Now()
 	res = scrape(t, c2, 800*time.Millisecond)
-	if v := res.must(t, "stall_redis_up"); v != 0 {
-		t.Errorf("up = %v", v)
+	for _, l := range []string{"redis://" + silent, "rediss://" + silent} {
+		if v := res.must(t, "stall_redis_up", "addr", l); v != 0 {
+			t.Errorf("%s: up = %v", l, v)
+		}
 	}
 	if took := time.Since(start); took > 800*time.Millisecond {
 		t.Errorf("Update returned after the scrape deadline (%v)", took)
