@@ -168,12 +168,20 @@ func (b *bigKeyScanner) scanSource(ctx context.Context) (*redis.Options, string,
 		}
 	}
 	if b.s.preferReplica && in.Fields["role"] == "master" && b.t.spec.opts.Network != "unix" {
+		// An explicit ?bigkeys_replica= first (for replicas that announce
+		// an address the exporter cannot reach), then INFO's online ones.
+		var candidates []string
+		if b.t.spec.bigKeysReplica != "" {
+			candidates = append(candidates, b.t.spec.bigKeysReplica)
+		}
 		for _, r := range in.Replicas {
-			if r.State != "online" {
-				continue
+			if r.State == "online" {
+				candidates = append(candidates, net.JoinHostPort(r.IP, strconv.Itoa(r.Port)))
 			}
+		}
+		for _, addr := range candidates {
 			ro := opts
-			ro.Addr = net.JoinHostPort(r.IP, strconv.Itoa(r.Port))
+			ro.Addr = addr
 			c := redis.NewClient(&ro)
 			err := c.Ping(ctx).Err()
 			_ = c.Close()

@@ -75,12 +75,14 @@ func TestRedisBigKeys(t *testing.T) {
 	}
 }
 
-// TestRedisBigKeysPreferReplica: with a replica online, the scan runs
-// there and the master sees no MEMORY USAGE.
+// TestRedisBigKeysPreferReplica: the scan runs on a replica and the master
+// sees no MEMORY USAGE. The replica announces an address the exporter
+// cannot reach (TEST-NET-1), as behind NAT: without ?bigkeys_replica= the
+// scan falls back to the master, with it the replica is used.
 func TestRedisBigKeysPreferReplica(t *testing.T) {
 	t.Parallel()
 	master := startRedis(t, "--repl-diskless-sync-delay", "0")
-	replica := startRedis(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.port))
+	replica := startRedis(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.port), "--replica-announce-ip", "192.0.2.1")
 	ctx := context.Background()
 	madmin, radmin := master.client(), replica.client()
 	if err := madmin.Set(ctx, "k", strings.Repeat("z", 64<<10), 0).Err(); err != nil {
@@ -93,12 +95,22 @@ func TestRedisBigKeysPreferReplica(t *testing.T) {
 	})
 	s := testRedisSettings()
 	s.bigkeys.enabled, s.bigkeys.preferReplica = true, true
-	c := newTestRedisCollector(t, s, testConfig(nil), master.addr)
+	s.conn.dialTimeout = 300 * time.Millisecond
+
+	unreachable := newTestRedisCollector(t, s, testConfig(nil), master.addr)
+	if err := unreachable.bigkeys[0].pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := commandCalls(t, madmin, "memory|usage"); n != 1 {
+		t.Errorf("announced replica unreachable: master got %d MEMORY USAGE calls, want 1", n)
+	}
+
+	c := newTestRedisCollector(t, s, testConfig(nil), "redis://"+master.addr+"?bigkeys_replica="+replica.addr)
 	if err := c.bigkeys[0].pass(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := commandCalls(t, madmin, "memory|usage"); n != 0 {
-		t.Errorf("master got %d MEMORY USAGE calls", n)
+	if n := commandCalls(t, madmin, "memory|usage"); n != 1 {
+		t.Errorf("master got %d MEMORY USAGE calls in total, want only the earlier 1", n)
 	}
 	if n := commandCalls(t, radmin, "memory|usage"); n != 1 {
 		t.Errorf("replica got %d MEMORY USAGE calls, want 1", n)

@@ -27,6 +27,9 @@ type redisTargetSpec struct {
 	// passwordInURL is set when the password was written in the URL, where
 	// the process list shows it.
 	passwordInURL bool
+	// bigKeysReplica is the ?bigkeys_replica=host:port of a --redis.addr:
+	// the replica the big-key scan should use (same credentials and TLS).
+	bigKeysReplica string
 }
 
 // credentialSource says where a target's password comes from. Files and
@@ -108,8 +111,13 @@ func parseRedisTarget(raw string, s redisConnSettings, fromProbe bool) (*redisTa
 	if fromProbe && (q.Has("password_file") || q.Has("password_env") || q.Has("password")) {
 		return nil, errCredentialsInProbeTarget
 	}
+	bigKeysReplica := q.Get("bigkeys_replica")
+	if fromProbe && q.Has("bigkeys_replica") {
+		return nil, errors.New("bigkeys_replica is not accepted in /probe targets")
+	}
 	q.Del("password_file")
 	q.Del("password_env")
+	q.Del("bigkeys_replica")
 	if u.User != nil {
 		if p, ok := u.User.Password(); ok {
 			if fromProbe {
@@ -128,7 +136,7 @@ func parseRedisTarget(raw string, s redisConnSettings, fromProbe bool) (*redisTa
 	if err != nil {
 		return nil, fmt.Errorf("redis target %s: %w", redactedURL(u), err)
 	}
-	spec := &redisTargetSpec{opts: opts, user: cred.user, passwordInURL: cred.urlPassword != ""}
+	spec := &redisTargetSpec{opts: opts, user: cred.user, passwordInURL: cred.urlPassword != "", bigKeysReplica: bigKeysReplica}
 	switch u.Scheme {
 	case "unix":
 		spec.label = "unix://" + opts.Addr

@@ -64,6 +64,12 @@ func TestParseRedisTarget(t *testing.T) {
 			t.Errorf("password in error %v", err)
 		}
 	}
+	if spec, err := parseRedisTarget("redis://h:1?bigkeys_replica=10.0.0.2:6379", s, false); err != nil || spec.bigKeysReplica != "10.0.0.2:6379" {
+		t.Errorf("bigkeys_replica: %v %+v", err, spec)
+	}
+	if _, err := parseRedisTarget("redis://h:1?bigkeys_replica=10.0.0.2:6379", s, true); err == nil {
+		t.Error("/probe target with bigkeys_replica accepted")
+	}
 	// /probe targets may not choose their credentials.
 	for _, bad := range []string{"redis://u:pw@h:1", "redis://h:1?password_file=/etc/shadow", "redis://h:1?password_env=HOME"} {
 		if _, err := parseRedisTarget(bad, s, true); !errors.Is(err, errCredentialsInProbeTarget) {
