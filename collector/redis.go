@@ -26,7 +26,7 @@ import (
 var (
 	redisAddrs = kingpin.Flag("redis.addr",
 		"Redis target scraped on /metrics (repeatable): host:port, redis://[user@]host:port, rediss://… (TLS), unix:///path.sock. "+
-			"Per-target credentials: ?password_file=PATH or ?password_env=VAR. Without any, the redis collector reports no data.").Strings()
+			"Per-target options: ?password_file=PATH or ?password_env=VAR (credentials), ?bigkeys_replica=HOST:PORT. Without any target, the redis collector reports no data.").Strings()
 	redisUser         = kingpin.Flag("redis.user", "ACL user name for targets that do not name one (Redis 6+).").Default("").String()
 	redisPasswordFile = kingpin.Flag("redis.password-file", "File holding the password of targets without their own password source; read on every new connection.").Default("").String()
 	redisPasswordEnv  = kingpin.Flag("redis.password-env", "Environment variable holding the password of targets without their own password source.").Default("").String()
