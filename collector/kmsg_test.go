@@ -551,53 +551,75 @@ func TestKmsgBadRecordsCounted(t *testing.T) {
 	r.stop(t)
 }
 
-// TestKmsgRealDevice reads this machine's /dev/kmsg: it writes a record
-// (as root) and waits until the reader, positioned at the end, returns it
-// with a user-space facility, then checks that cancelling ctx ends the
-// blocked read.
+// TestKmsgRealDevice reads this machine's /dev/kmsg, positioned at the end
+// and from boot: it writes a record (as root) and waits until the reader
+// returns it with a user-space facility. At the end, the reader must not
+// have read the old records first; from boot, it must. Cancelling ctx must
+// end the blocked read.
 func TestKmsgRealDevice(t *testing.T) {
-	w, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0)
-	if err != nil {
-		t.Skip("cannot write /dev/kmsg:", err)
-	}
-	defer w.Close()
-	nonce := fmt.Sprintf("stall_exporter test %d", time.Now().UnixNano())
-	got := make(chan kmsgRecord, 64)
-	k := newKmsgCollector(kmsgOptions{Path: "/dev/kmsg", Open: openDevKmsg("/dev/kmsg"),
-		OnRecord: func(r kmsgRecord) {
-			if bytes.Contains(r.Message, []byte(nonce)) {
-				r.Message = bytes.Clone(r.Message)
-				got <- r
+	for _, fromBoot := range []bool{false, true} {
+		t.Run(fmt.Sprintf("from-boot=%v", fromBoot), func(t *testing.T) {
+			w, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0)
+			if err != nil {
+				t.Skip("cannot write /dev/kmsg:", err)
 			}
-		}})
-	if k.disabled {
-		t.Skip("cannot read /dev/kmsg")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { k.Run(ctx); close(done) }()
-	// An innocuous text: other tools watching this machine's kernel log must
-	// not take the test for a real event. That user-space records never
-	// count is checked on the fixtures (a fake hung task with facility 1).
-	if _, err := fmt.Fprintf(w, "<4>%s: reader check, please ignore\n", nonce); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case r := <-got:
-		if r.Facility == 0 {
-			t.Errorf("a record written by user space has the kernel facility: %+v", r)
-		}
-		if r.Level != 4 {
-			t.Errorf("level %d, want 4", r.Level)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the record written to /dev/kmsg was not read within 10 s")
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after cancel: Close did not end the blocked read")
+			defer w.Close()
+			nonce := fmt.Sprintf("stall_exporter test %d", time.Now().UnixNano())
+			type seen struct {
+				r      kmsgRecord
+				before int // records read before ours
+			}
+			got := make(chan seen, 1)
+			counted := 0 // touched only by the reader goroutine
+			k := newKmsgCollector(kmsgOptions{Path: "/dev/kmsg", Open: openDevKmsg("/dev/kmsg"), FromBoot: fromBoot,
+				OnRecord: func(r kmsgRecord) {
+					if bytes.Contains(r.Message, []byte(nonce)) {
+						r.Message = bytes.Clone(r.Message)
+						got <- seen{r, counted}
+						return
+					}
+					counted++
+				}})
+			if k.disabled {
+				t.Skip("cannot read /dev/kmsg")
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { k.Run(ctx); close(done) }()
+			// An innocuous text: other tools watching this machine's kernel
+			// log must not take the test for a real event. That user-space
+			// records never count is checked on the fixtures (a fake hung
+			// task with facility 1).
+			if _, err := fmt.Fprintf(w, "<4>%s: reader check, please ignore\n", nonce); err != nil {
+				t.Fatal(err)
+			}
+			var before int
+			select {
+			case s := <-got:
+				r := s.r
+				before = s.before
+				if r.Facility == 0 {
+					t.Errorf("a record written by user space has the kernel facility: %+v", r)
+				}
+				if r.Level != 4 {
+					t.Errorf("level %d, want 4", r.Level)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the record written to /dev/kmsg was not read within 10 s")
+			}
+			switch {
+			case fromBoot && before == 0:
+				t.Error("from boot, no older record was read before ours")
+			case !fromBoot && before > 10: // a few concurrent kernel messages are possible
+				t.Errorf("at the end of the buffer, %d older records were read first", before)
+			}
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return after cancel: Close did not end the blocked read")
+			}
+		})
 	}
 }
 
