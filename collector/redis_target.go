@@ -81,9 +81,10 @@ var errCredentialsInProbeTarget = errors.New("a /probe target may not carry a pa
 // parseRedisTarget turns a --redis.addr value or a /probe target into
 // options. Accepted forms: "host:port", "redis://[user[:password]@]host:port[/db]",
 // "rediss://…" (TLS), "unix:///path/to.sock"; the query parameters
-// password_file and password_env choose the target's own password source
-// (not accepted when fromProbe). Other query parameters are go-redis'
-// (dial_timeout, …).
+// password_file and password_env choose the target's own password source,
+// bigkeys_replica the replica to scan; other query parameters are go-redis'
+// (dial_timeout, skip_verify, …). /probe targets (fromProbe) take no query
+// parameters and no password.
 func parseRedisTarget(raw string, s redisConnSettings, fromProbe bool) (*redisTargetSpec, error) {
 	if raw == "" {
 		return nil, errors.New("empty redis target")
@@ -111,10 +112,12 @@ func parseRedisTarget(raw string, s redisConnSettings, fromProbe bool) (*redisTa
 	if fromProbe && (q.Has("password_file") || q.Has("password_env") || q.Has("password")) {
 		return nil, errCredentialsInProbeTarget
 	}
-	bigKeysReplica := q.Get("bigkeys_replica")
-	if fromProbe && q.Has("bigkeys_replica") {
-		return nil, errors.New("bigkeys_replica is not accepted in /probe targets")
+	if fromProbe && len(q) > 0 {
+		// skip_verify, pool sizes, timeouts, bigkeys_replica: the
+		// exporter's configuration decides those, not the request.
+		return nil, errors.New("a /probe target takes no query parameters")
 	}
+	bigKeysReplica := q.Get("bigkeys_replica")
 	q.Del("password_file")
 	q.Del("password_env")
 	q.Del("bigkeys_replica")
@@ -165,7 +168,7 @@ func parseRedisTarget(raw string, s redisConnSettings, fromProbe bool) (*redisTa
 	opts.MinIdleConns = 0
 	opts.MaxIdleConns = 2
 	opts.ConnMaxIdleTime = 10 * time.Minute
-	if opts.DialTimeout == 0 || s.dialTimeout > 0 {
+	if opts.DialTimeout == 0 { // ?dial_timeout= wins for its target
 		opts.DialTimeout = s.dialTimeout
 	}
 	if u.Scheme == "rediss" {
@@ -194,7 +197,7 @@ func (t redisTLSSettings) config(base *tls.Config) (*tls.Config, error) {
 	if t.serverName != "" {
 		c.ServerName = t.serverName
 	}
-	c.InsecureSkipVerify = t.insecureSkipVerify
+	c.InsecureSkipVerify = c.InsecureSkipVerify || t.insecureSkipVerify // ?skip_verify=true or the flag
 	if t.caFile != "" {
 		pem, err := os.ReadFile(t.caFile)
 		if err != nil {

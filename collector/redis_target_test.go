@@ -67,8 +67,13 @@ func TestParseRedisTarget(t *testing.T) {
 	if spec, err := parseRedisTarget("redis://h:1?bigkeys_replica=10.0.0.2:6379", s, false); err != nil || spec.bigKeysReplica != "10.0.0.2:6379" {
 		t.Errorf("bigkeys_replica: %v %+v", err, spec)
 	}
-	if _, err := parseRedisTarget("redis://h:1?bigkeys_replica=10.0.0.2:6379", s, true); err == nil {
-		t.Error("/probe target with bigkeys_replica accepted")
+	for _, bad := range []string{"redis://h:1?bigkeys_replica=10.0.0.2:6379", "rediss://h:1?skip_verify=true", "redis://h:1?pool_size=1000"} {
+		if _, err := parseRedisTarget(bad, s, true); err == nil {
+			t.Errorf("/probe target %s accepted", bad)
+		}
+	}
+	if spec, _ := parseRedisTarget("redis://h:1?dial_timeout=5s", s, false); spec.opts.DialTimeout != 5*time.Second {
+		t.Errorf("?dial_timeout= did not win: %v", spec.opts.DialTimeout)
 	}
 	// /probe targets may not choose their credentials.
 	for _, bad := range []string{"redis://u:pw@h:1", "redis://h:1?password_file=/etc/shadow", "redis://h:1?password_env=HOME"} {
