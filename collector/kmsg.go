@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -225,7 +226,7 @@ func (k *kmsgCollector) readAll(ctx context.Context, src kmsgSource) (int, error
 		switch {
 		case err == nil:
 			read++
-			k.handle(k.buf[:n])
+			k.safeHandle(k.buf[:n])
 		case errors.Is(err, syscall.EPIPE):
 			// Records were overwritten; the next Read returns the oldest
 			// one left, and handle counts the sequence gap.
@@ -237,6 +238,18 @@ func (k *kmsgCollector) readAll(ctx context.Context, src kmsgSource) (int, error
 			return read, err
 		}
 	}
+}
+
+// safeHandle handles one record; a panic (a bug, never expected) skips the
+// record and is counted and logged once as a problem instead of ending the
+// exporter.
+func (k *kmsgCollector) safeHandle(b []byte) {
+	defer func() {
+		if r := recover(); r != nil {
+			k.problems.Add("kmsg_panic", 1, fmt.Errorf("handling a /dev/kmsg record panicked: %v", r))
+		}
+	}()
+	k.handle(b)
 }
 
 // handle counts one record.

@@ -728,3 +728,27 @@ func BenchmarkKmsgReadDevice(b *testing.B) {
 		b.ReportMetric(float64(records)/float64(b.N), "records/op")
 	}
 }
+
+func TestKmsgSurvivesPanic(t *testing.T) {
+	src := newKmsgFakeSource(4)
+	src.items <- kmsgFakeItem{rec: []byte("3,1,1,-;boom\n")}
+	src.items <- kmsgFakeItem{rec: []byte("3,2,1,-;INFO: task java:1 blocked for more than 120 seconds.\n")}
+	r := newKmsgRig(t, false, src, nil)
+	r.k.opts.OnRecord = func(rec kmsgRecord) {
+		if string(rec.Message) == "boom" {
+			panic("injected")
+		}
+	}
+	r.start()
+	src.barrier(t)
+	if got := r.k.problems.Count(); got != 1 {
+		t.Errorf("problems = %d, want 1", got)
+	}
+	if got := r.k.events[kmsgHungTask].Load(); got != 1 {
+		t.Errorf("the record after a panic was not counted")
+	}
+	if !r.k.up.Load() {
+		t.Error("the reader stopped after a panic")
+	}
+	r.stop(t)
+}

@@ -248,15 +248,26 @@ func (s *sampler) Run(ctx context.Context) {
 	defer stop()
 	defer s.opts.VMStat.Close()
 	defer s.opts.Disk.Close()
-	s.tick() // baseline at once, so the first interval is not lost
+	s.safeTick() // baseline at once, so the first interval is not lost
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-c:
-			s.tick()
+			s.safeTick()
 		}
 	}
+}
+
+// safeTick runs one tick; a panic (a bug, never expected) is counted and
+// logged once as a problem instead of ending the exporter.
+func (s *sampler) safeTick() {
+	defer func() {
+		if r := recover(); r != nil {
+			s.problems.Add("sampler_panic", 1, fmt.Errorf("sampler tick panicked: %v", r))
+		}
+	}()
+	s.tick()
 }
 
 // tick takes one sample. It does not allocate unless a device appears, a

@@ -436,7 +436,7 @@ func TestSamplerRealProc(t *testing.T) {
 	defer s.opts.Disk.Close()
 	s.tick()
 	s.tick()
-	if allocs := testing.AllocsPerRun(50, s.tick); allocs != 0 {
+	if allocs := testing.AllocsPerRun(50, s.safeTick); allocs != 0 {
 		t.Errorf("one steady-state tick allocates %v times, want 0", allocs)
 	}
 	mfs := samplerGather(t, s)
@@ -709,3 +709,17 @@ func BenchmarkSamplerRunLoop(b *testing.B) {
 	b.ReportMetric(float64(cpu.Nanoseconds()), "cpu-ns/tick")
 	b.ReportMetric(100*cpu.Seconds()/1, "%core@1s")
 }
+
+func TestSamplerSurvivesPanic(t *testing.T) {
+	r := newSamplerRig(t, time.Second)
+	r.s.opts.VMStat = samplerPanicReader{}
+	r.s.safeTick()
+	if got := r.s.problems.Count(); got != 1 {
+		t.Errorf("problems after a panicking tick = %d, want 1", got)
+	}
+}
+
+type samplerPanicReader struct{}
+
+func (samplerPanicReader) Read([]byte) ([]byte, error) { panic("injected") }
+func (samplerPanicReader) Close() error                { return nil }
