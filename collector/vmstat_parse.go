@@ -100,11 +100,7 @@ func ParseVMStat(data []byte, v *VMStat) (bad int, firstErr error) {
 	line := 0
 	for len(data) > 0 {
 		var l []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			l, data = data[:i], data[i+1:]
-		} else {
-			l, data = data, nil
-		}
+		l, data = cutLine(data)
 		line++
 		if len(l) == 0 {
 			continue
@@ -137,6 +133,14 @@ func ParseVMStat(data []byte, v *VMStat) (bad int, firstErr error) {
 		}
 	}
 	return bad, firstErr
+}
+
+// cutLine splits off the first line of data (without its newline).
+func cutLine(data []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return data[:i], data[i+1:]
+	}
+	return data, nil
 }
 
 // zones are the zone suffixes of per-zone counters across kernels.

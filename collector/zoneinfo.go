@@ -59,11 +59,7 @@ func ParseZoneinfo(data []byte, zones []Zone) (out []Zone, bad int, firstErr err
 	}
 	for len(data) > 0 {
 		var l []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			l, data = data[:i], data[i+1:]
-		} else {
-			l, data = data, nil
-		}
+		l, data = cutLine(data)
 		lineNo++
 		if bytes.HasPrefix(l, []byte("Node ")) {
 			node, zone, ok := parseZoneHeader(l[5:])
