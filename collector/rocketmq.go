@@ -46,7 +46,7 @@ var (
 		"File with accessKey=… and secretKey=… lines (optionally securityToken=…) to sign requests to brokers with aclEnable=true.").String()
 	rmqMaxFrameFlag = kingpin.Flag("rocketmq.max-frame-bytes",
 		"Largest remoting reply frame accepted, in bytes (the broker's own limit is 16 MiB).").Default(strconv.Itoa(remoting.DefaultMaxFrame)).Int()
-	rmqProbeAllowFlag = kingpin.Flag("rocketmq.probe-allow",
+	rmqProbeAllowFlag = kingpin.Flag("rocketmq.probe.allowed-targets",
 		"Target allowed for /probe?module=rocketmq: host:port, a host (any port), or a CIDR; repeatable. '*' allows any target. With none, /probe refuses every RocketMQ target (403).").Strings()
 	rmqLogDirFlag = kingpin.Flag("rocketmq.log-dir",
 		"Broker log directory (…/logs/rocketmqlogs) whose store.log and watermark.log are followed, read under --path.rootfs; empty disables.").String()
@@ -778,7 +778,7 @@ const rmqProbeCacheSize = 256
 
 func rmqProbe(cfg Config, target string) (Collector, error) {
 	if !rmqProbeAllowed(*rmqProbeAllowFlag, target) {
-		return nil, fmt.Errorf("%w: %q is not in --rocketmq.probe-allow", ErrTargetNotAllowed, target)
+		return nil, fmt.Errorf("%w: %q is not in --rocketmq.probe.allowed-targets", ErrTargetNotAllowed, target)
 	}
 	if _, _, err := net.SplitHostPort(target); err != nil {
 		return nil, fmt.Errorf("target %q: want host:port: %w", target, err)
