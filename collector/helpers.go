@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -36,6 +37,25 @@ func (p Paths) Root(path string) string {
 		return path
 	}
 	return filepath.Join(p.Rootfs, path)
+}
+
+// LabelValue makes a string that came from outside (a Redis command or key
+// name, a broker name or version) safe as a label value: invalid UTF-8,
+// which client_golang refuses and MustNewConstMetric panics on, becomes
+// U+FFFD, and a value longer than max bytes is cut at a rune boundary and
+// marked with "…". max <= 0 means no length limit.
+func LabelValue(s string, max int) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if max > 0 && len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
 }
 
 // MetricInfo documents one metric family; docs/metrics.md must list every

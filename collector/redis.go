@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -545,14 +543,8 @@ func (t *redisTarget) sendInfo(ch chan<- prometheus.Metric, in redisx.Info, ms r
 }
 
 // labelValue makes a value that came from the server (a command, client
-// or library name, a version string) a valid label value: client_golang
-// refuses, and MustNewConstMetric panics on, invalid UTF-8.
-func labelValue(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
-}
+// or library name, a version string) a valid label value.
+func labelValue(s string) string { return LabelValue(s, 0) }
 
 func trimPercent(s string) string {
 	if n := len(s); n > 0 && s[n-1] == '%' {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -316,13 +315,5 @@ func bigKeyLabel(key string, hash bool) string {
 		sum := sha256.Sum256([]byte(key))
 		return "sha256:" + hex.EncodeToString(sum[:8])
 	}
-	s := strings.ToValidUTF8(key, "\uFFFD")
-	if len(s) > maxKeyLabel {
-		cut := maxKeyLabel
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
+	return LabelValue(key, maxKeyLabel)
 }

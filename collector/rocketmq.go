@@ -597,13 +597,7 @@ func rmqLabelsFromConfig(cfg map[string]string, addr string) [3]string {
 // rmqLabel makes a broker- or name-server-supplied string safe as a label
 // value: valid UTF-8 (client_golang refuses anything else) and at most 128
 // bytes.
-func rmqLabel(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) > 128 {
-		s = strings.ToValidUTF8(s[:128], "")
-	}
-	return s
-}
+func rmqLabel(s string) string { return LabelValue(s, 128) }
 
 // keyError counts one missing or bad runtime-info key; b.mu must be held.
 func (b *rmqBroker) keyError(problems *Problems, key string, err error) {
