@@ -1,0 +1,73 @@
+package collector
+
+import (
+	"testing"
+	"unicode/utf8"
+)
+
+func TestLabelValue(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"get", 0, "get"},
+		{"a\xffb", 0, "a\uFFFDb"},
+		{"abcdef", 4, "abcd…"},
+		{"abcd", 4, "abcd"},
+		{"ab€cd", 3, "ab…"}, // € is 3 bytes: never cut inside a rune
+		{"\xff\xfe", 3, "\uFFFD"}, // one U+FFFD (3 bytes) for the invalid run
+	} {
+		got := LabelValue(tc.in, tc.max)
+		if got != tc.want || !utf8.ValidString(got) {
+			t.Errorf("LabelValue(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+		}
+	}
+}
+
+func TestPathsRerooting(t *testing.T) {
+	p := Paths{Procfs: "/host/proc", Sysfs: "/host/sys", Rootfs: "/host"}
+	if got := p.Proc("pressure", "io"); got != "/host/proc/pressure/io" {
+		t.Errorf("Proc = %s", got)
+	}
+	if got := p.Sys("class", "block"); got != "/host/sys/class/block" {
+		t.Errorf("Sys = %s", got)
+	}
+	if got := p.Root("/dev/kmsg"); got != "/host/dev/kmsg" {
+		t.Errorf("Root = %s", got)
+	}
+	if got := (Paths{Rootfs: "/"}).Root("/dev/kmsg"); got != "/dev/kmsg" {
+		t.Errorf("Root with / = %s", got)
+	}
+}
+
+func TestDeviceFilter(t *testing.T) {
+	sys := Paths{Sysfs: "fixtures/linux-6.8/sys"}
+	f, err := newDeviceFilter(sys, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ignored := range map[string]bool{
+		"vda": false, "vdb": false, "dm-0": false, // whole disks (sysfs has no partition file)
+		"vda1":  true, // sysfs says partition
+		"zram0": true, "loop0": true, // excluded by name
+	} {
+		if got := f.Ignored(name); got != ignored {
+			t.Errorf("Ignored(%s) = %v, want %v", name, got, ignored)
+		}
+	}
+	// Without sysfs, partitions are recognised by name.
+	nosys, _ := newDeviceFilter(Paths{Sysfs: t.TempDir()}, "", "", false)
+	for name, ignored := range map[string]bool{"sda": false, "sda1": true, "nvme0n1": false, "nvme0n1p2": true, "mmcblk0p1": true, "md0": false} {
+		if got := nosys.Ignored(name); got != ignored {
+			t.Errorf("no sysfs: Ignored(%s) = %v, want %v", name, got, ignored)
+		}
+	}
+	inc, _ := newDeviceFilter(sys, "vda1|loop0", `loop\d+`, false)
+	if inc.Ignored("vda1") || inc.Ignored("loop0") || !inc.Ignored("vda") {
+		t.Error("--diskstats.device-include must select exactly the matching devices")
+	}
+	if _, err := newDeviceFilter(sys, "(", "", false); err == nil {
+		t.Error("a bad include regexp must be an error")
+	}
+}
