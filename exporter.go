@@ -40,7 +40,8 @@ type entry struct {
 	problems *collector.Problems
 
 	mu        sync.Mutex
-	abandoned int // runs that overran their timeout and have not returned yet
+	abandoned int  // runs that overran their timeout and have not returned yet
+	failing   bool // the last run failed: log transitions, not every scrape
 }
 
 // NewExporter wraps built collectors. timeout bounds each collector's Update.
@@ -91,11 +92,22 @@ func (e *Exporter) run(en *entry, ch chan<- prometheus.Metric, timeout time.Dura
 	err := e.update(en, ch, timeout)
 	elapsed := time.Since(start).Seconds()
 	success := 1.0
-	switch {
-	case err == nil, errors.Is(err, collector.ErrNoData):
-	default:
+	failed := err != nil && !errors.Is(err, collector.ErrNoData)
+	if failed {
 		success = 0
+	}
+	en.mu.Lock()
+	was := en.failing
+	en.failing = failed
+	en.mu.Unlock()
+	switch {
+	case failed && !was:
+		e.logger.Warn("collector failed; repeats are logged at debug level until it recovers",
+			"collector", en.name, "duration_seconds", elapsed, "err", err)
+	case failed:
 		e.logger.Debug("collector failed", "collector", en.name, "duration_seconds", elapsed, "err", err)
+	case was:
+		e.logger.Info("collector recovered", "collector", en.name)
 	}
 	scrapeDurationDesc.Send(ch, elapsed, en.name)
 	scrapeSuccessDesc.Send(ch, success, en.name)
