@@ -146,7 +146,7 @@ func (e *Exporter) update(en *entry, ch chan<- prometheus.Metric, timeout time.D
 			en.mu.Lock()
 			en.abandoned++
 			en.mu.Unlock()
-			e.logger.Warn("collector timed out; its metrics are dropped from this scrape",
+			e.logger.Debug("collector timed out; its metrics are dropped from this scrape",
 				"collector", en.name, "timeout", timeout)
 			go func() {
 				for range inner {

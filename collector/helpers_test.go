@@ -15,7 +15,7 @@ func TestLabelValue(t *testing.T) {
 		{"a\xffb", 0, "a\uFFFDb"},
 		{"abcdef", 4, "abcd…"},
 		{"abcd", 4, "abcd"},
-		{"ab€cd", 3, "ab…"}, // € is 3 bytes: never cut inside a rune
+		{"ab€cd", 3, "ab…"},       // € is 3 bytes: never cut inside a rune
 		{"\xff\xfe", 3, "\uFFFD"}, // one U+FFFD (3 bytes) for the invalid run
 	} {
 		got := LabelValue(tc.in, tc.max)
@@ -49,7 +49,7 @@ func TestDeviceFilter(t *testing.T) {
 	}
 	for name, ignored := range map[string]bool{
 		"vda": false, "vdb": false, "dm-0": false, // whole disks (sysfs has no partition file)
-		"vda1":  true, // sysfs says partition
+		"vda1":  true,                // sysfs says partition
 		"zram0": true, "loop0": true, // excluded by name
 	} {
 		if got := f.Ignored(name); got != ignored {
