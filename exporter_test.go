@@ -171,3 +171,38 @@ func TestMaxRequests(t *testing.T) {
 		t.Errorf("first scrape: %d", code)
 	}
 }
+
+// TestProbeRequests checks /probe's input handling with a stub module that
+// allows exactly one target.
+func TestProbeRequests(t *testing.T) {
+	collector.RegisterProbe("stub", func(cfg collector.Config, target string) (collector.Collector, error) {
+		if target != "good:1" {
+			return nil, fmt.Errorf("%w: %q is not in --stub.allowed", collector.ErrTargetNotAllowed, target)
+		}
+		return &fakeCollector{name: "probed"}, nil
+	})
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h := &probeHandler{timeout: time.Second, logger: logger}
+	for _, tc := range []struct {
+		query string
+		code  int
+		body  string
+	}{
+		{"module=stub&target=good:1", 200, `stall_test_value{from="probed"} 1`},
+		{"module=stub&target=evil:1", 403, "target not allowed by configuration"},
+		{"module=stub", 400, "exactly one"},
+		{"module=stub&target=", 400, "exactly one"},
+		{"module=stub&target=good:1&target=evil:1", 400, "exactly one"},
+		{"module=stub&target=" + strings.Repeat("a", 2000), 400, "longer than"},
+		{"module=nope&target=good:1", 400, "unknown or missing module"},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/probe?"+tc.query, nil))
+		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.body) {
+			t.Errorf("%.60s: %d %q, want %d containing %q", tc.query, rec.Code, rec.Body.String(), tc.code, tc.body)
+		}
+		if strings.Contains(rec.Body.String(), "evil") {
+			t.Errorf("%.60s: the refused target is echoed back", tc.query)
+		}
+	}
+}

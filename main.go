@@ -76,6 +76,10 @@ func run() int {
 	kingpin.Parse()
 
 	logger := newLogger(*logLevel, *logFormat)
+	if *timeout <= 0 {
+		logger.Error("--collector.timeout must be positive", "value", *timeout)
+		return 1
+	}
 	logger.Info("starting stall_exporter", "version", version.Info(), "build_context", version.BuildContext())
 
 	built, err := collector.Build(collector.Config{

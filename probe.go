@@ -13,6 +13,10 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 )
 
+// maxProbeTarget bounds the target parameter: a host:port, URL or socket
+// path is far shorter.
+const maxProbeTarget = 1024
+
 // probeHandler serves /probe?module=<module>&target=<target>: one remote
 // instance scraped on demand, for Prometheus multi-target configurations.
 // The module's factory decides which targets are allowed; a refused target
@@ -42,17 +46,22 @@ func (h *probeHandler) moduleProblems(module string) *collector.Problems {
 }
 
 func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	module := r.URL.Query().Get("module")
-	target := r.URL.Query().Get("target")
+	q := r.URL.Query()
+	module := q.Get("module")
 	factory, ok := collector.Probe(module)
 	if !ok {
 		http.Error(w, "unknown or missing module (module=redis|rocketmq)", http.StatusBadRequest)
 		return
 	}
-	if target == "" {
-		http.Error(w, "missing target parameter", http.StatusBadRequest)
+	switch targets := q["target"]; {
+	case len(targets) != 1 || targets[0] == "":
+		http.Error(w, "want exactly one non-empty target parameter", http.StatusBadRequest)
+		return
+	case len(targets[0]) > maxProbeTarget:
+		http.Error(w, "target longer than 1024 bytes", http.StatusBadRequest)
 		return
 	}
+	target := q.Get("target")
 	if !h.limit.acquire() {
 		http.Error(w, "too many concurrent scrapes (--web.max-requests)", http.StatusServiceUnavailable)
 		return
@@ -61,7 +70,10 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	problems := h.moduleProblems(module)
 	c, err := factory(collector.Config{Paths: h.paths, Logger: h.logger.With("probe", module), Problems: problems}, target)
 	if errors.Is(err, collector.ErrTargetNotAllowed) {
-		http.Error(w, err.Error(), http.StatusForbidden)
+		// The reason names the allowlist flag; the target itself is not
+		// echoed back.
+		h.logger.Debug("probe target refused", "module", module, "err", err)
+		http.Error(w, "target not allowed by configuration", http.StatusForbidden)
 		return
 	}
 	if err != nil {

@@ -81,13 +81,14 @@ func (c *diskstatsCollector) Update(_ context.Context, ch chan<- prometheus.Metr
 	stats, err := c.fs.ProcDiskstats()
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: %v", ErrNoData, err)
+			return err // every procfs has diskstats: a wrong --path.procfs
 		}
+		// procfs stops at the first malformed line: count it and keep what
+		// came before it.
+		c.problems.Add("diskstats_line", 1, err)
 		if len(stats) == 0 {
 			return err
 		}
-		// procfs stops at the first malformed line: keep what came before it.
-		c.problems.Add("diskstats_line", 1, err)
 	}
 	for _, d := range stats {
 		if c.filter.Ignored(d.DeviceName) {

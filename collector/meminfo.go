@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
@@ -23,7 +22,8 @@ var (
 )
 
 type meminfoCollector struct {
-	fs procfs.FS
+	fs       procfs.FS
+	problems *Problems
 }
 
 func newMeminfoCollector(cfg Config) (Collector, error) {
@@ -31,7 +31,7 @@ func newMeminfoCollector(cfg Config) (Collector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--path.procfs: %w", err)
 	}
-	return &meminfoCollector{fs: pfs}, nil
+	return &meminfoCollector{fs: pfs, problems: cfg.Problems}, nil
 }
 
 // Update reads /proc/meminfo through procfs. Fields the kernel lacks
@@ -39,8 +39,10 @@ func newMeminfoCollector(cfg Config) (Collector, error) {
 func (c *meminfoCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
 	mi, err := c.fs.Meminfo()
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: %v", ErrNoData, err)
+		// A missing file means a wrong --path.procfs, not "no data"; a
+		// malformed line makes procfs reject the whole file.
+		if errors.Is(err, procfs.ErrFileParse) {
+			c.problems.Add("meminfo", 1, err)
 		}
 		return err
 	}

@@ -24,7 +24,8 @@ var pressureStalled = NewMetric("pressure_stalled_seconds_total",
 var psiResources = [...]string{"cpu", "io", "memory", "irq"}
 
 type pressureCollector struct {
-	fs procfs.FS
+	fs       procfs.FS
+	problems *Problems
 }
 
 func newPressureCollector(cfg Config) (Collector, error) {
@@ -32,7 +33,7 @@ func newPressureCollector(cfg Config) (Collector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--path.procfs: %w", err)
 	}
-	return &pressureCollector{fs: pfs}, nil
+	return &pressureCollector{fs: pfs, problems: cfg.Problems}, nil
 }
 
 // psiUnavailable reports errors that mean "this kernel has no PSI": the file
@@ -49,6 +50,7 @@ func (c *pressureCollector) Update(_ context.Context, ch chan<- prometheus.Metri
 		st, err := c.fs.PSIStatsForResource(res)
 		if err != nil {
 			if !psiUnavailable(err) {
+				c.problems.Add("pressure_"+res, 1, err)
 				errs = append(errs, err)
 			}
 			continue

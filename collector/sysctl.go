@@ -34,9 +34,10 @@ type sysctlValue struct {
 }
 
 type sysctlCollector struct {
-	fs      procfs.FS
-	refresh time.Duration
-	now     func() time.Time
+	fs       procfs.FS
+	problems *Problems
+	refresh  time.Duration
+	now      func() time.Time
 
 	mu     sync.Mutex
 	values []sysctlValue
@@ -48,7 +49,7 @@ func newSysctlCollector(cfg Config) (Collector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--path.procfs: %w", err)
 	}
-	return &sysctlCollector{fs: pfs, refresh: *sysctlRefresh, now: time.Now}, nil
+	return &sysctlCollector{fs: pfs, problems: cfg.Problems, refresh: *sysctlRefresh, now: time.Now}, nil
 }
 
 // Update exports the fixed set of vm.* tunables that decide dirty-page
@@ -74,8 +75,10 @@ func (c *sysctlCollector) Update(_ context.Context, ch chan<- prometheus.Metric)
 func (c *sysctlCollector) read() ([]sysctlValue, error) {
 	vm, err := c.fs.VM()
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %v", ErrNoData, err)
+		// Missing /proc/sys/vm is a wrong --path.procfs; a value that is not
+		// a number makes procfs reject the whole directory.
+		if !errors.Is(err, fs.ErrNotExist) {
+			c.problems.Add("sysctl_value", 1, err)
 		}
 		return nil, err
 	}

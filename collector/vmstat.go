@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,6 +82,9 @@ type vmstatCollector struct {
 }
 
 func newVMStatCollector(cfg Config) (Collector, error) {
+	if err := checkPageSize(); err != nil {
+		return nil, err
+	}
 	return &vmstatCollector{path: cfg.Paths.Proc("vmstat"), pageSize: float64(PageSize()), problems: cfg.Problems}, nil
 }
 
@@ -118,9 +120,7 @@ func (c *vmstatCollector) Update(_ context.Context, ch chan<- prometheus.Metric)
 	data, err := ReadFileInto(c.path, c.buf)
 	c.buf = data
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: %v", ErrNoData, err)
-		}
+		// Every Linux procfs has /proc/vmstat: missing means a wrong --path.procfs.
 		return err
 	}
 	var v VMStat

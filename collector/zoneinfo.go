@@ -183,6 +183,9 @@ type zoneinfoCollector struct {
 }
 
 func newZoneinfoCollector(cfg Config) (Collector, error) {
+	if err := checkPageSize(); err != nil {
+		return nil, err
+	}
 	return &zoneinfoCollector{path: cfg.Paths.Proc("zoneinfo"), pageSize: float64(PageSize()), problems: cfg.Problems}, nil
 }
 

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stall-exporter/stall_exporter/collector"
+)
+
+// scrapeHost runs the host collectors on procfs/sysfs through the real
+// metrics handler and returns the samples.
+func scrapeHost(t *testing.T, procfs, sysfs string) map[string]float64 {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	built, err := collector.Build(collector.Config{
+		Paths:  collector.Paths{Procfs: procfs, Sysfs: sysfs, Rootfs: "/"},
+		Logger: logger,
+	}, hostCollectorList...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewExporter(built, 5*time.Second, logger)
+	rec := httptest.NewRecorder()
+	metricsHandler(e, 5*time.Second, 0, logger).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return samples(t, rec.Body.String())
+}
+
+// TestWrongProcfs: a --path.procfs without the files every Linux has is a
+// failure, not "no data"; PSI and zoneinfo, which containers and old
+// kernels lack, stay "no data".
+func TestWrongProcfs(t *testing.T) {
+	empty := t.TempDir()
+	s := scrapeHost(t, empty, empty)
+	for c, want := range map[string]float64{
+		"vmstat": 0, "meminfo": 0, "diskstats": 0, "sysctl": 0,
+		"pressure": 1, "zoneinfo": 1,
+	} {
+		if got := s[`stall_scrape_collector_success{collector="`+c+`"}`]; got != want {
+			t.Errorf("%s success = %v on an empty procfs, want %v", c, got, want)
+		}
+	}
+}
+
+// TestGarbageProcfs: malformed files are counted as parse errors, the
+// collectors that can keep the good lines do, and nothing panics.
+func TestGarbageProcfs(t *testing.T) {
+	proc := t.TempDir()
+	write := func(name, content string) {
+		p := filepath.Join(proc, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("vmstat", "nr_dirty 5\n\x00\x01\x02 junk\nnr_writeback -1\n"+strings.Repeat("x", 1<<20)+"\nnr_dirty_threshold 100\nnr_dirty_background_threshold 50\n")
+	write("meminfo", "MemTotal: -5 kB\n")
+	write("diskstats", "   8       0 sda 1 2 3 4 5 6 7 8 9 10 11\n garbage\n")
+	write("zoneinfo", "Node 0, zone Normal\n  pages free zz\n        min 7\n")
+	write("pressure/io", "some avg10=x avg60=0 avg300=0 total=1\n")
+	write("pressure/memory", "some avg10=0.00 avg60=0.00 avg300=0.00 total=2000000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n")
+	write("sys/vm/swappiness", "zz\n")
+	s := scrapeHost(t, proc, proc)
+
+	// vmstat: "nr_writeback -1" and the 1 MiB line without a value; the junk
+	// line has a name vmstat does not use, so it is skipped unvalidated.
+	for c, wantErrs := range map[string]float64{"vmstat": 2, "meminfo": 1, "diskstats": 1, "zoneinfo": 1, "pressure": 1, "sysctl": 1} {
+		if got := s[`stall_collector_parse_errors_total{collector="`+c+`"}`]; got != wantErrs {
+			t.Errorf("%s parse errors = %v, want %v", c, got, wantErrs)
+		}
+	}
+	// vmstat keeps its good lines: nr_dirty 5 pages, no writeback (its line was bad).
+	if _, ok := s["stall_vm_dirty_bytes"]; !ok {
+		t.Error("vmstat dropped its good lines")
+	}
+	if _, ok := s["stall_vm_writeback_bytes"]; ok {
+		t.Error("a malformed nr_writeback line produced a value")
+	}
+	// diskstats keeps the device before the bad line; pressure keeps memory.
+	if s[`stall_disk_reads_completed_total{device="sda"}`] != 1 {
+		t.Error("diskstats dropped the good line before the bad one")
+	}
+	if s[`stall_pressure_stalled_seconds_total{resource="memory",scope="full"}`] != 1 {
+		t.Error("pressure dropped memory because io was malformed")
+	}
+}
