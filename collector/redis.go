@@ -174,6 +174,18 @@ type redisSettings struct {
 }
 
 func redisSettingsFromFlags() (redisSettings, error) {
+	switch {
+	case *redisTimeout <= 0:
+		return redisSettings{}, fmt.Errorf("--redis.timeout must be positive, not %v", *redisTimeout)
+	case *redisDialTimeout <= 0:
+		return redisSettings{}, fmt.Errorf("--redis.dial-timeout must be positive, not %v", *redisDialTimeout)
+	case *redisConfigRefresh <= 0:
+		return redisSettings{}, fmt.Errorf("--redis.config-refresh-interval must be positive, not %v", *redisConfigRefresh)
+	case *redisTopK < 1:
+		return redisSettings{}, fmt.Errorf("--redis.client-list.top-k must be at least 1, not %d", *redisTopK)
+	case *redisCLEvery < 0:
+		return redisSettings{}, fmt.Errorf("--redis.client-list.every must be 0 or more, not %d", *redisCLEvery)
+	}
 	gb, err := redisx.ParseGroupBy(*redisGroupBy)
 	if err != nil {
 		return redisSettings{}, err
@@ -212,6 +224,11 @@ type redisCollector struct {
 func newRedisCollector(cfg Config) (Collector, error) {
 	s, err := redisSettingsFromFlags()
 	if err != nil {
+		return nil, err
+	}
+	// The /probe allowlist is built on the first probe; check its flags now
+	// so a bad regexp stops the start instead of failing every probe.
+	if _, err := newRedisAllowlist(*redisProbeAllowed, *redisProbeAllowedRE, s.conn); err != nil {
 		return nil, err
 	}
 	return newRedisCollectorFor(cfg, s, *redisAddrs)

@@ -66,8 +66,8 @@ func bigKeySettingsFromFlags() (bigKeySettings, error) {
 		preferReplica: *redisBigkeysReplica, hashNames: *redisBigkeysHash, interval: *redisBigkeysInterval,
 		samples: *redisBigkeysSamples, scanCount: 100,
 	}
-	if s.enabled && (s.keysPerSecond <= 0 || s.top <= 0 || s.samples < 0) {
-		return s, fmt.Errorf("--redis.bigkeys.keys-per-second and --redis.bigkeys.top must be positive, --redis.bigkeys.samples ≥ 0")
+	if s.keysPerSecond <= 0 || s.top <= 0 || s.samples < 0 || s.interval < 0 {
+		return s, fmt.Errorf("--redis.bigkeys.keys-per-second and --redis.bigkeys.top must be positive, --redis.bigkeys.samples and --redis.bigkeys.interval ≥ 0")
 	}
 	return s, nil
 }
