@@ -34,7 +34,7 @@ var (
 	rmqBrokerFlag = kingpin.Flag("rocketmq.broker",
 		"RocketMQ broker host:port (remoting port, usually 10911) to scrape directly, without a name server; repeatable.").Strings()
 	rmqTimeoutFlag = kingpin.Flag("rocketmq.timeout",
-		"Time limit of one remoting request (dial, send, reply).").Default("3s").Duration()
+		"Time limit of one broker's whole scrape (runtime info, plus its config when due: dial, send, reply) and of one discovery round; brokers and name servers are asked concurrently, so a scrape takes at most about this long. Also capped by the scrape's own timeout.").Default("3s").Duration()
 	rmqSampleFlag = kingpin.Flag("rocketmq.sample-interval",
 		"How often pageCacheLockTimeMills is sampled between scrapes for stall_rocketmq_commitlog_lock_held_sampled_seconds; 0 disables. Each sample is one GET_BROKER_RUNTIME_INFO, which makes a 4.9.4+ broker write two INFO lines to store.log.").
 		Default("1s").Duration()
@@ -53,15 +53,30 @@ var (
 )
 
 func init() {
-	Register("rocketmq", true, func(cfg Config) (Collector, error) {
-		opts, err := rmqOptionsFromFlags()
-		if err != nil {
-			return nil, err
-		}
-		opts.Namesrv, opts.Brokers, opts.LogDir = rmqSplitAddrs(*rmqNamesrvFlag), rmqSplitAddrs(*rmqBrokerFlag), *rmqLogDirFlag
-		return newRocketMQCollector(cfg, opts), nil
-	})
+	Register("rocketmq", true, newRocketMQFromFlags)
 	RegisterProbe("rocketmq", rmqProbe)
+}
+
+// newRocketMQFromFlags builds the collector from the --rocketmq.* flags; a
+// flag value that cannot work is an error, so the exporter refuses to
+// start.
+func newRocketMQFromFlags(cfg Config) (Collector, error) {
+	opts, err := rmqOptionsFromFlags()
+	if err != nil {
+		return nil, err
+	}
+	opts.Namesrv, opts.Brokers, opts.LogDir = rmqSplitAddrs(*rmqNamesrvFlag), rmqSplitAddrs(*rmqBrokerFlag), *rmqLogDirFlag
+	for _, a := range opts.Namesrv {
+		if err := rmqCheckHostPort(a); err != nil {
+			return nil, fmt.Errorf("--rocketmq.namesrv: %w", err)
+		}
+	}
+	for _, a := range opts.Brokers {
+		if err := rmqCheckHostPort(a); err != nil {
+			return nil, fmt.Errorf("--rocketmq.broker: %w", err)
+		}
+	}
+	return newRocketMQCollector(cfg, opts), nil
 }
 
 // rmqSplitAddrs accepts repeated flags and RocketMQ's own list form
@@ -80,6 +95,56 @@ func rmqSplitAddrs(values []string) []string {
 	return out
 }
 
+// rmqCheckHostPort checks a --rocketmq.broker or --rocketmq.namesrv value:
+// host:port with a non-empty host and a port 1–65535.
+func rmqCheckHostPort(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("%q: want host:port: %w", a, err)
+	}
+	if host == "" {
+		return fmt.Errorf("%q: want host:port, the host is empty", a)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return fmt.Errorf("%q: port %q is not a number 1-65535", a, port)
+	}
+	return nil
+}
+
+// rmqCheckAllowed checks the /probe allowlist entries: "*", host:port, a
+// bare host, or a CIDR.
+func rmqCheckAllowed(allow []string) error {
+	for _, a := range allow {
+		a = strings.TrimSpace(a)
+		switch {
+		case a == "":
+			return errors.New("empty entry")
+		case a == "*":
+		case strings.Contains(a, "/"):
+			if _, err := netip.ParsePrefix(a); err != nil {
+				return fmt.Errorf("%q is not a CIDR: %w", a, err)
+			}
+		case strings.ContainsAny(a, " \t"):
+			return fmt.Errorf("%q: want host:port, a host, a CIDR or '*'", a)
+		default:
+			if _, _, err := net.SplitHostPort(a); err == nil {
+				if err := rmqCheckHostPort(a); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Limits of --rocketmq.max-frame-bytes: a 5.x runtime-info reply alone is
+// about 3 KB and cluster info grows with the brokers, so less than 64 KiB
+// only makes requests fail; more than 1 GiB is no limit at all.
+const (
+	rmqMinFrame = 64 << 10
+	rmqMaxFrame = 1 << 30
+)
+
 func rmqOptionsFromFlags() (rocketmqOptions, error) {
 	opts := rocketmqOptions{
 		Timeout:           *rmqTimeoutFlag,
@@ -87,6 +152,12 @@ func rmqOptionsFromFlags() (rocketmqOptions, error) {
 		ConfigInterval:    *rmqConfigIntervalFlag,
 		DiscoveryInterval: *rmqDiscoveryIntervalFlag,
 		MaxFrame:          *rmqMaxFrameFlag,
+	}
+	if err := opts.validate(); err != nil {
+		return opts, err
+	}
+	if err := rmqCheckAllowed(*rmqProbeAllowFlag); err != nil {
+		return opts, fmt.Errorf("--rocketmq.probe.allowed-targets: %w", err)
 	}
 	if *rmqACLFileFlag != "" {
 		cr, err := remoting.LoadCredentials(*rmqACLFileFlag)
@@ -111,6 +182,23 @@ type rocketmqOptions struct {
 	Credentials       *remoting.Credentials
 }
 
+// validate rejects settings that cannot work.
+func (o rocketmqOptions) validate() error {
+	switch {
+	case o.Timeout <= 0:
+		return fmt.Errorf("--rocketmq.timeout must be positive, got %s", o.Timeout)
+	case o.SampleInterval < 0:
+		return fmt.Errorf("--rocketmq.sample-interval must be 0 (off) or positive, got %s", o.SampleInterval)
+	case o.ConfigInterval <= 0:
+		return fmt.Errorf("--rocketmq.config-interval must be positive, got %s", o.ConfigInterval)
+	case o.DiscoveryInterval <= 0:
+		return fmt.Errorf("--rocketmq.discovery-interval must be positive, got %s", o.DiscoveryInterval)
+	case o.MaxFrame < rmqMinFrame || o.MaxFrame > rmqMaxFrame:
+		return fmt.Errorf("--rocketmq.max-frame-bytes must be between %d and %d, got %d", rmqMinFrame, rmqMaxFrame, o.MaxFrame)
+	}
+	return nil
+}
+
 var rmqLabels = []string{"cluster", "broker", "broker_id"}
 
 func rmqMetric(name, help string, typ prometheus.ValueType, extra ...string) Metric {
@@ -126,8 +214,8 @@ var (
 		"1 if the name server answered GET_BROKER_CLUSTER_INFO (request 106) at the last discovery, else 0.", prometheus.GaugeValue, "namesrv")
 	rmqLockHeld = rmqMetric("commitlog_lock_held_seconds",
 		"How long the current holder has held the CommitLog put lock, 0 when free (runtime-info pageCacheLockTimeMills, instantaneous). The broker declares the page cache busy above osPageCacheBusyTimeOutMills.", prometheus.GaugeValue)
-	rmqPutQuantile = rmqMetric("put_latency_window_quantile_seconds",
-		"Put latency quantile over the broker's last completed 60 s window (runtime-info putLatency99, putLatency999; 4.9.4+).", prometheus.GaugeValue, "quantile")
+	rmqPutPercentile = rmqMetric("put_latency_window_percentile_seconds",
+		"Put latency percentile over the broker's last completed 60 s window: percentile=\"99\" from runtime-info putLatency99, \"99.9\" from putLatency999 (4.9.4+).", prometheus.GaugeValue, "percentile")
 	rmqPutMax = rmqMetric("put_latency_max_seconds",
 		"Longest whole put since broker start (runtime-info putMessageEntireTimeMax, high-water mark).", prometheus.GaugeValue)
 	rmqPutMessages = rmqMetric("put_messages_total",
@@ -244,11 +332,14 @@ type rocketmqCollector struct {
 	now  func() time.Time
 
 	mu            sync.Mutex
-	brokers       map[string]*rmqBroker // by address
-	namesrvUp     map[string]bool
+	brokers       map[string]*rmqBroker       // by address
+	namesrvErr    map[string]error            // result of the last discovery per name server (nil: answered)
 	nsClients     map[string]*remoting.Client // one reused connection per name server
-	lastDiscovery time.Time
-	discovered    bool
+	lastDiscovery time.Time                   // start of the last discovery round
+	discovered    bool                        // some round got an answer
+	discovering   chan struct{}               // closed when the running round ends; nil when none runs
+	ready         chan struct{}               // closed at the running round's first answer or its end
+	roundFailed   bool                        // no name server answered the last finished round
 }
 
 // rmqBroker is the state kept for one broker between scrapes.
@@ -270,6 +361,7 @@ type rmqBroker struct {
 	keyErrors    map[string]uint64
 	config       map[string]string
 	configAt     time.Time
+	down         bool // the last scrape's runtime-info request failed (logged once)
 }
 
 func newRocketMQCollector(cfg Config, opts rocketmqOptions) *rocketmqCollector {
@@ -283,7 +375,7 @@ func newRocketMQCollector(cfg Config, opts rocketmqOptions) *rocketmqCollector {
 		opts.DiscoveryInterval = 30 * time.Second
 	}
 	c := &rocketmqCollector{cfg: cfg, opts: opts, now: time.Now,
-		brokers: map[string]*rmqBroker{}, namesrvUp: map[string]bool{}, nsClients: map[string]*remoting.Client{}}
+		brokers: map[string]*rmqBroker{}, namesrvErr: map[string]error{}, nsClients: map[string]*remoting.Client{}}
 	for _, ns := range opts.Namesrv {
 		c.nsClients[ns] = remoting.NewClient(ns, remoting.Options{Timeout: opts.Timeout, MaxFrame: opts.MaxFrame})
 	}
@@ -310,7 +402,30 @@ func (c *rocketmqCollector) remoteConfigured() bool {
 	return len(c.opts.Namesrv) > 0 || len(c.opts.Brokers) > 0
 }
 
-// Update implements Collector.
+// rmqMaxMargin is the most of the scrape's own time left unused at the end,
+// so up=0 and the other series still reach the exporter before its timeout.
+const rmqMaxMargin = 250 * time.Millisecond
+
+// scrapeDeadline is when this scrape's requests must end: --rocketmq.timeout
+// after start, or shortly before ctx's deadline when that is earlier.
+func (c *rocketmqCollector) scrapeDeadline(ctx context.Context, start time.Time) time.Time {
+	deadline := start.Add(c.opts.Timeout)
+	if d, ok := ctx.Deadline(); ok {
+		margin := min(rmqMaxMargin, d.Sub(start)/10)
+		if d = d.Add(-margin); d.Before(deadline) {
+			deadline = d
+		}
+	}
+	return deadline
+}
+
+// Update implements Collector. Every broker is asked concurrently, each
+// under one budget for its whole scrape (see scrapeDeadline), so the scrape
+// takes at most about --rocketmq.timeout whatever the brokers and name
+// servers do. A broker that does not answer reports stall_rocketmq_up 0;
+// like the redis collector, the returned error (collector success 0) names
+// every broker and name server that failed, and the other brokers' series
+// are still sent.
 func (c *rocketmqCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	if !c.remoteConfigured() && c.logs == nil {
 		return ErrNoData
@@ -321,21 +436,40 @@ func (c *rocketmqCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 	if !c.remoteConfigured() {
 		return nil
 	}
-	brokers, err := c.targets(ctx)
-	c.sendNamesrv(ch)
-	if err != nil {
-		return err
+	start := time.Now()
+	deadline := c.scrapeDeadline(ctx, start)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if done, wait := c.refreshTopology(); wait {
+		// Wait for the name servers at most half the budget; after that
+		// the last known brokers are scraped and the round finishes in the
+		// background for the next scrape. No wait at all while the name
+		// servers failed the last round: the scrape is not delayed for them
+		// again and again.
+		wait := time.NewTimer(deadline.Sub(start) / 2)
+		select {
+		case <-done:
+		case <-wait.C:
+		case <-ctx.Done():
+		}
+		wait.Stop()
 	}
+	brokers := c.knownBrokers()
+	errs := c.sendNamesrv(ch)
+	berrs := make([]error, len(brokers))
 	var wg sync.WaitGroup
-	for _, b := range brokers {
+	for i, b := range brokers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.scrapeBroker(ctx, b, ch)
+			berrs[i] = c.scrapeBroker(ctx, b, ch)
 		}()
 	}
 	wg.Wait()
-	return nil
+	if len(brokers) == 0 && len(errs) == 0 && len(c.opts.Namesrv) > 0 {
+		errs = append(errs, errors.New("no broker known yet: the name servers have not answered"))
+	}
+	return errors.Join(append(errs, berrs...)...)
 }
 
 // Run samples pageCacheLockTimeMills every --rocketmq.sample-interval and
@@ -369,7 +503,8 @@ func (c *rocketmqCollector) Run(ctx context.Context) {
 // interval. A broker that fails is skipped for a backoff of 2^n intervals
 // (up to 30 s) so a dead broker is not redialled every second.
 func (c *rocketmqCollector) sampleOnce(ctx context.Context) {
-	brokers, _ := c.targets(ctx)
+	c.refreshTopology()
+	brokers := c.knownBrokers()
 	interval := c.opts.SampleInterval
 	if interval <= 0 {
 		interval = time.Second
@@ -439,17 +574,43 @@ func (b *rmqBroker) observeDistribution(kv map[string]string, now time.Time) boo
 	return true
 }
 
-// targets returns the brokers to scrape, refreshing discovery from the name
-// servers when it is older than --rocketmq.discovery-interval. When every
-// name server fails, the last known topology is kept.
-func (c *rocketmqCollector) targets(ctx context.Context) ([]*rmqBroker, error) {
+// refreshTopology starts a discovery round in the background when one is
+// due (--rocketmq.discovery-interval after the last round, or at once while
+// no name server has ever answered) and none is running. It returns a
+// channel closed when the running round ends (nil when none runs), and
+// whether a scrape should wait for it: not when every name server failed
+// the last round. A round is bounded by --rocketmq.timeout and never by a
+// scrape, so a silent name server delays no scrape by more than the wait
+// Update chooses, and only until its first failure is known.
+func (c *rocketmqCollector) refreshTopology() (<-chan struct{}, bool) {
 	c.mu.Lock()
-	stale := len(c.opts.Namesrv) > 0 && (!c.discovered || c.now().Sub(c.lastDiscovery) >= c.opts.DiscoveryInterval)
-	c.mu.Unlock()
-	var err error
-	if stale {
-		err = c.discover(ctx)
+	defer c.mu.Unlock()
+	if c.discovering != nil {
+		return c.ready, !c.roundFailed
 	}
+	if len(c.opts.Namesrv) == 0 || c.discovered && c.now().Sub(c.lastDiscovery) < c.opts.DiscoveryInterval {
+		return nil, false
+	}
+	done, ready := make(chan struct{}), make(chan struct{})
+	c.discovering, c.ready = done, ready
+	c.lastDiscovery = c.now()
+	var once sync.Once
+	markReady := func() { once.Do(func() { close(ready) }) }
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
+		c.discover(ctx, markReady)
+		cancel()
+		markReady()
+		c.mu.Lock()
+		c.discovering, c.ready = nil, nil
+		c.mu.Unlock()
+		close(done)
+	}()
+	return ready, !c.roundFailed
+}
+
+// knownBrokers returns the brokers to scrape, sorted by address.
+func (c *rocketmqCollector) knownBrokers() []*rmqBroker {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]*rmqBroker, 0, len(c.brokers))
@@ -457,19 +618,23 @@ func (c *rocketmqCollector) targets(ctx context.Context) ([]*rmqBroker, error) {
 		out = append(out, b)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].addr < out[j].addr })
-	if len(out) == 0 && err != nil {
-		return nil, err
-	}
-	return out, nil
+	return out
 }
 
-func (c *rocketmqCollector) discover(ctx context.Context) error {
+// discover asks every name server concurrently for the topology. Every
+// name server knows every broker (each broker registers with all of them),
+// so while other name servers are still being waited for, the brokers of
+// an answer are added at once and ready is called; brokers that no
+// answering name server lists are dropped when the round ends. When none answers, the last known brokers are kept. A name server
+// going down is logged once at warn, its recovery at info.
+func (c *rocketmqCollector) discover(ctx context.Context, ready func()) {
 	type result struct {
 		ns      string
 		brokers []remoting.BrokerAddr
 		err     error
 	}
 	results := make([]result, len(c.opts.Namesrv))
+	pending := len(c.opts.Namesrv) // guarded by c.mu
 	var wg sync.WaitGroup
 	for i, ns := range c.opts.Namesrv {
 		wg.Add(1)
@@ -477,6 +642,16 @@ func (c *rocketmqCollector) discover(ctx context.Context) error {
 			defer wg.Done()
 			bs, err := c.nsClients[ns].ClusterInfo(ctx)
 			results[i] = result{ns, bs, err}
+			c.mu.Lock()
+			pending--
+			early := err == nil && pending > 0 // the last answer waits for the round's end (removals)
+			if early {
+				c.addBrokers(bs)
+			}
+			c.mu.Unlock()
+			if early {
+				ready()
+			}
 		}()
 	}
 	wg.Wait()
@@ -484,25 +659,32 @@ func (c *rocketmqCollector) discover(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	found := map[string]remoting.BrokerAddr{}
-	var errs []error
+	failed := 0
 	for _, r := range results {
-		c.namesrvUp[r.ns] = r.err == nil
+		prev, seen := c.namesrvErr[r.ns]
+		c.namesrvErr[r.ns] = r.err
 		if r.err != nil {
-			errs = append(errs, fmt.Errorf("name server %s: %w", r.ns, r.err))
+			failed++
+			if !seen || prev == nil {
+				c.cfg.Logger.Warn("rocketmq name server not answering GET_BROKER_CLUSTER_INFO; the last known brokers are scraped (logged again when it recovers)",
+					"namesrv", r.ns, "err", r.err)
+			}
 			var re *remoting.ResponseError
 			if !errors.As(r.err, &re) && (errors.Is(r.err, remoting.ErrMalformed) || strings.Contains(r.err.Error(), "cluster info")) {
 				c.cfg.Problems.Add("rocketmq cluster info", 1, r.err)
 			}
 			continue
 		}
+		if seen && prev != nil {
+			c.cfg.Logger.Info("rocketmq name server answering again", "namesrv", r.ns)
+		}
 		for _, b := range r.brokers {
 			found[b.Addr] = b
 		}
 	}
-	c.lastDiscovery = c.now()
-	if len(errs) == len(results) {
-		c.cfg.Logger.Debug("every name server failed; keeping the last known brokers", "err", errors.Join(errs...))
-		return errors.Join(errs...)
+	c.roundFailed = failed == len(results)
+	if c.roundFailed {
+		return
 	}
 	c.discovered = true
 	for addr, b := range c.brokers {
@@ -511,9 +693,20 @@ func (c *rocketmqCollector) discover(ctx context.Context) error {
 			delete(c.brokers, addr)
 		}
 	}
-	for addr, ba := range found {
+	for _, r := range results {
+		if r.err == nil {
+			c.addBrokers(r.brokers)
+		}
+	}
+}
+
+// addBrokers adds discovered brokers and updates the labels of known ones
+// (directly named brokers keep the labels from their config); c.mu must be
+// held.
+func (c *rocketmqCollector) addBrokers(found []remoting.BrokerAddr) {
+	for _, ba := range found {
 		labels := [3]string{rmqLabel(ba.Cluster), rmqLabel(ba.Name), strconv.FormatInt(ba.ID, 10)}
-		if b, ok := c.brokers[addr]; ok {
+		if b, ok := c.brokers[ba.Addr]; ok {
 			b.mu.Lock()
 			if !b.direct {
 				b.labels = labels
@@ -521,19 +714,27 @@ func (c *rocketmqCollector) discover(ctx context.Context) error {
 			b.mu.Unlock()
 			continue
 		}
-		c.brokers[addr] = c.newBroker(addr, false, labels)
+		c.brokers[ba.Addr] = c.newBroker(ba.Addr, false, labels)
 	}
-	return nil
 }
 
-func (c *rocketmqCollector) sendNamesrv(ch chan<- prometheus.Metric) {
+// sendNamesrv sends stall_rocketmq_namesrv_up from the last finished
+// discovery round and returns the errors of the name servers that failed it.
+func (c *rocketmqCollector) sendNamesrv(ch chan<- prometheus.Metric) []error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var errs []error
 	for _, ns := range c.opts.Namesrv {
-		if up, ok := c.namesrvUp[ns]; ok {
-			rmqNamesrvUp.Send(ch, b2f(up), ns)
+		err, ok := c.namesrvErr[ns]
+		if !ok {
+			continue
+		}
+		rmqNamesrvUp.Send(ch, b2f(err == nil), ns)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("name server %s: %w", ns, err))
 		}
 	}
+	return errs
 }
 
 func b2f(b bool) float64 {
@@ -543,44 +744,65 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// scrapeBroker reads one broker's config (when due) and runtime info and
-// sends its metrics.
-func (c *rocketmqCollector) scrapeBroker(ctx context.Context, b *rmqBroker, ch chan<- prometheus.Metric) {
-	b.mu.Lock()
-	configDue := b.config == nil || c.now().Sub(b.configAt) >= c.opts.ConfigInterval
-	b.mu.Unlock()
-	if configDue {
-		cfg, bad, err := b.client.BrokerConfig(ctx)
+// scrapeBroker reads one broker's runtime info and, when it answered and
+// the config is due, its config, all before ctx's deadline (one budget for
+// both); then it sends the broker's metrics. stall_rocketmq_up is the
+// runtime-info request's result alone: a slow or failed config read keeps
+// the last config and labels. The broker going down is logged once at warn,
+// its recovery at info.
+func (c *rocketmqCollector) scrapeBroker(ctx context.Context, b *rmqBroker, ch chan<- prometheus.Metric) error {
+	kv, err := b.client.RuntimeInfo(ctx)
+	if err == nil {
 		b.mu.Lock()
-		if err == nil {
-			b.config, b.configAt = cfg, c.now()
-			if b.direct {
-				b.labels = rmqLabelsFromConfig(cfg, b.addr)
-			}
-		} else {
-			c.cfg.Logger.Debug("GET_BROKER_CONFIG failed", "broker", b.addr, "err", err)
-		}
+		configDue := b.config == nil || c.now().Sub(b.configAt) >= c.opts.ConfigInterval
 		b.mu.Unlock()
-		if bad > 0 {
-			c.cfg.Problems.Add("rocketmq broker config line", bad, fmt.Errorf("broker %s: %d config lines without '='", b.addr, bad))
+		if configDue {
+			c.readConfig(ctx, b)
 		}
 	}
-	kv, err := b.client.RuntimeInfo(ctx)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	lv := b.labels[:]
 	if err != nil {
-		c.cfg.Logger.Debug("GET_BROKER_RUNTIME_INFO failed", "broker", b.addr, "err", err)
+		if !b.down {
+			c.cfg.Logger.Warn("rocketmq broker not answering GET_BROKER_RUNTIME_INFO; stall_rocketmq_up is 0 (logged again when it recovers)",
+				"broker", b.addr, "err", err)
+		}
+		b.down = true
 		if errors.Is(err, remoting.ErrMalformed) || errors.Is(err, remoting.ErrFrameTooLarge) || strings.HasPrefix(err.Error(), "runtime info body") {
 			c.cfg.Problems.Add("rocketmq runtime info reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
 		}
 		rmqUp.Send(ch, 0, lv...)
 		b.sendState(ch)
-		return
+		return fmt.Errorf("broker %s: %w", b.addr, err)
+	}
+	if b.down {
+		c.cfg.Logger.Info("rocketmq broker answering again", "broker", b.addr)
+		b.down = false
 	}
 	rmqUp.Send(ch, 1, lv...)
 	b.emitRuntime(ch, kv, c.now(), c.cfg.Problems)
 	b.sendState(ch)
+	return nil
+}
+
+// readConfig reads GET_BROKER_CONFIG; a failure keeps the last config and
+// labels and is retried at the next scrape.
+func (c *rocketmqCollector) readConfig(ctx context.Context, b *rmqBroker) {
+	cfg, bad, err := b.client.BrokerConfig(ctx)
+	if bad > 0 {
+		c.cfg.Problems.Add("rocketmq broker config line", bad, fmt.Errorf("broker %s: %d config lines without '='", b.addr, bad))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		c.cfg.Logger.Debug("GET_BROKER_CONFIG failed; keeping the last config", "broker", b.addr, "err", err)
+		return
+	}
+	b.config, b.configAt = cfg, c.now()
+	if b.direct {
+		b.labels = rmqLabelsFromConfig(cfg, b.addr)
+	}
 }
 
 // rmqLabelsFromConfig names a directly configured broker from its own
@@ -638,7 +860,7 @@ func (b *rmqBroker) emitRuntime(ch chan<- prometheus.Metric, kv map[string]strin
 		n.metric.Send(ch, v, lv...)
 	}
 
-	for _, q := range []struct{ key, quantile string }{{"putLatency99", "0.99"}, {"putLatency999", "0.999"}} {
+	for _, q := range []struct{ key, percentile string }{{"putLatency99", "99"}, {"putLatency999", "99.9"}} {
 		raw, ok := kv[q.key]
 		if !ok {
 			continue // 4.9.4+ only
@@ -648,7 +870,7 @@ func (b *rmqBroker) emitRuntime(ch chan<- prometheus.Metric, kv map[string]strin
 			b.keyError(problems, q.key, err)
 			continue
 		}
-		rmqPutQuantile.Send(ch, v, append(lv[:3:3], q.quantile)...)
+		rmqPutPercentile.Send(ch, v, append(lv[:3:3], q.percentile)...)
 	}
 
 	for _, r := range rmqRates {

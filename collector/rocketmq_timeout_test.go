@@ -1,0 +1,396 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/stall-exporter/stall_exporter/collector/remoting"
+	"github.com/stall-exporter/stall_exporter/collector/remoting/rmqtest"
+)
+
+// rmqSilent is a TCP listener that accepts connections and never answers,
+// as a hung broker or name server does.
+func rmqSilent(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// rmqCtxAdapter lets a registry gather one Collector under a given context
+// and records how long Update took and whether it returned before ctx ended.
+type rmqCtxAdapter struct {
+	c       Collector
+	ctx     context.Context
+	err     *error
+	elapsed *time.Duration
+	inTime  *bool
+}
+
+func (a rmqCtxAdapter) Describe(chan<- *prometheus.Desc) {}
+func (a rmqCtxAdapter) Collect(ch chan<- prometheus.Metric) {
+	start := time.Now()
+	*a.err = a.c.Update(a.ctx, ch)
+	*a.elapsed = time.Since(start)
+	*a.inTime = a.ctx.Err() == nil
+}
+
+type rmqScrapeResult struct {
+	text    string // full exposition with HELP and TYPE
+	err     error
+	elapsed time.Duration
+	inTime  bool // Update returned before its context ended
+}
+
+// rmqScrapeCtx runs one Update under ctx and returns the whole exposition.
+func rmqScrapeCtx(t *testing.T, ctx context.Context, c Collector) rmqScrapeResult {
+	t.Helper()
+	var r rmqScrapeResult
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(rmqCtxAdapter{c, ctx, &r.err, &r.elapsed, &r.inTime})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.text = buf.String()
+	return r
+}
+
+// lines returns the sample lines of the named families, sorted as exposed.
+func (r rmqScrapeResult) lines(families ...string) string {
+	var out []string
+	for _, l := range strings.Split(r.text, "\n") {
+		for _, f := range families {
+			if strings.HasPrefix(l, f+"{") || strings.HasPrefix(l, f+" ") {
+				out = append(out, l)
+			}
+		}
+	}
+	return strings.Join(out, "\n") + "\n"
+}
+
+// One silent broker and one refusing broker cost only their own up 0: the
+// scrape ends within one --rocketmq.timeout (the silent broker's config is
+// not asked for on top of its runtime info), the healthy broker is fully
+// reported, and the collector fails naming both bad brokers.
+func TestRocketMQSilentBrokerCostsOneBudget(t *testing.T) {
+	good := rmqStartBroker(t, rmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
+	silent := rmqSilent(t)
+	const timeout = time.Second
+	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{
+		Brokers: []string{good.Addr(), silent, "127.0.0.1:2"}, Timeout: timeout})
+	r := rmqScrapeCtx(t, context.Background(), c)
+	rmqExpect(t, r.lines("stall_rocketmq_up"), `
+stall_rocketmq_up{broker="127.0.0.1:2",broker_id="",cluster=""} 0
+stall_rocketmq_up{broker="`+silent+`",broker_id="",cluster=""} 0
+stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
+`)
+	if r.elapsed < timeout || r.elapsed > timeout*3/2 {
+		t.Errorf("scrape took %v, want one --rocketmq.timeout (%v), never 2×", r.elapsed, timeout)
+	}
+	if r.err == nil || !strings.Contains(r.err.Error(), "broker "+silent) || !strings.Contains(r.err.Error(), "broker 127.0.0.1:2") ||
+		strings.Contains(r.err.Error(), good.Addr()) {
+		t.Errorf("err = %v, want the silent and the refusing broker", r.err)
+	}
+	if !strings.Contains(r.text, `stall_rocketmq_put_messages_total{broker="good",broker_id="0",cluster="c"} 1.234567e+06`) {
+		t.Errorf("healthy broker's series missing:\n%s", r.text)
+	}
+}
+
+// The scrape's own deadline (the exporter's collector timeout, lowered from
+// the Prometheus scrape-timeout header) is kept even when it is shorter than
+// --rocketmq.timeout: Update returns before it, with up 0 for the silent
+// broker and the healthy broker's series.
+func TestRocketMQScrapeEndsBeforeContextDeadline(t *testing.T) {
+	good := rmqStartBroker(t, rmqtest.Runtime5(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
+	silent := rmqSilent(t)
+	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Brokers: []string{good.Addr(), silent}, Timeout: 10 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+	defer cancel()
+	r := rmqScrapeCtx(t, ctx, c)
+	if !r.inTime {
+		t.Errorf("Update returned after its context ended (%v)", r.elapsed)
+	}
+	rmqExpect(t, r.lines("stall_rocketmq_up"), `
+stall_rocketmq_up{broker="`+silent+`",broker_id="",cluster=""} 0
+stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
+`)
+}
+
+// A silent name server delays the first scrape by at most half the budget
+// and later scrapes not at all; the directly named broker keeps its labels
+// from its config and its up reflects its own runtime info only.
+func TestRocketMQSilentNamesrvKeepsBrokerLabels(t *testing.T) {
+	good := rmqStartBroker(t, rmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
+	ns := rmqSilent(t)
+	const timeout = time.Second
+	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Namesrv: []string{ns}, Brokers: []string{good.Addr()}, Timeout: timeout})
+	r := rmqScrapeCtx(t, context.Background(), c)
+	want := `
+stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
+`
+	rmqExpect(t, r.lines("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), want)
+	if r.elapsed > timeout*3/4 {
+		t.Errorf("first scrape took %v, want about half of --rocketmq.timeout (%v)", r.elapsed, timeout)
+	}
+	// Let the discovery round time out, then scrape again: no wait now.
+	c.mu.Lock()
+	done := c.discovering
+	c.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+	r = rmqScrapeCtx(t, context.Background(), c)
+	rmqExpect(t, r.lines("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), `
+stall_rocketmq_namesrv_up{namesrv="`+ns+`"} 0
+stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
+`)
+	if r.elapsed > timeout/4 {
+		t.Errorf("scrape after the name server failed took %v, want no wait for it", r.elapsed)
+	}
+	if r.err == nil || !strings.Contains(r.err.Error(), "name server "+ns) {
+		t.Errorf("err = %v, want the silent name server", r.err)
+	}
+}
+
+// Brokers found through a name server keep their labels when the name
+// server later stops answering; five bad brokers and two silent name
+// servers still end the scrape within one --rocketmq.timeout.
+func TestRocketMQManyBadTargetsOneBudget(t *testing.T) {
+	good := rmqStartBroker(t, rmqtest.Runtime49(), "")
+	ns, err := rmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{{Cluster: "c", Name: "good", ID: 1, Addr: good.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	ns.Delay(time.Minute)
+	clock := time.Unix(1_800_000_000, 0)
+	const timeout = time.Second
+	brokers := []string{rmqSilent(t), rmqSilent(t), rmqSilent(t), "127.0.0.1:2", "127.0.0.1:3"}
+	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{
+		Namesrv: []string{ns.Addr(), rmqSilent(t), rmqSilent(t)}, Brokers: brokers, Timeout: timeout, DiscoveryInterval: 30 * time.Second})
+	c.now = func() time.Time { return clock }
+	for i := range 3 {
+		if i == 1 {
+			ns.Inject(rmqtest.Slow) // the name server hangs from the second round on
+			clock = clock.Add(31 * time.Second)
+		}
+		r := rmqScrapeCtx(t, context.Background(), c)
+		up := r.lines("stall_rocketmq_up")
+		if !strings.Contains(up, "stall_rocketmq_up{broker=\"good\",broker_id=\"1\",cluster=\"c\"} 1\n") {
+			t.Errorf("scrape %d: healthy broker missing or down:\n%s", i, up)
+		}
+		if n := strings.Count(up, "} 0\n"); n != 5 {
+			t.Errorf("scrape %d: %d brokers up 0, want 5", i, n)
+		}
+		if r.elapsed > timeout*3/2 {
+			t.Errorf("scrape %d took %v, want about --rocketmq.timeout (%v)", i, r.elapsed, timeout)
+		}
+	}
+}
+
+// rmqLogRecords is a slog handler that keeps every record at info and above.
+type rmqLogRecords struct {
+	mu   *sync.Mutex
+	recs *[]string
+}
+
+func (h rmqLogRecords) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h rmqLogRecords) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Level.String() + " " + r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.Key + "=" + a.Value.String())
+		return true
+	})
+	h.mu.Lock()
+	*h.recs = append(*h.recs, b.String())
+	h.mu.Unlock()
+	return nil
+}
+func (h rmqLogRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h rmqLogRecords) WithGroup(string) slog.Handler      { return h }
+
+func (h rmqLogRecords) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := *h.recs
+	*h.recs = nil
+	return out
+}
+
+// A broker going down is logged once at warn, its recovery once at info,
+// never each scrape, and never with the ACL secret.
+func TestRocketMQFailuresLoggedOnTransitions(t *testing.T) {
+	b := rmqStartBroker(t, rmqtest.Runtime49(), "brokerName=b\n")
+	cr := &remoting.Credentials{AccessKey: "exporter", SecretKey: "s3cret-key"}
+	b.RequireACL(cr)
+	h := rmqLogRecords{mu: &sync.Mutex{}, recs: new([]string)}
+	cfg := rmqTestConfig()
+	cfg.Logger = slog.New(h)
+	ns := rmqSilent(t)
+	c := newRocketMQCollector(cfg, rocketmqOptions{Brokers: []string{b.Addr(), "127.0.0.1:2"}, Namesrv: []string{ns},
+		Timeout: 300 * time.Millisecond, Credentials: cr})
+	for range 3 {
+		rmqScrapeCtx(t, context.Background(), c)
+		c.mu.Lock()
+		done := c.discovering
+		c.mu.Unlock()
+		if done != nil {
+			<-done
+		}
+	}
+	got := h.take()
+	want := []string{
+		"WARN rocketmq broker not answering GET_BROKER_RUNTIME_INFO; stall_rocketmq_up is 0 (logged again when it recovers) broker=127.0.0.1:2",
+		"WARN rocketmq name server not answering GET_BROKER_CLUSTER_INFO; the last known brokers are scraped (logged again when it recovers) namesrv=" + ns,
+	}
+	rmqCheckLogs(t, "three scrapes", got, want)
+
+	b.Inject(rmqtest.Reset)
+	rmqScrapeCtx(t, context.Background(), c)
+	rmqScrapeCtx(t, context.Background(), c)
+	rmqScrapeCtx(t, context.Background(), c)
+	rmqCheckLogs(t, "reset, then recovery", h.take(), []string{
+		"WARN rocketmq broker not answering GET_BROKER_RUNTIME_INFO; stall_rocketmq_up is 0 (logged again when it recovers) broker=" + b.Addr(),
+		"INFO rocketmq broker answering again broker=" + b.Addr(),
+	})
+}
+
+// rmqCheckLogs compares records by prefix (the err attribute varies) and
+// checks no record carries the secret key.
+func rmqCheckLogs(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	for _, g := range got {
+		if strings.Contains(g, "s3cret") {
+			t.Errorf("%s: log record carries the secret key: %s", what, g)
+		}
+	}
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(want); i++ {
+		ok = strings.HasPrefix(got[i], want[i])
+	}
+	if !ok {
+		t.Errorf("%s: logged\n%s\nwant records starting with\n%s", what, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// Flag values that cannot work stop the exporter at startup.
+func TestRocketMQInvalidFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func()
+		want string
+	}{
+		{"bad CIDR", func() { *rmqProbeAllowFlag = []string{"10.0.0.0/99"} }, "--rocketmq.probe.allowed-targets"},
+		{"bad allowed port", func() { *rmqProbeAllowFlag = []string{"10.0.0.1:99999"} }, "--rocketmq.probe.allowed-targets"},
+		{"broker without port", func() { *rmqBrokerFlag = []string{"nohostport"} }, "--rocketmq.broker"},
+		{"broker without host", func() { *rmqBrokerFlag = []string{":10911"} }, "--rocketmq.broker"},
+		{"namesrv bad port", func() { *rmqNamesrvFlag = []string{"ns:port"} }, "--rocketmq.namesrv"},
+		{"frame 0", func() { *rmqMaxFrameFlag = 0 }, "--rocketmq.max-frame-bytes"},
+		{"frame huge", func() { *rmqMaxFrameFlag = 2 << 30 }, "--rocketmq.max-frame-bytes"},
+		{"negative sample", func() { *rmqSampleFlag = -time.Second }, "--rocketmq.sample-interval"},
+		{"timeout 0", func() { *rmqTimeoutFlag = 0 }, "--rocketmq.timeout"},
+		{"negative timeout", func() { *rmqTimeoutFlag = -time.Second }, "--rocketmq.timeout"},
+		{"config interval 0", func() { *rmqConfigIntervalFlag = 0 }, "--rocketmq.config-interval"},
+		{"discovery interval 0", func() { *rmqDiscoveryIntervalFlag = 0 }, "--rocketmq.discovery-interval"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rmqDefaultFlags(t)
+			saved := [3][]string{*rmqProbeAllowFlag, *rmqBrokerFlag, *rmqNamesrvFlag}
+			defer func() { *rmqProbeAllowFlag, *rmqBrokerFlag, *rmqNamesrvFlag = saved[0], saved[1], saved[2] }()
+			*rmqProbeAllowFlag, *rmqBrokerFlag, *rmqNamesrvFlag = []string{"10.0.0.0/24", "*", "host", "h:10911"}, []string{"127.0.0.1:10911"}, nil
+			if _, err := newRocketMQFromFlags(rmqTestConfig()); err != nil {
+				t.Fatalf("valid flags refused: %v", err)
+			}
+			tc.set()
+			_, err := newRocketMQFromFlags(rmqTestConfig())
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("err = %v, want one starting with %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// The whole exposition of a scrape (4.9 master with sampled lock holds and
+// the put-latency histogram, a 5.x broker, a name server) passes
+// `promtool check metrics`.
+func TestRocketMQPromtoolCheckMetrics(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("promtool is required in CI: %v", err)
+		}
+		t.Skip("promtool not installed")
+	}
+	b49 := rmqStartBroker(t, rmqtest.Runtime49(), rmqtest.Config49)
+	b5 := rmqStartBroker(t, rmqtest.Runtime5(), rmqConfig5)
+	ns, err := rmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{
+		{Cluster: "DefaultCluster", Name: "broker-a", ID: 0, Addr: b49.Addr()},
+		{Cluster: "c5", Name: "broker-5", ID: 0, Addr: b5.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Namesrv: []string{ns.Addr()}, Timeout: 2 * time.Second, SampleInterval: time.Second})
+	rmqScrapeCtx(t, context.Background(), c)
+	c.sampleOnce(context.Background())
+	b49.Set("putLatency99", "12")
+	r := rmqScrapeCtx(t, context.Background(), c)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for _, family := range []string{"stall_rocketmq_put_latency_window_percentile_seconds", "stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket",
+		"stall_rocketmq_put_latency_seconds_bucket", "stall_rocketmq_broker_config_info", "stall_rocketmq_namesrv_up"} {
+		if !strings.Contains(r.text, family) {
+			t.Errorf("%s missing from the scrape checked", family)
+		}
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(r.text)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
