@@ -25,9 +25,9 @@ build:
 run: build
 	./$(BINARY) $(ARGS)
 
-## test: install what the tests need, then run every test (unit, integration, end to end)
+## test: install what the tests need, then run every test (unit, integration, end to end) under the race detector
 test: test-deps lint
-	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -race -count=1 -timeout 15m ./...
 	$(MAKE) fuzz
 
 ## test-deps: redis-server, prometheus (promtool), alertmanager (amtool) when missing
