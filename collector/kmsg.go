@@ -48,7 +48,7 @@ var (
 		"Kernel log records overwritten in the kernel's ring buffer before the reader got them (gaps in the /dev/kmsg sequence numbers, signalled by EPIPE); events in them are not counted.",
 		prometheus.CounterValue)
 	kmsgUpDesc = NewMetric("kernel_log_reader_up",
-		"1 while the /dev/kmsg reader is open and reading, 0 while it is reopening after an error (with backoff from 1 s to 1 min).",
+		"1 while the /dev/kmsg reader is open and reading, 0 while it is reopening after an error (with backoff from 1 s to 1 min) and when the kernel log cannot be read at all (no CAP_SYSLOG under kernel.dmesg_restrict=1, or no /dev/kmsg in the container; logged once at start, no event counters are exported then).",
 		prometheus.GaugeValue)
 )
 
@@ -118,7 +118,7 @@ type kmsgCollector struct {
 	problems *Problems
 
 	src      kmsgSource // opened at construction, handed to Run
-	disabled bool       // no permission or no device at start: said once, nothing exported
+	disabled bool       // no permission or no device at start: said once, only reader_up 0 exported
 
 	buf     []byte
 	lastSeq uint64
@@ -132,8 +132,8 @@ type kmsgCollector struct {
 
 // newKmsgCollector opens the kernel log at once, so a missing device or
 // missing permission (dmesg_restrict without CAP_SYSLOG) is reported once at
-// start; the collector then exports nothing and the rest of the exporter
-// runs. Other open errors are retried by Run.
+// start; the collector then exports only stall_kernel_log_reader_up 0, so the
+// blind spot is visible, and the rest of the exporter runs. Other open errors are retried by Run.
 func newKmsgCollector(o kmsgOptions) *kmsgCollector {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -283,7 +283,8 @@ func (k *kmsgCollector) handle(b []byte) {
 // increase() work from the first scrape.
 func (k *kmsgCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	if k.disabled {
-		return ErrNoData
+		kmsgUpDesc.Send(ch, 0)
+		return nil
 	}
 	up := 0.0
 	if k.up.Load() {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -507,11 +506,17 @@ func TestKmsgNoPermission(t *testing.T) {
 			t.Fatalf("%v: Run kept running without permission", err)
 		}
 		ch := make(chan prometheus.Metric, 16)
-		if uerr := k.Update(context.Background(), ch); !errors.Is(uerr, ErrNoData) {
-			t.Errorf("%v: Update = %v, want ErrNoData", err, uerr)
+		if uerr := k.Update(context.Background(), ch); uerr != nil {
+			t.Errorf("%v: Update = %v, want nil", err, uerr)
 		}
-		if len(ch) != 0 {
-			t.Errorf("%v: %d metrics sent without a reader", err, len(ch))
+		// Only stall_kernel_log_reader_up 0: the blind spot is visible.
+		if len(ch) != 1 {
+			t.Fatalf("%v: %d metrics sent without a reader, want reader_up only", err, len(ch))
+		}
+		var pb dto.Metric
+		m := <-ch
+		if werr := m.Write(&pb); werr != nil || pb.GetGauge().GetValue() != 0 || !strings.Contains(m.Desc().String(), "stall_kernel_log_reader_up") {
+			t.Errorf("%v: sent %v (%v), want stall_kernel_log_reader_up 0", err, m.Desc(), werr)
 		}
 		if len(logs.msgs) != 1 {
 			t.Errorf("%v: %d warnings logged, want exactly 1: %q", err, len(logs.msgs), logs.msgs)
