@@ -9,8 +9,11 @@ RUN make build GO=go
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /src/stall_exporter /bin/stall_exporter
-# 65532 is distroless' "nonroot" user. Reading /dev/kmsg needs CAP_SYSLOG
-# (see deploy/kubernetes/daemonset.yaml); everything else runs unprivileged.
+# 65532 is distroless' "nonroot" user: everything but /dev/kmsg works
+# unprivileged. Reading /dev/kmsg under kernel.dmesg_restrict=1 needs
+# CAP_SYSLOG, which only uid 0 can hold in a container (see
+# deploy/kubernetes/daemonset.yaml); without it the kmsg collector reports
+# stall_kernel_log_reader_up 0 and the rest runs.
 USER 65532:65532
 EXPOSE 29110
 ENTRYPOINT ["/bin/stall_exporter"]
