@@ -207,7 +207,7 @@ func rmqMetric(name, help string, typ prometheus.ValueType, extra ...string) Met
 
 var (
 	rmqUp = rmqMetric("up",
-		"1 if the broker answered GET_BROKER_RUNTIME_INFO (request 28) in this scrape, else 0.", prometheus.GaugeValue)
+		"1 if the broker answered GET_BROKER_RUNTIME_INFO (request 28) in this scrape within --rocketmq.timeout (and the scrape timeout), else 0. The config read does not affect it.", prometheus.GaugeValue)
 	rmqInfo = rmqMetric("broker_info",
 		"Broker identity (always 1): version from runtime-info key brokerVersionDesc, address it is scraped at.", prometheus.GaugeValue, "version", "address")
 	rmqNamesrvUp = NewMetric("rocketmq_namesrv_up",

@@ -394,3 +394,30 @@ func TestRocketMQPromtoolCheckMetrics(t *testing.T) {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }
+
+// A config re-read that fails keeps the directly named broker's labels and
+// config, and does not touch its up.
+func TestRocketMQFailedConfigReadKeepsLabels(t *testing.T) {
+	b := rmqStartBroker(t, rmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=direct\nbrokerId=2\nflushDiskType=SYNC_FLUSH\n")
+	clock := time.Unix(1_800_000_000, 0)
+	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Brokers: []string{b.Addr()}, Timeout: time.Second, ConfigInterval: time.Minute})
+	c.now = func() time.Time { return clock }
+	want := `
+stall_rocketmq_up{broker="direct",broker_id="2",cluster="c"} 1
+`
+	r := rmqScrapeCtx(t, context.Background(), c)
+	rmqExpect(t, r.lines("stall_rocketmq_up"), want)
+	clock = clock.Add(2 * time.Minute)
+	b.Inject(rmqtest.None, rmqtest.Reset) // runtime info answers, the config re-read is reset
+	r = rmqScrapeCtx(t, context.Background(), c)
+	rmqExpect(t, r.lines("stall_rocketmq_up"), want)
+	if r.err != nil {
+		t.Errorf("err = %v; a failed config read is not a failed broker", r.err)
+	}
+	if !strings.Contains(r.text, `flush_disk_type="SYNC_FLUSH"`) {
+		t.Errorf("last config lost:\n%s", r.lines("stall_rocketmq_broker_config_info"))
+	}
+	if n := b.RequestCount(remoting.GetBrokerConfig); n != 2 {
+		t.Errorf("%d config requests, want 2", n)
+	}
+}
