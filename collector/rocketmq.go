@@ -623,9 +623,10 @@ func (c *rocketmqCollector) knownBrokers() []*rmqBroker {
 
 // discover asks every name server concurrently for the topology. Every
 // name server knows every broker (each broker registers with all of them),
-// so while other name servers are still being waited for, the brokers of
-// an answer are added at once and ready is called; brokers that no
-// answering name server lists are dropped when the round ends. When none answers, the last known brokers are kept. A name server
+// so the brokers of an answer are added at once, and ready is called as
+// soon as only name servers that failed the previous round are still
+// pending; brokers that no answering name server lists are dropped when the
+// round ends. When none answers, the last known brokers are kept. A name server
 // going down is logged once at warn, its recovery at info.
 func (c *rocketmqCollector) discover(ctx context.Context, ready func()) {
 	type result struct {
@@ -634,7 +635,11 @@ func (c *rocketmqCollector) discover(ctx context.Context, ready func()) {
 		err     error
 	}
 	results := make([]result, len(c.opts.Namesrv))
-	pending := len(c.opts.Namesrv) // guarded by c.mu
+	pending := map[string]bool{} // guarded by c.mu
+	for _, ns := range c.opts.Namesrv {
+		pending[ns] = true
+	}
+	answered := false // guarded by c.mu
 	var wg sync.WaitGroup
 	for i, ns := range c.opts.Namesrv {
 		wg.Add(1)
@@ -643,10 +648,19 @@ func (c *rocketmqCollector) discover(ctx context.Context, ready func()) {
 			bs, err := c.nsClients[ns].ClusterInfo(ctx)
 			results[i] = result{ns, bs, err}
 			c.mu.Lock()
-			pending--
-			early := err == nil && pending > 0 // the last answer waits for the round's end (removals)
-			if early {
+			delete(pending, ns)
+			if err == nil {
+				answered = true
 				c.addBrokers(bs)
+			}
+			// Ready early when an answer came and every name server still
+			// pending failed the previous round: a scrape does not wait
+			// for name servers known to be down.
+			early := answered && len(pending) > 0
+			for p := range pending {
+				if prev, seen := c.namesrvErr[p]; !seen || prev == nil {
+					early = false
+				}
 			}
 			c.mu.Unlock()
 			if early {
