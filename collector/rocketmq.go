@@ -446,13 +446,13 @@ func (c *rocketmqCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 		// background for the next scrape. No wait at all while the name
 		// servers failed the last round: the scrape is not delayed for them
 		// again and again.
-		wait := time.NewTimer(deadline.Sub(start) / 2)
+		t := time.NewTimer(deadline.Sub(start) / 2)
 		select {
 		case <-done:
-		case <-wait.C:
+		case <-t.C:
 		case <-ctx.Done():
 		}
-		wait.Stop()
+		t.Stop()
 	}
 	brokers := c.knownBrokers()
 	errs := c.sendNamesrv(ch)
@@ -466,7 +466,10 @@ func (c *rocketmqCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 		}()
 	}
 	wg.Wait()
-	if len(brokers) == 0 && len(errs) == 0 && len(c.opts.Namesrv) > 0 {
+	c.mu.Lock()
+	undiscovered := len(c.opts.Namesrv) > 0 && !c.discovered
+	c.mu.Unlock()
+	if len(brokers) == 0 && len(errs) == 0 && undiscovered {
 		errs = append(errs, errors.New("no broker known yet: the name servers have not answered"))
 	}
 	return errors.Join(append(errs, berrs...)...)

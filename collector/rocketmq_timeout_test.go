@@ -421,3 +421,20 @@ stall_rocketmq_up{broker="direct",broker_id="2",cluster="c"} 1
 		t.Errorf("%d config requests, want 2", n)
 	}
 }
+
+// A name server that answers with an empty topology is not a failure.
+func TestRocketMQEmptyTopologyIsNoError(t *testing.T) {
+	ns, err := rmqtest.NewNameServer("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Namesrv: []string{ns.Addr()}, Timeout: time.Second})
+	r := rmqScrapeCtx(t, context.Background(), c)
+	if r.err != nil {
+		t.Errorf("err = %v", r.err)
+	}
+	rmqExpect(t, r.lines("stall_rocketmq_namesrv_up", "stall_rocketmq_up"), `
+stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 1
+`)
+}
