@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
@@ -114,7 +116,10 @@ func (e *Exporter) run(en *entry, ch chan<- prometheus.Metric, timeout time.Dura
 	en.problems.Send(ch)
 }
 
-var errStillRunning = errors.New("the previous run overran its timeout and is still running")
+var (
+	errStillRunning = errors.New("the previous run overran its timeout and is still running")
+	errPanicked     = errors.New("collector panicked (a bug; stack logged at debug level)")
+)
 
 // update runs one Update, forwarding its metrics to ch until it returns or
 // the timeout passes.
@@ -131,9 +136,18 @@ func (e *Exporter) update(en *entry, ch chan<- prometheus.Metric, timeout time.D
 	inner := make(chan prometheus.Metric, 64)
 	done := make(chan error, 1)
 	go func() {
-		err := en.c.Update(ctx, inner)
-		close(inner)
-		done <- err
+		var err error
+		defer func() {
+			// A bug in one collector costs that collector's scrape, never
+			// the process.
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%w: %v", errPanicked, r)
+				e.logger.Debug("collector panic", "collector", en.name, "stack", string(debug.Stack()))
+			}
+			close(inner)
+			done <- err
+		}()
+		err = en.c.Update(ctx, inner)
 	}()
 	for {
 		select {
@@ -146,7 +160,7 @@ func (e *Exporter) update(en *entry, ch chan<- prometheus.Metric, timeout time.D
 			en.mu.Lock()
 			en.abandoned++
 			en.mu.Unlock()
-			e.logger.Debug("collector timed out; its metrics are dropped from this scrape",
+			e.logger.Debug("collector timed out; metrics it sends from now on are dropped",
 				"collector", en.name, "timeout", timeout)
 			go func() {
 				for range inner {

@@ -25,12 +25,17 @@ type fakeCollector struct {
 	name    string
 	block   chan struct{} // Update ignores ctx and waits for this to close
 	err     error
+	panics  bool
 	started atomic.Int32
 }
 
 func (f *fakeCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	f.started.Add(1)
 	ch <- prometheus.MustNewConstMetric(testGauge, prometheus.GaugeValue, 1, f.name)
+	if f.panics {
+		var m map[string]int
+		m["boom"]++ // a nil-map write: the kind of bug a collector could have
+	}
 	if f.block != nil {
 		<-f.block
 		ch <- prometheus.MustNewConstMetric(testGauge, prometheus.GaugeValue, 2, f.name+"-late")
@@ -81,7 +86,8 @@ func TestSlowCollectorDoesNotBlockOthers(t *testing.T) {
 	fast := &fakeCollector{name: "fast"}
 	broken := &fakeCollector{name: "broken", err: errors.New("boom")}
 	absent := &fakeCollector{name: "absent", err: fmt.Errorf("%w: no file", collector.ErrNoData)}
-	e := newTestExporter(slow, fast, broken, absent)
+	buggy := &fakeCollector{name: "buggy", panics: true}
+	e := newTestExporter(slow, fast, broken, absent, buggy)
 
 	got, elapsed := collect(t, e)
 	if elapsed > 2*time.Second {
@@ -92,6 +98,7 @@ func TestSlowCollectorDoesNotBlockOthers(t *testing.T) {
 		`stall_scrape_collector_success{collector="fast"}`:   1,
 		`stall_scrape_collector_success{collector="broken"}`: 0,
 		`stall_scrape_collector_success{collector="absent"}`: 1,
+		`stall_scrape_collector_success{collector="buggy"}`:  0,
 		`stall_test_value{from="fast"}`:                      1,
 		`stall_test_value{from="slow"}`:                      1, // sent before it blocked
 	}
