@@ -118,8 +118,14 @@ func Build(cfg Config, only ...string) (map[string]Built, error) {
 		}
 		want[n] = true
 	}
+	names := make([]string, 0, len(registrations))
+	for n := range registrations {
+		names = append(names, n)
+	}
+	sort.Strings(names) // the same collector reports a bad shared flag every time
 	out := map[string]Built{}
-	for name, r := range registrations {
+	for _, name := range names {
+		r := registrations[name]
 		if len(want) > 0 && !want[name] || len(want) == 0 && !*r.enabled {
 			continue
 		}
