@@ -8,10 +8,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -114,6 +116,29 @@ func (c *Client) Invoke(ctx context.Context, code int, ext map[string]string, bo
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	reused := c.conn != nil
+	resp, err := c.roundTrip(ctx, code, ext, body, deadline)
+	if err != nil && reused && staleConn(err) && ctx.Err() == nil && time.Now().Before(deadline) {
+		// The idle connection was closed by the peer (a broker or name
+		// server restart, an idle-timeout in between): the request never
+		// reached a live server, and every request this client sends is a
+		// read, so it is sent once more on a fresh connection.
+		resp, err = c.roundTrip(ctx, code, ext, body, deadline)
+	}
+	return resp, err
+}
+
+// staleConn reports errors that mean the peer had closed a reused
+// connection: EOF or a reset on read, a broken pipe or reset on write.
+func staleConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// roundTrip sends one request on the current connection, dialling one if
+// there is none, and reads its response. Any transport error drops the
+// connection.
+func (c *Client) roundTrip(ctx context.Context, code int, ext map[string]string, body []byte, deadline time.Time) (*Command, error) {
 	if c.conn == nil {
 		dctx, cancel := context.WithDeadline(ctx, deadline)
 		conn, err := c.opts.Dial(dctx, "tcp", c.addr)

@@ -269,8 +269,10 @@ func TestClientFaultsRedial(t *testing.T) {
 	check("slow reply", func(err error) bool { return err != nil && strings.Contains(err.Error(), "timeout") })
 	expectDials("slow", 1)
 
+	// A reset on the reused connection looks like a restarted peer: the
+	// read is sent once more on a fresh connection and succeeds.
 	b.Inject(rmqtest.Reset)
-	check("reset", func(err error) bool { return err != nil })
+	check("reset of a reused connection", func(err error) bool { return err == nil })
 	expectDials("reset", 1)
 
 	b.Inject(rmqtest.Garbage)
@@ -287,6 +289,36 @@ func TestClientFaultsRedial(t *testing.T) {
 		return errors.As(err, &re) && re.Code == remoting.SystemBusy && strings.Contains(re.Remark, "TIMEOUT_CLEAN_QUEUE")
 	})
 	expectDials("busy (connection kept)", 0)
+}
+
+// TestClientRetriesStaleConnectionOnce: a peer that restarts between two
+// requests (the idle connection gets EOF) costs no failed request, but a
+// fresh connection that fails is not retried, and neither is a second failure.
+func TestClientRetriesStaleConnectionOnce(t *testing.T) {
+	b := newBroker(t)
+	c := remoting.NewClient(b.Addr(), remoting.Options{Timeout: time.Second})
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.RuntimeInfo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.CloseConns() // the broker restarts: every open connection is closed
+	if _, err := c.RuntimeInfo(ctx); err != nil {
+		t.Fatalf("request after the peer closed the idle connection: %v", err)
+	}
+	if c.Dials() != 2 {
+		t.Errorf("%d dials, want 2 (one redial)", c.Dials())
+	}
+
+	fresh := remoting.NewClient(b.Addr(), remoting.Options{Timeout: time.Second})
+	defer fresh.Close()
+	b.Inject(rmqtest.Reset)
+	if _, err := fresh.RuntimeInfo(ctx); err == nil {
+		t.Error("a reset on a freshly dialled connection was retried into success")
+	}
+	if fresh.Dials() != 1 {
+		t.Errorf("fresh client: %d dials, want 1", fresh.Dials())
+	}
 }
 
 func TestClientContextCancel(t *testing.T) {

@@ -147,6 +147,17 @@ func (s *Server) Close() error {
 	return err
 }
 
+// CloseConns closes every open connection but keeps listening, as a
+// restarted broker does from a client's point of view: the client's idle
+// connection reads EOF and a new dial succeeds.
+func (s *Server) CloseConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
 func (s *Server) close() error {
 	close(s.done)
 	err := s.ln.Close()
