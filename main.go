@@ -115,6 +115,7 @@ func run() int {
 			Name:        "Stall Exporter",
 			Description: "Early warning signs of latency stalls: page cache, disk await, kernel log, Redis, RocketMQ",
 			Version:     version.Info(),
+			Profiling:   "false", // no net/http/pprof: profile with the benchmarks instead
 			Links: []web.LandingLinks{
 				{Address: *metricsPath, Text: "Metrics"},
 				{Address: "/probe?module=redis&target=", Text: "Probe a remote target (module=redis|rocketmq)"},
