@@ -104,7 +104,6 @@ func scrape(t *testing.T, url string) string {
 // Go/process metrics, collector durations and the build info labels.
 func stable(out string) string {
 	var keep []string
-	skip := ""
 	for _, l := range strings.Split(out, "\n") {
 		name := l
 		if strings.HasPrefix(l, "# ") {
@@ -121,7 +120,6 @@ func stable(out string) string {
 			strings.HasPrefix(name, "stall_exporter_build_info"):
 			continue
 		}
-		_ = skip
 		keep = append(keep, l)
 	}
 	return strings.Join(keep, "\n") + "\n"
