@@ -55,9 +55,12 @@ var (
 	redisTopK = kingpin.Flag("redis.client-list.top-k",
 		"Number of client groups and of last commands exported by output-buffer size; the rest is summed in group/cmd=\"other\".").Default("10").Int()
 	redisProbeAllowed = kingpin.Flag("redis.probe.allowed-targets",
-		"Target allowed on /probe?module=redis (repeatable; host:port, a redis:// URL or a unix socket path). --redis.addr targets are always allowed.").Strings()
+		"Target allowed on /probe?module=redis (repeatable; --redis.addr syntax). --redis.addr targets are always allowed. "+
+			"A probe request names host:port only; the scheme, TLS settings and user configured here are used.").Strings()
 	redisProbeAllowedRE = kingpin.Flag("redis.probe.allowed-targets-regexp",
 		"Anchored regular expression over host:port (or the socket path) of targets allowed on /probe?module=redis.").Default("").String()
+	redisProbeScheme = kingpin.Flag("redis.probe.scheme",
+		"Scheme of targets allowed only by --redis.probe.allowed-targets-regexp: redis or rediss (TLS, --redis.tls.*).").Default("redis").Enum("redis", "rediss")
 )
 
 var (
@@ -228,7 +231,7 @@ func newRedisCollector(cfg Config) (Collector, error) {
 	}
 	// The /probe allowlist is built on the first probe; check its flags now
 	// so a bad regexp stops the start instead of failing every probe.
-	if _, err := newRedisAllowlist(*redisProbeAllowed, *redisProbeAllowedRE, s.conn); err != nil {
+	if _, err := redisProbeAllowlistFromFlags(s.conn); err != nil {
 		return nil, err
 	}
 	return newRedisCollectorFor(cfg, s, *redisAddrs)
@@ -238,7 +241,7 @@ func newRedisCollectorFor(cfg Config, s redisSettings, addrs []string) (*redisCo
 	c := &redisCollector{logger: cfg.Logger}
 	seen := map[string]bool{}
 	for _, a := range addrs {
-		spec, err := parseRedisTarget(a, s.conn, false)
+		spec, err := parseRedisTarget(a, s.conn)
 		if err != nil {
 			return nil, fmt.Errorf("--redis.addr: %w", err)
 		}

@@ -102,6 +102,10 @@ func TestRedisExporterEndToEnd(t *testing.T) {
 		"redis://u:p@127.0.0.1:1":  http.StatusBadRequest,
 		"127.0.0.1:1":              http.StatusOK, // allowed, connection refused → up 0
 		"redis://" + r.addr + "/0": http.StatusOK, // a --redis.addr target is allowed
+		// The request names the address; scheme and user are configured.
+		"rediss://" + r.addr:      http.StatusForbidden,
+		"redis://admin@" + r.addr: http.StatusBadRequest,
+		r.addr + "?skip_verify=1": http.StatusBadRequest,
 	} {
 		resp, err := http.Get(base + "/probe?module=redis&target=" + target)
 		if err != nil {

@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -39,6 +38,10 @@ func newRedisProbe(cfg Config, target string) (Collector, error) {
 }
 
 func (pc *redisProbeCache) get(cfg Config, target string) (Collector, error) {
+	addr, err := parseProbeAddress(target)
+	if err != nil {
+		return nil, err
+	}
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	if pc.settings == nil {
@@ -46,18 +49,15 @@ func (pc *redisProbeCache) get(cfg Config, target string) (Collector, error) {
 		if err != nil {
 			return nil, err
 		}
-		allow, err := newRedisAllowlist(append(append([]string(nil), *redisProbeAllowed...), *redisAddrs...), *redisProbeAllowedRE, s.conn)
+		allow, err := redisProbeAllowlistFromFlags(s.conn)
 		if err != nil {
 			return nil, err
 		}
 		pc.configure(s, allow)
 	}
-	spec, err := parseRedisTarget(target, pc.settings.conn, true)
+	spec, err := pc.allow.resolve(addr)
 	if err != nil {
 		return nil, err
-	}
-	if !pc.allow.allowed(spec.hostPort) {
-		return nil, fmt.Errorf("%w: redis target %s (see --redis.probe.allowed-targets)", ErrTargetNotAllowed, spec.hostPort)
 	}
 	now := time.Now()
 	for k, e := range pc.targets {
@@ -66,7 +66,9 @@ func (pc *redisProbeCache) get(cfg Config, target string) (Collector, error) {
 			delete(pc.targets, k)
 		}
 	}
-	key := spec.label + "\x00" + spec.user
+	// The configuration decides scheme and user, so one address is one
+	// target whatever scheme the request spelled.
+	key := spec.hostPort
 	e, ok := pc.targets[key]
 	if !ok && len(pc.targets) >= redisProbeMaxTargets {
 		oldest := ""
@@ -84,6 +86,14 @@ func (pc *redisProbeCache) get(cfg Config, target string) (Collector, error) {
 	}
 	e.lastUsed = now
 	return redisProbeCollector{e.t}, nil
+}
+
+// redisProbeAllowlistFromFlags builds the /probe allowlist: every
+// --redis.addr and --redis.probe.allowed-targets entry with its configured
+// scheme, TLS and user, and the regexp with --redis.probe.scheme.
+func redisProbeAllowlistFromFlags(conn redisConnSettings) (*redisAllowlist, error) {
+	entries := append(append([]string(nil), *redisAddrs...), *redisProbeAllowed...)
+	return newRedisAllowlist(entries, *redisProbeAllowedRE, *redisProbeScheme, conn)
 }
 
 // configure sets the probe settings; tests call it directly.

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
@@ -21,6 +22,7 @@ import (
 // that names it in metrics and logs (never carrying credentials).
 type redisTargetSpec struct {
 	label    string // "redis://host:port", "rediss://host:port" or "unix:///path"
+	scheme   string // "redis", "rediss" or "unix"
 	hostPort string // "host:port" or the socket path: what the /probe allowlist matches
 	opts     *redis.Options
 	user     string // ACL user (from the URL or --redis.user)
@@ -74,18 +76,19 @@ type redisTLSSettings struct {
 }
 
 // errCredentialsInProbeTarget refuses /probe targets that try to choose a
-// credential source: a request must not make the exporter read a file or
-// an environment variable of its choosing.
-var errCredentialsInProbeTarget = errors.New("a /probe target may not carry a password, password_file or password_env; configure --redis.password-file or --redis.password-env")
+// user or a credential source: a request must not make the exporter send
+// the configured password as another user, or read a file or an
+// environment variable of its choosing.
+var errCredentialsInProbeTarget = errors.New("a /probe target may not carry a user or password; configure --redis.user, --redis.password-file or --redis.password-env")
 
-// parseRedisTarget turns a --redis.addr value or a /probe target into
-// options. Accepted forms: "host:port", "redis://[user[:password]@]host:port[/db]",
-// "rediss://…" (TLS), "unix:///path/to.sock"; the query parameters
-// password_file and password_env choose the target's own password source,
-// bigkeys_replica the replica to scan; other query parameters are go-redis'
-// (dial_timeout, skip_verify, …). /probe targets (fromProbe) take no query
-// parameters and no password.
-func parseRedisTarget(raw string, s redisConnSettings, fromProbe bool) (*redisTargetSpec, error) {
+// parseRedisTarget turns a configured target (--redis.addr,
+// --redis.probe.allowed-targets) into options. Accepted forms: "host:port",
+// "redis://[user[:password]@]host:port[/db]", "rediss://…" (TLS),
+// "unix:///path/to.sock"; the query parameters password_file and
+// password_env choose the target's own password source, bigkeys_replica
+// the replica to scan; other query parameters are go-redis' (dial_timeout,
+// skip_verify, …). /probe requests go through parseProbeAddress instead.
+func parseRedisTarget(raw string, s redisConnSettings) (*redisTargetSpec, error) {
 	if raw == "" {
 		return nil, errors.New("empty redis target")
 	}
@@ -109,23 +112,12 @@ func parseRedisTarget(raw string, s redisConnSettings, fromProbe bool) (*redisTa
 	if e := q.Get("password_env"); e != "" {
 		cred.passwordEnv, cred.passwordFile = e, ""
 	}
-	if fromProbe && (q.Has("password_file") || q.Has("password_env") || q.Has("password")) {
-		return nil, errCredentialsInProbeTarget
-	}
-	if fromProbe && len(q) > 0 {
-		// skip_verify, pool sizes, timeouts, bigkeys_replica: the
-		// exporter's configuration decides those, not the request.
-		return nil, errors.New("a /probe target takes no query parameters")
-	}
 	bigKeysReplica := q.Get("bigkeys_replica")
 	q.Del("password_file")
 	q.Del("password_env")
 	q.Del("bigkeys_replica")
 	if u.User != nil {
 		if p, ok := u.User.Password(); ok {
-			if fromProbe {
-				return nil, errCredentialsInProbeTarget
-			}
 			cred.urlPassword = p
 		}
 		if n := u.User.Username(); n != "" {
@@ -139,7 +131,7 @@ func parseRedisTarget(raw string, s redisConnSettings, fromProbe bool) (*redisTa
 	if err != nil {
 		return nil, fmt.Errorf("redis target %s: %w", redactedURL(u), err)
 	}
-	spec := &redisTargetSpec{opts: opts, user: cred.user, passwordInURL: cred.urlPassword != "", bigKeysReplica: bigKeysReplica}
+	spec := &redisTargetSpec{opts: opts, scheme: u.Scheme, user: cred.user, passwordInURL: cred.urlPassword != "", bigKeysReplica: bigKeysReplica}
 	switch u.Scheme {
 	case "unix":
 		spec.label = "unix://" + opts.Addr
@@ -219,22 +211,44 @@ func (t redisTLSSettings) config(base *tls.Config) (*tls.Config, error) {
 	return c, nil
 }
 
-// redisAllowlist decides which /probe targets may be scraped: the exact
-// host:port (or socket path) entries of --redis.probe.allowed-targets, the
-// anchored --redis.probe.allowed-targets-regexp, and every --redis.addr.
+// redisAllowlist decides which /probe targets may be scraped, and how: the
+// entries of --redis.probe.allowed-targets and every --redis.addr keep the
+// scheme, TLS settings, user and password source they were configured
+// with; a host:port matched only by the anchored
+// --redis.probe.allowed-targets-regexp is probed with --redis.probe.scheme
+// and the default credentials. A /probe request names the address, never
+// how it is reached: otherwise an allowed rediss:// target could be asked
+// for over plain TCP (the configured password in clear text), or as
+// another ACL user.
 type redisAllowlist struct {
-	exact map[string]bool
-	re    *regexp.Regexp
+	exact    map[string]*redisTargetSpec // by host:port or socket path
+	re       *regexp.Regexp
+	reScheme string // "redis" or "rediss"
+	conn     redisConnSettings
 }
 
-func newRedisAllowlist(list []string, pattern string, s redisConnSettings) (*redisAllowlist, error) {
-	a := &redisAllowlist{exact: map[string]bool{}}
+// newRedisAllowlist parses the configured entries (full --redis.addr
+// syntax); an address configured twice in different ways is an error,
+// since a probe could not say which one it means.
+func newRedisAllowlist(list []string, pattern, reScheme string, s redisConnSettings) (*redisAllowlist, error) {
+	if reScheme == "" {
+		reScheme = "redis"
+	}
+	if reScheme != "redis" && reScheme != "rediss" {
+		return nil, fmt.Errorf("--redis.probe.scheme must be redis or rediss, not %q", reScheme)
+	}
+	a := &redisAllowlist{exact: map[string]*redisTargetSpec{}, reScheme: reScheme, conn: s}
 	for _, e := range list {
-		spec, err := parseRedisTarget(e, s, false)
+		spec, err := parseRedisTarget(e, s)
 		if err != nil {
 			return nil, fmt.Errorf("--redis.probe.allowed-targets: %w", err)
 		}
-		a.exact[spec.hostPort] = true
+		if old, ok := a.exact[spec.hostPort]; ok && (old.label != spec.label || old.user != spec.user) {
+			return nil, fmt.Errorf("redis target %s is configured twice with a different scheme or user (--redis.addr, --redis.probe.allowed-targets)", spec.hostPort)
+		} else if ok {
+			continue // the first entry keeps its password source
+		}
+		a.exact[spec.hostPort] = spec
 	}
 	if pattern != "" {
 		re, err := regexp.Compile("^(?:" + pattern + ")$")
@@ -246,16 +260,97 @@ func newRedisAllowlist(list []string, pattern string, s redisConnSettings) (*red
 	return a, nil
 }
 
-func (a *redisAllowlist) allowed(hostPort string) bool {
-	if a.exact[hostPort] {
-		return true
+// errProbeSchemeMismatch refuses a /probe target whose scheme differs from
+// the one configured for its address.
+var errProbeSchemeMismatch = fmt.Errorf("%w: the target's scheme differs from the configured one (a /probe target names host:port; scheme, TLS and user come from the configuration)", ErrTargetNotAllowed)
+
+// resolve returns the configured spec for a /probe address: the exact
+// entry, or for an address the regexp allows, a spec built from
+// --redis.probe.scheme and the default credentials. It fails with
+// ErrTargetNotAllowed (wrapped) when the address is not allowed or the
+// request names another scheme than the configured one.
+func (a *redisAllowlist) resolve(p probeAddress) (*redisTargetSpec, error) {
+	spec, ok := a.exact[p.hostPort]
+	if !ok {
+		if a.re == nil || !a.re.MatchString(p.hostPort) {
+			return nil, fmt.Errorf("%w: redis target %s (see --redis.probe.allowed-targets)", ErrTargetNotAllowed, p.hostPort)
+		}
+		u := url.URL{Scheme: a.reScheme, Host: p.hostPort}
+		if p.scheme == "unix" {
+			u = url.URL{Scheme: "unix", Path: p.hostPort}
+		}
+		var err error
+		if spec, err = parseRedisTarget(u.String(), a.conn); err != nil {
+			return nil, err
+		}
 	}
-	if a.re != nil && a.re.MatchString(hostPort) {
-		return true
+	if p.scheme != "" && p.scheme != spec.scheme {
+		return nil, errProbeSchemeMismatch
 	}
-	// Names are compared as written, never resolved: the allowlist names
-	// what Prometheus is configured to send.
-	return false
+	return spec, nil
+}
+
+// probeAddress is all a /probe request may say about a Redis target.
+type probeAddress struct {
+	scheme   string // "redis", "rediss", "unix", or "" when only host:port was given
+	hostPort string // "host:port" (default port 6379) or the socket path
+}
+
+// errProbeTargetForm refuses /probe targets with more than an address.
+var errProbeTargetForm = errors.New("a /probe target is host:port, redis://host:port[/db], rediss://host:port[/db] or unix:///path, nothing else (no user, password or query)")
+
+// dbPath is the optional /db of a redis:// URL; the collector reads only
+// server-wide data, so the database is ignored.
+var dbPath = regexp.MustCompile(`^(/[0-9]{0,5})?$`)
+
+// parseProbeAddress reads a /probe target. It accepts only an address (and
+// an ignored /db); a user, password, other path, query or fragment is
+// refused, so the request cannot choose a credential, an ACL user or a
+// connection option.
+func parseProbeAddress(raw string) (probeAddress, error) {
+	if raw == "" {
+		return probeAddress{}, errors.New("empty redis target")
+	}
+	if !utf8.ValidString(raw) {
+		return probeAddress{}, errors.New("redis target is not valid UTF-8")
+	}
+	var p probeAddress
+	if scheme, _, ok := strings.Cut(raw, "://"); ok {
+		p.scheme = scheme
+	} else {
+		raw = "redis://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return probeAddress{}, errProbeTargetForm // url errors quote the input
+	}
+	if u.User != nil {
+		return probeAddress{}, errCredentialsInProbeTarget
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
+		return probeAddress{}, errProbeTargetForm
+	}
+	switch u.Scheme {
+	case "unix":
+		if u.Host != "" || u.Path == "" {
+			return probeAddress{}, errProbeTargetForm
+		}
+		p.hostPort = u.Path
+	case "redis", "rediss":
+		host := u.Hostname()
+		if !dbPath.MatchString(u.Path) || host == "" || !utf8.ValidString(host) ||
+			(strings.Contains(host, ":") && net.ParseIP(host) == nil) {
+			return probeAddress{}, errProbeTargetForm
+		}
+		port := u.Port()
+		if port == "" {
+			port = "6379"
+		}
+		p.hostPort = net.JoinHostPort(host, port)
+	default:
+		return probeAddress{}, errProbeTargetForm
+	}
+	return p, nil
 }
 
 // newClient returns a client on a copy of the options: go-redis fills in

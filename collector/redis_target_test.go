@@ -2,7 +2,10 @@ package collector
 
 import (
 	"errors"
+	"io"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -24,7 +27,7 @@ func TestParseRedisTarget(t *testing.T) {
 		{"unix:///run/redis/redis.sock", "unix:///run/redis/redis.sock", "/run/redis/redis.sock", "", "/etc/default-pw", ""},
 	}
 	for _, c := range cases {
-		spec, err := parseRedisTarget(c.in, s, false)
+		spec, err := parseRedisTarget(c.in, s)
 		if err != nil {
 			t.Errorf("%s: %v", c.in, err)
 			continue
@@ -44,7 +47,7 @@ func TestParseRedisTarget(t *testing.T) {
 	}
 
 	// The URL password is used but never shows in the label or an error.
-	spec, err := parseRedisTarget("redis://u:hunter2@h:1", s, false)
+	spec, err := parseRedisTarget("redis://u:hunter2@h:1", s)
 	if err != nil || strings.Contains(spec.label, "hunter2") {
 		t.Fatalf("%v %q", err, spec.label)
 	}
@@ -52,60 +55,105 @@ func TestParseRedisTarget(t *testing.T) {
 		t.Errorf("URL password %q", pw)
 	}
 	t.Setenv("STALL_PW_TEST", "from-env")
-	spec, _ = parseRedisTarget("redis://h:1?password_env=STALL_PW_TEST", s, false)
+	spec, _ = parseRedisTarget("redis://h:1?password_env=STALL_PW_TEST", s)
 	if u, pw, _ := spec.opts.CredentialsProviderContext(t.Context()); pw != "from-env" || u != "" {
 		t.Errorf("env password %q user %q", pw, u)
 	}
 	for _, bad := range []string{"", "http://h:1", "redis://h:1/x/y", "redis://h:1?bogus=1", "redis://u:hunter2@h:1/notadb"} {
-		_, err := parseRedisTarget(bad, s, false)
+		_, err := parseRedisTarget(bad, s)
 		if err == nil {
 			t.Errorf("%q accepted", bad)
 		} else if strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("password in error %v", err)
 		}
 	}
-	if spec, err := parseRedisTarget("redis://h:1?bigkeys_replica=10.0.0.2:6379", s, false); err != nil || spec.bigKeysReplica != "10.0.0.2:6379" {
+	if spec, err := parseRedisTarget("redis://h:1?bigkeys_replica=10.0.0.2:6379", s); err != nil || spec.bigKeysReplica != "10.0.0.2:6379" {
 		t.Errorf("bigkeys_replica: %v %+v", err, spec)
 	}
-	for _, bad := range []string{"redis://h:1?bigkeys_replica=10.0.0.2:6379", "rediss://h:1?skip_verify=true", "redis://h:1?pool_size=1000"} {
-		if _, err := parseRedisTarget(bad, s, true); err == nil {
-			t.Errorf("/probe target %s accepted", bad)
-		}
-	}
-	if spec, _ := parseRedisTarget("redis://h:1?dial_timeout=5s", s, false); spec.opts.DialTimeout != 5*time.Second {
+	if spec, _ := parseRedisTarget("redis://h:1?dial_timeout=5s", s); spec.opts.DialTimeout != 5*time.Second {
 		t.Errorf("?dial_timeout= did not win: %v", spec.opts.DialTimeout)
 	}
-	// /probe targets may not choose their credentials.
-	for _, bad := range []string{"redis://u:pw@h:1", "redis://h:1?password_file=/etc/shadow", "redis://h:1?password_env=HOME"} {
-		if _, err := parseRedisTarget(bad, s, true); !errors.Is(err, errCredentialsInProbeTarget) {
-			t.Errorf("probe target %q: %v", bad, err)
+}
+
+// TestParseProbeAddress: a /probe request names an address and nothing
+// else: no user, password, database, query or fragment.
+func TestParseProbeAddress(t *testing.T) {
+	for in, want := range map[string]probeAddress{
+		"10.0.0.1:6379":              {"", "10.0.0.1:6379"},
+		"10.0.0.1":                   {"", "10.0.0.1:6379"},
+		"redis://cache-1:6380":       {"redis", "cache-1:6380"},
+		"rediss://cache-1:6380/":     {"rediss", "cache-1:6380"},
+		"redis://[2001:db8::1]:7000": {"redis", "[2001:db8::1]:7000"},
+		"unix:///run/redis.sock":     {"unix", "/run/redis.sock"},
+	} {
+		got, err := parseProbeAddress(in)
+		if err != nil || got != want {
+			t.Errorf("%q: %+v %v, want %+v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"redis://u:pw@h:1", "redis://admin@h:1", "redis://:pw@h:1", "unix://u@/run/r.sock"} {
+		if _, err := parseProbeAddress(bad); !errors.Is(err, errCredentialsInProbeTarget) {
+			t.Errorf("%q: %v, want the credentials error", bad, err)
+		}
+	}
+	for _, bad := range []string{"", "http://h:1", "redis://h:1/x", "redis://h:1/2/3", "redis://h:1?password_file=/etc/shadow",
+		"rediss://h:1?skip_verify=true", "redis://h:1?", "redis://h:1#x", "redis://:6379", "unix://", "unix://host/p",
+		"redis:h:1", "redis://%zz", "\xff:1"} {
+		if _, err := parseProbeAddress(bad); err == nil {
+			t.Errorf("%q accepted", bad)
 		}
 	}
 }
 
 func TestRedisAllowlist(t *testing.T) {
-	s := redisConnSettings{}
-	a, err := newRedisAllowlist([]string{"10.0.0.1:6379", "redis://cache-1:6380", "unix:///run/redis.sock"}, `10\.1\.\d+\.\d+:6379`, s)
+	s := redisConnSettings{user: "monitor", passwordFile: "/etc/default-pw"}
+	a, err := newRedisAllowlist([]string{"10.0.0.1:6379", "rediss://app@cache-1:6380?password_file=/run/pw", "unix:///run/redis.sock"},
+		`10\.1\.\d+\.\d+:6379`, "rediss", s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for target, want := range map[string]bool{
-		"10.0.0.1:6379": true, "redis://10.0.0.1:6379": true, "rediss://10.0.0.1:6379": true,
-		"cache-1:6380": true, "10.1.2.3:6379": true, "unix:///run/redis.sock": true,
-		"10.0.0.1:6380": false, "10.1.2.3:6379.evil.example:6379": false, "x10.1.2.3:6379": false,
-		"169.254.169.254:80": false, "cache-1:6379": false,
+	type want struct {
+		label, user string
+	}
+	for target, w := range map[string]*want{
+		"10.0.0.1:6379":          {"redis://10.0.0.1:6379", "monitor"},
+		"redis://10.0.0.1:6379":  {"redis://10.0.0.1:6379", "monitor"},
+		"cache-1:6380":           {"rediss://cache-1:6380", "app"},
+		"rediss://cache-1:6380":  {"rediss://cache-1:6380", "app"},
+		"10.1.2.3:6379":          {"rediss://10.1.2.3:6379", "monitor"}, // --redis.probe.scheme
+		"unix:///run/redis.sock": {"unix:///run/redis.sock", "monitor"},
+		// A request may not change how a configured address is reached.
+		"rediss://10.0.0.1:6379": nil, "redis://cache-1:6380": nil, "redis://10.1.2.3:6379": nil,
+		// Not allowed at all.
+		"10.0.0.1:6380": nil, "10.1.2.3:6379.evil.example:6379": nil, "x10.1.2.3:6379": nil,
+		"169.254.169.254:80": nil, "cache-1:6379": nil, "unix:///run/other.sock": nil,
 	} {
-		spec, err := parseRedisTarget(target, s, true)
+		addr, err := parseProbeAddress(target)
 		if err != nil {
-			t.Errorf("%s: %v", target, err)
+			if w != nil {
+				t.Errorf("%s: %v", target, err)
+			}
 			continue
 		}
-		if got := a.allowed(spec.hostPort); got != want {
-			t.Errorf("%s allowed = %v, want %v", target, got, want)
+		spec, err := a.resolve(addr)
+		switch {
+		case w == nil && !errors.Is(err, ErrTargetNotAllowed):
+			t.Errorf("%s: resolved (%v), want ErrTargetNotAllowed", target, err)
+		case w != nil && err != nil:
+			t.Errorf("%s: %v", target, err)
+		case w != nil && (spec.label != w.label || spec.user != w.user):
+			t.Errorf("%s: probed as %s user %q, want %s user %q", target, spec.label, spec.user, w.label, w.user)
 		}
 	}
-	if _, err := newRedisAllowlist(nil, "(", s); err == nil {
+	if _, err := newRedisAllowlist(nil, "(", "redis", s); err == nil {
 		t.Error("bad regexp accepted")
+	}
+	// One address configured two ways: a probe could not say which it means.
+	if _, err := newRedisAllowlist([]string{"redis://h:1", "rediss://h:1"}, "", "redis", s); err == nil {
+		t.Error("an address configured with two schemes was accepted")
+	}
+	if _, err := newRedisAllowlist([]string{"redis://h:1", "h:1"}, "", "redis", s); err != nil {
+		t.Errorf("the same target listed twice: %v", err)
 	}
 }
 
@@ -116,7 +164,7 @@ func TestRedisProbe(t *testing.T) {
 	r := startRedis(t)
 	var pc redisProbeCache
 	s := testRedisSettings()
-	allow, err := newRedisAllowlist([]string{r.addr}, "", s.conn)
+	allow, err := newRedisAllowlist([]string{r.addr}, "", "redis", s.conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +188,90 @@ func TestRedisProbe(t *testing.T) {
 	c2, _ := pc.get(cfg, "redis://"+r.addr)
 	if c1.(redisProbeCollector).t != c2.(redisProbeCollector).t {
 		t.Error("the same target should reuse its connection and state")
+	}
+}
+
+// recordingListener accepts connections and records the first bytes each
+// one sends, answering nothing.
+func recordingListener(t *testing.T) (addr string, first func() [][]byte) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var (
+		mu  sync.Mutex
+		got [][]byte
+	)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetReadDeadline(time.Now().Add(2 * time.Second))
+				buf := make([]byte, 512)
+				n, _ := io.ReadAtLeast(c, buf, 1)
+				mu.Lock()
+				got = append(got, buf[:n])
+				mu.Unlock()
+			}()
+		}
+	}()
+	return ln.Addr().String(), func() [][]byte {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([][]byte(nil), got...)
+	}
+}
+
+// TestRedisProbeCannotDowngradeOrChangeUser: with a rediss:// target and a
+// password file configured, a probe that spells redis:// is refused, one
+// naming another ACL user is refused, and a plain host:port is probed over
+// TLS: the listener sees a TLS handshake, never AUTH or the password.
+func TestRedisProbeCannotDowngradeOrChangeUser(t *testing.T) {
+	addr, first := recordingListener(t)
+	const secret = "s3cret-probe-pw"
+	pwFile := writeFile(t, t.TempDir(), "pw", secret+"\n")
+	s := testRedisSettings()
+	s.conn.passwordFile = pwFile
+	s.timeout = 500 * time.Millisecond
+	var pc redisProbeCache
+	allow, err := newRedisAllowlist([]string{"rediss://monitor@" + addr}, "", "redis", s.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.configure(s, allow)
+	t.Cleanup(func() { pc.configure(s, allow) })
+	cfg := testConfig(nil)
+
+	if _, err := pc.get(cfg, "redis://"+addr); !errors.Is(err, ErrTargetNotAllowed) {
+		t.Errorf("redis:// for a rediss:// target: %v, want refused", err)
+	}
+	if _, err := pc.get(cfg, "rediss://admin@"+addr); !errors.Is(err, errCredentialsInProbeTarget) {
+		t.Errorf("another ACL user: %v, want refused", err)
+	}
+	c, err := pc.get(cfg, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pt := c.(redisProbeCollector).t; pt.spec.scheme != "rediss" || pt.spec.user != "monitor" || pt.spec.opts.TLSConfig == nil {
+		t.Fatalf("probed as %s user %q TLS %v", pt.spec.label, pt.spec.user, pt.spec.opts.TLSConfig != nil)
+	}
+	if v := scrape(t, c, 2*time.Second).must(t, "stall_redis_up", "addr", "rediss://"+addr); v != 0 {
+		t.Errorf("up = %v against a listener that never answers", v)
+	}
+	waitFor(t, "a connection", 3*time.Second, func() bool { return len(first()) > 0 })
+	for _, b := range first() {
+		if len(b) == 0 || b[0] != 0x16 { // TLS handshake record
+			t.Errorf("first bytes %q: not a TLS handshake", b)
+		}
+		if strings.Contains(string(b), "AUTH") || strings.Contains(string(b), secret) {
+			t.Errorf("clear-text AUTH or password on the wire: %q", b)
+		}
 	}
 }
 
@@ -189,9 +321,10 @@ func TestRedisClientListDue(t *testing.T) {
 	}
 }
 
-// FuzzParseRedisTarget: /probe targets are outside input. Parsing never
-// panics, and an accepted target never carries the password into its
-// label or host:port.
+// FuzzParseRedisTarget: configured targets and /probe targets (outside
+// input). Parsing never panics, an accepted target never carries the
+// password into its label or host:port, and an accepted /probe address
+// carries no user, password or option.
 func FuzzParseRedisTarget(f *testing.F) {
 	for _, s := range []string{"localhost:6379", "redis://u:secret@h:1/2", "rediss://[::1]:6390?password_file=/x",
 		"unix:///run/r.sock", "redis://h:1?dial_timeout=1s", "redis://%zz", "://", "redis://[::1", "unix://u:secret@/p"} {
@@ -199,26 +332,28 @@ func FuzzParseRedisTarget(f *testing.F) {
 	}
 	settings := redisConnSettings{dialTimeout: time.Second}
 	f.Fuzz(func(t *testing.T, target string) {
-		for _, probe := range []bool{false, true} {
-			spec, err := parseRedisTarget(target, settings, probe)
-			if err != nil {
-				continue
-			}
+		if spec, err := parseRedisTarget(target, settings); err == nil {
 			if spec.opts.Password != "" {
 				t.Fatalf("%q: static password left in the options", target)
 			}
 			// The label is built only from the scheme and the address the
 			// URL parser found after the userinfo was removed.
-			scheme, _, _ := strings.Cut(spec.label, "://")
-			if spec.label != scheme+"://"+spec.hostPort || spec.hostPort != spec.opts.Addr {
+			if spec.label != spec.scheme+"://"+spec.hostPort || spec.hostPort != spec.opts.Addr {
 				t.Fatalf("%q: label %q not scheme://%s", target, spec.label, spec.opts.Addr)
 			}
 			if !utf8.ValidString(spec.label) {
 				t.Fatalf("%q: label %q is not valid UTF-8", target, spec.label)
 			}
-			if probe && spec.passwordInURL {
-				t.Fatalf("%q: a /probe target kept a URL password", target)
-			}
+		}
+		p, err := parseProbeAddress(target)
+		if err != nil {
+			return
+		}
+		if strings.ContainsAny(p.hostPort, "@?#") && p.scheme != "unix" {
+			t.Fatalf("%q: probe address %q carries more than host:port", target, p.hostPort)
+		}
+		if !utf8.ValidString(p.hostPort) || p.hostPort == "" {
+			t.Fatalf("%q: probe address %q", target, p.hostPort)
 		}
 	})
 }
