@@ -1,47 +1,24 @@
 package main
 
 import (
-	"bufio"
-	"os"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
 )
-
-var docRow = regexp.MustCompile("^\\| `(stall_[a-z0-9_]+)` \\| ([a-z]+) \\| ([^|]*) \\|")
 
 // readMetricsDoc parses the tables of docs/metrics.md into name → info.
 func readMetricsDoc(t *testing.T) map[string]collector.MetricInfo {
 	t.Helper()
-	f, err := os.Open("docs/metrics.md")
+	fams, err := metricsdoc.Read("docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	out := map[string]collector.MetricInfo{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		m := docRow.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		var labels []string
-		for _, l := range strings.Split(m[3], ",") {
-			l = strings.Trim(strings.TrimSpace(l), "`")
-			if l != "" && l != "—" {
-				labels = append(labels, l)
-			}
-		}
-		if _, dup := out[m[1]]; dup {
-			t.Errorf("docs/metrics.md lists %s twice", m[1])
-		}
-		out[m[1]] = collector.MetricInfo{Name: m[1], Type: m[2], Labels: labels}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+	out := make(map[string]collector.MetricInfo, len(fams))
+	for n, f := range fams {
+		out[n] = collector.MetricInfo{Name: f.Name, Type: f.Type, Labels: f.Labels}
 	}
 	return out
 }

@@ -1,0 +1,116 @@
+// Package metricsdoc reads the metric contract in docs/metrics.md and finds
+// the metric names a PromQL expression reads, so that tests of the alert
+// rules, the dashboards and the code can all check against one list.
+package metricsdoc
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+// Family is one row of docs/metrics.md.
+type Family struct {
+	Name   string
+	Type   string // counter, gauge, histogram, info
+	Labels []string
+}
+
+// docRow matches a table row: | `stall_name` | type | `label`, `label` | unit | source |
+var docRow = regexp.MustCompile("^\\| `(stall_[a-z0-9_]+)` \\| ([a-z]+) \\| ([^|]*) \\|")
+
+// Read parses the metric tables of a docs/metrics.md file into name →
+// family. A name listed twice is an error.
+func Read(path string) (map[string]Family, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]Family{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		m := docRow.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		var labels []string
+		for _, l := range strings.Split(m[3], ",") {
+			l = strings.Trim(strings.TrimSpace(l), "`")
+			if l != "" && l != "—" {
+				labels = append(labels, l)
+			}
+		}
+		if _, dup := out[m[1]]; dup {
+			return nil, fmt.Errorf("%s lists %s twice", path, m[1])
+		}
+		out[m[1]] = Family{Name: m[1], Type: m[2], Labels: labels}
+	}
+	return out, sc.Err()
+}
+
+// Lookup returns the documented family a series name belongs to: the name
+// itself, or for a histogram the family of its _bucket, _sum or _count
+// series.
+func Lookup(doc map[string]Family, series string) (Family, bool) {
+	if f, ok := doc[series]; ok {
+		return f, true
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(series, suffix); ok {
+			if f, ok := doc[base]; ok && f.Type == "histogram" {
+				return f, true
+			}
+		}
+	}
+	return Family{}, false
+}
+
+var promql = parser.NewParser(parser.Options{})
+
+// MetricNames parses a PromQL expression and returns, sorted and without
+// repeats, the metric names its selectors read (from the name or a
+// __name__="…" matcher). A selector without a fixed name is an error: a
+// test could not check what it reads.
+func MetricNames(expr string) ([]string, error) {
+	e, err := promql.ParseExpr(expr)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var walkErr error
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		vs, ok := n.(*parser.VectorSelector)
+		if !ok {
+			return nil
+		}
+		name := vs.Name
+		for _, m := range vs.LabelMatchers {
+			if m.Name == "__name__" && name == "" {
+				if m.Type.String() != "=" {
+					walkErr = fmt.Errorf("selector %s has no fixed metric name", vs)
+				}
+				name = m.Value
+			}
+		}
+		if name == "" {
+			walkErr = fmt.Errorf("selector %s has no metric name", vs)
+		}
+		seen[name] = true
+		return nil
+	})
+	if walkErr != nil {
+		return nil, walkErr
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
