@@ -32,6 +32,9 @@ import (
 	slogkit "github.com/tjhop/slog-gokit"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	// The application collectors register themselves in their init.
+	_ "github.com/stall-exporter/stall_exporter/collector/redis"
+	_ "github.com/stall-exporter/stall_exporter/collector/rocketmq"
 )
 
 func init() {

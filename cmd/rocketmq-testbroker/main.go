@@ -27,8 +27,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stall-exporter/stall_exporter/collector/remoting"
-	"github.com/stall-exporter/stall_exporter/collector/remoting/rmqtest"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 )
 
 func main() {

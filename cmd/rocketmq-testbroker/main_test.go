@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stall-exporter/stall_exporter/collector/remoting"
-	"github.com/stall-exporter/stall_exporter/collector/remoting/rmqtest"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 )
 
 // The simulator drives a stall, rolls the distribution window and writes

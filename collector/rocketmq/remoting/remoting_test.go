@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stall-exporter/stall_exporter/collector/remoting"
-	"github.com/stall-exporter/stall_exporter/collector/remoting/rmqtest"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 )
 
 func unhex(t testing.TB, s string) []byte {

@@ -1,4 +1,4 @@
-package collector
+package rocketmq
 
 import (
 	"bytes"
@@ -17,13 +17,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/stall-exporter/stall_exporter/collector/remoting"
-	"github.com/stall-exporter/stall_exporter/collector/remoting/rmqtest"
+	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 )
 
 // rmqAdapter lets a registry gather one Collector.
 type rmqAdapter struct {
-	c   Collector
+	c   collector.Collector
 	err *error
 }
 
@@ -34,7 +35,7 @@ func (a rmqAdapter) Collect(ch chan<- prometheus.Metric) {
 
 // rmqScrape runs one Update and returns the sample lines (no HELP/TYPE) of
 // the named families, in text exposition format.
-func rmqScrape(t testing.TB, c Collector, families ...string) (string, error) {
+func rmqScrape(t testing.TB, c collector.Collector, families ...string) (string, error) {
 	t.Helper()
 	var err error
 	reg := prometheus.NewPedanticRegistry()
@@ -73,9 +74,9 @@ func rmqExpect(t *testing.T, got, want string) {
 	}
 }
 
-func rmqTestConfig() Config {
+func rmqTestConfig() collector.Config {
 	logger := slog.New(slog.DiscardHandler)
-	return Config{Paths: Paths{Procfs: "/proc", Sysfs: "/sys", Rootfs: "/"}, Logger: logger, Problems: NewProblems("rocketmq", logger)}
+	return collector.Config{Paths: collector.Paths{Procfs: "/proc", Sysfs: "/sys", Rootfs: "/"}, Logger: logger, Problems: collector.NewProblems("rocketmq", logger)}
 }
 
 func rmqStartBroker(t *testing.T, runtime map[string]string, config string) *rmqtest.Broker {
@@ -104,7 +105,7 @@ func rmqDefaultFlags(t *testing.T) {
 
 func TestRocketMQNothingConfiguredIsNoData(t *testing.T) {
 	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{})
-	if _, err := rmqScrape(t, c); !errors.Is(err, ErrNoData) {
+	if _, err := rmqScrape(t, c); !errors.Is(err, collector.ErrNoData) {
 		t.Errorf("err = %v, want ErrNoData", err)
 	}
 }
@@ -506,7 +507,7 @@ func TestRocketMQProbe(t *testing.T) {
 	old := *rmqProbeAllowFlag
 	defer func() { *rmqProbeAllowFlag = old }()
 	*rmqProbeAllowFlag = []string{"127.0.0.1"}
-	if _, err := rmqProbe(rmqTestConfig(), "10.9.9.9:10911"); !errors.Is(err, ErrTargetNotAllowed) {
+	if _, err := rmqProbe(rmqTestConfig(), "10.9.9.9:10911"); !errors.Is(err, collector.ErrTargetNotAllowed) {
 		t.Errorf("refused target: err = %v", err)
 	}
 	c1, err := rmqProbe(rmqTestConfig(), b.Addr())

@@ -1,4 +1,4 @@
-package collector
+package redis
 
 import (
 	"bufio"
@@ -14,12 +14,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/stall-exporter/stall_exporter/collector/redisx"
+	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
 )
 
 // fakeOldRedis answers like a Redis version that cannot run on this
 // machine (only redis-server 7.0 is installed), replaying the fixtures
-// under collector/fixtures/redis: it checks which commands the collector
+// under collector/redis/testdata: it checks which commands the collector
 // chooses for old servers. Real-server behaviour is covered by the other
 // tests; this only stands in for versions that are not installed.
 type fakeOldRedis struct {
@@ -35,7 +35,7 @@ type fakeOldRedis struct {
 
 func readFixtureFile(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("fixtures", "redis", name))
+	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}

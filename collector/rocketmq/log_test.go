@@ -1,4 +1,4 @@
-package collector
+package rocketmq
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 // rmqLogRig is a broker log directory under a fake --path.rootfs.
@@ -14,7 +16,7 @@ type rmqLogRig struct {
 	t    *testing.T
 	root string
 	dir  string
-	cfg  Config
+	cfg  collector.Config
 	c    *rocketmqCollector
 }
 
@@ -342,7 +344,7 @@ stall_rocketmq_log_queue_size{pool="send"} 3
 			r.append("watermark.log", "")
 			r.start()
 			for _, f := range []string{"store", "watermark"} {
-				data, err := os.ReadFile(filepath.Join("fixtures", "rocketmq", f+"-"+tc.version+".log"))
+				data, err := os.ReadFile(filepath.Join("testdata", f+"-"+tc.version+".log"))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-const fixtures = "../fixtures/redis"
+const fixtures = "../testdata"
 
 func readFixture(t testing.TB, name string) string {
 	t.Helper()

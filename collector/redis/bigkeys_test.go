@@ -1,4 +1,4 @@
-package collector
+package redis
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package collector
+package redis
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stall-exporter/stall_exporter/collector/redisx"
+	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
 )
 
 // redisCounters reads the server-side totals the cost benchmark compares.

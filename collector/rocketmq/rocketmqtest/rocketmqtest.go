@@ -22,7 +22,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stall-exporter/stall_exporter/collector/remoting"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
 
 // Fault is a misbehaviour applied to one request.

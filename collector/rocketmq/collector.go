@@ -1,4 +1,4 @@
-package collector
+package rocketmq
 
 import (
 	"context"
@@ -16,7 +16,8 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/stall-exporter/stall_exporter/collector/remoting"
+	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
 
 // The rocketmq collector reads Apache RocketMQ brokers over the remoting
@@ -53,14 +54,14 @@ var (
 )
 
 func init() {
-	Register("rocketmq", true, newRocketMQFromFlags)
-	RegisterProbe("rocketmq", rmqProbe)
+	collector.Register("rocketmq", true, newRocketMQFromFlags)
+	collector.RegisterProbe("rocketmq", rmqProbe)
 }
 
 // newRocketMQFromFlags builds the collector from the --rocketmq.* flags; a
 // flag value that cannot work is an error, so the exporter refuses to
 // start.
-func newRocketMQFromFlags(cfg Config) (Collector, error) {
+func newRocketMQFromFlags(cfg collector.Config) (collector.Collector, error) {
 	opts, err := rmqOptionsFromFlags()
 	if err != nil {
 		return nil, err
@@ -201,8 +202,8 @@ func (o rocketmqOptions) validate() error {
 
 var rmqLabels = []string{"cluster", "broker", "broker_id"}
 
-func rmqMetric(name, help string, typ prometheus.ValueType, extra ...string) Metric {
-	return NewMetric("rocketmq_"+name, help, typ, append(append([]string(nil), rmqLabels...), extra...)...)
+func rmqMetric(name, help string, typ prometheus.ValueType, extra ...string) collector.Metric {
+	return collector.NewMetric("rocketmq_"+name, help, typ, append(append([]string(nil), rmqLabels...), extra...)...)
 }
 
 var (
@@ -210,7 +211,7 @@ var (
 		"1 if the broker answered GET_BROKER_RUNTIME_INFO (request 28) in this scrape within --rocketmq.timeout (and the scrape timeout), else 0. The config read does not affect it.", prometheus.GaugeValue)
 	rmqInfo = rmqMetric("broker_info",
 		"Broker identity (always 1): version from runtime-info key brokerVersionDesc, address it is scraped at.", prometheus.GaugeValue, "version", "address")
-	rmqNamesrvUp = NewMetric("rocketmq_namesrv_up",
+	rmqNamesrvUp = collector.NewMetric("rocketmq_namesrv_up",
 		"1 if the name server answered GET_BROKER_CLUSTER_INFO (request 106) at the last discovery, else 0.", prometheus.GaugeValue, "namesrv")
 	rmqLockHeld = rmqMetric("commitlog_lock_held_seconds",
 		"How long the current holder has held the CommitLog put lock, 0 when free (runtime-info pageCacheLockTimeMills, instantaneous). The broker declares the page cache busy above osPageCacheBusyTimeOutMills.", prometheus.GaugeValue)
@@ -262,8 +263,8 @@ var (
 	rmqConfigSendWait = rmqMetric("broker_config_send_queue_wait_timeout_seconds",
 		"Send-queue wait above which fast failure rejects a request with SYSTEM_BUSY (config waitTimeMillsInSendQueue, default 200 ms).", prometheus.GaugeValue)
 
-	rmqPutLatencyName  = Namespace + "_rocketmq_put_latency_seconds"
-	rmqLockSampledName = Namespace + "_rocketmq_commitlog_lock_held_sampled_seconds"
+	rmqPutLatencyName  = collector.Namespace + "_rocketmq_put_latency_seconds"
+	rmqLockSampledName = collector.Namespace + "_rocketmq_commitlog_lock_held_sampled_seconds"
 	rmqPutLatencyDesc  = prometheus.NewDesc(rmqPutLatencyName,
 		"Whole put latency (lock wait, append, and flush/replication wait in sync modes), cumulative over the broker's 60 s putMessageDistributeTime windows seen since exporter start (runtime-info putMessageDistributeTime; 13 broker buckets). _sum is NaN: the broker reports no total time.",
 		rmqLabels, nil)
@@ -281,8 +282,8 @@ var rmqConfigLabels = []string{"flush_disk_type", "broker_role", "transient_stor
 	"transfer_msg_by_heap", "use_reentrant_lock_when_put_message", "broker_fast_failure_enable", "fast_fail_if_no_buffer_in_store_pool"}
 
 func init() {
-	Document(rmqPutLatencyName, "histogram", rmqLabels...)
-	Document(rmqLockSampledName, "histogram", rmqLabels...)
+	collector.Document(rmqPutLatencyName, "histogram", rmqLabels...)
+	collector.Document(rmqLockSampledName, "histogram", rmqLabels...)
 }
 
 // rmqNumber is one runtime-info key exported as one metric.
@@ -290,7 +291,7 @@ type rmqNumber struct {
 	keys     []string // spellings, first present wins
 	required bool     // missing counts as an error (present in every 4.9.x and 5.x)
 	parse    func(string) (float64, error)
-	metric   Metric
+	metric   collector.Metric
 }
 
 var rmqNumbers = []rmqNumber{
@@ -326,7 +327,7 @@ var rmqRateWindows = [3]string{"10s", "60s", "600s"}
 // rocketmqCollector scrapes a set of brokers and optionally follows the
 // broker's logs.
 type rocketmqCollector struct {
-	cfg  Config
+	cfg  collector.Config
 	opts rocketmqOptions
 	logs *rmqLogs
 	now  func() time.Time
@@ -364,7 +365,7 @@ type rmqBroker struct {
 	down         bool // the last scrape's runtime-info request failed (logged once)
 }
 
-func newRocketMQCollector(cfg Config, opts rocketmqOptions) *rocketmqCollector {
+func newRocketMQCollector(cfg collector.Config, opts rocketmqOptions) *rocketmqCollector {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 3 * time.Second
 	}
@@ -428,7 +429,7 @@ func (c *rocketmqCollector) scrapeDeadline(ctx context.Context, start time.Time)
 // are still sent.
 func (c *rocketmqCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	if !c.remoteConfigured() && c.logs == nil {
-		return ErrNoData
+		return collector.ErrNoData
 	}
 	if c.logs != nil {
 		c.logs.send(ch)
@@ -836,10 +837,10 @@ func rmqLabelsFromConfig(cfg map[string]string, addr string) [3]string {
 // rmqLabel makes a broker- or name-server-supplied string safe as a label
 // value: valid UTF-8 (client_golang refuses anything else) and at most 128
 // bytes.
-func rmqLabel(s string) string { return LabelValue(s, 128) }
+func rmqLabel(s string) string { return collector.LabelValue(s, 128) }
 
 // keyError counts one missing or bad runtime-info key; b.mu must be held.
-func (b *rmqBroker) keyError(problems *Problems, key string, err error) {
+func (b *rmqBroker) keyError(problems *collector.Problems, key string, err error) {
 	b.keyErrors[key]++
 	problems.Add("rocketmq runtime-info key "+key, 1, fmt.Errorf("broker %s: %s: %w", b.addr, key, err))
 }
@@ -856,7 +857,7 @@ func rmqLookup(kv map[string]string, keys []string) (string, string, bool) {
 }
 
 // emitRuntime turns one runtime-info table into metrics; b.mu must be held.
-func (b *rmqBroker) emitRuntime(ch chan<- prometheus.Metric, kv map[string]string, now time.Time, problems *Problems) {
+func (b *rmqBroker) emitRuntime(ch chan<- prometheus.Metric, kv map[string]string, now time.Time, problems *collector.Problems) {
 	lv := b.labels[:]
 	b.version = rmqLabel(kv["brokerVersionDesc"])
 	rmqInfo.Send(ch, 1, append(lv[:3:3], b.version, rmqLabel(b.addr))...)
@@ -982,7 +983,7 @@ func (b *rmqBroker) sendState(ch chan<- prometheus.Metric) {
 		rmqConfigInfo.Send(ch, 1, vals...)
 		for _, m := range []struct {
 			key string
-			m   Metric
+			m   collector.Metric
 		}{{"osPageCacheBusyTimeOutMills", rmqConfigBusyTimeout}, {"waitTimeMillsInSendQueue", rmqConfigSendWait}} {
 			if raw, ok := b.config[m.key]; ok {
 				if v, err := parseRocketMQMillis(raw); err == nil {
@@ -1009,9 +1010,9 @@ type rmqProbeEntry struct {
 // put-latency histograms kept per target); the least recently used goes.
 const rmqProbeCacheSize = 256
 
-func rmqProbe(cfg Config, target string) (Collector, error) {
+func rmqProbe(cfg collector.Config, target string) (collector.Collector, error) {
 	if !rmqProbeAllowed(*rmqProbeAllowFlag, target) {
-		return nil, fmt.Errorf("%w: %q is not in --rocketmq.probe.allowed-targets", ErrTargetNotAllowed, target)
+		return nil, fmt.Errorf("%w: %q is not in --rocketmq.probe.allowed-targets", collector.ErrTargetNotAllowed, target)
 	}
 	if _, _, err := net.SplitHostPort(target); err != nil {
 		return nil, fmt.Errorf("target %q: want host:port: %w", target, err)

@@ -1,4 +1,4 @@
-package collector
+package redis
 
 import (
 	"context"
@@ -12,7 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stall-exporter/stall_exporter/collector/redisx"
+	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
 )
 
 // bigValueSize is just under 5 MiB so that jemalloc's 5 MiB size class
@@ -392,7 +393,7 @@ func TestRedisSilentListener(t *testing.T) {
 
 func TestRedisNoTargets(t *testing.T) {
 	c := newTestRedisCollector(t, testRedisSettings(), testConfig(nil))
-	if err := scrape(t, c, time.Second).err; !errors.Is(err, ErrNoData) {
+	if err := scrape(t, c, time.Second).err; !errors.Is(err, collector.ErrNoData) {
 		t.Fatalf("no targets: err %v, want ErrNoData", err)
 	}
 }

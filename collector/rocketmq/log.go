@@ -1,4 +1,4 @@
-package collector
+package rocketmq
 
 import (
 	"bytes"
@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 // The broker log follower: on the broker host (--rocketmq.log-dir) it reads
@@ -49,8 +51,8 @@ var rmqLogPools = map[string]string{"send": "send", "pull": "pull", "litepull": 
 	"admin": "admin", "clientmanage": "client_manage", "consumermanage": "consumer_manage", "reply": "reply"}
 
 func rmqLogHelp(name, typ, help string, labels ...string) (string, string) {
-	fq := Namespace + "_rocketmq_log_" + name
-	Document(fq, typ, labels...)
+	fq := collector.Namespace + "_rocketmq_log_" + name
+	collector.Document(fq, typ, labels...)
 	return fq, help
 }
 
@@ -127,7 +129,7 @@ func newRMQLogMetrics() *rmqLogMetrics {
 // rmqLogs follows the broker logs of one directory.
 type rmqLogs struct {
 	dir      string
-	problems *Problems
+	problems *collector.Problems
 	logger   *slog.Logger
 	tails    []*rmqTail
 
@@ -136,7 +138,7 @@ type rmqLogs struct {
 	dirMissing bool
 }
 
-func newRMQLogs(dir string, problems *Problems, logger *slog.Logger) *rmqLogs {
+func newRMQLogs(dir string, problems *collector.Problems, logger *slog.Logger) *rmqLogs {
 	l := &rmqLogs{dir: dir, problems: problems, logger: logger, m: newRMQLogMetrics()}
 	for _, name := range []string{"store.log", "watermark.log"} {
 		l.m.lines.WithLabelValues(name)

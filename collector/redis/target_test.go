@@ -1,4 +1,4 @@
-package collector
+package redis
 
 import (
 	"errors"
@@ -10,7 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/stall-exporter/stall_exporter/collector/redisx"
+	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
 )
 
 func TestParseRedisTarget(t *testing.T) {
@@ -137,7 +138,7 @@ func TestRedisAllowlist(t *testing.T) {
 		}
 		spec, err := a.resolve(addr)
 		switch {
-		case w == nil && !errors.Is(err, ErrTargetNotAllowed):
+		case w == nil && !errors.Is(err, collector.ErrTargetNotAllowed):
 			t.Errorf("%s: resolved (%v), want ErrTargetNotAllowed", target, err)
 		case w != nil && err != nil:
 			t.Errorf("%s: %v", target, err)
@@ -171,7 +172,7 @@ func TestRedisProbe(t *testing.T) {
 	pc.configure(s, allow)
 	t.Cleanup(func() { pc.configure(s, allow) })
 	cfg := testConfig(nil)
-	if _, err := pc.get(cfg, "127.0.0.2:6379"); !errors.Is(err, ErrTargetNotAllowed) {
+	if _, err := pc.get(cfg, "127.0.0.2:6379"); !errors.Is(err, collector.ErrTargetNotAllowed) {
 		t.Fatalf("refused target: %v", err)
 	}
 	if _, err := pc.get(cfg, "redis://x:pw@"+r.addr); !errors.Is(err, errCredentialsInProbeTarget) {
@@ -248,7 +249,7 @@ func TestRedisProbeCannotDowngradeOrChangeUser(t *testing.T) {
 	t.Cleanup(func() { pc.configure(s, allow) })
 	cfg := testConfig(nil)
 
-	if _, err := pc.get(cfg, "redis://"+addr); !errors.Is(err, ErrTargetNotAllowed) {
+	if _, err := pc.get(cfg, "redis://"+addr); !errors.Is(err, collector.ErrTargetNotAllowed) {
 		t.Errorf("redis:// for a rediss:// target: %v, want refused", err)
 	}
 	if _, err := pc.get(cfg, "rediss://admin@"+addr); !errors.Is(err, errCredentialsInProbeTarget) {

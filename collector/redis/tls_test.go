@@ -1,4 +1,4 @@
-package collector
+package redis
 
 import (
 	"crypto/ecdsa"
@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stall-exporter/stall_exporter/collector/redisx"
+	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
 )
 
 // testPKI writes a CA, a server certificate for 127.0.0.1 and a client

@@ -1,4 +1,4 @@
-package collector
+package redis
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 // redisTargetSpec is one parsed target: the go-redis options plus the label
@@ -262,7 +264,7 @@ func newRedisAllowlist(list []string, pattern, reScheme string, s redisConnSetti
 
 // errProbeSchemeMismatch refuses a /probe target whose scheme differs from
 // the one configured for its address.
-var errProbeSchemeMismatch = fmt.Errorf("%w: the target's scheme differs from the configured one (a /probe target names host:port; scheme, TLS and user come from the configuration)", ErrTargetNotAllowed)
+var errProbeSchemeMismatch = fmt.Errorf("%w: the target's scheme differs from the configured one (a /probe target names host:port; scheme, TLS and user come from the configuration)", collector.ErrTargetNotAllowed)
 
 // resolve returns the configured spec for a /probe address: the exact
 // entry, or for an address the regexp allows, a spec built from
@@ -273,7 +275,7 @@ func (a *redisAllowlist) resolve(p probeAddress) (*redisTargetSpec, error) {
 	spec, ok := a.exact[p.hostPort]
 	if !ok {
 		if a.re == nil || !a.re.MatchString(p.hostPort) {
-			return nil, fmt.Errorf("%w: redis target %s (see --redis.probe.allowed-targets)", ErrTargetNotAllowed, p.hostPort)
+			return nil, fmt.Errorf("%w: redis target %s (see --redis.probe.allowed-targets)", collector.ErrTargetNotAllowed, p.hostPort)
 		}
 		u := url.URL{Scheme: a.reScheme, Host: p.hostPort}
 		if p.scheme == "unix" {

@@ -1,4 +1,4 @@
-package collector
+package redis
 
 import (
 	"io"
@@ -26,7 +26,7 @@ func TestRedisExporterEndToEnd(t *testing.T) {
 	silent := silentListener(t)
 	bin := filepath.Join(t.TempDir(), "stall_exporter")
 	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = ".."
+	build.Dir = "../.."
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

@@ -1,4 +1,4 @@
-package collector
+package redis
 
 import (
 	"context"
@@ -19,7 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 
-	"github.com/stall-exporter/stall_exporter/collector/redisx"
+	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
 )
 
 var (
@@ -40,12 +41,12 @@ var (
 )
 
 var (
-	redisBigKeyDesc = NewMetric("redis_big_key_bytes",
+	redisBigKeyDesc = collector.NewMetric("redis_big_key_bytes",
 		"The largest keys of the last complete background scan (MEMORY USAGE; top --redis.bigkeys.top per target; key is the name, or sha256:… with --redis.bigkeys.hash-names).",
 		prometheus.GaugeValue, "addr", "db", "key")
-	redisBigKeysScannedDesc = NewMetric("redis_big_keys_scanned_total",
+	redisBigKeysScannedDesc = collector.NewMetric("redis_big_keys_scanned_total",
 		"Keys measured with MEMORY USAGE by the background big-key scan.", prometheus.CounterValue, "addr")
-	redisBigKeysPassDesc = NewMetric("redis_big_keys_last_pass_timestamp_seconds",
+	redisBigKeysPassDesc = collector.NewMetric("redis_big_keys_last_pass_timestamp_seconds",
 		"Unix time the last complete big-key scan of the target finished.", prometheus.GaugeValue, "addr")
 )
 
@@ -96,7 +97,7 @@ type bigKeyScanner struct {
 	scanned  uint64
 }
 
-func newBigKeyScanner(t *redisTarget, s bigKeySettings, cfg Config) *bigKeyScanner {
+func newBigKeyScanner(t *redisTarget, s bigKeySettings, cfg collector.Config) *bigKeyScanner {
 	burst := max(1, int(s.keysPerSecond))
 	return &bigKeyScanner{
 		t: t, s: s, logger: cfg.Logger.With("addr", t.spec.label, "task", "bigkeys"),
@@ -315,5 +316,5 @@ func bigKeyLabel(key string, hash bool) string {
 		sum := sha256.Sum256([]byte(key))
 		return "sha256:" + hex.EncodeToString(sum[:8])
 	}
-	return LabelValue(key, maxKeyLabel)
+	return collector.LabelValue(key, maxKeyLabel)
 }

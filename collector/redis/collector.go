@@ -1,4 +1,4 @@
-package collector
+package redis
 
 import (
 	"context"
@@ -13,7 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stall-exporter/stall_exporter/collector/redisx"
+	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
 )
 
 // The redis collector scrapes every --redis.addr target on /metrics and any
@@ -64,94 +65,94 @@ var (
 )
 
 var (
-	redisUpDesc = NewMetric("redis_up",
+	redisUpDesc = collector.NewMetric("redis_up",
 		"1 if the last scrape of the Redis target answered INFO within --redis.timeout, else 0.", prometheus.GaugeValue, "addr")
-	redisScrapeSecondsDesc = NewMetric("redis_scrape_duration_seconds",
+	redisScrapeSecondsDesc = collector.NewMetric("redis_scrape_duration_seconds",
 		"Wall time of this target's last scrape (all commands, parsing included), as measured by the exporter.", prometheus.GaugeValue, "addr")
-	redisInfoDesc = NewMetric("redis_server_info",
+	redisInfoDesc = collector.NewMetric("redis_server_info",
 		"Redis server version and replication role (INFO server redis_version, INFO replication role); always 1.", prometheus.GaugeValue, "addr", "version", "role")
-	redisUptimeDesc = NewMetric("redis_uptime_seconds",
+	redisUptimeDesc = collector.NewMetric("redis_uptime_seconds",
 		"Seconds since the Redis server started (INFO uptime_in_seconds); a drop is a restart.", prometheus.GaugeValue, "addr")
-	redisClientsDesc = NewMetric("redis_clients_connected",
+	redisClientsDesc = collector.NewMetric("redis_clients_connected",
 		"Client connections, replicas excluded (INFO connected_clients).", prometheus.GaugeValue, "addr")
-	redisClientsMemDesc = NewMetric("redis_clients_memory_bytes",
+	redisClientsMemDesc = collector.NewMetric("redis_clients_memory_bytes",
 		"Memory used by client connections, buffers included, by type normal|replica (MEMORY STATS clients.normal/clients.slaves, 4.0+; INFO mem_clients_normal/mem_clients_slaves otherwise).",
 		prometheus.GaugeValue, "addr", "type")
-	redisRecentMaxOutDesc = NewMetric("redis_client_recent_max_output_buffer_bytes",
+	redisRecentMaxOutDesc = collector.NewMetric("redis_client_recent_max_output_buffer_bytes",
 		"Largest output buffer of any client over the last seconds (INFO client_recent_max_output_buffer, 5.0+; absent before).",
 		prometheus.GaugeValue, "addr")
-	redisRecentMaxInDesc = NewMetric("redis_client_recent_max_input_buffer_bytes",
+	redisRecentMaxInDesc = collector.NewMetric("redis_client_recent_max_input_buffer_bytes",
 		"Largest query buffer of any client over the last seconds (INFO client_recent_max_input_buffer, 5.0+).", prometheus.GaugeValue, "addr")
-	redisOutputBytesDesc = NewMetric("redis_output_bytes_total",
+	redisOutputBytesDesc = collector.NewMetric("redis_output_bytes_total",
 		"Bytes Redis wrote to the network, replication included (INFO total_net_output_bytes).", prometheus.CounterValue, "addr")
-	redisInputBytesDesc = NewMetric("redis_input_bytes_total",
+	redisInputBytesDesc = collector.NewMetric("redis_input_bytes_total",
 		"Bytes Redis read from the network (INFO total_net_input_bytes).", prometheus.CounterValue, "addr")
-	redisMemUsedDesc = NewMetric("redis_memory_used_bytes",
+	redisMemUsedDesc = collector.NewMetric("redis_memory_used_bytes",
 		"Memory allocated by Redis (INFO used_memory).", prometheus.GaugeValue, "addr")
-	redisMemMaxDesc = NewMetric("redis_memory_max_bytes",
+	redisMemMaxDesc = collector.NewMetric("redis_memory_max_bytes",
 		"The maxmemory setting; 0 means no limit (INFO maxmemory, CONFIG GET maxmemory before 3.2).", prometheus.GaugeValue, "addr")
-	redisDatasetRatioDesc = NewMetric("redis_memory_dataset_ratio",
+	redisDatasetRatioDesc = collector.NewMetric("redis_memory_dataset_ratio",
 		"Share of net memory used by the dataset, 0–1 (MEMORY STATS dataset.percentage / 100; INFO used_memory_dataset_perc).", prometheus.GaugeValue, "addr")
-	redisEvictedKeysDesc = NewMetric("redis_evicted_keys_total",
+	redisEvictedKeysDesc = collector.NewMetric("redis_evicted_keys_total",
 		"Keys evicted because of maxmemory (INFO evicted_keys).", prometheus.CounterValue, "addr")
-	redisEvictedClientsDesc = NewMetric("redis_evicted_clients_total",
+	redisEvictedClientsDesc = collector.NewMetric("redis_evicted_clients_total",
 		"Clients evicted because of maxmemory-clients (INFO evicted_clients, 7.0+).", prometheus.CounterValue, "addr")
-	redisOBLDisconnectsDesc = NewMetric("redis_client_output_buffer_limit_disconnections_total",
+	redisOBLDisconnectsDesc = collector.NewMetric("redis_client_output_buffer_limit_disconnections_total",
 		"Clients closed for exceeding client-output-buffer-limit (INFO client_output_buffer_limit_disconnections, 7.4+).", prometheus.CounterValue, "addr")
-	redisRejectedDesc = NewMetric("redis_rejected_connections_total",
+	redisRejectedDesc = collector.NewMetric("redis_rejected_connections_total",
 		"Connections refused because of maxclients (INFO rejected_connections).", prometheus.CounterValue, "addr")
-	redisConnectionsDesc = NewMetric("redis_connections_received_total",
+	redisConnectionsDesc = collector.NewMetric("redis_connections_received_total",
 		"Connections accepted (INFO total_connections_received).", prometheus.CounterValue, "addr")
 
-	redisOBLimitDesc = NewMetric("redis_client_output_buffer_limit_bytes",
+	redisOBLimitDesc = collector.NewMetric("redis_client_output_buffer_limit_bytes",
 		"client-output-buffer-limit per class (normal|replica|pubsub) and limit (hard|soft); 0 means no limit (CONFIG GET client-output-buffer-limit, cached).",
 		prometheus.GaugeValue, "addr", "class", "limit")
-	redisOBLimitSecondsDesc = NewMetric("redis_client_output_buffer_limit_soft_seconds",
+	redisOBLimitSecondsDesc = collector.NewMetric("redis_client_output_buffer_limit_soft_seconds",
 		"Seconds a client may stay above the soft output-buffer limit (CONFIG GET client-output-buffer-limit, cached).",
 		prometheus.GaugeValue, "addr", "class")
-	redisOBUnlimitedDesc = NewMetric("redis_client_output_buffer_limit_unlimited",
+	redisOBUnlimitedDesc = collector.NewMetric("redis_client_output_buffer_limit_unlimited",
 		"1 if neither the hard nor the soft limit bounds the class's output buffers (both 0 in CONFIG GET client-output-buffer-limit), else 0.",
 		prometheus.GaugeValue, "addr", "class")
 
-	redisCmdCallsDesc = NewMetric("redis_commands_total",
+	redisCmdCallsDesc = collector.NewMetric("redis_commands_total",
 		"Calls per command since start or CONFIG RESETSTAT (INFO commandstats calls); 7.0+ names subcommands as container|sub, e.g. cluster|nodes.",
 		prometheus.CounterValue, "addr", "cmd")
-	redisCmdSecondsDesc = NewMetric("redis_command_duration_seconds_total",
+	redisCmdSecondsDesc = collector.NewMetric("redis_command_duration_seconds_total",
 		"Time spent executing each command on Redis' main thread (INFO commandstats usec / 1e6).", prometheus.CounterValue, "addr", "cmd")
 
-	redisCLClientsDesc = NewMetric("redis_client_list_clients",
+	redisCLClientsDesc = collector.NewMetric("redis_client_list_clients",
 		"Clients in the last CLIENT LIST; replica connections (flags S) are excluded here and from every redis_client_* aggregate, as INFO connected_clients excludes them.", prometheus.GaugeValue, "addr")
-	redisCLOmemDesc = NewMetric("redis_client_output_buffer_bytes",
+	redisCLOmemDesc = collector.NewMetric("redis_client_output_buffer_bytes",
 		"Sum of every client's output buffer list (CLIENT LIST omem, last run).", prometheus.GaugeValue, "addr")
-	redisCLMaxOmemDesc = NewMetric("redis_client_max_output_buffer_bytes",
+	redisCLMaxOmemDesc = collector.NewMetric("redis_client_max_output_buffer_bytes",
 		"The largest single client output buffer list (CLIENT LIST omem, last run).", prometheus.GaugeValue, "addr")
-	redisCLTotMemDesc = NewMetric("redis_client_memory_bytes",
+	redisCLTotMemDesc = collector.NewMetric("redis_client_memory_bytes",
 		"Sum of all memory used by clients (CLIENT LIST tot-mem, 6.0+, last run).", prometheus.GaugeValue, "addr")
-	redisCLPendingDesc = NewMetric("redis_client_pending_output_clients",
+	redisCLPendingDesc = collector.NewMetric("redis_client_pending_output_clients",
 		"Clients with replies waiting to be written: oll > 0 or omem > 0 (CLIENT LIST, last run).", prometheus.GaugeValue, "addr")
-	redisCLOllDesc = NewMetric("redis_client_output_list_blocks",
+	redisCLOllDesc = collector.NewMetric("redis_client_output_list_blocks",
 		"Sum of reply-list blocks queued for clients (CLIENT LIST oll, last run).", prometheus.GaugeValue, "addr")
-	redisCLGroupOmemDesc = NewMetric("redis_client_group_output_buffer_bytes",
+	redisCLGroupOmemDesc = collector.NewMetric("redis_client_group_output_buffer_bytes",
 		"Output buffer bytes of the top --redis.client-list.top-k client groups (--redis.client-group-by) with non-zero omem; group=\"other\" sums the rest (CLIENT LIST omem, last run).",
 		prometheus.GaugeValue, "addr", "group")
-	redisCLGroupClientsDesc = NewMetric("redis_client_group_clients",
+	redisCLGroupClientsDesc = collector.NewMetric("redis_client_group_clients",
 		"Clients in each exported client group; group=\"other\" counts the rest (CLIENT LIST, last run).", prometheus.GaugeValue, "addr", "group")
-	redisCLCmdOmemDesc = NewMetric("redis_client_output_buffer_by_command_bytes",
+	redisCLCmdOmemDesc = collector.NewMetric("redis_client_output_buffer_by_command_bytes",
 		"Output buffer bytes by the client's last command (CLIENT LIST cmd; top K with non-zero omem, cmd=\"other\" the rest, cmd=\"none\" for NULL).",
 		prometheus.GaugeValue, "addr", "cmd")
-	redisCLLastRunDesc = NewMetric("redis_client_list_last_run_timestamp_seconds",
+	redisCLLastRunDesc = collector.NewMetric("redis_client_list_last_run_timestamp_seconds",
 		"Unix time of the last CLIENT LIST the exporter ran on this target (the age of the redis_client_* aggregates).", prometheus.GaugeValue, "addr")
-	redisCLDurationDesc = NewMetric("redis_client_list_duration_seconds",
+	redisCLDurationDesc = collector.NewMetric("redis_client_list_duration_seconds",
 		"Round-trip time of the last CLIENT LIST, parsing excluded.", prometheus.GaugeValue, "addr")
-	redisCLReplyBytesDesc = NewMetric("redis_client_list_reply_bytes",
+	redisCLReplyBytesDesc = collector.NewMetric("redis_client_list_reply_bytes",
 		"Size of the last CLIENT LIST reply.", prometheus.GaugeValue, "addr")
-	redisCLRunsDesc = NewMetric("redis_client_list_runs_total",
+	redisCLRunsDesc = collector.NewMetric("redis_client_list_runs_total",
 		"CLIENT LIST commands the exporter sent to this target since it started.", prometheus.CounterValue, "addr")
 )
 
 func init() {
-	Register("redis", true, newRedisCollector)
-	RegisterProbe("redis", newRedisProbe)
+	collector.Register("redis", true, newRedisCollector)
+	collector.RegisterProbe("redis", newRedisProbe)
 	// go-redis' own log lines (dial retries, pool notices) would repeat
 	// what stall_redis_up and our once-a-minute warning already say.
 	redis.SetLogger(quietRedisLogger{})
@@ -224,7 +225,7 @@ type redisCollector struct {
 	logger  *slog.Logger
 }
 
-func newRedisCollector(cfg Config) (Collector, error) {
+func newRedisCollector(cfg collector.Config) (collector.Collector, error) {
 	s, err := redisSettingsFromFlags()
 	if err != nil {
 		return nil, err
@@ -237,7 +238,7 @@ func newRedisCollector(cfg Config) (Collector, error) {
 	return newRedisCollectorFor(cfg, s, *redisAddrs)
 }
 
-func newRedisCollectorFor(cfg Config, s redisSettings, addrs []string) (*redisCollector, error) {
+func newRedisCollectorFor(cfg collector.Config, s redisSettings, addrs []string) (*redisCollector, error) {
 	c := &redisCollector{logger: cfg.Logger}
 	seen := map[string]bool{}
 	for _, a := range addrs {
@@ -267,7 +268,7 @@ func newRedisCollectorFor(cfg Config, s redisSettings, addrs []string) (*redisCo
 // (success 0 for the collector) names the targets that failed.
 func (c *redisCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	if len(c.targets) == 0 {
-		return ErrNoData
+		return collector.ErrNoData
 	}
 	errs := make([]error, len(c.targets))
 	var wg sync.WaitGroup
@@ -311,7 +312,7 @@ type redisTarget struct {
 	client   *redis.Client
 	s        redisSettings
 	logger   *slog.Logger
-	problems *Problems
+	problems *collector.Problems
 
 	sem chan struct{} // one scrape at a time
 
@@ -338,7 +339,7 @@ type clientListResult struct {
 	stats      redisx.ClientListStats
 }
 
-func newRedisTarget(spec *redisTargetSpec, s redisSettings, cfg Config) *redisTarget {
+func newRedisTarget(spec *redisTargetSpec, s redisSettings, cfg collector.Config) *redisTarget {
 	return &redisTarget{
 		spec:     spec,
 		client:   spec.newClient(),
@@ -510,7 +511,7 @@ func (t *redisTarget) sendInfo(ch chan<- prometheus.Metric, in redisx.Info, ms r
 	if v := in.Fields["redis_version"]; v != "" {
 		redisInfoDesc.Send(ch, 1, l, labelValue(v), labelValue(role))
 	}
-	field := func(m Metric, key string, scale float64) {
+	field := func(m collector.Metric, key string, scale float64) {
 		if v, ok := in.Float(key); ok {
 			m.Send(ch, v*scale, l)
 		}
@@ -564,7 +565,7 @@ func (t *redisTarget) sendInfo(ch chan<- prometheus.Metric, in redisx.Info, ms r
 
 // labelValue makes a value that came from the server (a command, client
 // or library name, a version string) a valid label value.
-func labelValue(s string) string { return LabelValue(s, 0) }
+func labelValue(s string) string { return collector.LabelValue(s, 0) }
 
 func trimPercent(s string) string {
 	if n := len(s); n > 0 && s[n-1] == '%' {

@@ -1,4 +1,4 @@
-package collector
+package rocketmq
 
 import (
 	"bytes"
@@ -15,8 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/stall-exporter/stall_exporter/collector/remoting"
-	"github.com/stall-exporter/stall_exporter/collector/remoting/rmqtest"
+	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 )
 
 // rmqSilent is a TCP listener that accepts connections and never answers,
@@ -54,7 +55,7 @@ func rmqSilent(t *testing.T) string {
 // rmqCtxAdapter lets a registry gather one Collector under a given context
 // and records how long Update took and whether it returned before ctx ended.
 type rmqCtxAdapter struct {
-	c       Collector
+	c       collector.Collector
 	ctx     context.Context
 	err     *error
 	elapsed *time.Duration
@@ -77,7 +78,7 @@ type rmqScrapeResult struct {
 }
 
 // rmqScrapeCtx runs one Update under ctx and returns the whole exposition.
-func rmqScrapeCtx(t *testing.T, ctx context.Context, c Collector) rmqScrapeResult {
+func rmqScrapeCtx(t *testing.T, ctx context.Context, c collector.Collector) rmqScrapeResult {
 	t.Helper()
 	var r rmqScrapeResult
 	reg := prometheus.NewPedanticRegistry()

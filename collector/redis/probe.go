@@ -1,4 +1,4 @@
-package collector
+package redis
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 // /probe?module=redis&target=…: targets are checked against the allowlist,
@@ -33,11 +35,11 @@ type redisProbeEntry struct {
 
 var redisProbes redisProbeCache
 
-func newRedisProbe(cfg Config, target string) (Collector, error) {
+func newRedisProbe(cfg collector.Config, target string) (collector.Collector, error) {
 	return redisProbes.get(cfg, target)
 }
 
-func (pc *redisProbeCache) get(cfg Config, target string) (Collector, error) {
+func (pc *redisProbeCache) get(cfg collector.Config, target string) (collector.Collector, error) {
 	addr, err := parseProbeAddress(target)
 	if err != nil {
 		return nil, err

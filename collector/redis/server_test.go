@@ -1,4 +1,4 @@
-package collector
+package redis
 
 import (
 	"bufio"
@@ -21,7 +21,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stall-exporter/stall_exporter/collector/redisx"
+	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
 )
 
 // testRedis is a redis-server process started for one test.
@@ -189,12 +190,12 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
-func testConfig(w io.Writer) Config {
+func testConfig(w io.Writer) collector.Config {
 	if w == nil {
 		w = io.Discard
 	}
 	logger := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return Config{Logger: logger, Problems: NewProblems("redis", logger)}
+	return collector.Config{Logger: logger, Problems: collector.NewProblems("redis", logger)}
 }
 
 // scrapeResult is one Update's output, indexed for assertions.
@@ -210,7 +211,7 @@ type scrapedMetric struct {
 }
 
 // scrape runs c.Update with the given timeout and gathers what it sent.
-func scrape(t testing.TB, c Collector, timeout time.Duration) scrapeResult {
+func scrape(t testing.TB, c collector.Collector, timeout time.Duration) scrapeResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -289,7 +290,7 @@ func (r scrapeResult) dump() string {
 }
 
 // newTestRedisCollector builds the /metrics collector for addrs.
-func newTestRedisCollector(t testing.TB, s redisSettings, cfg Config, addrs ...string) *redisCollector {
+func newTestRedisCollector(t testing.TB, s redisSettings, cfg collector.Config, addrs ...string) *redisCollector {
 	t.Helper()
 	c, err := newRedisCollectorFor(cfg, s, addrs)
 	if err != nil {
