@@ -1,5 +1,5 @@
 // Command rocketmq-testbroker runs the fake RocketMQ broker and name server
-// of collector/remoting/rmqtest for a demo of stall_exporter's rocketmq
+// of collector/rocketmq/rocketmqtest for a demo of stall_exporter's rocketmq
 // collector without a real broker:
 //
 //	go run ./cmd/rocketmq-testbroker -listen 127.0.0.1:10911 -namesrv 127.0.0.1:9876
@@ -48,14 +48,14 @@ func main() {
 	)
 	flag.Parse()
 
-	rt, err := rmqtest.KeySet(*version)
+	rt, err := rocketmqtest.KeySet(*version)
 	if err != nil {
 		log.Fatal(err)
 	}
 	rt["putMessageDistributeTime"] = "null"
-	config := fmt.Sprintf("brokerClusterName=%s\nbrokerName=%s\nbrokerId=%%d\n%s", *cluster, *name, rmqtest.Config49)
+	config := fmt.Sprintf("brokerClusterName=%s\nbrokerName=%s\nbrokerId=%%d\n%s", *cluster, *name, rocketmqtest.Config49)
 
-	var brokers []*rmqtest.Broker
+	var brokers []*rocketmqtest.Broker
 	var topo []remoting.BrokerAddr
 	for id, addr := range []string{*listen, *slave} {
 		if addr == "" {
@@ -65,7 +65,7 @@ func main() {
 		if id > 0 {
 			text = strings.Replace(text, "brokerRole=ASYNC_MASTER", "brokerRole=SLAVE", 1)
 		}
-		b, err := rmqtest.NewBroker(addr, rt, text)
+		b, err := rocketmqtest.NewBroker(addr, rt, text)
 		if err != nil {
 			log.Fatalf("broker on %s: %v", addr, err)
 		}
@@ -78,7 +78,7 @@ func main() {
 		log.Printf("broker %s id %d listening on %s (key set %s, binary %v)", *name, id, b.Addr(), *version, *binary)
 	}
 	if *namesrv != "" {
-		ns, err := rmqtest.NewNameServer(*namesrv, topo)
+		ns, err := rocketmqtest.NewNameServer(*namesrv, topo)
 		if err != nil {
 			log.Fatalf("name server on %s: %v", *namesrv, err)
 		}
@@ -114,7 +114,7 @@ func openLog(path string) *os.File {
 
 // simulator moves the runtime info every 100 ms.
 type simulator struct {
-	brokers      []*rmqtest.Broker
+	brokers      []*rocketmqtest.Broker
 	stallEvery   time.Duration
 	stallFor     time.Duration
 	start        time.Time
@@ -177,7 +177,7 @@ func (s *simulator) tick(now time.Time) {
 	}
 	rolled := ""
 	if now.Sub(s.lastRoll) >= time.Minute {
-		rolled = rmqtest.Distribution(s.window)
+		rolled = rocketmqtest.Distribution(s.window)
 		s.logf(s.store, "INFO", "StoreStatsService", "[PAGECACHERT] TotalPut %d, PutMessageDistributeTime %s", total(s.window), rolled)
 		s.window, s.lastRoll = [13]uint64{}, now
 	}

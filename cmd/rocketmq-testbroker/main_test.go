@@ -15,16 +15,16 @@ import (
 // The simulator drives a stall, rolls the distribution window and writes
 // the log lines the exporter's follower reads.
 func TestSimulator(t *testing.T) {
-	rt := rmqtest.Runtime49()
+	rt := rocketmqtest.Runtime49()
 	rt["putMessageDistributeTime"] = "null"
-	b, err := rmqtest.NewBroker("127.0.0.1:0", rt, "")
+	b, err := rocketmqtest.NewBroker("127.0.0.1:0", rt, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	dir := t.TempDir()
 	t0 := time.Unix(1_800_000_000, 0)
-	s := &simulator{brokers: []*rmqtest.Broker{b}, stallEvery: 10 * time.Second, stallFor: 1500 * time.Millisecond, start: t0,
+	s := &simulator{brokers: []*rocketmqtest.Broker{b}, stallEvery: 10 * time.Second, stallFor: 1500 * time.Millisecond, start: t0,
 		store: openLog(filepath.Join(dir, "store.log")), water: openLog(filepath.Join(dir, "watermark.log"))}
 	s.lastRoll, s.lastWater, s.nextStall = t0, t0, t0.Add(10*time.Second)
 	c := remoting.NewClient(b.Addr(), remoting.Options{})

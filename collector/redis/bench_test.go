@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
+	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 )
 
 // redisCounters reads the server-side totals the cost benchmark compares.
@@ -20,20 +20,20 @@ func redisCounters(b *testing.B, c *redis.Client) (cmds, in, out float64, replyL
 	if err != nil {
 		b.Fatal(err)
 	}
-	in0 := redisx.ParseInfo(s)
+	in0 := replies.ParseInfo(s)
 	cmds, _ = in0.Float("total_commands_processed")
 	in, _ = in0.Float("total_net_input_bytes")
 	out, _ = in0.Float("total_net_output_bytes")
 	return cmds, in, out, len(s)
 }
 
-// BenchmarkRedisScrapeCost measures what one scrape costs the Redis server:
+// BenchmarkScrapeCost measures what one scrape costs the Redis server:
 // commands it executes and bytes it reads and writes (from INFO stats
 // deltas, minus the measuring INFO itself), plus the exporter-side time.
 // "idle": a fresh instance, auto mode (CLIENT LIST every 10th scrape).
 // "busy": 1,000 connected clients, 10 of them with a 5 MiB reply pending,
 // so auto mode runs CLIENT LIST on every scrape.
-func BenchmarkRedisScrapeCost(b *testing.B) {
+func BenchmarkScrapeCost(b *testing.B) {
 	for _, busy := range []bool{false, true} {
 		name := "idle"
 		if busy {
@@ -62,15 +62,15 @@ func BenchmarkRedisScrapeCost(b *testing.B) {
 				deadline := time.Now().Add(10 * time.Second)
 				for {
 					s, _ := admin.Info(ctx, "clients").Result()
-					v, _ := redisx.ParseInfo(s).Float("client_recent_max_output_buffer")
+					v, _ := replies.ParseInfo(s).Float("client_recent_max_output_buffer")
 					if v >= 1<<20 || time.Now().After(deadline) {
 						break
 					}
 					time.Sleep(20 * time.Millisecond)
 				}
 			}
-			s := testRedisSettings()
-			c, err := newRedisCollectorFor(testConfig(nil), s, []string{r.addr})
+			s := testSettings()
+			c, err := newScraper(testConfig(nil), s, []string{r.addr})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -98,7 +98,7 @@ func BenchmarkRedisScrapeCost(b *testing.B) {
 			b.ReportMetric((out1-out0-infoResp)/n, "redis-B-out/scrape")
 			// Main-thread time of one CLIENT LIST, from commandstats.
 			cs, _ := admin.Info(ctx, "commandstats").Result()
-			for _, st := range redisx.ParseInfo(cs).Commands {
+			for _, st := range replies.ParseInfo(cs).Commands {
 				if st.Name == "client|list" && st.Calls > 0 {
 					b.ReportMetric(float64(st.Usec)/float64(st.Calls), "redis-us/client-list")
 				}

@@ -20,33 +20,33 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/stall-exporter/stall_exporter/collector"
-	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
+	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 )
 
 var (
-	redisBigkeysEnable = kingpin.Flag("redis.bigkeys.enable",
+	bigkeysEnableFlag = kingpin.Flag("redis.bigkeys.enable",
 		"Scan --redis.addr targets in the background (SCAN + MEMORY USAGE, Redis 4.0+) and export the largest keys.").Default("false").Bool()
-	redisBigkeysRate = kingpin.Flag("redis.bigkeys.keys-per-second",
+	bigkeysRateFlag = kingpin.Flag("redis.bigkeys.keys-per-second",
 		"Keys measured per second (MEMORY USAGE calls), per target.").Default("100").Float64()
-	redisBigkeysTop = kingpin.Flag("redis.bigkeys.top",
+	bigkeysTopFlag = kingpin.Flag("redis.bigkeys.top",
 		"Number of largest keys exported per target.").Default("10").Int()
-	redisBigkeysReplica = kingpin.Flag("redis.bigkeys.prefer-replica",
+	bigkeysReplicaFlag = kingpin.Flag("redis.bigkeys.prefer-replica",
 		"Scan an online replica listed in the master's INFO replication instead of the master, when one answers (same credentials and TLS).").Default("true").Bool()
-	redisBigkeysHash = kingpin.Flag("redis.bigkeys.hash-names",
+	bigkeysHashFlag = kingpin.Flag("redis.bigkeys.hash-names",
 		"Export sha256:<16 hex digits> of each key name instead of the name (for key names that carry personal data).").Default("false").Bool()
-	redisBigkeysInterval = kingpin.Flag("redis.bigkeys.interval",
+	bigkeysIntervalFlag = kingpin.Flag("redis.bigkeys.interval",
 		"Pause between the end of one full scan and the start of the next.").Default("1h").Duration()
-	redisBigkeysSamples = kingpin.Flag("redis.bigkeys.samples",
+	bigkeysSamplesFlag = kingpin.Flag("redis.bigkeys.samples",
 		"MEMORY USAGE SAMPLES: nested values sampled per key (0 = all, exact but slow on big collections).").Default("5").Int()
 )
 
 var (
-	redisBigKeyDesc = collector.NewMetric("redis_big_key_bytes",
+	bigKeyDesc = collector.NewMetric("redis_big_key_bytes",
 		"The largest keys of the last complete background scan (MEMORY USAGE; top --redis.bigkeys.top per target; key is the name, or sha256:… with --redis.bigkeys.hash-names).",
 		prometheus.GaugeValue, "addr", "db", "key")
-	redisBigKeysScannedDesc = collector.NewMetric("redis_big_keys_scanned_total",
+	bigKeysScannedDesc = collector.NewMetric("redis_big_keys_scanned_total",
 		"Keys measured with MEMORY USAGE by the background big-key scan.", prometheus.CounterValue, "addr")
-	redisBigKeysPassDesc = collector.NewMetric("redis_big_keys_last_pass_timestamp_seconds",
+	bigKeysPassDesc = collector.NewMetric("redis_big_keys_last_pass_timestamp_seconds",
 		"Unix time the last complete big-key scan of the target finished.", prometheus.GaugeValue, "addr")
 )
 
@@ -63,9 +63,9 @@ type bigKeySettings struct {
 
 func bigKeySettingsFromFlags() (bigKeySettings, error) {
 	s := bigKeySettings{
-		enabled: *redisBigkeysEnable, keysPerSecond: *redisBigkeysRate, top: *redisBigkeysTop,
-		preferReplica: *redisBigkeysReplica, hashNames: *redisBigkeysHash, interval: *redisBigkeysInterval,
-		samples: *redisBigkeysSamples, scanCount: 100,
+		enabled: *bigkeysEnableFlag, keysPerSecond: *bigkeysRateFlag, top: *bigkeysTopFlag,
+		preferReplica: *bigkeysReplicaFlag, hashNames: *bigkeysHashFlag, interval: *bigkeysIntervalFlag,
+		samples: *bigkeysSamplesFlag, scanCount: 100,
 	}
 	if s.keysPerSecond <= 0 || s.top <= 0 || s.samples < 0 || s.interval < 0 {
 		return s, fmt.Errorf("--redis.bigkeys.keys-per-second and --redis.bigkeys.top must be positive, --redis.bigkeys.samples and --redis.bigkeys.interval ≥ 0")
@@ -85,7 +85,7 @@ type bigKey struct {
 // bigKeyScanner walks one target's keyspace at a bounded rate and keeps the
 // top N keys by MEMORY USAGE.
 type bigKeyScanner struct {
-	t       *redisTarget
+	t       *target
 	s       bigKeySettings
 	logger  *slog.Logger
 	limiter *rate.Limiter
@@ -97,7 +97,7 @@ type bigKeyScanner struct {
 	scanned  uint64
 }
 
-func newBigKeyScanner(t *redisTarget, s bigKeySettings, cfg collector.Config) *bigKeyScanner {
+func newBigKeyScanner(t *target, s bigKeySettings, cfg collector.Config) *bigKeyScanner {
 	burst := max(1, int(s.keysPerSecond))
 	return &bigKeyScanner{
 		t: t, s: s, logger: cfg.Logger.With("addr", t.spec.label, "task", "bigkeys"),
@@ -115,12 +115,12 @@ func (b *bigKeyScanner) send(ch chan<- prometheus.Metric) {
 	if b.passDone.IsZero() {
 		keys = b.partial
 	} else {
-		redisBigKeysPassDesc.Send(ch, float64(b.passDone.UnixNano())/1e9, l)
+		bigKeysPassDesc.Send(ch, float64(b.passDone.UnixNano())/1e9, l)
 	}
 	for _, k := range keys {
-		redisBigKeyDesc.Send(ch, float64(k.bytes), l, strconv.Itoa(k.db), k.key)
+		bigKeyDesc.Send(ch, float64(k.bytes), l, strconv.Itoa(k.db), k.key)
 	}
-	redisBigKeysScannedDesc.Send(ch, float64(b.scanned), l)
+	bigKeysScannedDesc.Send(ch, float64(b.scanned), l)
 }
 
 func (b *bigKeyScanner) run(ctx context.Context) {
@@ -155,7 +155,7 @@ func (b *bigKeyScanner) scanSource(ctx context.Context) (*redis.Options, string,
 	if err != nil {
 		return nil, "", fmt.Errorf("INFO: %w", err)
 	}
-	in := redisx.ParseInfo(info)
+	in := replies.ParseInfo(info)
 	if major, _ := in.Version(); major > 0 && major < 4 {
 		return nil, "", fmt.Errorf("%w (server is %s)", errBigKeysUnsupported, in.Fields["redis_version"])
 	}
@@ -205,7 +205,7 @@ func (b *bigKeyScanner) pass(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("INFO keyspace: %w", err)
 	}
-	dbs := redisx.ParseInfo(info).Keyspace
+	dbs := replies.ParseInfo(info).Keyspace
 	if replica != "" {
 		b.logger.Debug("scanning replica", "replica", replica)
 	}
@@ -251,14 +251,14 @@ func (b *bigKeyScanner) scanDB(ctx context.Context, c *redis.Client, db int) err
 					cmds[i] = pipe.MemoryUsage(ctx, k, 0)
 				}
 			}
-			if _, err := pipe.Exec(ctx); err != nil && !isRedisError(err) && err != redis.Nil {
+			if _, err := pipe.Exec(ctx); err != nil && !isErrorReply(err) && err != redis.Nil {
 				return fmt.Errorf("MEMORY USAGE: %w", err)
 			}
 			b.mu.Lock()
 			for i, k := range keys[:n] {
 				v, err := cmds[i].Result()
 				if err != nil {
-					if msg := strings.ToLower(err.Error()); isRedisError(err) &&
+					if msg := strings.ToLower(err.Error()); isErrorReply(err) &&
 						(strings.Contains(msg, "unknown") || strings.HasPrefix(msg, "noperm")) {
 						b.mu.Unlock()
 						return fmt.Errorf("%w: %v", errBigKeysUnsupported, err)

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func TestRedisBigKeys(t *testing.T) {
+func TestBigKeys(t *testing.T) {
 	r := startRedis(t)
 	ctx := context.Background()
 	admin := r.client()
@@ -29,10 +29,10 @@ func TestRedisBigKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s := testRedisSettings()
+	s := testSettings()
 	s.bigkeys.enabled = true
 	s.bigkeys.top = 3
-	c := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	c := newTestScraper(t, s, testConfig(nil), r.addr)
 	b := c.bigkeys[0]
 	if err := b.pass(ctx); err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestRedisBigKeys(t *testing.T) {
 
 	// Hashed names: stable, no key name in the labels.
 	s.bigkeys.hashNames = true
-	c2 := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	c2 := newTestScraper(t, s, testConfig(nil), r.addr)
 	if err := c2.bigkeys[0].pass(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +75,11 @@ func TestRedisBigKeys(t *testing.T) {
 	}
 }
 
-// TestRedisBigKeysPreferReplica: the scan runs on a replica and the master
+// TestBigKeysPreferReplica: the scan runs on a replica and the master
 // sees no MEMORY USAGE. The replica announces an address the exporter
 // cannot reach (TEST-NET-1), as behind NAT: without ?bigkeys_replica= the
 // scan falls back to the master, with it the replica is used.
-func TestRedisBigKeysPreferReplica(t *testing.T) {
+func TestBigKeysPreferReplica(t *testing.T) {
 	t.Parallel()
 	master := startRedis(t, "--repl-diskless-sync-delay", "0")
 	replica := startRedis(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.port), "--replica-announce-ip", "192.0.2.1")
@@ -93,11 +93,11 @@ func TestRedisBigKeysPreferReplica(t *testing.T) {
 		n, _ := radmin.Exists(ctx, "k").Result()
 		return strings.Contains(info, "state=online") && n == 1
 	})
-	s := testRedisSettings()
+	s := testSettings()
 	s.bigkeys.enabled, s.bigkeys.preferReplica = true, true
 	s.conn.dialTimeout = 300 * time.Millisecond
 
-	unreachable := newTestRedisCollector(t, s, testConfig(nil), master.addr)
+	unreachable := newTestScraper(t, s, testConfig(nil), master.addr)
 	if err := unreachable.bigkeys[0].pass(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestRedisBigKeysPreferReplica(t *testing.T) {
 		t.Errorf("announced replica unreachable: master got %d MEMORY USAGE calls, want 1", n)
 	}
 
-	c := newTestRedisCollector(t, s, testConfig(nil), "redis://"+master.addr+"?bigkeys_replica="+replica.addr)
+	c := newTestScraper(t, s, testConfig(nil), "redis://"+master.addr+"?bigkeys_replica="+replica.addr)
 	if err := c.bigkeys[0].pass(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestRedisBigKeysPreferReplica(t *testing.T) {
 	res.must(t, "stall_redis_big_key_bytes", "addr", "redis://"+master.addr, "key", "k")
 }
 
-func TestRedisBigKeysRateLimit(t *testing.T) {
+func TestBigKeysRateLimit(t *testing.T) {
 	t.Parallel()
 	r := startRedis(t)
 	ctx := context.Background()
@@ -128,10 +128,10 @@ func TestRedisBigKeysRateLimit(t *testing.T) {
 	for i := range 30 {
 		admin.Set(ctx, "k"+strconv.Itoa(i), "v", 0)
 	}
-	s := testRedisSettings()
+	s := testSettings()
 	s.bigkeys.enabled = true
 	s.bigkeys.keysPerSecond = 20
-	c := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	c := newTestScraper(t, s, testConfig(nil), r.addr)
 	start := time.Now()
 	if err := c.bigkeys[0].pass(ctx); err != nil {
 		t.Fatal(err)
@@ -160,14 +160,14 @@ func TestBigKeyLabel(t *testing.T) {
 	}
 }
 
-// TestRedisBigKeysForbidden: a user without MEMORY USAGE stops the scanner
+// TestBigKeysForbidden: a user without MEMORY USAGE stops the scanner
 // with one clear error instead of scanning forever for nothing.
-func TestRedisBigKeysForbidden(t *testing.T) {
+func TestBigKeysForbidden(t *testing.T) {
 	r := startRedis(t, "--user", "default", "on", "nopass", "~*", "+@all", "-memory")
 	r.client().Set(context.Background(), "k", "v", 0)
-	s := testRedisSettings()
+	s := testSettings()
 	s.bigkeys.enabled = true
-	c := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	c := newTestScraper(t, s, testConfig(nil), r.addr)
 	err := c.bigkeys[0].pass(context.Background())
 	if !errors.Is(err, errBigKeysUnsupported) {
 		t.Fatalf("pass: %v, want errBigKeysUnsupported", err)

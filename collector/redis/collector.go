@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stall-exporter/stall_exporter/collector"
-	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
+	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 )
 
 // The redis collector scrapes every --redis.addr target on /metrics and any
@@ -23,226 +23,226 @@ import (
 // /metrics page never collide; docs/redis.md explains the choice.
 
 var (
-	redisAddrs = kingpin.Flag("redis.addr",
+	addrsFlag = kingpin.Flag("redis.addr",
 		"Redis target scraped on /metrics (repeatable): host:port, redis://[user@]host:port, rediss://… (TLS), unix:///path.sock. "+
 			"Per-target options: ?password_file=PATH or ?password_env=VAR (credentials), ?bigkeys_replica=HOST:PORT. Without any target, the redis collector reports no data.").Strings()
-	redisUser         = kingpin.Flag("redis.user", "ACL user name for targets that do not name one (Redis 6+).").Default("").String()
-	redisPasswordFile = kingpin.Flag("redis.password-file", "File holding the password of targets without their own password source; read on every new connection.").Default("").String()
-	redisPasswordEnv  = kingpin.Flag("redis.password-env", "Environment variable holding the password of targets without their own password source.").Default("").String()
-	redisTLSCA        = kingpin.Flag("redis.tls.ca-file", "CA bundle (PEM) that verifies rediss:// servers; default: system roots.").Default("").String()
-	redisTLSCert      = kingpin.Flag("redis.tls.cert-file", "Client certificate (PEM) for rediss:// targets that require one.").Default("").String()
-	redisTLSKey       = kingpin.Flag("redis.tls.key-file", "Key (PEM) of --redis.tls.cert-file.").Default("").String()
-	redisTLSServer    = kingpin.Flag("redis.tls.server-name", "Server name expected in the certificate of rediss:// targets; default: the target host.").Default("").String()
-	redisTLSInsecure  = kingpin.Flag("redis.tls.insecure-skip-verify", "Do not verify rediss:// server certificates (testing only).").Default("false").Bool()
-	redisDialTimeout  = kingpin.Flag("redis.dial-timeout", "Time limit for connecting to a target (TCP, TLS and AUTH).").Default("2s").Duration()
-	redisTimeout      = kingpin.Flag("redis.timeout",
+	userFlag         = kingpin.Flag("redis.user", "ACL user name for targets that do not name one (Redis 6+).").Default("").String()
+	passwordFileFlag = kingpin.Flag("redis.password-file", "File holding the password of targets without their own password source; read on every new connection.").Default("").String()
+	passwordEnvFlag  = kingpin.Flag("redis.password-env", "Environment variable holding the password of targets without their own password source.").Default("").String()
+	tlsCAFlag        = kingpin.Flag("redis.tls.ca-file", "CA bundle (PEM) that verifies rediss:// servers; default: system roots.").Default("").String()
+	tlsCertFlag      = kingpin.Flag("redis.tls.cert-file", "Client certificate (PEM) for rediss:// targets that require one.").Default("").String()
+	tlsKeyFlag       = kingpin.Flag("redis.tls.key-file", "Key (PEM) of --redis.tls.cert-file.").Default("").String()
+	tlsServerFlag    = kingpin.Flag("redis.tls.server-name", "Server name expected in the certificate of rediss:// targets; default: the target host.").Default("").String()
+	tlsInsecureFlag  = kingpin.Flag("redis.tls.insecure-skip-verify", "Do not verify rediss:// server certificates (testing only).").Default("false").Bool()
+	dialTimeoutFlag  = kingpin.Flag("redis.dial-timeout", "Time limit for connecting to a target (TCP, TLS and AUTH).").Default("2s").Duration()
+	timeoutFlag      = kingpin.Flag("redis.timeout",
 		"Time limit of one target's scrape (every command); a target that does not answer within it reports stall_redis_up 0. Also capped by --collector.timeout.").
 		Default("3s").Duration()
-	redisConfigRefresh = kingpin.Flag("redis.config-refresh-interval",
+	configRefreshFlag = kingpin.Flag("redis.config-refresh-interval",
 		"How long CONFIG GET client-output-buffer-limit / maxmemory results are reused.").Default("5m").Duration()
-	redisCLMode = kingpin.Flag("redis.client-list.mode",
+	clModeFlag = kingpin.Flag("redis.client-list.mode",
 		"When to run CLIENT LIST (O(clients) on Redis' main thread): auto (when INFO shows non-trivial output buffers, once more after they shrink, and every Nth scrape), always, never.").
 		Default("auto").Enum("auto", "always", "never")
-	redisCLEvery = kingpin.Flag("redis.client-list.every",
+	clEveryFlag = kingpin.Flag("redis.client-list.every",
 		"In auto mode, also run CLIENT LIST on every Nth scrape of a target; 0 disables the periodic run.").Default("10").Int()
-	redisCLOutputThreshold = kingpin.Flag("redis.client-list.output-buffer-threshold",
+	clOutputThresholdFlag = kingpin.Flag("redis.client-list.output-buffer-threshold",
 		"In auto mode, run CLIENT LIST when INFO client_recent_max_output_buffer reaches this many bytes.").Default("1MiB").Bytes()
-	redisCLClientsMemThreshold = kingpin.Flag("redis.client-list.clients-memory-threshold",
+	clClientsMemThresholdFlag = kingpin.Flag("redis.client-list.clients-memory-threshold",
 		"In auto mode, run CLIENT LIST when the memory of normal clients (MEMORY STATS clients.normal / INFO mem_clients_normal) reaches this many bytes.").
 		Default("512MiB").Bytes()
-	redisGroupBy = kingpin.Flag("redis.client-group-by",
+	groupByFlag = kingpin.Flag("redis.client-group-by",
 		"Client attribute CLIENT LIST aggregates are grouped by: host (peer IP), name, lib-name (7.2+) or user (6.0+).").
-		Default("host").Enum(redisx.GroupByNames...)
-	redisTopK = kingpin.Flag("redis.client-list.top-k",
+		Default("host").Enum(replies.GroupByNames...)
+	topKFlag = kingpin.Flag("redis.client-list.top-k",
 		"Number of client groups and of last commands exported by output-buffer size; the rest is summed in group/cmd=\"other\".").Default("10").Int()
-	redisProbeAllowed = kingpin.Flag("redis.probe.allowed-targets",
+	probeAllowedFlag = kingpin.Flag("redis.probe.allowed-targets",
 		"Target allowed on /probe?module=redis (repeatable; --redis.addr syntax). --redis.addr targets are always allowed. "+
 			"A probe request names host:port only; the scheme, TLS settings and user configured here are used.").Strings()
-	redisProbeAllowedRE = kingpin.Flag("redis.probe.allowed-targets-regexp",
+	probeAllowedREFlag = kingpin.Flag("redis.probe.allowed-targets-regexp",
 		"Anchored regular expression over host:port (or the socket path) of targets allowed on /probe?module=redis.").Default("").String()
-	redisProbeScheme = kingpin.Flag("redis.probe.scheme",
+	probeSchemeFlag = kingpin.Flag("redis.probe.scheme",
 		"Scheme of targets allowed only by --redis.probe.allowed-targets-regexp: redis or rediss (TLS, --redis.tls.*).").Default("redis").Enum("redis", "rediss")
 )
 
 var (
-	redisUpDesc = collector.NewMetric("redis_up",
+	upDesc = collector.NewMetric("redis_up",
 		"1 if the last scrape of the Redis target answered INFO within --redis.timeout, else 0.", prometheus.GaugeValue, "addr")
-	redisScrapeSecondsDesc = collector.NewMetric("redis_scrape_duration_seconds",
+	scrapeSecondsDesc = collector.NewMetric("redis_scrape_duration_seconds",
 		"Wall time of this target's last scrape (all commands, parsing included), as measured by the exporter.", prometheus.GaugeValue, "addr")
-	redisInfoDesc = collector.NewMetric("redis_server_info",
+	infoDesc = collector.NewMetric("redis_server_info",
 		"Redis server version and replication role (INFO server redis_version, INFO replication role); always 1.", prometheus.GaugeValue, "addr", "version", "role")
-	redisUptimeDesc = collector.NewMetric("redis_uptime_seconds",
+	uptimeDesc = collector.NewMetric("redis_uptime_seconds",
 		"Seconds since the Redis server started (INFO uptime_in_seconds); a drop is a restart.", prometheus.GaugeValue, "addr")
-	redisClientsDesc = collector.NewMetric("redis_clients_connected",
+	clientsDesc = collector.NewMetric("redis_clients_connected",
 		"Client connections, replicas excluded (INFO connected_clients).", prometheus.GaugeValue, "addr")
-	redisClientsMemDesc = collector.NewMetric("redis_clients_memory_bytes",
+	clientsMemDesc = collector.NewMetric("redis_clients_memory_bytes",
 		"Memory used by client connections, buffers included, by type normal|replica (MEMORY STATS clients.normal/clients.slaves, 4.0+; INFO mem_clients_normal/mem_clients_slaves otherwise).",
 		prometheus.GaugeValue, "addr", "type")
-	redisRecentMaxOutDesc = collector.NewMetric("redis_client_recent_max_output_buffer_bytes",
+	recentMaxOutDesc = collector.NewMetric("redis_client_recent_max_output_buffer_bytes",
 		"Largest output buffer of any client over the last seconds (INFO client_recent_max_output_buffer, 5.0+; absent before).",
 		prometheus.GaugeValue, "addr")
-	redisRecentMaxInDesc = collector.NewMetric("redis_client_recent_max_input_buffer_bytes",
+	recentMaxInDesc = collector.NewMetric("redis_client_recent_max_input_buffer_bytes",
 		"Largest query buffer of any client over the last seconds (INFO client_recent_max_input_buffer, 5.0+).", prometheus.GaugeValue, "addr")
-	redisOutputBytesDesc = collector.NewMetric("redis_output_bytes_total",
+	outputBytesDesc = collector.NewMetric("redis_output_bytes_total",
 		"Bytes Redis wrote to the network, replication included (INFO total_net_output_bytes).", prometheus.CounterValue, "addr")
-	redisInputBytesDesc = collector.NewMetric("redis_input_bytes_total",
+	inputBytesDesc = collector.NewMetric("redis_input_bytes_total",
 		"Bytes Redis read from the network (INFO total_net_input_bytes).", prometheus.CounterValue, "addr")
-	redisMemUsedDesc = collector.NewMetric("redis_memory_used_bytes",
+	memUsedDesc = collector.NewMetric("redis_memory_used_bytes",
 		"Memory allocated by Redis (INFO used_memory).", prometheus.GaugeValue, "addr")
-	redisMemMaxDesc = collector.NewMetric("redis_memory_max_bytes",
+	memMaxDesc = collector.NewMetric("redis_memory_max_bytes",
 		"The maxmemory setting; 0 means no limit (INFO maxmemory, CONFIG GET maxmemory before 3.2).", prometheus.GaugeValue, "addr")
-	redisDatasetRatioDesc = collector.NewMetric("redis_memory_dataset_ratio",
+	datasetRatioDesc = collector.NewMetric("redis_memory_dataset_ratio",
 		"Share of net memory used by the dataset, 0–1 (MEMORY STATS dataset.percentage / 100; INFO used_memory_dataset_perc).", prometheus.GaugeValue, "addr")
-	redisEvictedKeysDesc = collector.NewMetric("redis_evicted_keys_total",
+	evictedKeysDesc = collector.NewMetric("redis_evicted_keys_total",
 		"Keys evicted because of maxmemory (INFO evicted_keys).", prometheus.CounterValue, "addr")
-	redisEvictedClientsDesc = collector.NewMetric("redis_evicted_clients_total",
+	evictedClientsDesc = collector.NewMetric("redis_evicted_clients_total",
 		"Clients evicted because of maxmemory-clients (INFO evicted_clients, 7.0+).", prometheus.CounterValue, "addr")
-	redisOBLDisconnectsDesc = collector.NewMetric("redis_client_output_buffer_limit_disconnections_total",
+	oblDisconnectsDesc = collector.NewMetric("redis_client_output_buffer_limit_disconnections_total",
 		"Clients closed for exceeding client-output-buffer-limit (INFO client_output_buffer_limit_disconnections, 7.4+).", prometheus.CounterValue, "addr")
-	redisRejectedDesc = collector.NewMetric("redis_rejected_connections_total",
+	rejectedDesc = collector.NewMetric("redis_rejected_connections_total",
 		"Connections refused because of maxclients (INFO rejected_connections).", prometheus.CounterValue, "addr")
-	redisConnectionsDesc = collector.NewMetric("redis_connections_received_total",
+	connectionsDesc = collector.NewMetric("redis_connections_received_total",
 		"Connections accepted (INFO total_connections_received).", prometheus.CounterValue, "addr")
 
-	redisOBLimitDesc = collector.NewMetric("redis_client_output_buffer_limit_bytes",
+	obLimitDesc = collector.NewMetric("redis_client_output_buffer_limit_bytes",
 		"client-output-buffer-limit per class (normal|replica|pubsub) and limit (hard|soft); 0 means no limit (CONFIG GET client-output-buffer-limit, cached).",
 		prometheus.GaugeValue, "addr", "class", "limit")
-	redisOBLimitSecondsDesc = collector.NewMetric("redis_client_output_buffer_limit_soft_seconds",
+	obLimitSecondsDesc = collector.NewMetric("redis_client_output_buffer_limit_soft_seconds",
 		"Seconds a client may stay above the soft output-buffer limit (CONFIG GET client-output-buffer-limit, cached).",
 		prometheus.GaugeValue, "addr", "class")
-	redisOBUnlimitedDesc = collector.NewMetric("redis_client_output_buffer_limit_unlimited",
+	obUnlimitedDesc = collector.NewMetric("redis_client_output_buffer_limit_unlimited",
 		"1 if neither the hard nor the soft limit bounds the class's output buffers (both 0 in CONFIG GET client-output-buffer-limit), else 0.",
 		prometheus.GaugeValue, "addr", "class")
 
-	redisCmdCallsDesc = collector.NewMetric("redis_commands_total",
+	cmdCallsDesc = collector.NewMetric("redis_commands_total",
 		"Calls per command since start or CONFIG RESETSTAT (INFO commandstats calls); 7.0+ names subcommands as container|sub, e.g. cluster|nodes.",
 		prometheus.CounterValue, "addr", "cmd")
-	redisCmdSecondsDesc = collector.NewMetric("redis_command_duration_seconds_total",
+	cmdSecondsDesc = collector.NewMetric("redis_command_duration_seconds_total",
 		"Time spent executing each command on Redis' main thread (INFO commandstats usec / 1e6).", prometheus.CounterValue, "addr", "cmd")
 
-	redisCLClientsDesc = collector.NewMetric("redis_client_list_clients",
+	clClientsDesc = collector.NewMetric("redis_client_list_clients",
 		"Clients in the last CLIENT LIST; replica connections (flags S) are excluded here and from every redis_client_* aggregate, as INFO connected_clients excludes them.", prometheus.GaugeValue, "addr")
-	redisCLOmemDesc = collector.NewMetric("redis_client_output_buffer_bytes",
+	clOmemDesc = collector.NewMetric("redis_client_output_buffer_bytes",
 		"Sum of every client's output buffer list (CLIENT LIST omem, last run).", prometheus.GaugeValue, "addr")
-	redisCLMaxOmemDesc = collector.NewMetric("redis_client_max_output_buffer_bytes",
+	clMaxOmemDesc = collector.NewMetric("redis_client_max_output_buffer_bytes",
 		"The largest single client output buffer list (CLIENT LIST omem, last run).", prometheus.GaugeValue, "addr")
-	redisCLTotMemDesc = collector.NewMetric("redis_client_memory_bytes",
+	clTotMemDesc = collector.NewMetric("redis_client_memory_bytes",
 		"Sum of all memory used by clients (CLIENT LIST tot-mem, 6.0+, last run).", prometheus.GaugeValue, "addr")
-	redisCLPendingDesc = collector.NewMetric("redis_client_pending_output_clients",
+	clPendingDesc = collector.NewMetric("redis_client_pending_output_clients",
 		"Clients with replies waiting to be written: oll > 0 or omem > 0 (CLIENT LIST, last run).", prometheus.GaugeValue, "addr")
-	redisCLOllDesc = collector.NewMetric("redis_client_output_list_blocks",
+	clOllDesc = collector.NewMetric("redis_client_output_list_blocks",
 		"Sum of reply-list blocks queued for clients (CLIENT LIST oll, last run).", prometheus.GaugeValue, "addr")
-	redisCLGroupOmemDesc = collector.NewMetric("redis_client_group_output_buffer_bytes",
+	clGroupOmemDesc = collector.NewMetric("redis_client_group_output_buffer_bytes",
 		"Output buffer bytes of the top --redis.client-list.top-k client groups (--redis.client-group-by) with non-zero omem; group=\"other\" sums the rest (CLIENT LIST omem, last run).",
 		prometheus.GaugeValue, "addr", "group")
-	redisCLGroupClientsDesc = collector.NewMetric("redis_client_group_clients",
+	clGroupClientsDesc = collector.NewMetric("redis_client_group_clients",
 		"Clients in each exported client group; group=\"other\" counts the rest (CLIENT LIST, last run).", prometheus.GaugeValue, "addr", "group")
-	redisCLCmdOmemDesc = collector.NewMetric("redis_client_output_buffer_by_command_bytes",
+	clCmdOmemDesc = collector.NewMetric("redis_client_output_buffer_by_command_bytes",
 		"Output buffer bytes by the client's last command (CLIENT LIST cmd; top K with non-zero omem, cmd=\"other\" the rest, cmd=\"none\" for NULL).",
 		prometheus.GaugeValue, "addr", "cmd")
-	redisCLLastRunDesc = collector.NewMetric("redis_client_list_last_run_timestamp_seconds",
+	clLastRunDesc = collector.NewMetric("redis_client_list_last_run_timestamp_seconds",
 		"Unix time of the last CLIENT LIST the exporter ran on this target (the age of the redis_client_* aggregates).", prometheus.GaugeValue, "addr")
-	redisCLDurationDesc = collector.NewMetric("redis_client_list_duration_seconds",
+	clDurationDesc = collector.NewMetric("redis_client_list_duration_seconds",
 		"Round-trip time of the last CLIENT LIST, parsing excluded.", prometheus.GaugeValue, "addr")
-	redisCLReplyBytesDesc = collector.NewMetric("redis_client_list_reply_bytes",
+	clReplyBytesDesc = collector.NewMetric("redis_client_list_reply_bytes",
 		"Size of the last CLIENT LIST reply.", prometheus.GaugeValue, "addr")
-	redisCLRunsDesc = collector.NewMetric("redis_client_list_runs_total",
+	clRunsDesc = collector.NewMetric("redis_client_list_runs_total",
 		"CLIENT LIST commands the exporter sent to this target since it started.", prometheus.CounterValue, "addr")
 )
 
 func init() {
-	collector.Register("redis", true, newRedisCollector)
-	collector.RegisterProbe("redis", newRedisProbe)
+	collector.Register("redis", true, newCollector)
+	collector.RegisterProbe("redis", newProbe)
 	// go-redis' own log lines (dial retries, pool notices) would repeat
 	// what stall_redis_up and our once-a-minute warning already say.
-	redis.SetLogger(quietRedisLogger{})
+	redis.SetLogger(quietLogger{})
 }
 
-type quietRedisLogger struct{}
+type quietLogger struct{}
 
-func (quietRedisLogger) Printf(context.Context, string, ...any) {}
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
-// redisSettings is everything the flags decide, read once.
-type redisSettings struct {
-	conn            redisConnSettings
+// settings is everything the flags decide, read once.
+type settings struct {
+	conn            connSettings
 	timeout         time.Duration
 	configRefresh   time.Duration
 	clMode          string
 	clEvery         int
 	clOutThreshold  uint64
 	clClientsMemThr uint64
-	groupBy         redisx.GroupBy
+	groupBy         replies.GroupBy
 	topK            int
 	bigkeys         bigKeySettings
 	now             func() time.Time
 }
 
-func redisSettingsFromFlags() (redisSettings, error) {
+func settingsFromFlags() (settings, error) {
 	switch {
-	case *redisTimeout <= 0:
-		return redisSettings{}, fmt.Errorf("--redis.timeout must be positive, not %v", *redisTimeout)
-	case *redisDialTimeout <= 0:
-		return redisSettings{}, fmt.Errorf("--redis.dial-timeout must be positive, not %v", *redisDialTimeout)
-	case *redisConfigRefresh <= 0:
-		return redisSettings{}, fmt.Errorf("--redis.config-refresh-interval must be positive, not %v", *redisConfigRefresh)
-	case *redisTopK < 1:
-		return redisSettings{}, fmt.Errorf("--redis.client-list.top-k must be at least 1, not %d", *redisTopK)
-	case *redisCLEvery < 0:
-		return redisSettings{}, fmt.Errorf("--redis.client-list.every must be 0 or more, not %d", *redisCLEvery)
+	case *timeoutFlag <= 0:
+		return settings{}, fmt.Errorf("--redis.timeout must be positive, not %v", *timeoutFlag)
+	case *dialTimeoutFlag <= 0:
+		return settings{}, fmt.Errorf("--redis.dial-timeout must be positive, not %v", *dialTimeoutFlag)
+	case *configRefreshFlag <= 0:
+		return settings{}, fmt.Errorf("--redis.config-refresh-interval must be positive, not %v", *configRefreshFlag)
+	case *topKFlag < 1:
+		return settings{}, fmt.Errorf("--redis.client-list.top-k must be at least 1, not %d", *topKFlag)
+	case *clEveryFlag < 0:
+		return settings{}, fmt.Errorf("--redis.client-list.every must be 0 or more, not %d", *clEveryFlag)
 	}
-	gb, err := redisx.ParseGroupBy(*redisGroupBy)
+	gb, err := replies.ParseGroupBy(*groupByFlag)
 	if err != nil {
-		return redisSettings{}, err
+		return settings{}, err
 	}
 	bk, err := bigKeySettingsFromFlags()
 	if err != nil {
-		return redisSettings{}, err
+		return settings{}, err
 	}
-	return redisSettings{
-		conn: redisConnSettings{
-			user: *redisUser, passwordFile: *redisPasswordFile, passwordEnv: *redisPasswordEnv,
-			dialTimeout: *redisDialTimeout,
-			tls: redisTLSSettings{caFile: *redisTLSCA, certFile: *redisTLSCert, keyFile: *redisTLSKey,
-				serverName: *redisTLSServer, insecureSkipVerify: *redisTLSInsecure},
+	return settings{
+		conn: connSettings{
+			user: *userFlag, passwordFile: *passwordFileFlag, passwordEnv: *passwordEnvFlag,
+			dialTimeout: *dialTimeoutFlag,
+			tls: tlsSettings{caFile: *tlsCAFlag, certFile: *tlsCertFlag, keyFile: *tlsKeyFlag,
+				serverName: *tlsServerFlag, insecureSkipVerify: *tlsInsecureFlag},
 		},
-		timeout:         *redisTimeout,
-		configRefresh:   *redisConfigRefresh,
-		clMode:          *redisCLMode,
-		clEvery:         *redisCLEvery,
-		clOutThreshold:  uint64(*redisCLOutputThreshold),
-		clClientsMemThr: uint64(*redisCLClientsMemThreshold),
+		timeout:         *timeoutFlag,
+		configRefresh:   *configRefreshFlag,
+		clMode:          *clModeFlag,
+		clEvery:         *clEveryFlag,
+		clOutThreshold:  uint64(*clOutputThresholdFlag),
+		clClientsMemThr: uint64(*clClientsMemThresholdFlag),
 		groupBy:         gb,
-		topK:            *redisTopK,
+		topK:            *topKFlag,
 		bigkeys:         bk,
 		now:             time.Now,
 	}, nil
 }
 
-// redisCollector scrapes the --redis.addr targets concurrently.
-type redisCollector struct {
-	targets []*redisTarget
+// scraper scrapes the --redis.addr targets concurrently.
+type scraper struct {
+	targets []*target
 	bigkeys []*bigKeyScanner
 	logger  *slog.Logger
 }
 
-func newRedisCollector(cfg collector.Config) (collector.Collector, error) {
-	s, err := redisSettingsFromFlags()
+func newCollector(cfg collector.Config) (collector.Collector, error) {
+	s, err := settingsFromFlags()
 	if err != nil {
 		return nil, err
 	}
 	// The /probe allowlist is built on the first probe; check its flags now
 	// so a bad regexp stops the start instead of failing every probe.
-	if _, err := redisProbeAllowlistFromFlags(s.conn); err != nil {
+	if _, err := probeAllowlistFromFlags(s.conn); err != nil {
 		return nil, err
 	}
-	return newRedisCollectorFor(cfg, s, *redisAddrs)
+	return newScraper(cfg, s, *addrsFlag)
 }
 
-func newRedisCollectorFor(cfg collector.Config, s redisSettings, addrs []string) (*redisCollector, error) {
-	c := &redisCollector{logger: cfg.Logger}
+func newScraper(cfg collector.Config, s settings, addrs []string) (*scraper, error) {
+	c := &scraper{logger: cfg.Logger}
 	seen := map[string]bool{}
 	for _, a := range addrs {
-		spec, err := parseRedisTarget(a, s.conn)
+		spec, err := parseTarget(a, s.conn)
 		if err != nil {
 			return nil, fmt.Errorf("--redis.addr: %w", err)
 		}
@@ -254,7 +254,7 @@ func newRedisCollectorFor(cfg collector.Config, s redisSettings, addrs []string)
 			cfg.Logger.Warn("the password in this --redis.addr is visible in the process list; prefer ?password_file= or --redis.password-file",
 				"addr", spec.label)
 		}
-		t := newRedisTarget(spec, s, cfg)
+		t := newTarget(spec, s, cfg)
 		c.targets = append(c.targets, t)
 		if s.bigkeys.enabled {
 			c.bigkeys = append(c.bigkeys, newBigKeyScanner(t, s.bigkeys, cfg))
@@ -266,7 +266,7 @@ func newRedisCollectorFor(cfg collector.Config, s redisSettings, addrs []string)
 // Update implements Collector. With no target it reports ErrNoData. A
 // target that is down is reported by stall_redis_up 0; the error returned
 // (success 0 for the collector) names the targets that failed.
-func (c *redisCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+func (c *scraper) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	if len(c.targets) == 0 {
 		return collector.ErrNoData
 	}
@@ -287,7 +287,7 @@ func (c *redisCollector) Update(ctx context.Context, ch chan<- prometheus.Metric
 }
 
 // Run implements Runner: the big-key scanners, when enabled.
-func (c *redisCollector) Run(ctx context.Context) {
+func (c *scraper) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, b := range c.bigkeys {
 		wg.Add(1)
@@ -300,17 +300,17 @@ func (c *redisCollector) Run(ctx context.Context) {
 }
 
 // Close releases the targets' connections.
-func (c *redisCollector) Close() {
+func (c *scraper) Close() {
 	for _, t := range c.targets {
 		t.close()
 	}
 }
 
-// redisTarget is one Redis server and the state kept between its scrapes.
-type redisTarget struct {
-	spec     *redisTargetSpec
+// target is one Redis server and the state kept between its scrapes.
+type target struct {
+	spec     *targetSpec
 	client   *redis.Client
-	s        redisSettings
+	s        settings
 	logger   *slog.Logger
 	problems *collector.Problems
 
@@ -320,11 +320,11 @@ type redisTarget struct {
 	major, minor    int // server version, 0.0 until known
 	noMemoryStats   bool
 	cfgFetched      time.Time
-	cfgLimits       []redisx.OutputBufferLimit
+	cfgLimits       []replies.OutputBufferLimit
 	cfgMaxmemory    float64
 	cfgHasMaxmemory bool
 	scrapes         uint64
-	agg             redisx.Aggregator
+	agg             replies.Aggregator
 	cl              clientListResult
 	lastDownLog     time.Time
 }
@@ -336,53 +336,53 @@ type clientListResult struct {
 	duration   time.Duration
 	replyBytes int
 	runs       uint64
-	stats      redisx.ClientListStats
+	stats      replies.ClientListStats
 }
 
-func newRedisTarget(spec *redisTargetSpec, s redisSettings, cfg collector.Config) *redisTarget {
-	return &redisTarget{
+func newTarget(spec *targetSpec, s settings, cfg collector.Config) *target {
+	return &target{
 		spec:     spec,
 		client:   spec.newClient(),
 		s:        s,
 		logger:   cfg.Logger.With("addr", spec.label),
 		problems: cfg.Problems,
 		sem:      make(chan struct{}, 1),
-		agg:      redisx.Aggregator{GroupBy: s.groupBy, TopK: s.topK},
+		agg:      replies.Aggregator{GroupBy: s.groupBy, TopK: s.topK},
 	}
 }
 
 // close waits for a running scrape to finish, then closes the connection
 // pool; the target must not be used afterwards (a later collect waits for
 // its deadline and reports it down).
-func (t *redisTarget) close() {
+func (t *target) close() {
 	t.sem <- struct{}{}
 	_ = t.client.Close()
 }
 
 // collect scrapes the target and sends its series; stall_redis_up is sent
 // in every case, before ctx's deadline.
-func (t *redisTarget) collect(ctx context.Context, ch chan<- prometheus.Metric) error {
+func (t *target) collect(ctx context.Context, ch chan<- prometheus.Metric) error {
 	tctx, cancel := t.scrapeContext(ctx)
 	defer cancel()
 	select {
 	case t.sem <- struct{}{}:
 	case <-tctx.Done():
-		redisUpDesc.Send(ch, 0, t.spec.label)
+		upDesc.Send(ch, 0, t.spec.label)
 		return fmt.Errorf("redis %s: previous scrape still running", t.spec.label)
 	}
 	defer func() { <-t.sem }()
 	start := time.Now()
 	err := t.scrape(tctx, ch)
-	redisScrapeSecondsDesc.Send(ch, time.Since(start).Seconds(), t.spec.label)
+	scrapeSecondsDesc.Send(ch, time.Since(start).Seconds(), t.spec.label)
 	var after errAfterUp
 	if errors.As(err, &after) {
-		redisUpDesc.Send(ch, 1, t.spec.label)
+		upDesc.Send(ch, 1, t.spec.label)
 		t.logger.Debug("redis scrape incomplete", "err", after.error)
 		return fmt.Errorf("redis %s: %w", t.spec.label, after.error)
 	}
 	if err != nil {
-		redisUpDesc.Send(ch, 0, t.spec.label)
-		if !isRedisError(err) {
+		upDesc.Send(ch, 0, t.spec.label)
+		if !isErrorReply(err) {
 			// Start the next scrape on a fresh pool: go-redis' pool would
 			// otherwise keep answering with the last dial error for a while
 			// after the server is back.
@@ -396,14 +396,14 @@ func (t *redisTarget) collect(ctx context.Context, ch chan<- prometheus.Metric) 
 		}
 		return fmt.Errorf("redis %s: %w", t.spec.label, err)
 	}
-	redisUpDesc.Send(ch, 1, t.spec.label)
+	upDesc.Send(ch, 1, t.spec.label)
 	return nil
 }
 
 // scrapeContext bounds a scrape by --redis.timeout and ends it a little
 // before the exporter's own deadline so that stall_redis_up 0 still makes
 // it into the scrape.
-func (t *redisTarget) scrapeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+func (t *target) scrapeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	d := t.s.timeout
 	if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl)
@@ -415,30 +415,30 @@ func (t *redisTarget) scrapeContext(ctx context.Context) (context.Context, conte
 	return context.WithTimeout(ctx, d)
 }
 
-// isRedisError tells a server error reply (unknown command, NOPERM) from a
+// isErrorReply tells a server error reply (unknown command, NOPERM) from a
 // network or timeout error.
-func isRedisError(err error) bool {
+func isErrorReply(err error) bool {
 	var re redis.Error
 	return err != nil && errors.As(err, &re) && !errors.Is(err, redis.Nil)
 }
 
-func (t *redisTarget) scrape(ctx context.Context, ch chan<- prometheus.Metric) error {
+func (t *target) scrape(ctx context.Context, ch chan<- prometheus.Metric) error {
 	t.scrapes++
 
 	// One round trip: INFO (+ commandstats) and MEMORY STATS.
 	pipe := t.client.Pipeline()
 	var infoCmds []*redis.StringCmd
-	if redisx.AtLeast(t.major, t.minor, 7, 0) {
+	if replies.AtLeast(t.major, t.minor, 7, 0) {
 		infoCmds = append(infoCmds, pipe.Info(ctx, "server", "clients", "memory", "stats", "replication", "commandstats"))
 	} else {
 		infoCmds = append(infoCmds, pipe.Info(ctx), pipe.Info(ctx, "commandstats"))
 	}
 	var memCmd *redis.Cmd
-	if redisx.AtLeast(t.major, t.minor, 4, 0) && !t.noMemoryStats {
+	if replies.AtLeast(t.major, t.minor, 4, 0) && !t.noMemoryStats {
 		memCmd = pipe.Do(ctx, "MEMORY", "STATS")
 	}
 	_, execErr := pipe.Exec(ctx)
-	if execErr != nil && !isRedisError(execErr) {
+	if execErr != nil && !isErrorReply(execErr) {
 		return execErr
 	}
 	if err := infoCmds[0].Err(); err != nil {
@@ -451,10 +451,10 @@ func (t *redisTarget) scrape(ctx context.Context, ch chan<- prometheus.Metric) e
 		}
 		return errors.New("empty INFO reply")
 	}
-	info := redisx.ParseInfo(infoCmds[0].Val())
+	info := replies.ParseInfo(infoCmds[0].Val())
 	for _, c := range infoCmds[1:] {
 		if c.Err() == nil {
-			more := redisx.ParseInfo(c.Val())
+			more := replies.ParseInfo(c.Val())
 			info.Commands = append(info.Commands, more.Commands...)
 			info.Malformed += more.Malformed
 		}
@@ -465,17 +465,17 @@ func (t *redisTarget) scrape(ctx context.Context, ch chan<- prometheus.Metric) e
 	if !known && t.major == 0 {
 		t.problems.Add("redis version", 1, errors.New("INFO has no readable redis_version"))
 	}
-	var ms redisx.MemoryStats
+	var ms replies.MemoryStats
 	if memCmd != nil {
 		if err := memCmd.Err(); err != nil {
-			if isRedisError(err) {
+			if isErrorReply(err) {
 				// Renamed, forbidden (NOPERM) or a proxy without it: INFO
 				// values are used instead until the next config refresh.
 				t.noMemoryStats = true
 				t.logger.Debug("MEMORY STATS unavailable, using INFO", "err", err)
 			}
 		} else {
-			ms, err = redisx.ParseMemoryStats(memCmd.Val())
+			ms, err = replies.ParseMemoryStats(memCmd.Val())
 			if err != nil {
 				t.problems.Add("redis MEMORY STATS", 1, err)
 			}
@@ -505,52 +505,52 @@ type errAfterUp struct{ error }
 
 func (e errAfterUp) Unwrap() error { return e.error }
 
-func (t *redisTarget) sendInfo(ch chan<- prometheus.Metric, in redisx.Info, ms redisx.MemoryStats) {
+func (t *target) sendInfo(ch chan<- prometheus.Metric, in replies.Info, ms replies.MemoryStats) {
 	l := t.spec.label
 	role := in.Fields["role"]
 	if v := in.Fields["redis_version"]; v != "" {
-		redisInfoDesc.Send(ch, 1, l, labelValue(v), labelValue(role))
+		infoDesc.Send(ch, 1, l, labelValue(v), labelValue(role))
 	}
 	field := func(m collector.Metric, key string, scale float64) {
 		if v, ok := in.Float(key); ok {
 			m.Send(ch, v*scale, l)
 		}
 	}
-	field(redisUptimeDesc, "uptime_in_seconds", 1)
-	field(redisClientsDesc, "connected_clients", 1)
+	field(uptimeDesc, "uptime_in_seconds", 1)
+	field(clientsDesc, "connected_clients", 1)
 	if ms.HasClients {
-		redisClientsMemDesc.Send(ch, ms.ClientsNormal, l, "normal")
-		redisClientsMemDesc.Send(ch, ms.ClientsReplicas, l, "replica")
+		clientsMemDesc.Send(ch, ms.ClientsNormal, l, "normal")
+		clientsMemDesc.Send(ch, ms.ClientsReplicas, l, "replica")
 	} else {
 		if v, ok := in.Float("mem_clients_normal"); ok {
-			redisClientsMemDesc.Send(ch, v, l, "normal")
+			clientsMemDesc.Send(ch, v, l, "normal")
 		}
 		if v, ok := in.Float("mem_clients_slaves"); ok {
-			redisClientsMemDesc.Send(ch, v, l, "replica")
+			clientsMemDesc.Send(ch, v, l, "replica")
 		}
 	}
-	field(redisRecentMaxOutDesc, "client_recent_max_output_buffer", 1)
-	field(redisRecentMaxInDesc, "client_recent_max_input_buffer", 1)
-	field(redisOutputBytesDesc, "total_net_output_bytes", 1)
-	field(redisInputBytesDesc, "total_net_input_bytes", 1)
-	field(redisMemUsedDesc, "used_memory", 1)
+	field(recentMaxOutDesc, "client_recent_max_output_buffer", 1)
+	field(recentMaxInDesc, "client_recent_max_input_buffer", 1)
+	field(outputBytesDesc, "total_net_output_bytes", 1)
+	field(inputBytesDesc, "total_net_input_bytes", 1)
+	field(memUsedDesc, "used_memory", 1)
 	if _, ok := in.Fields["maxmemory"]; ok {
-		field(redisMemMaxDesc, "maxmemory", 1)
+		field(memMaxDesc, "maxmemory", 1)
 	} else if t.cfgHasMaxmemory {
-		redisMemMaxDesc.Send(ch, t.cfgMaxmemory, l)
+		memMaxDesc.Send(ch, t.cfgMaxmemory, l)
 	}
 	if ms.HasDataset {
-		redisDatasetRatioDesc.Send(ch, ms.DatasetPercentage/100, l)
+		datasetRatioDesc.Send(ch, ms.DatasetPercentage/100, l)
 	} else if s, ok := in.Fields["used_memory_dataset_perc"]; ok {
 		if v, err := strconv.ParseFloat(trimPercent(s), 64); err == nil {
-			redisDatasetRatioDesc.Send(ch, v/100, l)
+			datasetRatioDesc.Send(ch, v/100, l)
 		}
 	}
-	field(redisEvictedKeysDesc, "evicted_keys", 1)
-	field(redisEvictedClientsDesc, "evicted_clients", 1)
-	field(redisOBLDisconnectsDesc, "client_output_buffer_limit_disconnections", 1)
-	field(redisRejectedDesc, "rejected_connections", 1)
-	field(redisConnectionsDesc, "total_connections_received", 1)
+	field(evictedKeysDesc, "evicted_keys", 1)
+	field(evictedClientsDesc, "evicted_clients", 1)
+	field(oblDisconnectsDesc, "client_output_buffer_limit_disconnections", 1)
+	field(rejectedDesc, "rejected_connections", 1)
+	field(connectionsDesc, "total_connections_received", 1)
 	seen := make(map[string]bool, len(in.Commands))
 	for _, c := range in.Commands {
 		name := labelValue(c.Name)
@@ -558,8 +558,8 @@ func (t *redisTarget) sendInfo(ch chan<- prometheus.Metric, in redisx.Info, ms r
 			continue // a proxy that repeats commandstats would duplicate series
 		}
 		seen[name] = true
-		redisCmdCallsDesc.Send(ch, float64(c.Calls), l, name)
-		redisCmdSecondsDesc.Send(ch, float64(c.Usec)/1e6, l, name)
+		cmdCallsDesc.Send(ch, float64(c.Calls), l, name)
+		cmdSecondsDesc.Send(ch, float64(c.Usec)/1e6, l, name)
 	}
 }
 
@@ -578,7 +578,7 @@ func trimPercent(s string) string {
 // --redis.config-refresh-interval. A server that refuses CONFIG (renamed,
 // ACL, managed service) leaves the limits unknown without failing the
 // scrape; a network error fails it.
-func (t *redisTarget) refreshConfig(ctx context.Context) error {
+func (t *target) refreshConfig(ctx context.Context) error {
 	now := t.s.now()
 	if !t.cfgFetched.IsZero() && now.Sub(t.cfgFetched) < t.s.configRefresh {
 		return nil
@@ -586,11 +586,11 @@ func (t *redisTarget) refreshConfig(ctx context.Context) error {
 	pipe := t.client.Pipeline()
 	obl := pipe.ConfigGet(ctx, "client-output-buffer-limit")
 	var mm *redis.MapStringStringCmd
-	if redisx.AtLeast(t.major, t.minor, 0, 0) && !redisx.AtLeast(t.major, t.minor, 3, 2) {
+	if replies.AtLeast(t.major, t.minor, 0, 0) && !replies.AtLeast(t.major, t.minor, 3, 2) {
 		mm = pipe.ConfigGet(ctx, "maxmemory")
 	}
 	_, err := pipe.Exec(ctx)
-	if err != nil && !isRedisError(err) {
+	if err != nil && !isErrorReply(err) {
 		return fmt.Errorf("CONFIG GET: %w", err)
 	}
 	t.cfgFetched = now
@@ -599,7 +599,7 @@ func (t *redisTarget) refreshConfig(ctx context.Context) error {
 	if err := obl.Err(); err != nil {
 		t.logger.Debug("CONFIG GET client-output-buffer-limit refused; limits not exported", "err", err)
 	} else if v, ok := obl.Val()["client-output-buffer-limit"]; ok {
-		limits, err := redisx.ParseOutputBufferLimits(v)
+		limits, err := replies.ParseOutputBufferLimits(v)
 		if err != nil {
 			t.problems.Add("redis client-output-buffer-limit", 1, err)
 		}
@@ -608,7 +608,7 @@ func (t *redisTarget) refreshConfig(ctx context.Context) error {
 	t.cfgHasMaxmemory = false
 	if mm != nil && mm.Err() == nil {
 		if v, ok := mm.Val()["maxmemory"]; ok {
-			if n, err := redisx.ParseMemory(v); err == nil {
+			if n, err := replies.ParseMemory(v); err == nil {
 				t.cfgMaxmemory, t.cfgHasMaxmemory = float64(n), true
 			}
 		}
@@ -616,23 +616,23 @@ func (t *redisTarget) refreshConfig(ctx context.Context) error {
 	return nil
 }
 
-func (t *redisTarget) sendConfig(ch chan<- prometheus.Metric) {
+func (t *target) sendConfig(ch chan<- prometheus.Metric) {
 	l := t.spec.label
 	for _, lim := range t.cfgLimits {
-		redisOBLimitDesc.Send(ch, float64(lim.HardBytes), l, lim.Class, "hard")
-		redisOBLimitDesc.Send(ch, float64(lim.SoftBytes), l, lim.Class, "soft")
-		redisOBLimitSecondsDesc.Send(ch, float64(lim.SoftSeconds), l, lim.Class)
+		obLimitDesc.Send(ch, float64(lim.HardBytes), l, lim.Class, "hard")
+		obLimitDesc.Send(ch, float64(lim.SoftBytes), l, lim.Class, "soft")
+		obLimitSecondsDesc.Send(ch, float64(lim.SoftSeconds), l, lim.Class)
 		unlimited := 0.0
 		if lim.Unlimited() {
 			unlimited = 1
 		}
-		redisOBUnlimitedDesc.Send(ch, unlimited, l, lim.Class)
+		obUnlimitedDesc.Send(ch, unlimited, l, lim.Class)
 	}
 }
 
 // clientListDue decides whether this scrape runs CLIENT LIST and whether a
 // threshold caused it.
-func (t *redisTarget) clientListDue(in redisx.Info, ms redisx.MemoryStats) (run, triggered bool) {
+func (t *target) clientListDue(in replies.Info, ms replies.MemoryStats) (run, triggered bool) {
 	switch t.s.clMode {
 	case "never":
 		return false, false
@@ -668,7 +668,7 @@ func (t *redisTarget) clientListDue(in redisx.Info, ms redisx.MemoryStats) (run,
 	return false, false
 }
 
-func (t *redisTarget) maybeClientList(ctx context.Context, in redisx.Info, ms redisx.MemoryStats) error {
+func (t *target) maybeClientList(ctx context.Context, in replies.Info, ms replies.MemoryStats) error {
 	run, triggered := t.clientListDue(in, ms)
 	if !run {
 		return nil
@@ -677,7 +677,7 @@ func (t *redisTarget) maybeClientList(ctx context.Context, in redisx.Info, ms re
 	reply, err := t.client.ClientList(ctx).Result()
 	took := t.s.now().Sub(start)
 	if err != nil {
-		if isRedisError(err) {
+		if isErrorReply(err) {
 			t.logger.Debug("CLIENT LIST refused; client aggregates not exported", "err", err)
 			return nil
 		}
@@ -692,32 +692,32 @@ func (t *redisTarget) maybeClientList(ctx context.Context, in redisx.Info, ms re
 	return nil
 }
 
-func (t *redisTarget) sendClientList(ch chan<- prometheus.Metric) {
+func (t *target) sendClientList(ch chan<- prometheus.Metric) {
 	l := t.spec.label
 	if t.cl.runs > 0 {
-		redisCLRunsDesc.Send(ch, float64(t.cl.runs), l)
+		clRunsDesc.Send(ch, float64(t.cl.runs), l)
 	}
 	if !t.cl.have {
 		return
 	}
 	st := t.cl.stats
-	redisCLLastRunDesc.Send(ch, float64(t.cl.at.UnixNano())/1e9, l)
-	redisCLDurationDesc.Send(ch, t.cl.duration.Seconds(), l)
-	redisCLReplyBytesDesc.Send(ch, float64(t.cl.replyBytes), l)
-	redisCLClientsDesc.Send(ch, float64(st.Clients), l)
-	redisCLOmemDesc.Send(ch, float64(st.OutputBufferBytes), l)
-	redisCLMaxOmemDesc.Send(ch, float64(st.MaxOutputBufferBytes), l)
+	clLastRunDesc.Send(ch, float64(t.cl.at.UnixNano())/1e9, l)
+	clDurationDesc.Send(ch, t.cl.duration.Seconds(), l)
+	clReplyBytesDesc.Send(ch, float64(t.cl.replyBytes), l)
+	clClientsDesc.Send(ch, float64(st.Clients), l)
+	clOmemDesc.Send(ch, float64(st.OutputBufferBytes), l)
+	clMaxOmemDesc.Send(ch, float64(st.MaxOutputBufferBytes), l)
 	if st.HasTotalMemory {
-		redisCLTotMemDesc.Send(ch, float64(st.TotalMemoryBytes), l)
+		clTotMemDesc.Send(ch, float64(st.TotalMemoryBytes), l)
 	}
-	redisCLPendingDesc.Send(ch, float64(st.PendingClients), l)
-	redisCLOllDesc.Send(ch, float64(st.OutputListBlocks), l)
+	clPendingDesc.Send(ch, float64(st.PendingClients), l)
+	clOllDesc.Send(ch, float64(st.OutputListBlocks), l)
 	for _, g := range st.Groups {
 		name := labelValue(g.Name)
-		redisCLGroupOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, name)
-		redisCLGroupClientsDesc.Send(ch, float64(g.Clients), l, name)
+		clGroupOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, name)
+		clGroupClientsDesc.Send(ch, float64(g.Clients), l, name)
 	}
 	for _, g := range st.Commands {
-		redisCLCmdOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, labelValue(g.Name))
+		clCmdOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, labelValue(g.Name))
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stall-exporter/stall_exporter/collector"
-	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
+	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 )
 
 // bigValueSize is just under 5 MiB so that jemalloc's 5 MiB size class
@@ -70,15 +70,15 @@ func infoField(t *testing.T, c *redis.Client, section, key string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := redisx.ParseInfo(s).Float(key)
+	v, _ := replies.ParseInfo(s).Float(key)
 	return v
 }
 
-// TestRedisOutputBufferBacklog reproduces the shape of incident 7 on the
+// TestOutputBufferBacklog reproduces the shape of incident 7 on the
 // loopback: clients that pipeline GETs of a 5 MiB value and do not read.
 // One scrape in auto mode must run CLIENT LIST (INFO shows the backlog) and
 // report the aggregates.
-func TestRedisOutputBufferBacklog(t *testing.T) {
+func TestOutputBufferBacklog(t *testing.T) {
 	r := startRedis(t)
 	admin := r.client()
 	ctx := context.Background()
@@ -96,14 +96,14 @@ func TestRedisOutputBufferBacklog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		agg := redisx.Aggregator{GroupBy: redisx.GroupByName, TopK: 5}
+		agg := replies.Aggregator{GroupBy: replies.GroupByName, TopK: 5}
 		st := agg.Aggregate(list)
 		return st.PendingClients >= readers && st.OutputBufferBytes >= readers*2*(5<<20) &&
 			infoField(t, admin, "clients", "client_recent_max_output_buffer") >= 5<<20
 	})
-	s := testRedisSettings()
-	s.groupBy = redisx.GroupByName
-	c := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	s := testSettings()
+	s.groupBy = replies.GroupByName
+	c := newTestScraper(t, s, testConfig(nil), r.addr)
 	res := scrape(t, c, 5*time.Second)
 	if res.err != nil {
 		t.Fatalf("scrape: %v", res.err)
@@ -165,7 +165,7 @@ func TestRedisOutputBufferBacklog(t *testing.T) {
 func firstGroup(res scrapeResult, name, label string) string {
 	best, bestV := "", -1.0
 	for _, m := range res.metrics {
-		if m.name == name && m.labels[label] != redisx.OtherGroup && m.value > bestV {
+		if m.name == name && m.labels[label] != replies.OtherGroup && m.value > bestV {
 			best, bestV = m.labels[label], m.value
 		}
 	}
@@ -179,14 +179,14 @@ func abs(f float64) float64 {
 	return f
 }
 
-// TestRedisAutoModeIdle: on an idle instance auto mode sends no CLIENT LIST
+// TestAutoModeIdle: on an idle instance auto mode sends no CLIENT LIST
 // until the Nth scrape, and then exactly one (checked in commandstats).
-func TestRedisAutoModeIdle(t *testing.T) {
+func TestAutoModeIdle(t *testing.T) {
 	r := startRedis(t)
 	admin := r.client()
-	s := testRedisSettings()
+	s := testSettings()
 	s.clEvery = 4
-	c := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	c := newTestScraper(t, s, testConfig(nil), r.addr)
 	for i := 1; i <= 3; i++ {
 		res := scrape(t, c, 3*time.Second)
 		if res.err != nil {
@@ -210,14 +210,14 @@ func TestRedisAutoModeIdle(t *testing.T) {
 	// never: no CLIENT LIST at all; always: one per scrape.
 	s.clMode = "never"
 	s.clEvery = 1
-	cn := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	cn := newTestScraper(t, s, testConfig(nil), r.addr)
 	scrape(t, cn, 3*time.Second)
 	scrape(t, cn, 3*time.Second)
 	if n := commandCalls(t, admin, "client|list"); n != 1 {
 		t.Errorf("never mode sent CLIENT LIST (calls now %d)", n)
 	}
 	s.clMode = "always"
-	ca := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	ca := newTestScraper(t, s, testConfig(nil), r.addr)
 	scrape(t, ca, 3*time.Second)
 	scrape(t, ca, 3*time.Second)
 	if n := commandCalls(t, admin, "client|list"); n != 3 {
@@ -225,11 +225,11 @@ func TestRedisAutoModeIdle(t *testing.T) {
 	}
 }
 
-// TestRedisACLUser: a password from a file or an environment variable, an
+// TestACLUser: a password from a file or an environment variable, an
 // ACL user that may not run CONFIG, CLIENT or MEMORY (limits and
 // aggregates are absent, the target is up), and the password never shows
 // in a label or a log line.
-func TestRedisACLUser(t *testing.T) {
+func TestACLUser(t *testing.T) {
 	const secret = "s3cret-Pa55"
 	r := startRedis(t,
 		"--user", "default", "off",
@@ -240,10 +240,10 @@ func TestRedisACLUser(t *testing.T) {
 	t.Setenv("STALL_TEST_REDIS_PW", secret)
 	logs := &logBuffer{}
 	cfg := testConfig(logs)
-	s := testRedisSettings()
+	s := testSettings()
 	s.clMode = "always"
 
-	c := newTestRedisCollector(t, s, cfg,
+	c := newTestScraper(t, s, cfg,
 		"redis://alice@"+r.addr+"?password_file="+pwFile,
 		"redis://mon@localhost:"+strings.Split(r.addr, ":")[1]+"?password_env=STALL_TEST_REDIS_PW",
 	)
@@ -272,7 +272,7 @@ func TestRedisACLUser(t *testing.T) {
 	}
 
 	// A wrong password: down, and neither password appears anywhere.
-	bad := newTestRedisCollector(t, s, cfg, "redis://alice:wrong-"+secret+"@"+r.addr)
+	bad := newTestScraper(t, s, cfg, "redis://alice:wrong-"+secret+"@"+r.addr)
 	res = scrape(t, bad, 3*time.Second)
 	if res.err == nil {
 		t.Error("a refused AUTH should fail the scrape")
@@ -295,11 +295,11 @@ func TestRedisACLUser(t *testing.T) {
 	}
 }
 
-// TestRedisRestart: a target that goes away reports up 0 at once, and up 1
+// TestRestart: a target that goes away reports up 0 at once, and up 1
 // with a reset uptime once it is back, on the same collector.
-func TestRedisRestart(t *testing.T) {
+func TestRestart(t *testing.T) {
 	r := startRedis(t)
-	c := newTestRedisCollector(t, testRedisSettings(), testConfig(nil), r.addr)
+	c := newTestScraper(t, testSettings(), testConfig(nil), r.addr)
 	if v := scrape(t, c, 3*time.Second).must(t, "stall_redis_up"); v != 1 {
 		t.Fatal("not up at start")
 	}
@@ -348,16 +348,16 @@ func silentListener(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// TestRedisSilentListener: a server that accepts and never answers is
+// TestSilentListener: a server that accepts and never answers is
 // reported down within --redis.timeout, well before the scrape deadline,
 // and another healthy target in the same collector is unaffected.
-func TestRedisSilentListener(t *testing.T) {
+func TestSilentListener(t *testing.T) {
 	t.Parallel()
 	silent := silentListener(t)
 	r := startRedis(t)
-	s := testRedisSettings()
+	s := testSettings()
 	s.timeout = 700 * time.Millisecond
-	c := newTestRedisCollector(t, s, testConfig(nil), silent, r.addr)
+	c := newTestScraper(t, s, testConfig(nil), silent, r.addr)
 	start := time.Now()
 	res := scrape(t, c, 3*time.Second)
 	took := time.Since(start)
@@ -378,7 +378,7 @@ func TestRedisSilentListener(t *testing.T) {
 	// The same for a TLS handshake that never completes.
 	s.timeout = 10 * time.Second
 	s.conn.dialTimeout = 10 * time.Second
-	c2 := newTestRedisCollector(t, s, testConfig(nil), silent, "rediss://"+silent)
+	c2 := newTestScraper(t, s, testConfig(nil), silent, "rediss://"+silent)
 	start = time.Now()
 	res = scrape(t, c2, 800*time.Millisecond)
 	for _, l := range []string{"redis://" + silent, "rediss://" + silent} {
@@ -391,18 +391,18 @@ func TestRedisSilentListener(t *testing.T) {
 	}
 }
 
-func TestRedisNoTargets(t *testing.T) {
-	c := newTestRedisCollector(t, testRedisSettings(), testConfig(nil))
+func TestNoTargets(t *testing.T) {
+	c := newTestScraper(t, testSettings(), testConfig(nil))
 	if err := scrape(t, c, time.Second).err; !errors.Is(err, collector.ErrNoData) {
 		t.Fatalf("no targets: err %v, want ErrNoData", err)
 	}
 }
 
-// TestRedisConfigForbidden: CONFIG renamed away (as managed services do):
+// TestConfigForbidden: CONFIG renamed away (as managed services do):
 // no limit series, no error, and the refusal is cached.
-func TestRedisConfigForbidden(t *testing.T) {
+func TestConfigForbidden(t *testing.T) {
 	r := startRedis(t, "--maxmemory", "64mb", "--client-output-buffer-limit", "normal 10mb 5mb 30")
-	c := newTestRedisCollector(t, testRedisSettings(), testConfig(nil), r.addr)
+	c := newTestScraper(t, testSettings(), testConfig(nil), r.addr)
 	res := scrape(t, c, 3*time.Second)
 	if v := res.must(t, "stall_redis_client_output_buffer_limit_bytes", "class", "normal", "limit", "hard"); v != 10<<20 {
 		t.Errorf("normal hard limit %v, want 10 MiB", v)
@@ -422,7 +422,7 @@ func TestRedisConfigForbidden(t *testing.T) {
 	// rename-command is only allowed in the config file.
 	conf := writeFile(t, t.TempDir(), "redis.conf", "rename-command CONFIG \"\"\n")
 	r2 := startRedis(t, conf)
-	c2 := newTestRedisCollector(t, testRedisSettings(), testConfig(nil), r2.addr)
+	c2 := newTestScraper(t, testSettings(), testConfig(nil), r2.addr)
 	res = scrape(t, c2, 3*time.Second)
 	if res.err != nil {
 		t.Fatalf("a renamed CONFIG must not fail the scrape: %v", res.err)
@@ -435,19 +435,19 @@ func TestRedisConfigForbidden(t *testing.T) {
 	}
 }
 
-// TestRedisMinimalACL: the ACL user docs/redis.md recommends is enough for
+// TestMinimalACL: the ACL user docs/redis.md recommends is enough for
 // every family, big keys included, and MEMORY STATS is really used.
-func TestRedisMinimalACL(t *testing.T) {
+func TestMinimalACL(t *testing.T) {
 	r := startRedis(t, "--user", "stall", "on", ">pw", "-@all", "+hello", "+ping", "+info", "+client|setname",
 		"+config|get", "+memory|stats", "+client|list", "+scan", "+select", "+memory|usage", "%R~*")
 	admin := r.client()
 	ctx := context.Background()
 	admin.Set(ctx, "k", strings.Repeat("v", 4096), 0)
 	t.Setenv("STALL_TEST_MIN_ACL", "pw")
-	s := testRedisSettings()
+	s := testSettings()
 	s.clMode = "always"
 	s.bigkeys.enabled = true
-	c := newTestRedisCollector(t, s, testConfig(nil), "redis://stall@"+r.addr+"?password_env=STALL_TEST_MIN_ACL")
+	c := newTestScraper(t, s, testConfig(nil), "redis://stall@"+r.addr+"?password_env=STALL_TEST_MIN_ACL")
 	if err := c.bigkeys[0].pass(ctx); err != nil {
 		t.Fatalf("big-key pass: %v", err)
 	}

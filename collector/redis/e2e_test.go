@@ -12,12 +12,12 @@ import (
 	"time"
 )
 
-// TestRedisExporterEndToEnd runs the real binary with two --redis.addr
+// TestExporterEndToEnd runs the real binary with two --redis.addr
 // targets, one healthy and one that accepts connections and never answers:
 // /metrics still answers on time with the host collectors' series, the
 // silent target reports stall_redis_up 0, and the output passes
 // promtool check metrics. /probe refuses targets outside the allowlist.
-func TestRedisExporterEndToEnd(t *testing.T) {
+func TestExporterEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skipping the end-to-end binary test")
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
+	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 )
 
 // fakeOldRedis answers like a Redis version that cannot run on this
@@ -153,12 +153,12 @@ func readRESPCommand(r *bufio.Reader) ([]string, error) {
 	return args, nil
 }
 
-// TestRedisOldVersions: the commands chosen for 2.8 and 4.0 servers, and
+// TestOldVersions: the commands chosen for 2.8 and 4.0 servers, and
 // what they yield (fixture values).
-func TestRedisOldVersions(t *testing.T) {
+func TestOldVersions(t *testing.T) {
 	t.Run("2.8", func(t *testing.T) {
 		f := startFakeOldRedis(t, "info-2.8.txt", "", "clientlist-2.8.txt")
-		c := newTestRedisCollector(t, testRedisSettings(), testConfig(nil), f.addr)
+		c := newTestScraper(t, testSettings(), testConfig(nil), f.addr)
 		scrape(t, c, 3*time.Second)
 		res := scrape(t, c, 3*time.Second)
 		if res.err != nil {
@@ -194,8 +194,8 @@ func TestRedisOldVersions(t *testing.T) {
 	})
 	t.Run("4.0", func(t *testing.T) {
 		f := startFakeOldRedis(t, "info-4.0.txt", "memorystats-4.0.resp", "clientlist-5.0.txt")
-		s := testRedisSettings()
-		c := newTestRedisCollector(t, s, testConfig(nil), f.addr)
+		s := testSettings()
+		c := newTestScraper(t, s, testConfig(nil), f.addr)
 		scrape(t, c, 3*time.Second) // learns the version
 		res := scrape(t, c, 3*time.Second)
 		if res.err != nil {
@@ -233,17 +233,17 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// TestRedisHostileReplies: invalid UTF-8 in command and client names and a
+// TestHostileReplies: invalid UTF-8 in command and client names and a
 // repeated commandstats line neither panic (client_golang refuses invalid
 // label values) nor duplicate series.
-func TestRedisHostileReplies(t *testing.T) {
+func TestHostileReplies(t *testing.T) {
 	f := startFakeOldRedis(t, "info-2.8.txt", "", "clientlist-2.8.txt", func(f *fakeOldRedis) {
 		f.cmdstats += "cmdstat_get:calls=1,usec=1,usec_per_call=1.00\r\ncmdstat_\xff\xfe:calls=2,usec=2,usec_per_call=1.00\r\n"
 		f.clientList += "id=9 addr=10.9.9.9:1 fd=20 name=bad\xffname age=1 idle=1 flags=N db=0 sub=0 psub=0 multi=-1 qbuf=0 qbuf-free=0 obl=0 oll=9 omem=99999999 events=rw cmd=g\xffet\n"
 	})
-	s := testRedisSettings()
-	s.groupBy = redisx.GroupByName
-	c := newTestRedisCollector(t, s, testConfig(nil), f.addr)
+	s := testSettings()
+	s.groupBy = replies.GroupByName
+	c := newTestScraper(t, s, testConfig(nil), f.addr)
 	scrape(t, c, 3*time.Second)
 	res := scrape(t, c, 3*time.Second)
 	if res.err != nil {

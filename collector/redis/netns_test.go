@@ -22,14 +22,14 @@ func netnsRun(t *testing.T, args ...string) {
 	}
 }
 
-// TestRedisIncidentNetns reproduces incident 7: Redis in its own network
+// TestIncidentNetns reproduces incident 7: Redis in its own network
 // namespace behind a veth whose egress (Redis → clients) is shaped to
 // 300 Mbit/s with tbf; 50 clients GET a 5 MiB key in a loop. The NIC is
 // the bottleneck, so replies wait in Redis' client output buffers: clients
 // memory and omem grow while the output byte rate stays at the cap. The
 // test's hosts use the benchmarking range 198.18.0.0/15; it takes a few
 // seconds.
-func TestRedisIncidentNetns(t *testing.T) {
+func TestIncidentNetns(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: skipping the network-namespace incident test")
@@ -77,9 +77,9 @@ func TestRedisIncidentNetns(t *testing.T) {
 	if err := admin.Set(ctx, "big", strings.Repeat("v", 5<<20), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	s := testRedisSettings()
+	s := testSettings()
 	s.timeout = 5 * time.Second
-	c := newTestRedisCollector(t, s, testConfig(nil), r.addr)
+	c := newTestScraper(t, s, testConfig(nil), r.addr)
 	before := scrape(t, c, 6*time.Second)
 	if before.err != nil {
 		t.Fatal(before.err)

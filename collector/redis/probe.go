@@ -11,35 +11,35 @@ import (
 )
 
 // /probe?module=redis&target=…: targets are checked against the allowlist,
-// then served by a cached redisTarget (its connection pool, CONFIG cache
+// then served by a cached target (its connection pool, CONFIG cache
 // and CLIENT LIST schedule survive between requests). Targets not probed
-// for redisProbeIdle are closed.
+// for probeIdle are closed.
 
-const redisProbeIdle = 10 * time.Minute
+const probeIdle = 10 * time.Minute
 
-// redisProbeMaxTargets bounds the cache when a wide allowlist pattern lets
+// probeMaxTargets bounds the cache when a wide allowlist pattern lets
 // many distinct targets be probed; the least recently used one is closed.
-const redisProbeMaxTargets = 1000
+const probeMaxTargets = 1000
 
-type redisProbeCache struct {
+type probeCache struct {
 	mu       sync.Mutex
-	settings *redisSettings
-	allow    *redisAllowlist
-	targets  map[string]*redisProbeEntry
+	settings *settings
+	allow    *allowlist
+	targets  map[string]*probeEntry
 }
 
-type redisProbeEntry struct {
-	t        *redisTarget
+type probeEntry struct {
+	t        *target
 	lastUsed time.Time
 }
 
-var redisProbes redisProbeCache
+var probes probeCache
 
-func newRedisProbe(cfg collector.Config, target string) (collector.Collector, error) {
-	return redisProbes.get(cfg, target)
+func newProbe(cfg collector.Config, target string) (collector.Collector, error) {
+	return probes.get(cfg, target)
 }
 
-func (pc *redisProbeCache) get(cfg collector.Config, target string) (collector.Collector, error) {
+func (pc *probeCache) get(cfg collector.Config, target string) (collector.Collector, error) {
 	addr, err := parseProbeAddress(target)
 	if err != nil {
 		return nil, err
@@ -47,11 +47,11 @@ func (pc *redisProbeCache) get(cfg collector.Config, target string) (collector.C
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	if pc.settings == nil {
-		s, err := redisSettingsFromFlags()
+		s, err := settingsFromFlags()
 		if err != nil {
 			return nil, err
 		}
-		allow, err := redisProbeAllowlistFromFlags(s.conn)
+		allow, err := probeAllowlistFromFlags(s.conn)
 		if err != nil {
 			return nil, err
 		}
@@ -63,7 +63,7 @@ func (pc *redisProbeCache) get(cfg collector.Config, target string) (collector.C
 	}
 	now := time.Now()
 	for k, e := range pc.targets {
-		if now.Sub(e.lastUsed) > redisProbeIdle {
+		if now.Sub(e.lastUsed) > probeIdle {
 			go e.t.close()
 			delete(pc.targets, k)
 		}
@@ -72,7 +72,7 @@ func (pc *redisProbeCache) get(cfg collector.Config, target string) (collector.C
 	// target whatever scheme the request spelled.
 	key := spec.hostPort
 	e, ok := pc.targets[key]
-	if !ok && len(pc.targets) >= redisProbeMaxTargets {
+	if !ok && len(pc.targets) >= probeMaxTargets {
 		oldest := ""
 		for k, o := range pc.targets {
 			if oldest == "" || o.lastUsed.Before(pc.targets[oldest].lastUsed) {
@@ -83,31 +83,31 @@ func (pc *redisProbeCache) get(cfg collector.Config, target string) (collector.C
 		delete(pc.targets, oldest)
 	}
 	if !ok {
-		e = &redisProbeEntry{t: newRedisTarget(spec, *pc.settings, cfg)}
+		e = &probeEntry{t: newTarget(spec, *pc.settings, cfg)}
 		pc.targets[key] = e
 	}
 	e.lastUsed = now
-	return redisProbeCollector{e.t}, nil
+	return probeCollector{e.t}, nil
 }
 
-// redisProbeAllowlistFromFlags builds the /probe allowlist: every
+// probeAllowlistFromFlags builds the /probe allowlist: every
 // --redis.addr and --redis.probe.allowed-targets entry with its configured
 // scheme, TLS and user, and the regexp with --redis.probe.scheme.
-func redisProbeAllowlistFromFlags(conn redisConnSettings) (*redisAllowlist, error) {
-	entries := append(append([]string(nil), *redisAddrs...), *redisProbeAllowed...)
-	return newRedisAllowlist(entries, *redisProbeAllowedRE, *redisProbeScheme, conn)
+func probeAllowlistFromFlags(conn connSettings) (*allowlist, error) {
+	entries := append(append([]string(nil), *addrsFlag...), *probeAllowedFlag...)
+	return newAllowlist(entries, *probeAllowedREFlag, *probeSchemeFlag, conn)
 }
 
 // configure sets the probe settings; tests call it directly.
-func (pc *redisProbeCache) configure(s redisSettings, allow *redisAllowlist) {
+func (pc *probeCache) configure(s settings, allow *allowlist) {
 	for _, e := range pc.targets {
 		go e.t.close()
 	}
-	pc.settings, pc.allow, pc.targets = &s, allow, map[string]*redisProbeEntry{}
+	pc.settings, pc.allow, pc.targets = &s, allow, map[string]*probeEntry{}
 }
 
-type redisProbeCollector struct{ t *redisTarget }
+type probeCollector struct{ t *target }
 
-func (p redisProbeCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+func (p probeCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	return p.t.collect(ctx, ch)
 }

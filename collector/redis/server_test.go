@@ -22,7 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stall-exporter/stall_exporter/collector"
-	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
+	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 )
 
 // testRedis is a redis-server process started for one test.
@@ -146,7 +146,7 @@ func commandCalls(t testing.TB, c *redis.Client, cmd string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, cs := range redisx.ParseInfo(s).Commands {
+	for _, cs := range replies.ParseInfo(s).Commands {
 		if cs.Name == cmd {
 			return cs.Calls
 		}
@@ -155,16 +155,16 @@ func commandCalls(t testing.TB, c *redis.Client, cmd string) uint64 {
 }
 
 // testSettings are the flag defaults, for tests to adjust.
-func testRedisSettings() redisSettings {
-	return redisSettings{
-		conn:            redisConnSettings{dialTimeout: time.Second},
+func testSettings() settings {
+	return settings{
+		conn:            connSettings{dialTimeout: time.Second},
 		timeout:         2 * time.Second,
 		configRefresh:   5 * time.Minute,
 		clMode:          "auto",
 		clEvery:         10,
 		clOutThreshold:  1 << 20,
 		clClientsMemThr: 512 << 20,
-		groupBy:         redisx.GroupByHost,
+		groupBy:         replies.GroupByHost,
 		topK:            10,
 		bigkeys:         bigKeySettings{keysPerSecond: 10000, top: 5, samples: 0, scanCount: 100, interval: time.Hour},
 		now:             time.Now,
@@ -289,10 +289,10 @@ func (r scrapeResult) dump() string {
 	return b.String()
 }
 
-// newTestRedisCollector builds the /metrics collector for addrs.
-func newTestRedisCollector(t testing.TB, s redisSettings, cfg collector.Config, addrs ...string) *redisCollector {
+// newTestScraper builds the /metrics collector for addrs.
+func newTestScraper(t testing.TB, s settings, cfg collector.Config, addrs ...string) *scraper {
 	t.Helper()
-	c, err := newRedisCollectorFor(cfg, s, addrs)
+	c, err := newScraper(cfg, s, addrs)
 	if err != nil {
 		t.Fatal(err)
 	}

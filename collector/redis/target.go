@@ -20,9 +20,9 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 )
 
-// redisTargetSpec is one parsed target: the go-redis options plus the label
+// targetSpec is one parsed target: the go-redis options plus the label
 // that names it in metrics and logs (never carrying credentials).
-type redisTargetSpec struct {
+type targetSpec struct {
 	label    string // "redis://host:port", "rediss://host:port" or "unix:///path"
 	scheme   string // "redis", "rediss" or "unix"
 	hostPort string // "host:port" or the socket path: what the /probe allowlist matches
@@ -65,14 +65,14 @@ func (c credentialSource) provider() func(ctx context.Context) (string, string, 
 	}
 }
 
-// redisConnSettings are the flag values every target's options derive from.
-type redisConnSettings struct {
+// connSettings are the flag values every target's options derive from.
+type connSettings struct {
 	user, passwordFile, passwordEnv string
 	dialTimeout                     time.Duration
-	tls                             redisTLSSettings
+	tls                             tlsSettings
 }
 
-type redisTLSSettings struct {
+type tlsSettings struct {
 	caFile, certFile, keyFile, serverName string
 	insecureSkipVerify                    bool
 }
@@ -83,14 +83,14 @@ type redisTLSSettings struct {
 // environment variable of its choosing.
 var errCredentialsInProbeTarget = errors.New("a /probe target may not carry a user or password; configure --redis.user, --redis.password-file or --redis.password-env")
 
-// parseRedisTarget turns a configured target (--redis.addr,
+// parseTarget turns a configured target (--redis.addr,
 // --redis.probe.allowed-targets) into options. Accepted forms: "host:port",
 // "redis://[user[:password]@]host:port[/db]", "rediss://…" (TLS),
 // "unix:///path/to.sock"; the query parameters password_file and
 // password_env choose the target's own password source, bigkeys_replica
 // the replica to scan; other query parameters are go-redis' (dial_timeout,
 // skip_verify, …). /probe requests go through parseProbeAddress instead.
-func parseRedisTarget(raw string, s redisConnSettings) (*redisTargetSpec, error) {
+func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	if raw == "" {
 		return nil, errors.New("empty redis target")
 	}
@@ -133,7 +133,7 @@ func parseRedisTarget(raw string, s redisConnSettings) (*redisTargetSpec, error)
 	if err != nil {
 		return nil, fmt.Errorf("redis target %s: %w", redactedURL(u), err)
 	}
-	spec := &redisTargetSpec{opts: opts, scheme: u.Scheme, user: cred.user, passwordInURL: cred.urlPassword != "", bigKeysReplica: bigKeysReplica}
+	spec := &targetSpec{opts: opts, scheme: u.Scheme, user: cred.user, passwordInURL: cred.urlPassword != "", bigKeysReplica: bigKeysReplica}
 	switch u.Scheme {
 	case "unix":
 		spec.label = "unix://" + opts.Addr
@@ -183,7 +183,7 @@ func redactedURL(u *url.URL) string {
 	return c.String()
 }
 
-func (t redisTLSSettings) config(base *tls.Config) (*tls.Config, error) {
+func (t tlsSettings) config(base *tls.Config) (*tls.Config, error) {
 	c := &tls.Config{MinVersion: tls.VersionTLS12}
 	if base != nil {
 		c = base.Clone()
@@ -213,7 +213,7 @@ func (t redisTLSSettings) config(base *tls.Config) (*tls.Config, error) {
 	return c, nil
 }
 
-// redisAllowlist decides which /probe targets may be scraped, and how: the
+// allowlist decides which /probe targets may be scraped, and how: the
 // entries of --redis.probe.allowed-targets and every --redis.addr keep the
 // scheme, TLS settings, user and password source they were configured
 // with; a host:port matched only by the anchored
@@ -222,26 +222,26 @@ func (t redisTLSSettings) config(base *tls.Config) (*tls.Config, error) {
 // how it is reached: otherwise an allowed rediss:// target could be asked
 // for over plain TCP (the configured password in clear text), or as
 // another ACL user.
-type redisAllowlist struct {
-	exact    map[string]*redisTargetSpec // by host:port or socket path
+type allowlist struct {
+	exact    map[string]*targetSpec // by host:port or socket path
 	re       *regexp.Regexp
 	reScheme string // "redis" or "rediss"
-	conn     redisConnSettings
+	conn     connSettings
 }
 
-// newRedisAllowlist parses the configured entries (full --redis.addr
+// newAllowlist parses the configured entries (full --redis.addr
 // syntax); an address configured twice in different ways is an error,
 // since a probe could not say which one it means.
-func newRedisAllowlist(list []string, pattern, reScheme string, s redisConnSettings) (*redisAllowlist, error) {
+func newAllowlist(list []string, pattern, reScheme string, s connSettings) (*allowlist, error) {
 	if reScheme == "" {
 		reScheme = "redis"
 	}
 	if reScheme != "redis" && reScheme != "rediss" {
 		return nil, fmt.Errorf("--redis.probe.scheme must be redis or rediss, not %q", reScheme)
 	}
-	a := &redisAllowlist{exact: map[string]*redisTargetSpec{}, reScheme: reScheme, conn: s}
+	a := &allowlist{exact: map[string]*targetSpec{}, reScheme: reScheme, conn: s}
 	for _, e := range list {
-		spec, err := parseRedisTarget(e, s)
+		spec, err := parseTarget(e, s)
 		if err != nil {
 			return nil, fmt.Errorf("--redis.probe.allowed-targets: %w", err)
 		}
@@ -271,7 +271,7 @@ var errProbeSchemeMismatch = fmt.Errorf("%w: the target's scheme differs from th
 // --redis.probe.scheme and the default credentials. It fails with
 // ErrTargetNotAllowed (wrapped) when the address is not allowed or the
 // request names another scheme than the configured one.
-func (a *redisAllowlist) resolve(p probeAddress) (*redisTargetSpec, error) {
+func (a *allowlist) resolve(p probeAddress) (*targetSpec, error) {
 	spec, ok := a.exact[p.hostPort]
 	if !ok {
 		if a.re == nil || !a.re.MatchString(p.hostPort) {
@@ -282,7 +282,7 @@ func (a *redisAllowlist) resolve(p probeAddress) (*redisTargetSpec, error) {
 			u = url.URL{Scheme: "unix", Path: p.hostPort}
 		}
 		var err error
-		if spec, err = parseRedisTarget(u.String(), a.conn); err != nil {
+		if spec, err = parseTarget(u.String(), a.conn); err != nil {
 			return nil, err
 		}
 	}
@@ -357,7 +357,7 @@ func parseProbeAddress(raw string) (probeAddress, error) {
 
 // newClient returns a client on a copy of the options: go-redis fills in
 // defaults in the Options it is given, and spec.opts is shared.
-func (s *redisTargetSpec) newClient() *redis.Client {
+func (s *targetSpec) newClient() *redis.Client {
 	o := *s.opts
 	return redis.NewClient(&o)
 }

@@ -11,11 +11,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/stall-exporter/stall_exporter/collector"
-	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
+	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 )
 
-func TestParseRedisTarget(t *testing.T) {
-	s := redisConnSettings{dialTimeout: time.Second, passwordFile: "/etc/default-pw"}
+func TestParseTarget(t *testing.T) {
+	s := connSettings{dialTimeout: time.Second, passwordFile: "/etc/default-pw"}
 	cases := []struct {
 		in, label, hostPort string
 		user, file, env     string
@@ -28,7 +28,7 @@ func TestParseRedisTarget(t *testing.T) {
 		{"unix:///run/redis/redis.sock", "unix:///run/redis/redis.sock", "/run/redis/redis.sock", "", "/etc/default-pw", ""},
 	}
 	for _, c := range cases {
-		spec, err := parseRedisTarget(c.in, s)
+		spec, err := parseTarget(c.in, s)
 		if err != nil {
 			t.Errorf("%s: %v", c.in, err)
 			continue
@@ -48,7 +48,7 @@ func TestParseRedisTarget(t *testing.T) {
 	}
 
 	// The URL password is used but never shows in the label or an error.
-	spec, err := parseRedisTarget("redis://u:hunter2@h:1", s)
+	spec, err := parseTarget("redis://u:hunter2@h:1", s)
 	if err != nil || strings.Contains(spec.label, "hunter2") {
 		t.Fatalf("%v %q", err, spec.label)
 	}
@@ -56,22 +56,22 @@ func TestParseRedisTarget(t *testing.T) {
 		t.Errorf("URL password %q", pw)
 	}
 	t.Setenv("STALL_PW_TEST", "from-env")
-	spec, _ = parseRedisTarget("redis://h:1?password_env=STALL_PW_TEST", s)
+	spec, _ = parseTarget("redis://h:1?password_env=STALL_PW_TEST", s)
 	if u, pw, _ := spec.opts.CredentialsProviderContext(t.Context()); pw != "from-env" || u != "" {
 		t.Errorf("env password %q user %q", pw, u)
 	}
 	for _, bad := range []string{"", "http://h:1", "redis://h:1/x/y", "redis://h:1?bogus=1", "redis://u:hunter2@h:1/notadb"} {
-		_, err := parseRedisTarget(bad, s)
+		_, err := parseTarget(bad, s)
 		if err == nil {
 			t.Errorf("%q accepted", bad)
 		} else if strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("password in error %v", err)
 		}
 	}
-	if spec, err := parseRedisTarget("redis://h:1?bigkeys_replica=10.0.0.2:6379", s); err != nil || spec.bigKeysReplica != "10.0.0.2:6379" {
+	if spec, err := parseTarget("redis://h:1?bigkeys_replica=10.0.0.2:6379", s); err != nil || spec.bigKeysReplica != "10.0.0.2:6379" {
 		t.Errorf("bigkeys_replica: %v %+v", err, spec)
 	}
-	if spec, _ := parseRedisTarget("redis://h:1?dial_timeout=5s", s); spec.opts.DialTimeout != 5*time.Second {
+	if spec, _ := parseTarget("redis://h:1?dial_timeout=5s", s); spec.opts.DialTimeout != 5*time.Second {
 		t.Errorf("?dial_timeout= did not win: %v", spec.opts.DialTimeout)
 	}
 }
@@ -106,9 +106,9 @@ func TestParseProbeAddress(t *testing.T) {
 	}
 }
 
-func TestRedisAllowlist(t *testing.T) {
-	s := redisConnSettings{user: "monitor", passwordFile: "/etc/default-pw"}
-	a, err := newRedisAllowlist([]string{"10.0.0.1:6379", "rediss://app@cache-1:6380?password_file=/run/pw", "unix:///run/redis.sock"},
+func TestAllowlist(t *testing.T) {
+	s := connSettings{user: "monitor", passwordFile: "/etc/default-pw"}
+	a, err := newAllowlist([]string{"10.0.0.1:6379", "rediss://app@cache-1:6380?password_file=/run/pw", "unix:///run/redis.sock"},
 		`10\.1\.\d+\.\d+:6379`, "rediss", s)
 	if err != nil {
 		t.Fatal(err)
@@ -146,26 +146,26 @@ func TestRedisAllowlist(t *testing.T) {
 			t.Errorf("%s: probed as %s user %q, want %s user %q", target, spec.label, spec.user, w.label, w.user)
 		}
 	}
-	if _, err := newRedisAllowlist(nil, "(", "redis", s); err == nil {
+	if _, err := newAllowlist(nil, "(", "redis", s); err == nil {
 		t.Error("bad regexp accepted")
 	}
 	// One address configured two ways: a probe could not say which it means.
-	if _, err := newRedisAllowlist([]string{"redis://h:1", "rediss://h:1"}, "", "redis", s); err == nil {
+	if _, err := newAllowlist([]string{"redis://h:1", "rediss://h:1"}, "", "redis", s); err == nil {
 		t.Error("an address configured with two schemes was accepted")
 	}
-	if _, err := newRedisAllowlist([]string{"redis://h:1", "h:1"}, "", "redis", s); err != nil {
+	if _, err := newAllowlist([]string{"redis://h:1", "h:1"}, "", "redis", s); err != nil {
 		t.Errorf("the same target listed twice: %v", err)
 	}
 }
 
-// TestRedisProbe drives the /probe factory: refused targets get
+// TestProbe drives the /probe factory: refused targets get
 // ErrTargetNotAllowed before any connection, allowed ones are scraped and
 // cached between requests.
-func TestRedisProbe(t *testing.T) {
+func TestProbe(t *testing.T) {
 	r := startRedis(t)
-	var pc redisProbeCache
-	s := testRedisSettings()
-	allow, err := newRedisAllowlist([]string{r.addr}, "", "redis", s.conn)
+	var pc probeCache
+	s := testSettings()
+	allow, err := newAllowlist([]string{r.addr}, "", "redis", s.conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestRedisProbe(t *testing.T) {
 		t.Fatalf("probe up %v: %v", v, res.err)
 	}
 	c2, _ := pc.get(cfg, "redis://"+r.addr)
-	if c1.(redisProbeCollector).t != c2.(redisProbeCollector).t {
+	if c1.(probeCollector).t != c2.(probeCollector).t {
 		t.Error("the same target should reuse its connection and state")
 	}
 }
@@ -229,19 +229,19 @@ func recordingListener(t *testing.T) (addr string, first func() [][]byte) {
 	}
 }
 
-// TestRedisProbeCannotDowngradeOrChangeUser: with a rediss:// target and a
+// TestProbeCannotDowngradeOrChangeUser: with a rediss:// target and a
 // password file configured, a probe that spells redis:// is refused, one
 // naming another ACL user is refused, and a plain host:port is probed over
 // TLS: the listener sees a TLS handshake, never AUTH or the password.
-func TestRedisProbeCannotDowngradeOrChangeUser(t *testing.T) {
+func TestProbeCannotDowngradeOrChangeUser(t *testing.T) {
 	addr, first := recordingListener(t)
 	const secret = "s3cret-probe-pw"
 	pwFile := writeFile(t, t.TempDir(), "pw", secret+"\n")
-	s := testRedisSettings()
+	s := testSettings()
 	s.conn.passwordFile = pwFile
 	s.timeout = 500 * time.Millisecond
-	var pc redisProbeCache
-	allow, err := newRedisAllowlist([]string{"rediss://monitor@" + addr}, "", "redis", s.conn)
+	var pc probeCache
+	allow, err := newAllowlist([]string{"rediss://monitor@" + addr}, "", "redis", s.conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestRedisProbeCannotDowngradeOrChangeUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pt := c.(redisProbeCollector).t; pt.spec.scheme != "rediss" || pt.spec.user != "monitor" || pt.spec.opts.TLSConfig == nil {
+	if pt := c.(probeCollector).t; pt.spec.scheme != "rediss" || pt.spec.user != "monitor" || pt.spec.opts.TLSConfig == nil {
 		t.Fatalf("probed as %s user %q TLS %v", pt.spec.label, pt.spec.user, pt.spec.opts.TLSConfig != nil)
 	}
 	if v := scrape(t, c, 2*time.Second).must(t, "stall_redis_up", "addr", "rediss://"+addr); v != 0 {
@@ -276,19 +276,19 @@ func TestRedisProbeCannotDowngradeOrChangeUser(t *testing.T) {
 	}
 }
 
-// TestRedisClientListDue walks the auto-mode schedule without a server:
+// TestClientListDue walks the auto-mode schedule without a server:
 // thresholds, the extra run after a triggered one, and every Nth scrape.
-func TestRedisClientListDue(t *testing.T) {
-	s := testRedisSettings()
+func TestClientListDue(t *testing.T) {
+	s := testSettings()
 	s.clEvery = 3
-	tg := &redisTarget{s: s}
-	quiet := redisx.ParseInfo("client_recent_max_output_buffer:0\r\nmem_clients_normal:20000\r\n")
-	bigOut := redisx.ParseInfo("client_recent_max_output_buffer:5242880\r\nmem_clients_normal:20000\r\n")
-	bigMem := redisx.ParseInfo("client_recent_max_output_buffer:0\r\nmem_clients_normal:1073741824\r\n")
-	old := redisx.ParseInfo("client_longest_output_list:1\r\n") // 2.8: one queued reply node, of any size
+	tg := &target{s: s}
+	quiet := replies.ParseInfo("client_recent_max_output_buffer:0\r\nmem_clients_normal:20000\r\n")
+	bigOut := replies.ParseInfo("client_recent_max_output_buffer:5242880\r\nmem_clients_normal:20000\r\n")
+	bigMem := replies.ParseInfo("client_recent_max_output_buffer:0\r\nmem_clients_normal:1073741824\r\n")
+	old := replies.ParseInfo("client_longest_output_list:1\r\n") // 2.8: one queued reply node, of any size
 	type step struct {
-		info           redisx.Info
-		ms             redisx.MemoryStats
+		info           replies.Info
+		ms             replies.MemoryStats
 		run, triggered bool
 	}
 	steps := []step{
@@ -299,7 +299,7 @@ func TestRedisClientListDue(t *testing.T) {
 		{info: quiet, run: true},                   // 5: once more after a triggered run
 		{info: quiet, run: true},                   // 6: every 3rd again
 		{info: bigMem, run: true, triggered: true}, // 7
-		{info: quiet, ms: redisx.MemoryStats{HasClients: true, ClientsNormal: 600 << 20}, run: true, triggered: true}, // 8: MEMORY STATS wins over INFO
+		{info: quiet, ms: replies.MemoryStats{HasClients: true, ClientsNormal: 600 << 20}, run: true, triggered: true}, // 8: MEMORY STATS wins over INFO
 		{info: old, run: true, triggered: true}, // 9
 	}
 	for i, st := range steps {
@@ -313,27 +313,27 @@ func TestRedisClientListDue(t *testing.T) {
 		}
 	}
 	tg.s.clMode = "never"
-	if run, _ := tg.clientListDue(bigOut, redisx.MemoryStats{}); run {
+	if run, _ := tg.clientListDue(bigOut, replies.MemoryStats{}); run {
 		t.Error("never mode ran")
 	}
 	tg.s.clMode = "always"
-	if run, _ := tg.clientListDue(quiet, redisx.MemoryStats{}); !run {
+	if run, _ := tg.clientListDue(quiet, replies.MemoryStats{}); !run {
 		t.Error("always mode skipped")
 	}
 }
 
-// FuzzParseRedisTarget: configured targets and /probe targets (outside
+// FuzzParseTarget: configured targets and /probe targets (outside
 // input). Parsing never panics, an accepted target never carries the
 // password into its label or host:port, and an accepted /probe address
 // carries no user, password or option.
-func FuzzParseRedisTarget(f *testing.F) {
+func FuzzParseTarget(f *testing.F) {
 	for _, s := range []string{"localhost:6379", "redis://u:secret@h:1/2", "rediss://[::1]:6390?password_file=/x",
 		"unix:///run/r.sock", "redis://h:1?dial_timeout=1s", "redis://%zz", "://", "redis://[::1", "unix://u:secret@/p"} {
 		f.Add(s)
 	}
-	settings := redisConnSettings{dialTimeout: time.Second}
+	conn := connSettings{dialTimeout: time.Second}
 	f.Fuzz(func(t *testing.T, target string) {
-		if spec, err := parseRedisTarget(target, settings); err == nil {
+		if spec, err := parseTarget(target, conn); err == nil {
 			if spec.opts.Password != "" {
 				t.Fatalf("%q: static password left in the options", target)
 			}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stall-exporter/stall_exporter/collector/redis/reply"
+	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 )
 
 // testPKI writes a CA, a server certificate for 127.0.0.1 and a client
@@ -55,10 +55,10 @@ func testPKI(t *testing.T, dir string) (ca, srvCert, srvKey, cliCert, cliKey str
 	return
 }
 
-// TestRedisTLS: a rediss:// target verified with --redis.tls.ca-file and
+// TestTLS: a rediss:// target verified with --redis.tls.ca-file and
 // presenting --redis.tls.cert-file to a server that requires client
 // certificates; without the CA the target is down.
-func TestRedisTLS(t *testing.T) {
+func TestTLS(t *testing.T) {
 	redisServerPath(t)
 	dir := t.TempDir()
 	ca, sc, sk, cc, ck := testPKI(t, dir)
@@ -70,34 +70,34 @@ func TestRedisTLS(t *testing.T) {
 	r.start("127.0.0.1")
 	t.Cleanup(r.stop)
 
-	s := testRedisSettings()
-	s.conn.tls = redisTLSSettings{caFile: ca, certFile: cc, keyFile: ck}
-	c := newTestRedisCollector(t, s, testConfig(nil), "rediss://"+r.addr)
+	s := testSettings()
+	s.conn.tls = tlsSettings{caFile: ca, certFile: cc, keyFile: ck}
+	c := newTestScraper(t, s, testConfig(nil), "rediss://"+r.addr)
 	res := scrape(t, c, 3*time.Second)
 	if v := res.must(t, "stall_redis_up", "addr", "rediss://"+r.addr); v != 1 {
 		t.Fatalf("TLS target down: %v", res.err)
 	}
 	// Without the client certificate the server refuses the handshake;
 	// without the CA the exporter refuses the server.
-	for name, tls := range map[string]redisTLSSettings{
+	for name, tls := range map[string]tlsSettings{
 		"no client cert": {caFile: ca},
 		"unknown CA":     {certFile: cc, keyFile: ck},
 	} {
 		s.conn.tls = tls
-		c := newTestRedisCollector(t, s, testConfig(nil), "rediss://"+r.addr)
+		c := newTestScraper(t, s, testConfig(nil), "rediss://"+r.addr)
 		if v := scrape(t, c, 3*time.Second).must(t, "stall_redis_up"); v != 0 {
 			t.Errorf("%s: up = %v", name, v)
 		}
 	}
-	s.conn.tls = redisTLSSettings{caFile: filepath.Join(dir, "missing.pem")}
-	if _, err := newRedisCollectorFor(testConfig(nil), s, []string{"rediss://" + r.addr}); err == nil {
+	s.conn.tls = tlsSettings{caFile: filepath.Join(dir, "missing.pem")}
+	if _, err := newScraper(testConfig(nil), s, []string{"rediss://" + r.addr}); err == nil {
 		t.Error("a missing CA file should be a flag error")
 	}
 }
 
-// TestRedisUnixSocket: a unix:// target, and Unix-socket clients with a
+// TestUnixSocket: a unix:// target, and Unix-socket clients with a
 // backlog grouped under the socket path (--redis.client-group-by=host).
-func TestRedisUnixSocket(t *testing.T) {
+func TestUnixSocket(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "redis.sock")
 	r := startRedis(t, "--unixsocket", sock, "--unixsocketperm", "700")
 	admin := r.client()
@@ -114,12 +114,12 @@ func TestRedisUnixSocket(t *testing.T) {
 	}
 	waitFor(t, "the unix client's backlog", 10*time.Second, func() bool {
 		list, _ := admin.ClientList(t.Context()).Result()
-		agg := redisx.Aggregator{TopK: 1}
+		agg := replies.Aggregator{TopK: 1}
 		return agg.Aggregate(list).MaxOutputBufferBytes >= 5<<20
 	})
-	s := testRedisSettings()
+	s := testSettings()
 	s.clMode = "always"
-	c := newTestRedisCollector(t, s, testConfig(nil), "unix://"+sock)
+	c := newTestScraper(t, s, testConfig(nil), "unix://"+sock)
 	res := scrape(t, c, 3*time.Second)
 	l := "unix://" + sock
 	if v := res.must(t, "stall_redis_up", "addr", l); v != 1 {

@@ -21,68 +21,68 @@ import (
 )
 
 // The rocketmq collector reads Apache RocketMQ brokers over the remoting
-// protocol (collector/remoting): GET_BROKER_CLUSTER_INFO (106) from the name
+// protocol (collector/rocketmq/remoting): GET_BROKER_CLUSTER_INFO (106) from the name
 // servers to find every broker, masters and slaves; GET_BROKER_RUNTIME_INFO
 // (28) from each broker at every scrape and, for the CommitLog lock-hold
 // time, every --rocketmq.sample-interval in between; GET_BROKER_CONFIG (26)
 // every --rocketmq.config-interval. On the broker host it also follows
-// store.log and watermark.log (--rocketmq.log-dir, see rocketmq_log.go).
+// store.log and watermark.log (--rocketmq.log-dir, see log.go).
 // With nothing configured it reports no data.
 
 var (
-	rmqNamesrvFlag = kingpin.Flag("rocketmq.namesrv",
+	namesrvFlag = kingpin.Flag("rocketmq.namesrv",
 		"RocketMQ name server host:port to discover brokers from (GET_BROKER_CLUSTER_INFO); repeatable, or a ';'-separated list as in namesrvAddr. Masters and slaves of every cluster are scraped.").Strings()
-	rmqBrokerFlag = kingpin.Flag("rocketmq.broker",
+	brokerFlag = kingpin.Flag("rocketmq.broker",
 		"RocketMQ broker host:port (remoting port, usually 10911) to scrape directly, without a name server; repeatable.").Strings()
-	rmqTimeoutFlag = kingpin.Flag("rocketmq.timeout",
+	timeoutFlag = kingpin.Flag("rocketmq.timeout",
 		"Time limit of one broker's whole scrape (runtime info, plus its config when due: dial, send, reply) and of one discovery round; brokers and name servers are asked concurrently, so a scrape takes at most about this long. Also capped by the scrape's own timeout.").Default("3s").Duration()
-	rmqSampleFlag = kingpin.Flag("rocketmq.sample-interval",
+	sampleFlag = kingpin.Flag("rocketmq.sample-interval",
 		"How often pageCacheLockTimeMills is sampled between scrapes for stall_rocketmq_commitlog_lock_held_sampled_seconds; 0 disables. Each sample is one GET_BROKER_RUNTIME_INFO, which makes a 4.9.4+ broker write two INFO lines to store.log.").
 		Default("1s").Duration()
-	rmqConfigIntervalFlag = kingpin.Flag("rocketmq.config-interval",
+	configIntervalFlag = kingpin.Flag("rocketmq.config-interval",
 		"How often each broker's configuration (GET_BROKER_CONFIG) is re-read.").Default("5m").Duration()
-	rmqDiscoveryIntervalFlag = kingpin.Flag("rocketmq.discovery-interval",
+	discoveryIntervalFlag = kingpin.Flag("rocketmq.discovery-interval",
 		"How often the name servers are asked for the cluster topology.").Default("30s").Duration()
-	rmqACLFileFlag = kingpin.Flag("rocketmq.acl-file",
+	aclFileFlag = kingpin.Flag("rocketmq.acl-file",
 		"File with accessKey=… and secretKey=… lines (optionally securityToken=…) to sign requests to brokers with aclEnable=true.").String()
-	rmqMaxFrameFlag = kingpin.Flag("rocketmq.max-frame-bytes",
+	maxFrameFlag = kingpin.Flag("rocketmq.max-frame-bytes",
 		"Largest remoting reply frame accepted, in bytes (the broker's own limit is 16 MiB).").Default(strconv.Itoa(remoting.DefaultMaxFrame)).Int()
-	rmqProbeAllowFlag = kingpin.Flag("rocketmq.probe.allowed-targets",
+	probeAllowFlag = kingpin.Flag("rocketmq.probe.allowed-targets",
 		"Target allowed for /probe?module=rocketmq: host:port, a host (any port), or a CIDR; repeatable. '*' allows any target. With none, /probe refuses every RocketMQ target (403).").Strings()
-	rmqLogDirFlag = kingpin.Flag("rocketmq.log-dir",
+	logDirFlag = kingpin.Flag("rocketmq.log-dir",
 		"Broker log directory (…/logs/rocketmqlogs) whose store.log and watermark.log are followed, read under --path.rootfs; empty disables.").String()
 )
 
 func init() {
-	collector.Register("rocketmq", true, newRocketMQFromFlags)
-	collector.RegisterProbe("rocketmq", rmqProbe)
+	collector.Register("rocketmq", true, newCollector)
+	collector.RegisterProbe("rocketmq", probe)
 }
 
-// newRocketMQFromFlags builds the collector from the --rocketmq.* flags; a
+// newCollector builds the collector from the --rocketmq.* flags; a
 // flag value that cannot work is an error, so the exporter refuses to
 // start.
-func newRocketMQFromFlags(cfg collector.Config) (collector.Collector, error) {
-	opts, err := rmqOptionsFromFlags()
+func newCollector(cfg collector.Config) (collector.Collector, error) {
+	opts, err := optionsFromFlags()
 	if err != nil {
 		return nil, err
 	}
-	opts.Namesrv, opts.Brokers, opts.LogDir = rmqSplitAddrs(*rmqNamesrvFlag), rmqSplitAddrs(*rmqBrokerFlag), *rmqLogDirFlag
+	opts.Namesrv, opts.Brokers, opts.LogDir = splitAddrs(*namesrvFlag), splitAddrs(*brokerFlag), *logDirFlag
 	for _, a := range opts.Namesrv {
-		if err := rmqCheckHostPort(a); err != nil {
+		if err := checkHostPort(a); err != nil {
 			return nil, fmt.Errorf("--rocketmq.namesrv: %w", err)
 		}
 	}
 	for _, a := range opts.Brokers {
-		if err := rmqCheckHostPort(a); err != nil {
+		if err := checkHostPort(a); err != nil {
 			return nil, fmt.Errorf("--rocketmq.broker: %w", err)
 		}
 	}
-	return newRocketMQCollector(cfg, opts), nil
+	return newScraper(cfg, opts), nil
 }
 
-// rmqSplitAddrs accepts repeated flags and RocketMQ's own list form
+// splitAddrs accepts repeated flags and RocketMQ's own list form
 // ("10.0.0.9:9876;10.0.0.10:9876", as in namesrvAddr), dropping duplicates.
-func rmqSplitAddrs(values []string) []string {
+func splitAddrs(values []string) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, v := range values {
@@ -96,9 +96,9 @@ func rmqSplitAddrs(values []string) []string {
 	return out
 }
 
-// rmqCheckHostPort checks a --rocketmq.broker or --rocketmq.namesrv value:
+// checkHostPort checks a --rocketmq.broker or --rocketmq.namesrv value:
 // host:port with a non-empty host and a port 1–65535.
-func rmqCheckHostPort(a string) error {
+func checkHostPort(a string) error {
 	host, port, err := net.SplitHostPort(a)
 	if err != nil {
 		return fmt.Errorf("%q: want host:port: %w", a, err)
@@ -112,9 +112,9 @@ func rmqCheckHostPort(a string) error {
 	return nil
 }
 
-// rmqCheckAllowed checks the /probe allowlist entries: "*", host:port, a
+// checkAllowed checks the /probe allowlist entries: "*", host:port, a
 // bare host, or a CIDR.
-func rmqCheckAllowed(allow []string) error {
+func checkAllowed(allow []string) error {
 	for _, a := range allow {
 		a = strings.TrimSpace(a)
 		switch {
@@ -129,7 +129,7 @@ func rmqCheckAllowed(allow []string) error {
 			return fmt.Errorf("%q: want host:port, a host, a CIDR or '*'", a)
 		default:
 			if _, _, err := net.SplitHostPort(a); err == nil {
-				if err := rmqCheckHostPort(a); err != nil {
+				if err := checkHostPort(a); err != nil {
 					return err
 				}
 			}
@@ -142,26 +142,26 @@ func rmqCheckAllowed(allow []string) error {
 // about 3 KB and cluster info grows with the brokers, so less than 64 KiB
 // only makes requests fail; more than 1 GiB is no limit at all.
 const (
-	rmqMinFrame = 64 << 10
-	rmqMaxFrame = 1 << 30
+	minFrame = 64 << 10
+	maxFrame = 1 << 30
 )
 
-func rmqOptionsFromFlags() (rocketmqOptions, error) {
-	opts := rocketmqOptions{
-		Timeout:           *rmqTimeoutFlag,
-		SampleInterval:    *rmqSampleFlag,
-		ConfigInterval:    *rmqConfigIntervalFlag,
-		DiscoveryInterval: *rmqDiscoveryIntervalFlag,
-		MaxFrame:          *rmqMaxFrameFlag,
+func optionsFromFlags() (options, error) {
+	opts := options{
+		Timeout:           *timeoutFlag,
+		SampleInterval:    *sampleFlag,
+		ConfigInterval:    *configIntervalFlag,
+		DiscoveryInterval: *discoveryIntervalFlag,
+		MaxFrame:          *maxFrameFlag,
 	}
 	if err := opts.validate(); err != nil {
 		return opts, err
 	}
-	if err := rmqCheckAllowed(*rmqProbeAllowFlag); err != nil {
+	if err := checkAllowed(*probeAllowFlag); err != nil {
 		return opts, fmt.Errorf("--rocketmq.probe.allowed-targets: %w", err)
 	}
-	if *rmqACLFileFlag != "" {
-		cr, err := remoting.LoadCredentials(*rmqACLFileFlag)
+	if *aclFileFlag != "" {
+		cr, err := remoting.LoadCredentials(*aclFileFlag)
 		if err != nil {
 			return opts, fmt.Errorf("--rocketmq.acl-file: %w", err)
 		}
@@ -170,8 +170,8 @@ func rmqOptionsFromFlags() (rocketmqOptions, error) {
 	return opts, nil
 }
 
-// rocketmqOptions is the parsed configuration of one rocketmq collector.
-type rocketmqOptions struct {
+// options is the parsed configuration of one rocketmq collector.
+type options struct {
 	Namesrv           []string
 	Brokers           []string
 	LogDir            string
@@ -184,7 +184,7 @@ type rocketmqOptions struct {
 }
 
 // validate rejects settings that cannot work.
-func (o rocketmqOptions) validate() error {
+func (o options) validate() error {
 	switch {
 	case o.Timeout <= 0:
 		return fmt.Errorf("--rocketmq.timeout must be positive, got %s", o.Timeout)
@@ -194,124 +194,124 @@ func (o rocketmqOptions) validate() error {
 		return fmt.Errorf("--rocketmq.config-interval must be positive, got %s", o.ConfigInterval)
 	case o.DiscoveryInterval <= 0:
 		return fmt.Errorf("--rocketmq.discovery-interval must be positive, got %s", o.DiscoveryInterval)
-	case o.MaxFrame < rmqMinFrame || o.MaxFrame > rmqMaxFrame:
-		return fmt.Errorf("--rocketmq.max-frame-bytes must be between %d and %d, got %d", rmqMinFrame, rmqMaxFrame, o.MaxFrame)
+	case o.MaxFrame < minFrame || o.MaxFrame > maxFrame:
+		return fmt.Errorf("--rocketmq.max-frame-bytes must be between %d and %d, got %d", minFrame, maxFrame, o.MaxFrame)
 	}
 	return nil
 }
 
-var rmqLabels = []string{"cluster", "broker", "broker_id"}
+var brokerLabels = []string{"cluster", "broker", "broker_id"}
 
-func rmqMetric(name, help string, typ prometheus.ValueType, extra ...string) collector.Metric {
-	return collector.NewMetric("rocketmq_"+name, help, typ, append(append([]string(nil), rmqLabels...), extra...)...)
+func brokerMetric(name, help string, typ prometheus.ValueType, extra ...string) collector.Metric {
+	return collector.NewMetric("rocketmq_"+name, help, typ, append(append([]string(nil), brokerLabels...), extra...)...)
 }
 
 var (
-	rmqUp = rmqMetric("up",
+	upDesc = brokerMetric("up",
 		"1 if the broker answered GET_BROKER_RUNTIME_INFO (request 28) in this scrape within --rocketmq.timeout (and the scrape timeout), else 0. The config read does not affect it.", prometheus.GaugeValue)
-	rmqInfo = rmqMetric("broker_info",
+	infoDesc = brokerMetric("broker_info",
 		"Broker identity (always 1): version from runtime-info key brokerVersionDesc, address it is scraped at.", prometheus.GaugeValue, "version", "address")
-	rmqNamesrvUp = collector.NewMetric("rocketmq_namesrv_up",
+	namesrvUpDesc = collector.NewMetric("rocketmq_namesrv_up",
 		"1 if the name server answered GET_BROKER_CLUSTER_INFO (request 106) at the last discovery, else 0.", prometheus.GaugeValue, "namesrv")
-	rmqLockHeld = rmqMetric("commitlog_lock_held_seconds",
+	lockHeldDesc = brokerMetric("commitlog_lock_held_seconds",
 		"How long the current holder has held the CommitLog put lock, 0 when free (runtime-info pageCacheLockTimeMills, instantaneous). The broker declares the page cache busy above osPageCacheBusyTimeOutMills.", prometheus.GaugeValue)
-	rmqPutPercentile = rmqMetric("put_latency_window_percentile_seconds",
+	putPercentileDesc = brokerMetric("put_latency_window_percentile_seconds",
 		"Put latency percentile over the broker's last completed 60 s window: percentile=\"99\" from runtime-info putLatency99, \"99.9\" from putLatency999 (4.9.4+).", prometheus.GaugeValue, "percentile")
-	rmqPutMax = rmqMetric("put_latency_max_seconds",
+	putMaxDesc = brokerMetric("put_latency_max_seconds",
 		"Longest whole put since broker start (runtime-info putMessageEntireTimeMax, high-water mark).", prometheus.GaugeValue)
-	rmqPutMessages = rmqMetric("put_messages_total",
+	putMessagesDesc = brokerMetric("put_messages_total",
 		"Messages stored since broker start (runtime-info putMessageTimesTotal).", prometheus.CounterValue)
-	rmqPutBytes = rmqMetric("put_bytes_total",
+	putBytesDesc = brokerMetric("put_bytes_total",
 		"Message bytes stored since broker start (runtime-info putMessageSizeTotal).", prometheus.CounterValue)
-	rmqPutFailures = rmqMetric("put_failures_total",
+	putFailuresDesc = brokerMetric("put_failures_total",
 		"Failed puts since broker start (runtime-info putMessageFailedTimes; 4.9.3+).", prometheus.CounterValue)
-	rmqRate = rmqMetric("messages_per_second",
+	rateDesc = brokerMetric("messages_per_second",
 		"Broker-computed message rate over the trailing window (runtime-info putTps, getFoundTps, getMissTps, getTotalTps, getTransferedTps/getTransferredTps).", prometheus.GaugeValue, "op", "window")
-	rmqSendQueueSize = rmqMetric("send_queue_size",
+	sendQueueSizeDesc = brokerMetric("send_queue_size",
 		"Send requests queued for the send thread pool (runtime-info sendThreadPoolQueueSize).", prometheus.GaugeValue)
-	rmqSendQueueCap = rmqMetric("send_queue_capacity",
+	sendQueueCapDesc = brokerMetric("send_queue_capacity",
 		"Capacity of the send thread pool queue (runtime-info sendThreadPoolQueueCapacity).", prometheus.GaugeValue)
-	rmqSendQueueWait = rmqMetric("send_queue_head_wait_seconds",
+	sendQueueWaitDesc = brokerMetric("send_queue_head_wait_seconds",
 		"Age of the oldest queued send request (runtime-info sendThreadPoolQueueHeadWaitTimeMills). Fast failure rejects requests older than waitTimeMillsInSendQueue (200 ms).", prometheus.GaugeValue)
-	rmqPullQueueSize = rmqMetric("pull_queue_size",
+	pullQueueSizeDesc = brokerMetric("pull_queue_size",
 		"Pull requests queued for the pull thread pool (runtime-info pullThreadPoolQueueSize).", prometheus.GaugeValue)
-	rmqPullQueueCap = rmqMetric("pull_queue_capacity",
+	pullQueueCapDesc = brokerMetric("pull_queue_capacity",
 		"Capacity of the pull thread pool queue (runtime-info pullThreadPoolQueueCapacity).", prometheus.GaugeValue)
-	rmqPullQueueWait = rmqMetric("pull_queue_head_wait_seconds",
+	pullQueueWaitDesc = brokerMetric("pull_queue_head_wait_seconds",
 		"Age of the oldest queued pull request (runtime-info pullThreadPoolQueueHeadWaitTimeMills).", prometheus.GaugeValue)
-	rmqFlushPending = rmqMetric("flush_pending_bytes",
+	flushPendingDesc = brokerMetric("flush_pending_bytes",
 		"CommitLog bytes written but not yet flushed to disk (runtime-info remainHowManyDataToFlush, a human-readable size rounded by the broker to 3 digits).", prometheus.GaugeValue)
-	rmqCommitPending = rmqMetric("commit_pending_bytes",
+	commitPendingDesc = brokerMetric("commit_pending_bytes",
 		"Bytes in the transient store pool not yet committed to the file channel (runtime-info remainHowManyDataToCommit; only with transientStorePoolEnable).", prometheus.GaugeValue)
-	rmqTransientPool = rmqMetric("transient_store_pool_enabled",
+	transientPoolDesc = brokerMetric("transient_store_pool_enabled",
 		"1 if the off-heap transient store pool is enabled, else 0 (runtime-info remainTransientStoreBufferNumbs is 2147483647 when it is disabled).", prometheus.GaugeValue)
-	rmqTransientFree = rmqMetric("transient_store_buffers_available",
+	transientFreeDesc = brokerMetric("transient_store_buffers_available",
 		"Free off-heap transient store buffers; at 0 sends are rejected (runtime-info remainTransientStoreBufferNumbs). Absent when the pool is disabled.", prometheus.GaugeValue)
-	rmqDispatchBehind = rmqMetric("dispatch_behind_bytes",
+	dispatchBehindDesc = brokerMetric("dispatch_behind_bytes",
 		"CommitLog bytes not yet dispatched to consume queues and index (runtime-info dispatchBehindBytes).", prometheus.GaugeValue)
-	rmqDiskRatio = rmqMetric("commitlog_disk_ratio",
+	diskRatioDesc = brokerMetric("commitlog_disk_ratio",
 		"Used fraction of the CommitLog disk, 0–1 (runtime-info commitLogDiskRatio). Absent when the broker reports -1 (it could not read the disk).", prometheus.GaugeValue)
-	rmqKeyErrors = rmqMetric("runtime_info_errors_total",
+	keyErrorsDesc = brokerMetric("runtime_info_errors_total",
 		"Runtime-info keys that were missing or unparsable, by key, since exporter start; each costs only its own metric. Also counted in stall_collector_parse_errors_total.", prometheus.CounterValue, "key")
-	rmqSampleErrors = rmqMetric("lock_samples_failed_total",
+	sampleErrorsDesc = brokerMetric("lock_samples_failed_total",
 		"Background pageCacheLockTimeMills samples (--rocketmq.sample-interval) that failed since exporter start.", prometheus.CounterValue)
-	rmqConfigInfo = rmqMetric("broker_config_info",
+	configInfoDesc = brokerMetric("broker_config_info",
 		"The broker settings that decide CommitLog stalls, as reported by GET_BROKER_CONFIG (request 26), refreshed every --rocketmq.config-interval (always 1; empty label: key not reported).",
-		prometheus.GaugeValue, rmqConfigLabels...)
-	rmqConfigBusyTimeout = rmqMetric("broker_config_page_cache_busy_timeout_seconds",
+		prometheus.GaugeValue, configLabels...)
+	configBusyTimeoutDesc = brokerMetric("broker_config_page_cache_busy_timeout_seconds",
 		"Lock hold above which the broker declares the page cache busy and fast-fails sends (config osPageCacheBusyTimeOutMills, default 1000 ms).", prometheus.GaugeValue)
-	rmqConfigSendWait = rmqMetric("broker_config_send_queue_wait_timeout_seconds",
+	configSendWaitDesc = brokerMetric("broker_config_send_queue_wait_timeout_seconds",
 		"Send-queue wait above which fast failure rejects a request with SYSTEM_BUSY (config waitTimeMillsInSendQueue, default 200 ms).", prometheus.GaugeValue)
 
-	rmqPutLatencyName  = collector.Namespace + "_rocketmq_put_latency_seconds"
-	rmqLockSampledName = collector.Namespace + "_rocketmq_commitlog_lock_held_sampled_seconds"
-	rmqPutLatencyDesc  = prometheus.NewDesc(rmqPutLatencyName,
+	putLatencyName  = collector.Namespace + "_rocketmq_put_latency_seconds"
+	lockSampledName = collector.Namespace + "_rocketmq_commitlog_lock_held_sampled_seconds"
+	putLatencyDesc  = prometheus.NewDesc(putLatencyName,
 		"Whole put latency (lock wait, append, and flush/replication wait in sync modes), cumulative over the broker's 60 s putMessageDistributeTime windows seen since exporter start (runtime-info putMessageDistributeTime; 13 broker buckets). _sum is NaN: the broker reports no total time.",
-		rmqLabels, nil)
-	rmqLockSampledDesc = prometheus.NewDesc(rmqLockSampledName,
+		brokerLabels, nil)
+	lockSampledDesc = prometheus.NewDesc(lockSampledName,
 		"pageCacheLockTimeMills sampled every --rocketmq.sample-interval between scrapes: how long the CommitLog put lock had been held at each sample.",
-		rmqLabels, nil)
-	// rmqLockBounds: the broker's busy threshold is 1 s, the NOTIFYME log 0.5 s.
-	rmqLockBounds = []float64{0, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10}
+		brokerLabels, nil)
+	// lockBounds: the broker's busy threshold is 1 s, the NOTIFYME log 0.5 s.
+	lockBounds = []float64{0, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10}
 )
 
-var rmqConfigKeys = []string{"flushDiskType", "brokerRole", "transientStorePoolEnable", "warmMapedFileEnable",
+var configKeys = []string{"flushDiskType", "brokerRole", "transientStorePoolEnable", "warmMapedFileEnable",
 	"transferMsgByHeap", "useReentrantLockWhenPutMessage", "brokerFastFailureEnable", "fastFailIfNoBufferInStorePool"}
 
-var rmqConfigLabels = []string{"flush_disk_type", "broker_role", "transient_store_pool_enable", "warm_maped_file_enable",
+var configLabels = []string{"flush_disk_type", "broker_role", "transient_store_pool_enable", "warm_maped_file_enable",
 	"transfer_msg_by_heap", "use_reentrant_lock_when_put_message", "broker_fast_failure_enable", "fast_fail_if_no_buffer_in_store_pool"}
 
 func init() {
-	collector.Document(rmqPutLatencyName, "histogram", rmqLabels...)
-	collector.Document(rmqLockSampledName, "histogram", rmqLabels...)
+	collector.Document(putLatencyName, "histogram", brokerLabels...)
+	collector.Document(lockSampledName, "histogram", brokerLabels...)
 }
 
-// rmqNumber is one runtime-info key exported as one metric.
-type rmqNumber struct {
+// number is one runtime-info key exported as one metric.
+type number struct {
 	keys     []string // spellings, first present wins
 	required bool     // missing counts as an error (present in every 4.9.x and 5.x)
 	parse    func(string) (float64, error)
 	metric   collector.Metric
 }
 
-var rmqNumbers = []rmqNumber{
-	{[]string{"pageCacheLockTimeMills"}, true, parseRocketMQMillis, rmqLockHeld},
-	{[]string{"putMessageEntireTimeMax"}, true, parseRocketMQMillis, rmqPutMax},
-	{[]string{"putMessageTimesTotal"}, true, parseRocketMQFloat, rmqPutMessages},
-	{[]string{"putMessageSizeTotal"}, true, parseRocketMQFloat, rmqPutBytes},
-	{[]string{"putMessageFailedTimes"}, false, parseRocketMQFloat, rmqPutFailures},
-	{[]string{"sendThreadPoolQueueSize"}, true, parseRocketMQFloat, rmqSendQueueSize},
-	{[]string{"sendThreadPoolQueueCapacity"}, true, parseRocketMQFloat, rmqSendQueueCap},
-	{[]string{"sendThreadPoolQueueHeadWaitTimeMills"}, true, parseRocketMQMillis, rmqSendQueueWait},
-	{[]string{"pullThreadPoolQueueSize"}, true, parseRocketMQFloat, rmqPullQueueSize},
-	{[]string{"pullThreadPoolQueueCapacity"}, true, parseRocketMQFloat, rmqPullQueueCap},
-	{[]string{"pullThreadPoolQueueHeadWaitTimeMills"}, true, parseRocketMQMillis, rmqPullQueueWait},
-	{[]string{"remainHowManyDataToFlush"}, true, parseRocketMQSize, rmqFlushPending},
-	{[]string{"remainHowManyDataToCommit"}, false, parseRocketMQSize, rmqCommitPending},
-	{[]string{"dispatchBehindBytes"}, true, parseRocketMQFloat, rmqDispatchBehind},
+var numbers = []number{
+	{[]string{"pageCacheLockTimeMills"}, true, parseMillis, lockHeldDesc},
+	{[]string{"putMessageEntireTimeMax"}, true, parseMillis, putMaxDesc},
+	{[]string{"putMessageTimesTotal"}, true, parseFloat, putMessagesDesc},
+	{[]string{"putMessageSizeTotal"}, true, parseFloat, putBytesDesc},
+	{[]string{"putMessageFailedTimes"}, false, parseFloat, putFailuresDesc},
+	{[]string{"sendThreadPoolQueueSize"}, true, parseFloat, sendQueueSizeDesc},
+	{[]string{"sendThreadPoolQueueCapacity"}, true, parseFloat, sendQueueCapDesc},
+	{[]string{"sendThreadPoolQueueHeadWaitTimeMills"}, true, parseMillis, sendQueueWaitDesc},
+	{[]string{"pullThreadPoolQueueSize"}, true, parseFloat, pullQueueSizeDesc},
+	{[]string{"pullThreadPoolQueueCapacity"}, true, parseFloat, pullQueueCapDesc},
+	{[]string{"pullThreadPoolQueueHeadWaitTimeMills"}, true, parseMillis, pullQueueWaitDesc},
+	{[]string{"remainHowManyDataToFlush"}, true, parseSize, flushPendingDesc},
+	{[]string{"remainHowManyDataToCommit"}, false, parseSize, commitPendingDesc},
+	{[]string{"dispatchBehindBytes"}, true, parseFloat, dispatchBehindDesc},
 }
 
-var rmqRates = []struct {
+var rates = []struct {
 	op   string
 	keys []string
 }{
@@ -322,18 +322,18 @@ var rmqRates = []struct {
 	{"get_transferred", []string{"getTransferredTps", "getTransferedTps"}},
 }
 
-var rmqRateWindows = [3]string{"10s", "60s", "600s"}
+var rateWindows = [3]string{"10s", "60s", "600s"}
 
-// rocketmqCollector scrapes a set of brokers and optionally follows the
+// scraper scrapes a set of brokers and optionally follows the
 // broker's logs.
-type rocketmqCollector struct {
+type scraper struct {
 	cfg  collector.Config
-	opts rocketmqOptions
-	logs *rmqLogs
+	opts options
+	logs *logFollower
 	now  func() time.Time
 
 	mu            sync.Mutex
-	brokers       map[string]*rmqBroker       // by address
+	brokers       map[string]*broker          // by address
 	namesrvErr    map[string]error            // result of the last discovery per name server (nil: answered)
 	nsClients     map[string]*remoting.Client // one reused connection per name server
 	lastDiscovery time.Time                   // start of the last discovery round
@@ -343,8 +343,8 @@ type rocketmqCollector struct {
 	roundFailed   bool                        // no name server answered the last finished round
 }
 
-// rmqBroker is the state kept for one broker between scrapes.
-type rmqBroker struct {
+// broker is the state kept for one broker between scrapes.
+type broker struct {
 	addr   string
 	client *remoting.Client
 	direct bool // from --rocketmq.broker or /probe: labels come from its config
@@ -352,8 +352,8 @@ type rmqBroker struct {
 	mu           sync.Mutex
 	labels       [3]string
 	version      string
-	put          rmqPutHistogram
-	lockCounts   []uint64 // per rmqLockBounds bucket, not cumulative; last is +Inf
+	put          putHistogram
+	lockCounts   []uint64 // per lockBounds bucket, not cumulative; last is +Inf
 	lockSum      float64
 	lockN        uint64
 	sampleErrors uint64
@@ -365,7 +365,7 @@ type rmqBroker struct {
 	down         bool // the last scrape's runtime-info request failed (logged once)
 }
 
-func newRocketMQCollector(cfg collector.Config, opts rocketmqOptions) *rocketmqCollector {
+func newScraper(cfg collector.Config, opts options) *scraper {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 3 * time.Second
 	}
@@ -375,44 +375,44 @@ func newRocketMQCollector(cfg collector.Config, opts rocketmqOptions) *rocketmqC
 	if opts.DiscoveryInterval <= 0 {
 		opts.DiscoveryInterval = 30 * time.Second
 	}
-	c := &rocketmqCollector{cfg: cfg, opts: opts, now: time.Now,
-		brokers: map[string]*rmqBroker{}, namesrvErr: map[string]error{}, nsClients: map[string]*remoting.Client{}}
+	c := &scraper{cfg: cfg, opts: opts, now: time.Now,
+		brokers: map[string]*broker{}, namesrvErr: map[string]error{}, nsClients: map[string]*remoting.Client{}}
 	for _, ns := range opts.Namesrv {
 		c.nsClients[ns] = remoting.NewClient(ns, remoting.Options{Timeout: opts.Timeout, MaxFrame: opts.MaxFrame})
 	}
 	for _, a := range opts.Brokers {
-		c.brokers[a] = c.newBroker(a, true, [3]string{"", rmqLabel(a), ""})
+		c.brokers[a] = c.newBroker(a, true, [3]string{"", labelValue(a), ""})
 	}
 	if opts.LogDir != "" {
-		c.logs = newRMQLogs(cfg.Paths.Root(opts.LogDir), cfg.Problems, cfg.Logger)
+		c.logs = newLogFollower(cfg.Paths.Root(opts.LogDir), cfg.Problems, cfg.Logger)
 	}
 	return c
 }
 
-func (c *rocketmqCollector) newBroker(addr string, direct bool, labels [3]string) *rmqBroker {
-	return &rmqBroker{
+func (c *scraper) newBroker(addr string, direct bool, labels [3]string) *broker {
+	return &broker{
 		addr: addr, direct: direct, labels: labels,
 		client: remoting.NewClient(addr, remoting.Options{Timeout: c.opts.Timeout, MaxFrame: c.opts.MaxFrame,
 			Credentials: c.opts.Credentials}),
-		lockCounts: make([]uint64, len(rmqLockBounds)+1),
+		lockCounts: make([]uint64, len(lockBounds)+1),
 		keyErrors:  map[string]uint64{},
 	}
 }
 
-func (c *rocketmqCollector) remoteConfigured() bool {
+func (c *scraper) remoteConfigured() bool {
 	return len(c.opts.Namesrv) > 0 || len(c.opts.Brokers) > 0
 }
 
-// rmqMaxMargin is the most of the scrape's own time left unused at the end,
+// maxMargin is the most of the scrape's own time left unused at the end,
 // so up=0 and the other series still reach the exporter before its timeout.
-const rmqMaxMargin = 250 * time.Millisecond
+const maxMargin = 250 * time.Millisecond
 
 // scrapeDeadline is when this scrape's requests must end: --rocketmq.timeout
 // after start, or shortly before ctx's deadline when that is earlier.
-func (c *rocketmqCollector) scrapeDeadline(ctx context.Context, start time.Time) time.Time {
+func (c *scraper) scrapeDeadline(ctx context.Context, start time.Time) time.Time {
 	deadline := start.Add(c.opts.Timeout)
 	if d, ok := ctx.Deadline(); ok {
-		margin := min(rmqMaxMargin, d.Sub(start)/10)
+		margin := min(maxMargin, d.Sub(start)/10)
 		if d = d.Add(-margin); d.Before(deadline) {
 			deadline = d
 		}
@@ -427,7 +427,7 @@ func (c *rocketmqCollector) scrapeDeadline(ctx context.Context, start time.Time)
 // like the redis collector, the returned error (collector success 0) names
 // every broker and name server that failed, and the other brokers' series
 // are still sent.
-func (c *rocketmqCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+func (c *scraper) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	if !c.remoteConfigured() && c.logs == nil {
 		return collector.ErrNoData
 	}
@@ -478,7 +478,7 @@ func (c *rocketmqCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 
 // Run samples pageCacheLockTimeMills every --rocketmq.sample-interval and
 // follows the broker logs, until ctx is done.
-func (c *rocketmqCollector) Run(ctx context.Context) {
+func (c *scraper) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	if c.logs != nil {
 		wg.Add(1)
@@ -506,7 +506,7 @@ func (c *rocketmqCollector) Run(ctx context.Context) {
 // sampleOnce polls every known broker once, each bounded by the sample
 // interval. A broker that fails is skipped for a backoff of 2^n intervals
 // (up to 30 s) so a dead broker is not redialled every second.
-func (c *rocketmqCollector) sampleOnce(ctx context.Context) {
+func (c *scraper) sampleOnce(ctx context.Context) {
 	c.refreshTopology()
 	brokers := c.knownBrokers()
 	interval := c.opts.SampleInterval
@@ -546,7 +546,7 @@ func (c *rocketmqCollector) sampleOnce(ctx context.Context) {
 			}
 			b.sampleFails, b.nextSample = 0, time.Time{}
 			if v, ok := kv["pageCacheLockTimeMills"]; ok {
-				if s, err := parseRocketMQMillis(v); err == nil {
+				if s, err := parseMillis(v); err == nil {
 					b.observeLock(s)
 				}
 			}
@@ -556,8 +556,8 @@ func (c *rocketmqCollector) sampleOnce(ctx context.Context) {
 	wg.Wait()
 }
 
-func (b *rmqBroker) observeLock(s float64) {
-	i := sort.SearchFloat64s(rmqLockBounds, s) // first bound >= s
+func (b *broker) observeLock(s float64) {
+	i := sort.SearchFloat64s(lockBounds, s) // first bound >= s
 	b.lockCounts[i]++
 	b.lockSum += s
 	b.lockN++
@@ -565,16 +565,16 @@ func (b *rmqBroker) observeLock(s float64) {
 
 // observeDistribution feeds putMessageDistributeTime into the cumulative
 // histogram; b.mu must be held.
-func (b *rmqBroker) observeDistribution(kv map[string]string, now time.Time) bool {
+func (b *broker) observeDistribution(kv map[string]string, now time.Time) bool {
 	v, ok := kv["putMessageDistributeTime"]
 	if !ok {
 		return false
 	}
-	dist, err := parseRocketMQDistribution(v)
+	dist, err := parseDistribution(v)
 	if err != nil {
 		return false // counted by the scrape that emits the metrics
 	}
-	b.put.observe(dist, rmqReportsWindowInProgress(kv["brokerVersionDesc"]), now)
+	b.put.observe(dist, reportsWindowInProgress(kv["brokerVersionDesc"]), now)
 	return true
 }
 
@@ -586,7 +586,7 @@ func (b *rmqBroker) observeDistribution(kv map[string]string, now time.Time) boo
 // the last round. A round is bounded by --rocketmq.timeout and never by a
 // scrape, so a silent name server delays no scrape by more than the wait
 // Update chooses, and only until its first failure is known.
-func (c *rocketmqCollector) refreshTopology() (<-chan struct{}, bool) {
+func (c *scraper) refreshTopology() (<-chan struct{}, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.discovering != nil {
@@ -614,10 +614,10 @@ func (c *rocketmqCollector) refreshTopology() (<-chan struct{}, bool) {
 }
 
 // knownBrokers returns the brokers to scrape, sorted by address.
-func (c *rocketmqCollector) knownBrokers() []*rmqBroker {
+func (c *scraper) knownBrokers() []*broker {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]*rmqBroker, 0, len(c.brokers))
+	out := make([]*broker, 0, len(c.brokers))
 	for _, b := range c.brokers {
 		out = append(out, b)
 	}
@@ -632,7 +632,7 @@ func (c *rocketmqCollector) knownBrokers() []*rmqBroker {
 // pending; brokers that no answering name server lists are dropped when the
 // round ends. When none answers, the last known brokers are kept. A name server
 // going down is logged once at warn, its recovery at info.
-func (c *rocketmqCollector) discover(ctx context.Context, ready func()) {
+func (c *scraper) discover(ctx context.Context, ready func()) {
 	type result struct {
 		ns      string
 		brokers []remoting.BrokerAddr
@@ -721,9 +721,9 @@ func (c *rocketmqCollector) discover(ctx context.Context, ready func()) {
 // addBrokers adds discovered brokers and updates the labels of known ones
 // (directly named brokers keep the labels from their config); c.mu must be
 // held.
-func (c *rocketmqCollector) addBrokers(found []remoting.BrokerAddr) {
+func (c *scraper) addBrokers(found []remoting.BrokerAddr) {
 	for _, ba := range found {
-		labels := [3]string{rmqLabel(ba.Cluster), rmqLabel(ba.Name), strconv.FormatInt(ba.ID, 10)}
+		labels := [3]string{labelValue(ba.Cluster), labelValue(ba.Name), strconv.FormatInt(ba.ID, 10)}
 		if b, ok := c.brokers[ba.Addr]; ok {
 			b.mu.Lock()
 			if !b.direct {
@@ -738,7 +738,7 @@ func (c *rocketmqCollector) addBrokers(found []remoting.BrokerAddr) {
 
 // sendNamesrv sends stall_rocketmq_namesrv_up from the last finished
 // discovery round and returns the errors of the name servers that failed it.
-func (c *rocketmqCollector) sendNamesrv(ch chan<- prometheus.Metric) []error {
+func (c *scraper) sendNamesrv(ch chan<- prometheus.Metric) []error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
@@ -747,7 +747,7 @@ func (c *rocketmqCollector) sendNamesrv(ch chan<- prometheus.Metric) []error {
 		if !ok {
 			continue
 		}
-		rmqNamesrvUp.Send(ch, b2f(err == nil), ns)
+		namesrvUpDesc.Send(ch, b2f(err == nil), ns)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("name server %s: %w", ns, err))
 		}
@@ -768,7 +768,7 @@ func b2f(b bool) float64 {
 // runtime-info request's result alone: a slow or failed config read keeps
 // the last config and labels. The broker going down is logged once at warn,
 // its recovery at info.
-func (c *rocketmqCollector) scrapeBroker(ctx context.Context, b *rmqBroker, ch chan<- prometheus.Metric) error {
+func (c *scraper) scrapeBroker(ctx context.Context, b *broker, ch chan<- prometheus.Metric) error {
 	kv, err := b.client.RuntimeInfo(ctx)
 	if err == nil {
 		b.mu.Lock()
@@ -790,7 +790,7 @@ func (c *rocketmqCollector) scrapeBroker(ctx context.Context, b *rmqBroker, ch c
 		if errors.Is(err, remoting.ErrMalformed) || errors.Is(err, remoting.ErrFrameTooLarge) || strings.HasPrefix(err.Error(), "runtime info body") {
 			c.cfg.Problems.Add("rocketmq runtime info reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
 		}
-		rmqUp.Send(ch, 0, lv...)
+		upDesc.Send(ch, 0, lv...)
 		b.sendState(ch)
 		return fmt.Errorf("broker %s: %w", b.addr, err)
 	}
@@ -798,7 +798,7 @@ func (c *rocketmqCollector) scrapeBroker(ctx context.Context, b *rmqBroker, ch c
 		c.cfg.Logger.Info("rocketmq broker answering again", "broker", b.addr)
 		b.down = false
 	}
-	rmqUp.Send(ch, 1, lv...)
+	upDesc.Send(ch, 1, lv...)
 	b.emitRuntime(ch, kv, c.now(), c.cfg.Problems)
 	b.sendState(ch)
 	return nil
@@ -806,7 +806,7 @@ func (c *rocketmqCollector) scrapeBroker(ctx context.Context, b *rmqBroker, ch c
 
 // readConfig reads GET_BROKER_CONFIG; a failure keeps the last config and
 // labels and is retried at the next scrape.
-func (c *rocketmqCollector) readConfig(ctx context.Context, b *rmqBroker) {
+func (c *scraper) readConfig(ctx context.Context, b *broker) {
 	cfg, bad, err := b.client.BrokerConfig(ctx)
 	if bad > 0 {
 		c.cfg.Problems.Add("rocketmq broker config line", bad, fmt.Errorf("broker %s: %d config lines without '='", b.addr, bad))
@@ -819,35 +819,35 @@ func (c *rocketmqCollector) readConfig(ctx context.Context, b *rmqBroker) {
 	}
 	b.config, b.configAt = cfg, c.now()
 	if b.direct {
-		b.labels = rmqLabelsFromConfig(cfg, b.addr)
+		b.labels = labelsFromConfig(cfg, b.addr)
 	}
 }
 
-// rmqLabelsFromConfig names a directly configured broker from its own
+// labelsFromConfig names a directly configured broker from its own
 // config (brokerClusterName, brokerName, brokerId); the address stands in
 // for a missing name.
-func rmqLabelsFromConfig(cfg map[string]string, addr string) [3]string {
-	l := [3]string{rmqLabel(cfg["brokerClusterName"]), rmqLabel(cfg["brokerName"]), rmqLabel(cfg["brokerId"])}
+func labelsFromConfig(cfg map[string]string, addr string) [3]string {
+	l := [3]string{labelValue(cfg["brokerClusterName"]), labelValue(cfg["brokerName"]), labelValue(cfg["brokerId"])}
 	if l[1] == "" {
-		l[1] = rmqLabel(addr)
+		l[1] = labelValue(addr)
 	}
 	return l
 }
 
-// rmqLabel makes a broker- or name-server-supplied string safe as a label
+// labelValue makes a broker- or name-server-supplied string safe as a label
 // value: valid UTF-8 (client_golang refuses anything else) and at most 128
 // bytes.
-func rmqLabel(s string) string { return collector.LabelValue(s, 128) }
+func labelValue(s string) string { return collector.LabelValue(s, 128) }
 
 // keyError counts one missing or bad runtime-info key; b.mu must be held.
-func (b *rmqBroker) keyError(problems *collector.Problems, key string, err error) {
+func (b *broker) keyError(problems *collector.Problems, key string, err error) {
 	b.keyErrors[key]++
 	problems.Add("rocketmq runtime-info key "+key, 1, fmt.Errorf("broker %s: %s: %w", b.addr, key, err))
 }
 
-var errRMQMissing = errors.New("missing")
+var errMissing = errors.New("missing")
 
-func rmqLookup(kv map[string]string, keys []string) (string, string, bool) {
+func lookup(kv map[string]string, keys []string) (string, string, bool) {
 	for _, k := range keys {
 		if v, ok := kv[k]; ok {
 			return k, v, true
@@ -857,16 +857,16 @@ func rmqLookup(kv map[string]string, keys []string) (string, string, bool) {
 }
 
 // emitRuntime turns one runtime-info table into metrics; b.mu must be held.
-func (b *rmqBroker) emitRuntime(ch chan<- prometheus.Metric, kv map[string]string, now time.Time, problems *collector.Problems) {
+func (b *broker) emitRuntime(ch chan<- prometheus.Metric, kv map[string]string, now time.Time, problems *collector.Problems) {
 	lv := b.labels[:]
-	b.version = rmqLabel(kv["brokerVersionDesc"])
-	rmqInfo.Send(ch, 1, append(lv[:3:3], b.version, rmqLabel(b.addr))...)
+	b.version = labelValue(kv["brokerVersionDesc"])
+	infoDesc.Send(ch, 1, append(lv[:3:3], b.version, labelValue(b.addr))...)
 
-	for _, n := range rmqNumbers {
-		key, raw, ok := rmqLookup(kv, n.keys)
+	for _, n := range numbers {
+		key, raw, ok := lookup(kv, n.keys)
 		if !ok {
 			if n.required {
-				b.keyError(problems, key, errRMQMissing)
+				b.keyError(problems, key, errMissing)
 			}
 			continue
 		}
@@ -883,110 +883,110 @@ func (b *rmqBroker) emitRuntime(ch chan<- prometheus.Metric, kv map[string]strin
 		if !ok {
 			continue // 4.9.4+ only
 		}
-		v, err := parseRocketMQMillis(raw)
+		v, err := parseMillis(raw)
 		if err != nil {
 			b.keyError(problems, q.key, err)
 			continue
 		}
-		rmqPutPercentile.Send(ch, v, append(lv[:3:3], q.percentile)...)
+		putPercentileDesc.Send(ch, v, append(lv[:3:3], q.percentile)...)
 	}
 
-	for _, r := range rmqRates {
-		key, raw, ok := rmqLookup(kv, r.keys)
+	for _, r := range rates {
+		key, raw, ok := lookup(kv, r.keys)
 		if !ok {
 			if r.op == "put" {
-				b.keyError(problems, key, errRMQMissing)
+				b.keyError(problems, key, errMissing)
 			}
 			continue
 		}
-		tps, err := parseRocketMQTps(raw)
+		tps, err := parseTps(raw)
 		if err != nil {
 			b.keyError(problems, key, err)
 			continue
 		}
 		for i, v := range tps {
 			if !math.IsNaN(v) {
-				rmqRate.Send(ch, v, append(lv[:3:3], r.op, rmqRateWindows[i])...)
+				rateDesc.Send(ch, v, append(lv[:3:3], r.op, rateWindows[i])...)
 			}
 		}
 	}
 
 	if raw, ok := kv["remainTransientStoreBufferNumbs"]; ok {
-		v, err := parseRocketMQFloat(raw)
+		v, err := parseFloat(raw)
 		switch {
 		case err != nil:
 			b.keyError(problems, "remainTransientStoreBufferNumbs", err)
 		case v == math.MaxInt32:
-			rmqTransientPool.Send(ch, 0, lv...)
+			transientPoolDesc.Send(ch, 0, lv...)
 		default:
-			rmqTransientPool.Send(ch, 1, lv...)
-			rmqTransientFree.Send(ch, v, lv...)
+			transientPoolDesc.Send(ch, 1, lv...)
+			transientFreeDesc.Send(ch, v, lv...)
 		}
 	} else {
-		b.keyError(problems, "remainTransientStoreBufferNumbs", errRMQMissing)
+		b.keyError(problems, "remainTransientStoreBufferNumbs", errMissing)
 	}
 
 	if raw, ok := kv["commitLogDiskRatio"]; ok {
-		v, err := parseRocketMQFloat(raw)
+		v, err := parseFloat(raw)
 		switch {
 		case err != nil:
 			b.keyError(problems, "commitLogDiskRatio", err)
 		case v < 0:
 			// -1: the broker could not stat the disk; no value rather than a fake one.
 		default:
-			rmqDiskRatio.Send(ch, v, lv...)
+			diskRatioDesc.Send(ch, v, lv...)
 		}
 	} else {
-		b.keyError(problems, "commitLogDiskRatio", errRMQMissing)
+		b.keyError(problems, "commitLogDiskRatio", errMissing)
 	}
 
 	if raw, ok := kv["putMessageDistributeTime"]; ok {
-		dist, err := parseRocketMQDistribution(raw)
+		dist, err := parseDistribution(raw)
 		switch {
-		case errors.Is(err, errRocketMQNull):
+		case errors.Is(err, errNull):
 		case err != nil:
 			b.keyError(problems, "putMessageDistributeTime", err)
 		default:
-			b.put.observe(dist, rmqReportsWindowInProgress(b.version), now)
+			b.put.observe(dist, reportsWindowInProgress(b.version), now)
 		}
 	} else {
-		b.keyError(problems, "putMessageDistributeTime", errRMQMissing)
+		b.keyError(problems, "putMessageDistributeTime", errMissing)
 	}
 }
 
 // sendState sends what is kept between scrapes: the histograms, error
 // counters and config; b.mu must be held.
-func (b *rmqBroker) sendState(ch chan<- prometheus.Metric) {
+func (b *broker) sendState(ch chan<- prometheus.Metric) {
 	lv := b.labels[:]
 	if b.put.have {
 		buckets, count := b.put.buckets()
-		ch <- prometheus.MustNewConstHistogram(rmqPutLatencyDesc, count, math.NaN(), buckets, lv...)
+		ch <- prometheus.MustNewConstHistogram(putLatencyDesc, count, math.NaN(), buckets, lv...)
 	}
 	if b.lockN > 0 || b.sampleErrors > 0 {
-		buckets := make(map[float64]uint64, len(rmqLockBounds))
+		buckets := make(map[float64]uint64, len(lockBounds))
 		var run uint64
-		for i, bound := range rmqLockBounds {
+		for i, bound := range lockBounds {
 			run += b.lockCounts[i]
 			buckets[bound] = run
 		}
-		ch <- prometheus.MustNewConstHistogram(rmqLockSampledDesc, b.lockN, b.lockSum, buckets, lv...)
-		rmqSampleErrors.Send(ch, float64(b.sampleErrors), lv...)
+		ch <- prometheus.MustNewConstHistogram(lockSampledDesc, b.lockN, b.lockSum, buckets, lv...)
+		sampleErrorsDesc.Send(ch, float64(b.sampleErrors), lv...)
 	}
 	for key, n := range b.keyErrors {
-		rmqKeyErrors.Send(ch, float64(n), append(lv[:3:3], key)...)
+		keyErrorsDesc.Send(ch, float64(n), append(lv[:3:3], key)...)
 	}
 	if b.config != nil {
 		vals := append([]string(nil), lv...)
-		for _, k := range rmqConfigKeys {
-			vals = append(vals, rmqLabel(b.config[k]))
+		for _, k := range configKeys {
+			vals = append(vals, labelValue(b.config[k]))
 		}
-		rmqConfigInfo.Send(ch, 1, vals...)
+		configInfoDesc.Send(ch, 1, vals...)
 		for _, m := range []struct {
 			key string
 			m   collector.Metric
-		}{{"osPageCacheBusyTimeOutMills", rmqConfigBusyTimeout}, {"waitTimeMillsInSendQueue", rmqConfigSendWait}} {
+		}{{"osPageCacheBusyTimeOutMills", configBusyTimeoutDesc}, {"waitTimeMillsInSendQueue", configSendWaitDesc}} {
 			if raw, ok := b.config[m.key]; ok {
-				if v, err := parseRocketMQMillis(raw); err == nil {
+				if v, err := parseMillis(raw); err == nil {
 					m.m.Send(ch, v, lv...)
 				}
 			}
@@ -996,61 +996,61 @@ func (b *rmqBroker) sendState(ch chan<- prometheus.Metric) {
 
 // /probe?module=rocketmq&target=host:port
 
-var rmqProbes = struct {
+var probes = struct {
 	sync.Mutex
-	byTarget map[string]*rmqProbeEntry
-}{byTarget: map[string]*rmqProbeEntry{}}
+	byTarget map[string]*probeEntry
+}{byTarget: map[string]*probeEntry{}}
 
-type rmqProbeEntry struct {
-	c    *rocketmqCollector
+type probeEntry struct {
+	c    *scraper
 	used time.Time
 }
 
-// rmqProbeCacheSize bounds the cached probe collectors (connections and
+// probeCacheSize bounds the cached probe collectors (connections and
 // put-latency histograms kept per target); the least recently used goes.
-const rmqProbeCacheSize = 256
+const probeCacheSize = 256
 
-func rmqProbe(cfg collector.Config, target string) (collector.Collector, error) {
-	if !rmqProbeAllowed(*rmqProbeAllowFlag, target) {
+func probe(cfg collector.Config, target string) (collector.Collector, error) {
+	if !probeAllowed(*probeAllowFlag, target) {
 		return nil, fmt.Errorf("%w: %q is not in --rocketmq.probe.allowed-targets", collector.ErrTargetNotAllowed, target)
 	}
 	if _, _, err := net.SplitHostPort(target); err != nil {
 		return nil, fmt.Errorf("target %q: want host:port: %w", target, err)
 	}
-	rmqProbes.Lock()
-	defer rmqProbes.Unlock()
-	if e, ok := rmqProbes.byTarget[target]; ok {
+	probes.Lock()
+	defer probes.Unlock()
+	if e, ok := probes.byTarget[target]; ok {
 		e.used = time.Now()
 		return e.c, nil
 	}
-	opts, err := rmqOptionsFromFlags()
+	opts, err := optionsFromFlags()
 	if err != nil {
 		return nil, err
 	}
 	opts.Brokers = []string{target}
-	if len(rmqProbes.byTarget) >= rmqProbeCacheSize {
+	if len(probes.byTarget) >= probeCacheSize {
 		var oldest string
 		var at time.Time
-		for t, e := range rmqProbes.byTarget {
+		for t, e := range probes.byTarget {
 			if oldest == "" || e.used.Before(at) {
 				oldest, at = t, e.used
 			}
 		}
-		for _, b := range rmqProbes.byTarget[oldest].c.brokers {
+		for _, b := range probes.byTarget[oldest].c.brokers {
 			b.client.Close()
 		}
-		delete(rmqProbes.byTarget, oldest)
+		delete(probes.byTarget, oldest)
 	}
-	c := newRocketMQCollector(cfg, opts)
-	rmqProbes.byTarget[target] = &rmqProbeEntry{c: c, used: time.Now()}
+	c := newScraper(cfg, opts)
+	probes.byTarget[target] = &probeEntry{c: c, used: time.Now()}
 	return c, nil
 }
 
-// rmqProbeAllowed reports whether target (host:port) matches an allowlist
+// probeAllowed reports whether target (host:port) matches an allowlist
 // entry: "*", an exact host:port, a host (any port), or a CIDR containing
 // the target's IP address. Host names are compared as written, never
 // resolved.
-func rmqProbeAllowed(allow []string, target string) bool {
+func probeAllowed(allow []string, target string) bool {
 	host, _, err := net.SplitHostPort(target)
 	if err != nil {
 		host = target

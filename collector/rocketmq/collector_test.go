@@ -22,24 +22,24 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 )
 
-// rmqAdapter lets a registry gather one Collector.
-type rmqAdapter struct {
+// adapter lets a registry gather one Collector.
+type adapter struct {
 	c   collector.Collector
 	err *error
 }
 
-func (a rmqAdapter) Describe(chan<- *prometheus.Desc) {}
-func (a rmqAdapter) Collect(ch chan<- prometheus.Metric) {
+func (a adapter) Describe(chan<- *prometheus.Desc) {}
+func (a adapter) Collect(ch chan<- prometheus.Metric) {
 	*a.err = a.c.Update(context.Background(), ch)
 }
 
-// rmqScrape runs one Update and returns the sample lines (no HELP/TYPE) of
+// scrape runs one Update and returns the sample lines (no HELP/TYPE) of
 // the named families, in text exposition format.
-func rmqScrape(t testing.TB, c collector.Collector, families ...string) (string, error) {
+func scrape(t testing.TB, c collector.Collector, families ...string) (string, error) {
 	t.Helper()
 	var err error
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(rmqAdapter{c, &err})
+	reg.MustRegister(adapter{c, &err})
 	mfs, gerr := reg.Gather()
 	if gerr != nil {
 		t.Fatalf("gather: %v", gerr)
@@ -66,7 +66,7 @@ func rmqScrape(t testing.TB, c collector.Collector, families ...string) (string,
 	return strings.Join(lines, "\n") + "\n", err
 }
 
-func rmqExpect(t *testing.T, got, want string) {
+func expect(t *testing.T, got, want string) {
 	t.Helper()
 	want = strings.TrimLeft(want, "\n")
 	if got != want {
@@ -74,14 +74,14 @@ func rmqExpect(t *testing.T, got, want string) {
 	}
 }
 
-func rmqTestConfig() collector.Config {
+func testConfig() collector.Config {
 	logger := slog.New(slog.DiscardHandler)
 	return collector.Config{Paths: collector.Paths{Procfs: "/proc", Sysfs: "/sys", Rootfs: "/"}, Logger: logger, Problems: collector.NewProblems("rocketmq", logger)}
 }
 
-func rmqStartBroker(t *testing.T, runtime map[string]string, config string) *rmqtest.Broker {
+func startBroker(t *testing.T, runtime map[string]string, config string) *rocketmqtest.Broker {
 	t.Helper()
-	b, err := rmqtest.NewBroker("127.0.0.1:0", runtime, config)
+	b, err := rocketmqtest.NewBroker("127.0.0.1:0", runtime, config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,36 +89,36 @@ func rmqStartBroker(t *testing.T, runtime map[string]string, config string) *rmq
 	return b
 }
 
-// rmqDefaultFlags gives the flag variables their defaults (kingpin sets
+// defaultFlags gives the flag variables their defaults (kingpin sets
 // them only when it parses a command line) until the test ends.
-func rmqDefaultFlags(t *testing.T) {
+func defaultFlags(t *testing.T) {
 	t.Helper()
-	saved := []any{*rmqTimeoutFlag, *rmqSampleFlag, *rmqConfigIntervalFlag, *rmqDiscoveryIntervalFlag, *rmqMaxFrameFlag}
-	*rmqTimeoutFlag, *rmqSampleFlag, *rmqConfigIntervalFlag, *rmqDiscoveryIntervalFlag = 3*time.Second, time.Second, 5*time.Minute, 30*time.Second
-	*rmqMaxFrameFlag = remoting.DefaultMaxFrame
+	saved := []any{*timeoutFlag, *sampleFlag, *configIntervalFlag, *discoveryIntervalFlag, *maxFrameFlag}
+	*timeoutFlag, *sampleFlag, *configIntervalFlag, *discoveryIntervalFlag = 3*time.Second, time.Second, 5*time.Minute, 30*time.Second
+	*maxFrameFlag = remoting.DefaultMaxFrame
 	t.Cleanup(func() {
-		*rmqTimeoutFlag, *rmqSampleFlag = saved[0].(time.Duration), saved[1].(time.Duration)
-		*rmqConfigIntervalFlag, *rmqDiscoveryIntervalFlag = saved[2].(time.Duration), saved[3].(time.Duration)
-		*rmqMaxFrameFlag = saved[4].(int)
+		*timeoutFlag, *sampleFlag = saved[0].(time.Duration), saved[1].(time.Duration)
+		*configIntervalFlag, *discoveryIntervalFlag = saved[2].(time.Duration), saved[3].(time.Duration)
+		*maxFrameFlag = saved[4].(int)
 	})
 }
 
-func TestRocketMQNothingConfiguredIsNoData(t *testing.T) {
-	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{})
-	if _, err := rmqScrape(t, c); !errors.Is(err, collector.ErrNoData) {
+func TestNothingConfiguredIsNoData(t *testing.T) {
+	c := newScraper(testConfig(), options{})
+	if _, err := scrape(t, c); !errors.Is(err, collector.ErrNoData) {
 		t.Errorf("err = %v, want ErrNoData", err)
 	}
 }
 
 // A 4.9.7 master (JSON replies) and its slave (binary replies) found through
 // the name server; the name server writes bare integer brokerAddrs keys.
-func TestRocketMQNamesrvDiscovery49(t *testing.T) {
-	master := rmqStartBroker(t, rmqtest.Runtime49(), rmqtest.Config49)
-	slaveRT := rmqtest.Runtime49()
+func TestNamesrvDiscovery49(t *testing.T) {
+	master := startBroker(t, rocketmqtest.Runtime49(), rocketmqtest.Config49)
+	slaveRT := rocketmqtest.Runtime49()
 	slaveRT["pageCacheLockTimeMills"] = "1250"
-	slave := rmqStartBroker(t, slaveRT, strings.Replace(rmqtest.Config49, "brokerRole=ASYNC_MASTER", "brokerRole=SLAVE", 1))
+	slave := startBroker(t, slaveRT, strings.Replace(rocketmqtest.Config49, "brokerRole=ASYNC_MASTER", "brokerRole=SLAVE", 1))
 	slave.SetBinary(true)
-	ns, err := rmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{
+	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{
 		{Cluster: "DefaultCluster", Name: "broker-a", ID: 0, Addr: master.Addr()},
 		{Cluster: "DefaultCluster", Name: "broker-a", ID: 1, Addr: slave.Addr()},
 	})
@@ -128,9 +128,9 @@ func TestRocketMQNamesrvDiscovery49(t *testing.T) {
 	defer ns.Close()
 	ns.SetBinary(true)
 
-	cfg := rmqTestConfig()
-	c := newRocketMQCollector(cfg, rocketmqOptions{Namesrv: []string{ns.Addr(), "127.0.0.1:1"}, Timeout: time.Second})
-	got, err := rmqScrape(t, c,
+	cfg := testConfig()
+	c := newScraper(cfg, options{Namesrv: []string{ns.Addr(), "127.0.0.1:1"}, Timeout: time.Second})
+	got, err := scrape(t, c,
 		"stall_rocketmq_up", "stall_rocketmq_namesrv_up", "stall_rocketmq_commitlog_lock_held_seconds",
 		"stall_rocketmq_flush_pending_bytes", "stall_rocketmq_transient_store_pool_enabled",
 		"stall_rocketmq_transient_store_buffers_available", "stall_rocketmq_commitlog_disk_ratio",
@@ -143,7 +143,7 @@ func TestRocketMQNamesrvDiscovery49(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "name server 127.0.0.1:1:") || strings.Contains(err.Error(), "broker ") {
 		t.Errorf("err = %v, want only the refused name server", err)
 	}
-	rmqExpect(t, got, `
+	expect(t, got, `
 stall_rocketmq_broker_config_info{broker="broker-a",broker_fast_failure_enable="true",broker_id="0",broker_role="ASYNC_MASTER",cluster="DefaultCluster",fast_fail_if_no_buffer_in_store_pool="false",flush_disk_type="ASYNC_FLUSH",transfer_msg_by_heap="false",transient_store_pool_enable="false",use_reentrant_lock_when_put_message="true",warm_maped_file_enable="true"} 1
 stall_rocketmq_broker_config_info{broker="broker-a",broker_fast_failure_enable="true",broker_id="1",broker_role="SLAVE",cluster="DefaultCluster",fast_fail_if_no_buffer_in_store_pool="false",flush_disk_type="ASYNC_FLUSH",transfer_msg_by_heap="false",transient_store_pool_enable="false",use_reentrant_lock_when_put_message="true",warm_maped_file_enable="true"} 1
 stall_rocketmq_broker_config_send_queue_wait_timeout_seconds{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 0.2
@@ -205,10 +205,10 @@ stall_rocketmq_up{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 1
 		t.Errorf("%d problems on a clean 4.9.7 reply", n)
 	}
 	// A second scrape reuses the connections and the cached config.
-	if _, err := rmqScrape(t, c, "stall_rocketmq_up"); err == nil || strings.Contains(err.Error(), "broker ") {
+	if _, err := scrape(t, c, "stall_rocketmq_up"); err == nil || strings.Contains(err.Error(), "broker ") {
 		t.Errorf("second scrape: err = %v, want only the refused name server", err)
 	}
-	for name, b := range map[string]*rmqtest.Broker{"master": master, "slave": slave} {
+	for name, b := range map[string]*rocketmqtest.Broker{"master": master, "slave": slave} {
 		if got := b.RequestCount(remoting.GetBrokerConfig); got != 1 {
 			t.Errorf("%s: %d GET_BROKER_CONFIG over two scrapes, want 1 (refreshed every --rocketmq.config-interval)", name, got)
 		}
@@ -224,7 +224,7 @@ stall_rocketmq_up{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 1
 	}
 }
 
-const rmqConfig5 = `brokerClusterName=c5
+const config5 = `brokerClusterName=c5
 brokerName=broker-5
 brokerId=0
 flushDiskType=SYNC_FLUSH
@@ -242,19 +242,19 @@ waitTimeMillsInSendQueue=200
 // A 5.3.3 broker scraped directly: labels from its own config, the 5.x
 // spelling getTransferredTps, no brokerVersion, a comma decimal point, the
 // transient pool enabled.
-func TestRocketMQDirectBroker5(t *testing.T) {
-	b := rmqStartBroker(t, rmqtest.Runtime5(), rmqConfig5)
+func TestDirectBroker5(t *testing.T) {
+	b := startBroker(t, rocketmqtest.Runtime5(), config5)
 	b.SetBinary(true)
-	cfg := rmqTestConfig()
-	c := newRocketMQCollector(cfg, rocketmqOptions{Brokers: []string{b.Addr()}})
-	got, err := rmqScrape(t, c, "stall_rocketmq_flush_pending_bytes", "stall_rocketmq_commit_pending_bytes",
+	cfg := testConfig()
+	c := newScraper(cfg, options{Brokers: []string{b.Addr()}})
+	got, err := scrape(t, c, "stall_rocketmq_flush_pending_bytes", "stall_rocketmq_commit_pending_bytes",
 		"stall_rocketmq_transient_store_pool_enabled", "stall_rocketmq_transient_store_buffers_available",
 		"stall_rocketmq_messages_per_second", "stall_rocketmq_broker_config_page_cache_busy_timeout_seconds",
 		"stall_rocketmq_runtime_info_errors_total")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rmqExpect(t, got, `
+	expect(t, got, `
 stall_rocketmq_broker_config_page_cache_busy_timeout_seconds{broker="broker-5",broker_id="0",cluster="c5"} 1
 stall_rocketmq_commit_pending_bytes{broker="broker-5",broker_id="0",cluster="c5"} 262144
 stall_rocketmq_flush_pending_bytes{broker="broker-5",broker_id="0",cluster="c5"} 1.610612736e+09
@@ -283,21 +283,21 @@ stall_rocketmq_transient_store_pool_enabled{broker="broker-5",broker_id="0",clus
 
 // One bad or missing key costs that metric and one error count, never the
 // broker; "null" distributions and early empty rate tokens are no data.
-func TestRocketMQBadKeysCostOneMetricEach(t *testing.T) {
-	rt := rmqtest.Runtime49()
+func TestBadKeysCostOneMetricEach(t *testing.T) {
+	rt := rocketmqtest.Runtime49()
 	rt["pageCacheLockTimeMills"] = "abc"
 	delete(rt, "sendThreadPoolQueueSize")
 	rt["putMessageDistributeTime"] = "null"
 	rt["putTps"] = "12.5  "
 	rt["commitLogDiskRatio"] = "-1"
 	rt["remainHowManyDataToFlush"] = "1.5 XB"
-	b := rmqStartBroker(t, rt, "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
-	cfg := rmqTestConfig()
-	c := newRocketMQCollector(cfg, rocketmqOptions{Brokers: []string{b.Addr()}})
+	b := startBroker(t, rt, "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
+	cfg := testConfig()
+	c := newScraper(cfg, options{Brokers: []string{b.Addr()}})
 	families := []string{"stall_rocketmq_up", "stall_rocketmq_commitlog_lock_held_seconds", "stall_rocketmq_send_queue_size",
 		"stall_rocketmq_send_queue_capacity", "stall_rocketmq_put_latency_seconds", "stall_rocketmq_commitlog_disk_ratio",
 		"stall_rocketmq_flush_pending_bytes", "stall_rocketmq_runtime_info_errors_total"}
-	got, err := rmqScrape(t, c, append(families, "stall_rocketmq_messages_per_second")...)
+	got, err := scrape(t, c, append(families, "stall_rocketmq_messages_per_second")...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,8 +305,8 @@ func TestRocketMQBadKeysCostOneMetricEach(t *testing.T) {
 		strings.Contains(got, `op="put",window="60s"`) {
 		t.Errorf("early empty putTps tokens: %s", got)
 	}
-	got, _ = rmqScrape(t, c, families...)
-	rmqExpect(t, got, `
+	got, _ = scrape(t, c, families...)
+	expect(t, got, `
 stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="pageCacheLockTimeMills"} 2
 stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="remainHowManyDataToFlush"} 2
 stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="sendThreadPoolQueueSize"} 2
@@ -320,14 +320,14 @@ stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
 
 // Faults of the test broker: each costs one scrape of that broker (up 0),
 // the next one recovers; malformed replies are counted as bad input.
-func TestRocketMQBrokerFaults(t *testing.T) {
-	b := rmqStartBroker(t, rmqtest.Runtime49(), "brokerName=b\n")
+func TestBrokerFaults(t *testing.T) {
+	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\n")
 	b.Delay(5 * time.Second)
-	cfg := rmqTestConfig()
-	c := newRocketMQCollector(cfg, rocketmqOptions{Brokers: []string{b.Addr()}, Timeout: 300 * time.Millisecond})
+	cfg := testConfig()
+	c := newScraper(cfg, options{Brokers: []string{b.Addr()}, Timeout: 300 * time.Millisecond})
 	up := func() string {
 		t.Helper()
-		got, err := rmqScrape(t, c, "stall_rocketmq_up")
+		got, err := scrape(t, c, "stall_rocketmq_up")
 		v := strings.TrimSpace(got[strings.LastIndex(got, " "):])
 		if (err == nil) != (v == "1") {
 			t.Errorf("up %s but err = %v", v, err)
@@ -338,12 +338,12 @@ func TestRocketMQBrokerFaults(t *testing.T) {
 		t.Fatalf("healthy broker: up %s", v)
 	}
 	for _, tc := range []struct {
-		fault    rmqtest.Fault
+		fault    rocketmqtest.Fault
 		problems uint64
-	}{{rmqtest.Slow, 0}, {rmqtest.Reset, 0}, {rmqtest.Garbage, 1}, {rmqtest.Huge, 1}, {rmqtest.Busy, 0}} {
+	}{{rocketmqtest.Slow, 0}, {rocketmqtest.Reset, 0}, {rocketmqtest.Garbage, 1}, {rocketmqtest.Huge, 1}, {rocketmqtest.Busy, 0}} {
 		before := cfg.Problems.Count()
 		b.Inject(tc.fault)
-		if tc.fault == rmqtest.Reset {
+		if tc.fault == rocketmqtest.Reset {
 			// A reset of the reused connection is retried once on a fresh
 			// one (a restarted broker costs nothing); reset that one too.
 			b.Inject(tc.fault)
@@ -361,18 +361,18 @@ func TestRocketMQBrokerFaults(t *testing.T) {
 }
 
 // The background sampler keeps a histogram of pageCacheLockTimeMills.
-func TestRocketMQLockSampler(t *testing.T) {
-	b := rmqStartBroker(t, rmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
-	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Brokers: []string{b.Addr()}, SampleInterval: time.Second})
+func TestLockSampler(t *testing.T) {
+	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
+	c := newScraper(testConfig(), options{Brokers: []string{b.Addr()}, SampleInterval: time.Second})
 	for _, ms := range []string{"0", "0", "3", "120", "700", "1200", "15000"} {
 		b.Set("pageCacheLockTimeMills", ms)
 		c.sampleOnce(context.Background())
 	}
-	got, err := rmqScrape(t, c, "stall_rocketmq_commitlog_lock_held_sampled_seconds", "stall_rocketmq_lock_samples_failed_total")
+	got, err := scrape(t, c, "stall_rocketmq_commitlog_lock_held_sampled_seconds", "stall_rocketmq_lock_samples_failed_total")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rmqExpect(t, got, `
+	expect(t, got, `
 stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0"} 2
 stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.005"} 3
 stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.01"} 3
@@ -392,7 +392,7 @@ stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",cluster="c"} 0
 	// A failing broker is counted and then backed off, not redialled every tick.
 	clock := time.Unix(1_800_000_000, 0)
 	c.now = func() time.Time { return clock }
-	b.Inject(rmqtest.Reset, rmqtest.Reset) // the reused connection, then the one retry on a fresh one
+	b.Inject(rocketmqtest.Reset, rocketmqtest.Reset) // the reused connection, then the one retry on a fresh one
 	c.sampleOnce(context.Background())
 	c.sampleOnce(context.Background()) // within the 2 s backoff: skipped
 	if n := b.RequestCount(remoting.GetBrokerRuntimeInfo); n != 10 {
@@ -400,18 +400,18 @@ stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",cluster="c"} 0
 	}
 	clock = clock.Add(3 * time.Second)
 	c.sampleOnce(context.Background())
-	got, _ = rmqScrape(t, c, "stall_rocketmq_lock_samples_failed_total", "stall_rocketmq_commitlog_lock_held_sampled_seconds")
+	got, _ = scrape(t, c, "stall_rocketmq_lock_samples_failed_total", "stall_rocketmq_commitlog_lock_held_sampled_seconds")
 	if !strings.Contains(got, `stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",cluster="c"} 1`) ||
 		!strings.Contains(got, `_count{broker="b",broker_id="0",cluster="c"} 8`) {
 		t.Errorf("after a failed and a recovered sample:\n%s", got)
 	}
 }
 
-func TestRocketMQPutHistogramWindows(t *testing.T) {
+func TestPutHistogramWindows(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	w1 := [13]uint64{1, 2}
 	w2 := [13]uint64{0, 5, 0, 0, 0, 0, 1}
-	var h rmqPutHistogram
+	var h putHistogram
 	h.observe(w1, false, t0)
 	h.observe(w1, false, t0.Add(30*time.Second)) // same window seen again
 	h.observe(w2, false, t0.Add(61*time.Second)) // next window
@@ -426,7 +426,7 @@ func TestRocketMQPutHistogramWindows(t *testing.T) {
 		t.Fatalf("identical consecutive windows: cum %v, want %v", h.cum, want)
 	}
 	// An empty window repeated is nothing to count.
-	var e rmqPutHistogram
+	var e putHistogram
 	e.observe([13]uint64{}, false, t0)
 	e.observe([13]uint64{}, false, t0.Add(10*time.Minute))
 	if _, n := e.buckets(); n != 0 {
@@ -434,7 +434,7 @@ func TestRocketMQPutHistogramWindows(t *testing.T) {
 	}
 
 	// 4.9.0 reports the window in progress: growth is added, a shrink starts a new window.
-	var p rmqPutHistogram
+	var p putHistogram
 	p.observe([13]uint64{1}, true, t0)
 	p.observe([13]uint64{3, 1}, true, t0.Add(time.Second))
 	p.observe([13]uint64{3, 4}, true, t0.Add(2*time.Second))
@@ -446,42 +446,42 @@ func TestRocketMQPutHistogramWindows(t *testing.T) {
 	if count != 8 || buckets[0] != 3 || buckets[0.01] != 8 || buckets[10] != 8 {
 		t.Errorf("buckets %v count %d", buckets, count)
 	}
-	if !rmqReportsWindowInProgress("V4_9_0") || rmqReportsWindowInProgress("V4_9_1") ||
-		!rmqReportsWindowInProgress("V4_8_0") || rmqReportsWindowInProgress("V5_0_0") || rmqReportsWindowInProgress("") {
-		t.Error("rmqReportsWindowInProgress version cut wrong")
+	if !reportsWindowInProgress("V4_9_0") || reportsWindowInProgress("V4_9_1") ||
+		!reportsWindowInProgress("V4_8_0") || reportsWindowInProgress("V5_0_0") || reportsWindowInProgress("") {
+		t.Error("reportsWindowInProgress version cut wrong")
 	}
 }
 
-func TestRocketMQValueParsers(t *testing.T) {
+func TestValueParsers(t *testing.T) {
 	for in, want := range map[string]float64{
 		"0 B": 0, "512 B": 512, "12.3 MiB": 12.3 * (1 << 20), "1,5 GiB": 1.5 * (1 << 30), "2.0 KiB": 2048, " 1.0 TiB ": 1 << 40,
 	} {
-		if got, err := parseRocketMQSize(in); err != nil || got != want {
-			t.Errorf("parseRocketMQSize(%q) = %v, %v; want %v", in, got, err, want)
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "12", "1.5 XB", "-1 B", "NaN B", "1,2,3 MiB", "1.5 GB"} {
-		if _, err := parseRocketMQSize(in); err == nil {
-			t.Errorf("parseRocketMQSize(%q): want error", in)
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q): want error", in)
 		}
 	}
-	d, err := parseRocketMQDistribution(rmqtest.Distribution([13]uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}))
+	d, err := parseDistribution(rocketmqtest.Distribution([13]uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}))
 	if err != nil || d != [13]uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13} {
 		t.Errorf("distribution %v %v", d, err)
 	}
-	if _, err := parseRocketMQDistribution("null"); !errors.Is(err, errRocketMQNull) {
+	if _, err := parseDistribution("null"); !errors.Is(err, errNull) {
 		t.Errorf("null: %v", err)
 	}
-	if _, err := parseRocketMQDistribution("[<=0ms]:1 [0~10ms]:2"); err == nil {
+	if _, err := parseDistribution("[<=0ms]:1 [0~10ms]:2"); err == nil {
 		t.Error("2 buckets: want error")
 	}
-	tps, err := parseRocketMQTps("1.5  ")
+	tps, err := parseTps("1.5  ")
 	if err != nil || tps[0] != 1.5 || !math.IsNaN(tps[1]) || !math.IsNaN(tps[2]) {
 		t.Errorf("tps %v %v", tps, err)
 	}
 }
 
-func TestRocketMQProbe(t *testing.T) {
+func TestProbe(t *testing.T) {
 	for _, tc := range []struct {
 		allow  []string
 		target string
@@ -497,63 +497,63 @@ func TestRocketMQProbe(t *testing.T) {
 		{[]string{"10.0.0.0/24"}, "broker.example:10911", false},
 		{[]string{"broker.example"}, "broker.example:10911", true},
 	} {
-		if got := rmqProbeAllowed(tc.allow, tc.target); got != tc.ok {
+		if got := probeAllowed(tc.allow, tc.target); got != tc.ok {
 			t.Errorf("allow %v target %s: %v, want %v", tc.allow, tc.target, got, tc.ok)
 		}
 	}
 
-	b := rmqStartBroker(t, rmqtest.Runtime49(), "brokerName=probed\nbrokerClusterName=c\nbrokerId=0\n")
-	rmqDefaultFlags(t)
-	old := *rmqProbeAllowFlag
-	defer func() { *rmqProbeAllowFlag = old }()
-	*rmqProbeAllowFlag = []string{"127.0.0.1"}
-	if _, err := rmqProbe(rmqTestConfig(), "10.9.9.9:10911"); !errors.Is(err, collector.ErrTargetNotAllowed) {
+	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=probed\nbrokerClusterName=c\nbrokerId=0\n")
+	defaultFlags(t)
+	old := *probeAllowFlag
+	defer func() { *probeAllowFlag = old }()
+	*probeAllowFlag = []string{"127.0.0.1"}
+	if _, err := probe(testConfig(), "10.9.9.9:10911"); !errors.Is(err, collector.ErrTargetNotAllowed) {
 		t.Errorf("refused target: err = %v", err)
 	}
-	c1, err := rmqProbe(rmqTestConfig(), b.Addr())
+	c1, err := probe(testConfig(), b.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := rmqScrape(t, c1, "stall_rocketmq_up")
-	rmqExpect(t, got, `
+	got, _ := scrape(t, c1, "stall_rocketmq_up")
+	expect(t, got, `
 stall_rocketmq_up{broker="probed",broker_id="0",cluster="c"} 1
 `)
-	c2, _ := rmqProbe(rmqTestConfig(), b.Addr())
-	rmqScrape(t, c2, "stall_rocketmq_up")
+	c2, _ := probe(testConfig(), b.Addr())
+	scrape(t, c2, "stall_rocketmq_up")
 	if c1 != c2 || b.Accepted() != 1 {
 		t.Errorf("probe collectors not reused: same %v, %d connections", c1 == c2, b.Accepted())
 	}
 }
 
-func TestRocketMQACLFile(t *testing.T) {
-	b := rmqStartBroker(t, rmqtest.Runtime49(), "brokerName=b\n")
+func TestACLFile(t *testing.T) {
+	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\n")
 	b.RequireACL(&remoting.Credentials{AccessKey: "exporter", SecretKey: "s3cret"})
 	p := filepath.Join(t.TempDir(), "acl")
 	os.WriteFile(p, []byte("accessKey=exporter\nsecretKey=s3cret\n"), 0o600)
-	rmqDefaultFlags(t)
-	old := *rmqACLFileFlag
-	defer func() { *rmqACLFileFlag = old }()
-	*rmqACLFileFlag = p
-	opts, err := rmqOptionsFromFlags()
+	defaultFlags(t)
+	old := *aclFileFlag
+	defer func() { *aclFileFlag = old }()
+	*aclFileFlag = p
+	opts, err := optionsFromFlags()
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.Brokers = []string{b.Addr()}
-	got, _ := rmqScrape(t, newRocketMQCollector(rmqTestConfig(), opts), "stall_rocketmq_up")
-	rmqExpect(t, got, `
+	got, _ := scrape(t, newScraper(testConfig(), opts), "stall_rocketmq_up")
+	expect(t, got, `
 stall_rocketmq_up{broker="b",broker_id="",cluster=""} 1
 `)
 	opts.Credentials = nil
-	got, _ = rmqScrape(t, newRocketMQCollector(rmqTestConfig(), opts), "stall_rocketmq_up")
+	got, _ = scrape(t, newScraper(testConfig(), opts), "stall_rocketmq_up")
 	if !strings.HasSuffix(got, "} 0\n") {
 		t.Errorf("unsigned requests to an ACL broker: %s", got)
 	}
 }
 
-// FuzzRocketMQRuntimeInfo: any string for any key costs at most that metric.
-func FuzzRocketMQRuntimeInfo(f *testing.F) {
+// FuzzRuntimeInfo: any string for any key costs at most that metric.
+func FuzzRuntimeInfo(f *testing.F) {
 	keys := make([]string, 0)
-	for k := range rmqtest.Runtime5() {
+	for k := range rocketmqtest.Runtime5() {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
@@ -562,15 +562,15 @@ func FuzzRocketMQRuntimeInfo(f *testing.F) {
 	f.Add(uint8(7), "[<=0ms]:1 [0~10ms]:2")
 	f.Add(uint8(9), " 1e309 ")
 	f.Fuzz(func(t *testing.T, which uint8, value string) {
-		kv := rmqtest.Runtime5()
+		kv := rocketmqtest.Runtime5()
 		kv[keys[int(which)%len(keys)]] = value
 		kv["putMessageDistributeTime"] = value
 		kv["remainHowManyDataToFlush"] = value
-		cfg := rmqTestConfig()
-		b := &rmqBroker{addr: value, keyErrors: map[string]uint64{}, lockCounts: make([]uint64, len(rmqLockBounds)+1)}
+		cfg := testConfig()
+		b := &broker{addr: value, keyErrors: map[string]uint64{}, lockCounts: make([]uint64, len(lockBounds)+1)}
 		cfgText := "flushDiskType=" + value + "\nosPageCacheBusyTimeOutMills=" + value + "\nbrokerName=" + value
 		b.config, _ = remoting.ParseConfig([]byte(cfgText))
-		b.labels = rmqLabelsFromConfig(b.config, value)
+		b.labels = labelsFromConfig(b.config, value)
 		ch := make(chan prometheus.Metric, 1024)
 		b.emitRuntime(ch, kv, time.Unix(0, 0), cfg.Problems)
 		b.sendState(ch)
@@ -582,12 +582,12 @@ func FuzzRocketMQRuntimeInfo(f *testing.F) {
 }
 
 // Run samples in the background until its context ends.
-func TestRocketMQRunStopsOnCancel(t *testing.T) {
-	b := rmqStartBroker(t, rmqtest.Runtime49(), "brokerName=b\n")
+func TestRunStopsOnCancel(t *testing.T) {
+	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\n")
 	dir := t.TempDir()
-	cfg := rmqTestConfig()
+	cfg := testConfig()
 	cfg.Paths.Rootfs = dir
-	c := newRocketMQCollector(cfg, rocketmqOptions{Brokers: []string{b.Addr()}, SampleInterval: 5 * time.Millisecond, LogDir: "/logs"})
+	c := newScraper(cfg, options{Brokers: []string{b.Addr()}, SampleInterval: 5 * time.Millisecond, LogDir: "/logs"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
@@ -596,7 +596,7 @@ func TestRocketMQRunStopsOnCancel(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the sampler sent fewer than 6 requests in 10 s")
 		}
-		rmqScrape(t, c, "stall_rocketmq_up") // scrapes run concurrently with the sampler (go test -race)
+		scrape(t, c, "stall_rocketmq_up") // scrapes run concurrently with the sampler (go test -race)
 		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()
@@ -605,33 +605,33 @@ func TestRocketMQRunStopsOnCancel(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after cancel")
 	}
-	got, _ := rmqScrape(t, c, "stall_rocketmq_commitlog_lock_held_sampled_seconds")
+	got, _ := scrape(t, c, "stall_rocketmq_commitlog_lock_held_sampled_seconds")
 	if !strings.Contains(got, `stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="",cluster="",le="0"}`) {
 		t.Errorf("no samples:\n%s", got)
 	}
 }
 
-// BenchmarkRocketMQRuntimeInfoDecode: one GET_BROKER_RUNTIME_INFO reply
+// BenchmarkRuntimeInfoDecode: one GET_BROKER_RUNTIME_INFO reply
 // frame (4.9.7 key set, JSON header) decoded, its table parsed, and every
 // metric of the broker produced.
-func BenchmarkRocketMQRuntimeInfoDecode(b *testing.B) {
+func BenchmarkRuntimeInfoDecode(b *testing.B) {
 	frame, err := remoting.Encode(&remoting.Command{Code: 0, Flag: remoting.FlagResponse, Opaque: 1, Language: "JAVA",
-		Body: rmqtest.KVTableBody(rmqtest.Runtime49())})
+		Body: rocketmqtest.KVTableBody(rocketmqtest.Runtime49())})
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := rmqTestConfig()
-	br := &rmqBroker{addr: "127.0.0.1:10911", labels: [3]string{"DefaultCluster", "broker-a", "0"},
-		keyErrors: map[string]uint64{}, lockCounts: make([]uint64, len(rmqLockBounds)+1)}
-	br.config, _ = remoting.ParseConfig([]byte(rmqtest.Config49))
+	cfg := testConfig()
+	br := &broker{addr: "127.0.0.1:10911", labels: [3]string{"DefaultCluster", "broker-a", "0"},
+		keyErrors: map[string]uint64{}, lockCounts: make([]uint64, len(lockBounds)+1)}
+	br.config, _ = remoting.ParseConfig([]byte(rocketmqtest.Config49))
 	ch := make(chan prometheus.Metric, 256)
 	now := time.Unix(1_800_000_000, 0)
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
-	cpu0 := rmqProcessCPU()
+	cpu0 := processCPU()
 	b.ResetTimer()
 	defer func() {
-		b.ReportMetric(float64((rmqProcessCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}()
 	for i := 0; i < b.N; i++ {
 		cmd, err := remoting.ReadCommand(bytes.NewReader(frame), 0)
@@ -650,46 +650,46 @@ func BenchmarkRocketMQRuntimeInfoDecode(b *testing.B) {
 	}
 }
 
-// BenchmarkRocketMQSample: one background lock sample of one broker over
+// BenchmarkSample: one background lock sample of one broker over
 // loopback TCP. The test broker runs in the same process, so cpu-ns/op (the
 // process's user+system CPU per sample, from getrusage) counts both the
 // exporter's and the fake broker's side: an upper bound of the exporter's
 // cost. At --rocketmq.sample-interval=1s, the share of one core is
 // cpu-ns/op / 1e9.
-func BenchmarkRocketMQSample(b *testing.B) {
-	br, err := rmqtest.NewBroker("127.0.0.1:0", rmqtest.Runtime49(), "brokerName=b\n")
+func BenchmarkSample(b *testing.B) {
+	br, err := rocketmqtest.NewBroker("127.0.0.1:0", rocketmqtest.Runtime49(), "brokerName=b\n")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer br.Close()
-	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Brokers: []string{br.Addr()}, SampleInterval: time.Second})
+	c := newScraper(testConfig(), options{Brokers: []string{br.Addr()}, SampleInterval: time.Second})
 	ctx := context.Background()
 	c.sampleOnce(ctx) // dial outside the measurement
 	b.ReportAllocs()
-	cpu0 := rmqProcessCPU()
+	cpu0 := processCPU()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		c.sampleOnce(ctx)
 	}
 	b.StopTimer()
-	cpu := rmqProcessCPU() - cpu0
+	cpu := processCPU() - cpu0
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e9*100, "%core@1s")
 }
 
-func rmqProcessCPU() time.Duration {
+func processCPU() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkRocketMQLogLine: one store.log [NOTIFYME] line and one
+// BenchmarkLogLine: one store.log [NOTIFYME] line and one
 // watermark.log line parsed and counted.
-func BenchmarkRocketMQLogLine(b *testing.B) {
-	l := newRMQLogs("/nonexistent", rmqTestConfig().Problems, rmqTestConfig().Logger)
-	lock := []byte(strings.TrimSuffix(rmqLineLock, "\n"))
+func BenchmarkLogLine(b *testing.B) {
+	l := newLogFollower("/nonexistent", testConfig().Problems, testConfig().Logger)
+	lock := []byte(strings.TrimSuffix(lineLock, "\n"))
 	water := []byte("2024-05-06 14:23:02 INFO WaterMark - [WATERMARK] Send Queue Size: 12 SlowTimeMills: 35")
-	chatter := []byte(strings.TrimSuffix(rmqLineChatter, "\n"))
+	chatter := []byte(strings.TrimSuffix(lineChatter, "\n"))
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		l.line("store.log", lock)
@@ -700,38 +700,38 @@ func BenchmarkRocketMQLogLine(b *testing.B) {
 
 // Discovery follows the topology; when every name server fails the last
 // known brokers are still scraped.
-func TestRocketMQTopologyChangesAndNamesrvOutage(t *testing.T) {
-	a := rmqStartBroker(t, rmqtest.Runtime49(), "")
-	b2 := rmqStartBroker(t, rmqtest.Runtime5(), "")
-	ns, err := rmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{
+func TestTopologyChangesAndNamesrvOutage(t *testing.T) {
+	a := startBroker(t, rocketmqtest.Runtime49(), "")
+	b2 := startBroker(t, rocketmqtest.Runtime5(), "")
+	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{
 		{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}, {Cluster: "c", Name: "b", ID: 0, Addr: b2.Addr()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ns.Close()
 	clock := time.Unix(1_800_000_000, 0)
-	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Namesrv: []string{ns.Addr()}, DiscoveryInterval: 30 * time.Second})
+	c := newScraper(testConfig(), options{Namesrv: []string{ns.Addr()}, DiscoveryInterval: 30 * time.Second})
 	c.now = func() time.Time { return clock }
-	got, _ := rmqScrape(t, c, "stall_rocketmq_up")
-	rmqExpect(t, got, `
+	got, _ := scrape(t, c, "stall_rocketmq_up")
+	expect(t, got, `
 stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
 stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
 `)
 	// Broker b leaves the topology.
 	ns.SetBrokers([]remoting.BrokerAddr{{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}})
 	clock = clock.Add(31 * time.Second)
-	got, _ = rmqScrape(t, c, "stall_rocketmq_up")
-	rmqExpect(t, got, `
+	got, _ = scrape(t, c, "stall_rocketmq_up")
+	expect(t, got, `
 stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
 `)
 	// The name server goes away: broker a is still scraped.
-	ns.Inject(rmqtest.Reset, rmqtest.Reset) // the reused connection, then the one retry
+	ns.Inject(rocketmqtest.Reset, rocketmqtest.Reset) // the reused connection, then the one retry
 	clock = clock.Add(31 * time.Second)
-	got, err = rmqScrape(t, c, "stall_rocketmq_up", "stall_rocketmq_namesrv_up")
+	got, err = scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_namesrv_up")
 	if err == nil || !strings.Contains(err.Error(), "name server "+ns.Addr()) {
 		t.Errorf("err = %v, want the name server's failure", err)
 	}
-	rmqExpect(t, got, `
+	expect(t, got, `
 stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 0
 stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
 `)
@@ -740,8 +740,8 @@ stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
 	}
 }
 
-func TestRocketMQSplitAddrs(t *testing.T) {
-	got := rmqSplitAddrs([]string{"10.0.0.9:9876;10.0.0.10:9876", "10.0.0.9:9876", " 10.0.0.11:9876 "})
+func TestSplitAddrs(t *testing.T) {
+	got := splitAddrs([]string{"10.0.0.9:9876;10.0.0.10:9876", "10.0.0.9:9876", " 10.0.0.11:9876 "})
 	if strings.Join(got, "|") != "10.0.0.9:9876|10.0.0.10:9876|10.0.0.11:9876" {
 		t.Errorf("got %q", got)
 	}

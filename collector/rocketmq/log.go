@@ -32,40 +32,40 @@ import (
 // with the new one from its start. A file that shrinks under the same inode
 // (truncated or rewritten in place) is read again from its start. A missing
 // directory or file, a line cut short by rotation or longer than
-// rmqMaxLogLine, and a matching line whose number cannot be read are each
+// maxLogLine, and a matching line whose number cannot be read are each
 // counted in stall_collector_parse_errors_total and logged once; none stops
 // the follower.
 
-// rmqMaxLogLine is the longest line kept; longer ones are counted as
+// maxLogLine is the longest line kept; longer ones are counted as
 // truncated and skipped. Broker lines are a few hundred bytes.
-const rmqMaxLogLine = 64 << 10
+const maxLogLine = 64 << 10
 
-// rmqLogTZ is the broker's log time zone: the logback pattern pins GMT+8
+// logTZ is the broker's log time zone: the logback pattern pins GMT+8
 // whatever the host's zone.
-var rmqLogTZ = time.FixedZone("GMT+8", 8*3600)
+var logTZ = time.FixedZone("GMT+8", 8*3600)
 
-var rmqLogEvents = []string{"lock_slow", "put_slow", "mapped_file_slow", "transient_store_pool_exhausted", "pagecache_rt"}
+var logEvents = []string{"lock_slow", "put_slow", "mapped_file_slow", "transient_store_pool_exhausted", "pagecache_rt"}
 
-var rmqLogPools = map[string]string{"send": "send", "pull": "pull", "litepull": "lite_pull", "query": "query",
+var logPools = map[string]string{"send": "send", "pull": "pull", "litepull": "lite_pull", "query": "query",
 	"transaction": "transaction", "endtransaction": "transaction", "ack": "ack", "heartbeat": "heartbeat",
 	"admin": "admin", "clientmanage": "client_manage", "consumermanage": "consumer_manage", "reply": "reply"}
 
-func rmqLogHelp(name, typ, help string, labels ...string) (string, string) {
+func logHelp(name, typ, help string, labels ...string) (string, string) {
 	fq := collector.Namespace + "_rocketmq_log_" + name
 	collector.Document(fq, typ, labels...)
 	return fq, help
 }
 
-func rmqNewLogHist(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-	fq, h := rmqLogHelp(name, "histogram", help, labels...)
+func newLogHist(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	fq, h := logHelp(name, "histogram", help, labels...)
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: fq, Help: h, Buckets: buckets}, labels)
 }
 
-var rmqSlowBuckets = []float64{0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30}
+var slowBuckets = []float64{0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30}
 
-// rmqLogMetrics are the follower's metric vectors, created per follower so
+// logMetrics are the follower's metric vectors, created per follower so
 // that tests and /probe instances never share counts.
-type rmqLogMetrics struct {
+type logMetrics struct {
 	events     *prometheus.CounterVec
 	lines      *prometheus.CounterVec
 	rotations  *prometheus.CounterVec
@@ -79,26 +79,26 @@ type rmqLogMetrics struct {
 	putWindows bool
 }
 
-var rmqLogPutLatencyDesc = func() *prometheus.Desc {
-	fq, h := rmqLogHelp("put_latency_seconds", "histogram",
+var logPutLatencyDesc = func() *prometheus.Desc {
+	fq, h := logHelp("put_latency_seconds", "histogram",
 		"Whole put latency from the [PAGECACHERT] PutMessageDistributeTime line store.log writes every 60 s, cumulative over the windows logged since exporter start (13 broker buckets; _sum is NaN: the broker logs no total).")
 	return prometheus.NewDesc(fq, h, nil, nil)
 }()
 
 // Building one set at init documents the log families for docs/metrics.md
 // even when no follower is configured.
-var _ = newRMQLogMetrics()
+var _ = newLogMetrics()
 
-func newRMQLogMetrics() *rmqLogMetrics {
+func newLogMetrics() *logMetrics {
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		fq, h := rmqLogHelp(name, "counter", help, labels...)
+		fq, h := logHelp(name, "counter", help, labels...)
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: fq, Help: h}, labels)
 	}
 	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
-		fq, h := rmqLogHelp(name, "gauge", help, labels...)
+		fq, h := logHelp(name, "gauge", help, labels...)
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: fq, Help: h}, labels)
 	}
-	m := &rmqLogMetrics{
+	m := &logMetrics{
 		events: counter("events_total",
 			"Broker log lines by event: lock_slow ([NOTIFYME]putMessage(s) in lock cost time(ms), lock held > 500 ms), put_slow (4.9 'putMessage not in lock elapsed time', 5.x 'CommitLog#putMessage cost', whole put > 500 ms), mapped_file_slow ('create mappedFile spent time(ms)', > 10 ms), transient_store_pool_exhausted ('TransientStorePool is not enough'), pagecache_rt (the 60 s [PAGECACHERT] line); from store.log.", "event"),
 		lines: counter("lines_total",
@@ -107,48 +107,48 @@ func newRMQLogMetrics() *rmqLogMetrics {
 			"Times each followed log file was replaced by a new file at its path (logback rename-and-create, 5.x archives).", "file"),
 		lastTime: gauge("last_line_timestamp_seconds",
 			"Unix time of the newest timestamped line read from each log file (the broker writes GMT+8 whatever the host zone).", "file"),
-		lockHeld: rmqNewLogHist("lock_held_seconds",
-			"Exact CommitLog put-lock holds over 500 ms, from store.log '[NOTIFYME]putMessage(s) in lock cost time(ms)=N'.", rmqSlowBuckets),
-		putSlow: rmqNewLogHist("put_slow_seconds",
-			"Whole puts over 500 ms, from store.log 'putMessage not in lock elapsed time(ms)=N' (4.9) or 'CommitLog#putMessage cost Nms' (5.x).", rmqSlowBuckets),
-		mappedFile: rmqNewLogHist("mapped_file_create_seconds",
+		lockHeld: newLogHist("lock_held_seconds",
+			"Exact CommitLog put-lock holds over 500 ms, from store.log '[NOTIFYME]putMessage(s) in lock cost time(ms)=N'.", slowBuckets),
+		putSlow: newLogHist("put_slow_seconds",
+			"Whole puts over 500 ms, from store.log 'putMessage not in lock elapsed time(ms)=N' (4.9) or 'CommitLog#putMessage cost Nms' (5.x).", slowBuckets),
+		mappedFile: newLogHist("mapped_file_create_seconds",
 			"Creations of a CommitLog mapped file over 10 ms, from store.log 'create mappedFile spent time(ms) N'.",
 			[]float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10}),
 		queueSize: gauge("queue_size",
 			"Requests queued for a broker thread pool at the last watermark.log '[WATERMARK] <Pool> Queue Size: N' line (written every second).", "pool"),
-		queueWait: rmqNewLogHist("queue_head_wait_seconds",
+		queueWait: newLogHist("queue_head_wait_seconds",
 			"Age of the oldest queued request in each [WATERMARK] line of watermark.log (SlowTimeMills, one line per pool per second): a 1 Hz series of send-queue head wait; fast failure starts at waitTimeMillsInSendQueue (200 ms).",
 			[]float64{0, 0.01, 0.05, 0.1, 0.15, 0.2, 0.5, 1, 5}, "pool"),
 	}
-	for _, e := range rmqLogEvents {
+	for _, e := range logEvents {
 		m.events.WithLabelValues(e)
 	}
 	return m
 }
 
-// rmqLogs follows the broker logs of one directory.
-type rmqLogs struct {
+// logFollower follows the broker logs of one directory.
+type logFollower struct {
 	dir      string
 	problems *collector.Problems
 	logger   *slog.Logger
-	tails    []*rmqTail
+	tails    []*tail
 
 	mu         sync.Mutex // guards m.putLatency and dirMissing, serialises poll
-	m          *rmqLogMetrics
+	m          *logMetrics
 	dirMissing bool
 }
 
-func newRMQLogs(dir string, problems *collector.Problems, logger *slog.Logger) *rmqLogs {
-	l := &rmqLogs{dir: dir, problems: problems, logger: logger, m: newRMQLogMetrics()}
+func newLogFollower(dir string, problems *collector.Problems, logger *slog.Logger) *logFollower {
+	l := &logFollower{dir: dir, problems: problems, logger: logger, m: newLogMetrics()}
 	for _, name := range []string{"store.log", "watermark.log"} {
 		l.m.lines.WithLabelValues(name)
 		l.m.rotations.WithLabelValues(name)
-		l.tails = append(l.tails, &rmqTail{name: name, path: filepath.Join(dir, name), buf: make([]byte, 32<<10)})
+		l.tails = append(l.tails, &tail{name: name, path: filepath.Join(dir, name), buf: make([]byte, 32<<10)})
 	}
 	return l
 }
 
-func (l *rmqLogs) run(ctx context.Context, every time.Duration) {
+func (l *logFollower) run(ctx context.Context, every time.Duration) {
 	l.poll()
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -166,7 +166,7 @@ func (l *rmqLogs) run(ctx context.Context, every time.Duration) {
 }
 
 // poll reads whatever the files gained since the last poll.
-func (l *rmqLogs) poll() {
+func (l *logFollower) poll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, err := os.Stat(l.dir); err != nil {
@@ -186,7 +186,7 @@ func (l *rmqLogs) poll() {
 	}
 }
 
-func (l *rmqLogs) send(ch chan<- prometheus.Metric) {
+func (l *logFollower) send(ch chan<- prometheus.Metric) {
 	l.m.events.Collect(ch)
 	l.m.lines.Collect(ch)
 	l.m.rotations.Collect(ch)
@@ -204,15 +204,15 @@ func (l *rmqLogs) send(ch chan<- prometheus.Metric) {
 		for i, c := range l.m.putLatency {
 			run += c
 			if i < 12 {
-				buckets[rmqDistBounds[i]] = run
+				buckets[distBounds[i]] = run
 			}
 		}
-		ch <- prometheus.MustNewConstHistogram(rmqLogPutLatencyDesc, run, math.NaN(), buckets)
+		ch <- prometheus.MustNewConstHistogram(logPutLatencyDesc, run, math.NaN(), buckets)
 	}
 }
 
-// rmqTail follows one file.
-type rmqTail struct {
+// tail follows one file.
+type tail struct {
 	name, path string
 	f          *os.File
 	ino        uint64
@@ -224,7 +224,7 @@ type rmqTail struct {
 	buf        []byte
 }
 
-func (t *rmqTail) close() {
+func (t *tail) close() {
 	if t.f != nil {
 		t.f.Close()
 		t.f = nil
@@ -238,7 +238,7 @@ func inode(fi fs.FileInfo) uint64 {
 	return 0
 }
 
-func (t *rmqTail) poll(l *rmqLogs) {
+func (t *tail) poll(l *logFollower) {
 	if t.f == nil && !t.open(l) {
 		return
 	}
@@ -273,7 +273,7 @@ func (t *rmqTail) poll(l *rmqLogs) {
 
 // open opens the file; the first file of the follower's life is read from
 // its end, any later one from its start.
-func (t *rmqTail) open(l *rmqLogs) bool {
+func (t *tail) open(l *logFollower) bool {
 	f, err := os.Open(t.path)
 	if err != nil {
 		if !t.missing {
@@ -302,7 +302,7 @@ func (t *rmqTail) open(l *rmqLogs) bool {
 
 // drain reads to the current end of the open file, handing complete lines
 // to l.line.
-func (t *rmqTail) drain(l *rmqLogs) {
+func (t *tail) drain(l *logFollower) {
 	for {
 		n, err := t.f.Read(t.buf)
 		t.off += int64(n)
@@ -311,8 +311,8 @@ func (t *rmqTail) drain(l *rmqLogs) {
 			i := bytes.IndexByte(data, '\n')
 			if i < 0 {
 				if !t.skipping {
-					if len(t.partial)+len(data) > rmqMaxLogLine {
-						l.problems.Add("rocketmq log line truncated", 1, fmt.Errorf("%s: line over %d bytes skipped", t.path, rmqMaxLogLine))
+					if len(t.partial)+len(data) > maxLogLine {
+						l.problems.Add("rocketmq log line truncated", 1, fmt.Errorf("%s: line over %d bytes skipped", t.path, maxLogLine))
 						t.partial, t.skipping = t.partial[:0], true
 					} else {
 						t.partial = append(t.partial, data...)
@@ -324,8 +324,8 @@ func (t *rmqTail) drain(l *rmqLogs) {
 				t.skipping = false
 			} else if len(t.partial) > 0 {
 				t.partial = append(t.partial, data[:i]...)
-				if len(t.partial) > rmqMaxLogLine {
-					l.problems.Add("rocketmq log line truncated", 1, fmt.Errorf("%s: line over %d bytes skipped", t.path, rmqMaxLogLine))
+				if len(t.partial) > maxLogLine {
+					l.problems.Add("rocketmq log line truncated", 1, fmt.Errorf("%s: line over %d bytes skipped", t.path, maxLogLine))
 				} else {
 					l.line(t.name, t.partial)
 				}
@@ -345,9 +345,9 @@ func (t *rmqTail) drain(l *rmqLogs) {
 }
 
 // line handles one complete line of file.
-func (l *rmqLogs) line(file string, line []byte) {
+func (l *logFollower) line(file string, line []byte) {
 	l.m.lines.WithLabelValues(file).Inc()
-	ts, msg, ok := splitRMQLogLine(line)
+	ts, msg, ok := splitLogLine(line)
 	if !ok {
 		return // a continuation line (stack trace) or another format
 	}
@@ -357,13 +357,13 @@ func (l *rmqLogs) line(file string, line []byte) {
 	}
 }
 
-// splitRMQLogLine splits "yyyy-MM-dd HH:mm:ss[,SSS] LEVEL thread - msg"
+// splitLogLine splits "yyyy-MM-dd HH:mm:ss[,SSS] LEVEL thread - msg"
 // into the GMT+8 timestamp and the message.
-func splitRMQLogLine(line []byte) (time.Time, []byte, bool) {
+func splitLogLine(line []byte) (time.Time, []byte, bool) {
 	if len(line) < 19 {
 		return time.Time{}, nil, false
 	}
-	ts, err := time.ParseInLocation("2006-01-02 15:04:05", string(line[:19]), rmqLogTZ)
+	ts, err := time.ParseInLocation("2006-01-02 15:04:05", string(line[:19]), logTZ)
 	if err != nil {
 		return time.Time{}, nil, false
 	}
@@ -382,17 +382,17 @@ func splitRMQLogLine(line []byte) (time.Time, []byte, bool) {
 }
 
 var (
-	rmqInLockA  = []byte("putMessage in lock cost time(ms)=")
-	rmqInLockB  = []byte("putMessages in lock cost time(ms)=")
-	rmqNotLock  = []byte("not in lock elapsed time(ms)=")
-	rmqPut5     = []byte("CommitLog#putMessage cost ")
-	rmqMapped   = []byte("create mappedFile spent time(ms) ")
-	rmqPoolLow  = []byte("TransientStorePool is not enough")
-	rmqPageRT   = []byte("[PAGECACHERT]")
-	rmqDistTag  = []byte("PutMessageDistributeTime ")
-	rmqWater    = []byte("[WATERMARK] ")
-	rmqQSize    = []byte(" Queue Size: ")
-	rmqSlowTime = []byte("SlowTimeMills: ")
+	tagInLockA   = []byte("putMessage in lock cost time(ms)=")
+	tagInLockB   = []byte("putMessages in lock cost time(ms)=")
+	tagNotLock   = []byte("not in lock elapsed time(ms)=")
+	tagPut5      = []byte("CommitLog#putMessage cost ")
+	tagMapped    = []byte("create mappedFile spent time(ms) ")
+	tagPoolLow   = []byte("TransientStorePool is not enough")
+	tagPageRT    = []byte("[PAGECACHERT]")
+	tagDist      = []byte("PutMessageDistributeTime ")
+	tagWatermark = []byte("[WATERMARK] ")
+	tagQueueSize = []byte(" Queue Size: ")
+	tagSlowTime  = []byte("SlowTimeMills: ")
 )
 
 // leadingInt parses the decimal digits at the start of b.
@@ -417,11 +417,11 @@ func after(msg, tag []byte) ([]byte, bool) {
 
 // message counts and measures one log message; lines it does not know are
 // ignored.
-func (l *rmqLogs) message(msg []byte) error {
+func (l *logFollower) message(msg []byte) error {
 	m := l.m
-	if rest, ok := after(msg, rmqInLockA); ok || bytes.Contains(msg, rmqInLockB) {
+	if rest, ok := after(msg, tagInLockA); ok || bytes.Contains(msg, tagInLockB) {
 		if !ok {
-			rest, _ = after(msg, rmqInLockB)
+			rest, _ = after(msg, tagInLockB)
 		}
 		ms, err := leadingInt(rest)
 		if err != nil {
@@ -431,13 +431,13 @@ func (l *rmqLogs) message(msg []byte) error {
 		m.lockHeld.WithLabelValues().Observe(float64(ms) / 1000)
 		return nil
 	}
-	if rest, ok := after(msg, rmqNotLock); ok {
+	if rest, ok := after(msg, tagNotLock); ok {
 		return l.putSlow(rest)
 	}
-	if rest, ok := after(msg, rmqPut5); ok {
+	if rest, ok := after(msg, tagPut5); ok {
 		return l.putSlow(rest)
 	}
-	if rest, ok := after(msg, rmqMapped); ok {
+	if rest, ok := after(msg, tagMapped); ok {
 		ms, err := leadingInt(rest)
 		if err != nil {
 			return fmt.Errorf("mapped file: %w", err)
@@ -446,16 +446,16 @@ func (l *rmqLogs) message(msg []byte) error {
 		m.mappedFile.WithLabelValues().Observe(float64(ms) / 1000)
 		return nil
 	}
-	if bytes.Contains(msg, rmqPoolLow) {
+	if bytes.Contains(msg, tagPoolLow) {
 		m.events.WithLabelValues("transient_store_pool_exhausted").Inc()
 		return nil
 	}
-	if bytes.Contains(msg, rmqPageRT) {
-		rest, ok := after(msg, rmqDistTag)
+	if bytes.Contains(msg, tagPageRT) {
+		rest, ok := after(msg, tagDist)
 		if !ok {
 			return errors.New("[PAGECACHERT] without PutMessageDistributeTime")
 		}
-		dist, err := parseRocketMQDistribution(string(rest))
+		dist, err := parseDistribution(string(rest))
 		if err != nil {
 			return fmt.Errorf("[PAGECACHERT]: %w", err)
 		}
@@ -466,20 +466,20 @@ func (l *rmqLogs) message(msg []byte) error {
 		m.putWindows = true
 		return nil
 	}
-	if rest, ok := after(msg, rmqWater); ok {
-		i := bytes.Index(rest, rmqQSize)
+	if rest, ok := after(msg, tagWatermark); ok {
+		i := bytes.Index(rest, tagQueueSize)
 		if i < 0 {
 			return errors.New("[WATERMARK] without Queue Size")
 		}
-		pool := rmqLogPools[strings.ToLower(strings.ReplaceAll(string(rest[:i]), " ", ""))]
+		pool := logPools[strings.ToLower(strings.ReplaceAll(string(rest[:i]), " ", ""))]
 		if pool == "" {
 			pool = "other"
 		}
-		size, err := leadingInt(rest[i+len(rmqQSize):])
+		size, err := leadingInt(rest[i+len(tagQueueSize):])
 		if err != nil {
 			return fmt.Errorf("[WATERMARK] size: %w", err)
 		}
-		slowAt, ok := after(rest, rmqSlowTime)
+		slowAt, ok := after(rest, tagSlowTime)
 		if !ok {
 			return errors.New("[WATERMARK] without SlowTimeMills")
 		}
@@ -502,7 +502,7 @@ func (l *rmqLogs) message(msg []byte) error {
 	return nil
 }
 
-func (l *rmqLogs) putSlow(rest []byte) error {
+func (l *logFollower) putSlow(rest []byte) error {
 	ms, err := leadingInt(rest)
 	if err != nil {
 		return fmt.Errorf("put cost: %w", err)

@@ -11,19 +11,19 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 )
 
-// rmqLogRig is a broker log directory under a fake --path.rootfs.
-type rmqLogRig struct {
+// logRig is a broker log directory under a fake --path.rootfs.
+type logRig struct {
 	t    *testing.T
 	root string
 	dir  string
 	cfg  collector.Config
-	c    *rocketmqCollector
+	c    *scraper
 }
 
-func newRMQLogRig(t *testing.T, create bool) *rmqLogRig {
+func newLogRig(t *testing.T, create bool) *logRig {
 	t.Helper()
 	root := t.TempDir()
-	r := &rmqLogRig{t: t, root: root, dir: filepath.Join(root, "home/rocketmq/logs/rocketmqlogs"), cfg: rmqTestConfig()}
+	r := &logRig{t: t, root: root, dir: filepath.Join(root, "home/rocketmq/logs/rocketmqlogs"), cfg: testConfig()}
 	r.cfg.Paths.Rootfs = root
 	if create {
 		if err := os.MkdirAll(r.dir, 0o755); err != nil {
@@ -33,12 +33,12 @@ func newRMQLogRig(t *testing.T, create bool) *rmqLogRig {
 	return r
 }
 
-func (r *rmqLogRig) start() {
-	r.c = newRocketMQCollector(r.cfg, rocketmqOptions{LogDir: "/home/rocketmq/logs/rocketmqlogs"})
+func (r *logRig) start() {
+	r.c = newScraper(r.cfg, options{LogDir: "/home/rocketmq/logs/rocketmqlogs"})
 	r.c.logs.poll()
 }
 
-func (r *rmqLogRig) append(file string, lines ...string) {
+func (r *logRig) append(file string, lines ...string) {
 	r.t.Helper()
 	f, err := os.OpenFile(filepath.Join(r.dir, file), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -52,10 +52,10 @@ func (r *rmqLogRig) append(file string, lines ...string) {
 	}
 }
 
-func (r *rmqLogRig) scrape(families ...string) string {
+func (r *logRig) scrape(families ...string) string {
 	r.t.Helper()
 	r.c.logs.poll()
-	got, err := rmqScrape(r.t, r.c, families...)
+	got, err := scrape(r.t, r.c, families...)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -63,23 +63,23 @@ func (r *rmqLogRig) scrape(families ...string) string {
 }
 
 const (
-	rmqLineLock    = "2024-05-06 14:22:05 WARN SendMessageThread_31 - [NOTIFYME]putMessage in lock cost time(ms)=1083, bodyLength=796 AppendMessageResult=AppendMessageResult{status=PUT_OK, wroteOffset=1, wroteBytes=3446, msgId='X', storeTimestamp=1, logicsOffset=7043259, pagecacheRT=1083, msgNum=1}\n"
-	rmqLineLocks   = "2024-05-06 14:22:06 WARN SendMessageThread_2 - [NOTIFYME]putMessages in lock cost time(ms)=620, bodyLength=12000 AppendMessageResult=AppendMessageResult{status=PUT_OK}\n"
-	rmqLineNotLock = "2024-05-06 14:22:07 WARN SendMessageThread_31 - putMessage not in lock elapsed time(ms)=2100, bodyLength=796\n"
-	rmqLinePut5    = "2024-05-06 14:22:08,250 WARN SendMessageThread_4 - DefaultMessageStore#putMessage: CommitLog#putMessage cost 730ms, topic=TopicTest, bodyLength=128\n"
-	rmqLineMapped  = "2024-05-06 14:22:09 WARN AllocateMappedFileService - create mappedFile spent time(ms) 240 queue size 0 /data/store/commitlog/00000000107374182400 1073741824\n"
-	rmqLinePool    = "2024-05-06 14:22:10 WARN AllocateMappedFileService - [NOTIFYME]TransientStorePool is not enough, so create mapped file error, RequestQueueSize : 2, StorePoolSize: 0\n"
-	rmqLinePageRT  = "2024-05-06 14:23:00 INFO StoreStatsService - [PAGECACHERT] TotalPut 50, PutMessageDistributeTime [<=0ms]:10 [0~10ms]:35 [10~50ms]:0 [50~100ms]:0 [100~200ms]:0 [200~500ms]:0 [500ms~1s]:1 [1~2s]:1 [2~3s]:1 [3~4s]:0 [4~5s]:2 [5~10s]:0 [10s~]:0 \n"
-	rmqLineChatter = "2024-05-06 14:23:01 INFO StoreScheduledThread1 - some unrelated INFO line\n"
+	lineLock    = "2024-05-06 14:22:05 WARN SendMessageThread_31 - [NOTIFYME]putMessage in lock cost time(ms)=1083, bodyLength=796 AppendMessageResult=AppendMessageResult{status=PUT_OK, wroteOffset=1, wroteBytes=3446, msgId='X', storeTimestamp=1, logicsOffset=7043259, pagecacheRT=1083, msgNum=1}\n"
+	lineLocks   = "2024-05-06 14:22:06 WARN SendMessageThread_2 - [NOTIFYME]putMessages in lock cost time(ms)=620, bodyLength=12000 AppendMessageResult=AppendMessageResult{status=PUT_OK}\n"
+	lineNotLock = "2024-05-06 14:22:07 WARN SendMessageThread_31 - putMessage not in lock elapsed time(ms)=2100, bodyLength=796\n"
+	linePut5    = "2024-05-06 14:22:08,250 WARN SendMessageThread_4 - DefaultMessageStore#putMessage: CommitLog#putMessage cost 730ms, topic=TopicTest, bodyLength=128\n"
+	lineMapped  = "2024-05-06 14:22:09 WARN AllocateMappedFileService - create mappedFile spent time(ms) 240 queue size 0 /data/store/commitlog/00000000107374182400 1073741824\n"
+	linePool    = "2024-05-06 14:22:10 WARN AllocateMappedFileService - [NOTIFYME]TransientStorePool is not enough, so create mapped file error, RequestQueueSize : 2, StorePoolSize: 0\n"
+	linePageRT  = "2024-05-06 14:23:00 INFO StoreStatsService - [PAGECACHERT] TotalPut 50, PutMessageDistributeTime [<=0ms]:10 [0~10ms]:35 [10~50ms]:0 [50~100ms]:0 [100~200ms]:0 [200~500ms]:0 [500ms~1s]:1 [1~2s]:1 [2~3s]:1 [3~4s]:0 [4~5s]:2 [5~10s]:0 [10s~]:0 \n"
+	lineChatter = "2024-05-06 14:23:01 INFO StoreScheduledThread1 - some unrelated INFO line\n"
 )
 
-func TestRocketMQLogEventsFromTheEnd(t *testing.T) {
-	r := newRMQLogRig(t, true)
+func TestLogEventsFromTheEnd(t *testing.T) {
+	r := newLogRig(t, true)
 	// History before the exporter starts is not counted.
-	r.append("store.log", rmqLineLock, rmqLineLock, "2024-05-06 14:00:00 WARN x - partial line without newl")
+	r.append("store.log", lineLock, lineLock, "2024-05-06 14:00:00 WARN x - partial line without newl")
 	r.append("watermark.log", "2024-05-06 14:00:00 INFO WaterMark - [WATERMARK] Send Queue Size: 999 SlowTimeMills: 999\n")
 	r.start()
-	r.append("store.log", "ine\n", rmqLineLock, rmqLineLocks, rmqLineNotLock, rmqLinePut5, rmqLineMapped, rmqLinePool, rmqLinePageRT, rmqLineChatter,
+	r.append("store.log", "ine\n", lineLock, lineLocks, lineNotLock, linePut5, lineMapped, linePool, linePageRT, lineChatter,
 		"java.lang.RuntimeException: a stack trace line\n")
 	r.append("watermark.log",
 		"2024-05-06 14:23:02 INFO WaterMark - [WATERMARK] Send Queue Size: 12 SlowTimeMills: 35\n",
@@ -91,7 +91,7 @@ func TestRocketMQLogEventsFromTheEnd(t *testing.T) {
 		"stall_rocketmq_log_mapped_file_create_seconds", "stall_rocketmq_log_lines_total", "stall_rocketmq_log_last_line_timestamp_seconds",
 		"stall_rocketmq_log_queue_size")
 	// 2024-05-06 14:23:03 GMT+8 = 06:23:03 UTC = 1714976583.
-	rmqExpect(t, got, `
+	expect(t, got, `
 stall_rocketmq_log_events_total{event="lock_slow"} 2
 stall_rocketmq_log_events_total{event="mapped_file_slow"} 1
 stall_rocketmq_log_events_total{event="pagecache_rt"} 1
@@ -164,21 +164,21 @@ stall_rocketmq_log_queue_size{pool="send"} 812
 
 // logback's rotation: rename store.log away, create a new one. The rest of
 // the old file is read, the new one from its start.
-func TestRocketMQLogRotation(t *testing.T) {
-	r := newRMQLogRig(t, true)
-	r.append("store.log", rmqLineChatter)
+func TestLogRotation(t *testing.T) {
+	r := newLogRig(t, true)
+	r.append("store.log", lineChatter)
 	r.append("watermark.log", "")
 	r.start()
-	r.append("store.log", rmqLineLock)
+	r.append("store.log", lineLock)
 	r.c.logs.poll()
 	// Written after the last poll, before the rename: must not be lost.
-	r.append("store.log", rmqLineLock, "2024-05-06 14:30:00 WARN x - cut short by the rotati")
+	r.append("store.log", lineLock, "2024-05-06 14:30:00 WARN x - cut short by the rotati")
 	if err := os.Rename(filepath.Join(r.dir, "store.log"), filepath.Join(r.dir, "store.2024-05-06.0.log")); err != nil {
 		t.Fatal(err)
 	}
-	r.append("store.log", rmqLineLocks)
+	r.append("store.log", lineLocks)
 	got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_rotations_total", "stall_rocketmq_log_lines_total")
-	rmqExpect(t, got, `
+	expect(t, got, `
 stall_rocketmq_log_events_total{event="lock_slow"} 3
 stall_rocketmq_log_events_total{event="mapped_file_slow"} 0
 stall_rocketmq_log_events_total{event="pagecache_rt"} 0
@@ -195,10 +195,10 @@ stall_rocketmq_log_rotations_total{file="watermark.log"} 0
 
 	// 5.x: renamed into an archive directory and gzipped; the path is briefly empty.
 	os.MkdirAll(filepath.Join(r.dir, "otherdays"), 0o755)
-	r.append("store.log", rmqLinePut5)
+	r.append("store.log", linePut5)
 	os.Rename(filepath.Join(r.dir, "store.log"), filepath.Join(r.dir, "otherdays", "store.1.log"))
 	r.c.logs.poll() // no store.log right now: keep reading the renamed one
-	r.append("store.log", rmqLineMapped)
+	r.append("store.log", lineMapped)
 	got = r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_rotations_total")
 	if !strings.Contains(got, `{event="put_slow"} 1`) || !strings.Contains(got, `{event="mapped_file_slow"} 1`) ||
 		!strings.Contains(got, `stall_rocketmq_log_rotations_total{file="store.log"} 2`) {
@@ -206,9 +206,9 @@ stall_rocketmq_log_rotations_total{file="watermark.log"} 0
 	}
 }
 
-func TestRocketMQLogTruncatedInPlaceAndOverlong(t *testing.T) {
-	r := newRMQLogRig(t, true)
-	r.append("store.log", strings.Repeat(rmqLineChatter, 10))
+func TestLogTruncatedInPlaceAndOverlong(t *testing.T) {
+	r := newLogRig(t, true)
+	r.append("store.log", strings.Repeat(lineChatter, 10))
 	r.append("watermark.log", "")
 	r.start()
 	// copytruncate: same inode, shorter; then new lines. (A file that grows
@@ -217,10 +217,10 @@ func TestRocketMQLogTruncatedInPlaceAndOverlong(t *testing.T) {
 	if err := os.Truncate(filepath.Join(r.dir, "store.log"), 0); err != nil {
 		t.Fatal(err)
 	}
-	r.append("store.log", rmqLineLock)
+	r.append("store.log", lineLock)
 	r.scrape()
 	// A line longer than the limit is skipped and counted; the next is read.
-	r.append("store.log", "2024-05-06 14:00:00 WARN x - "+strings.Repeat("x", rmqMaxLogLine+10)+"\n", rmqLineLocks)
+	r.append("store.log", "2024-05-06 14:00:00 WARN x - "+strings.Repeat("x", maxLogLine+10)+"\n", lineLocks)
 	got := r.scrape("stall_rocketmq_log_events_total")
 	if !strings.Contains(got, `{event="lock_slow"} 2`) {
 		t.Errorf("events:\n%s", got)
@@ -230,8 +230,8 @@ func TestRocketMQLogTruncatedInPlaceAndOverlong(t *testing.T) {
 	}
 }
 
-func TestRocketMQLogMissingDirAppearsLater(t *testing.T) {
-	r := newRMQLogRig(t, false)
+func TestLogMissingDirAppearsLater(t *testing.T) {
+	r := newLogRig(t, false)
 	r.start()
 	r.scrape()
 	r.scrape()
@@ -239,7 +239,7 @@ func TestRocketMQLogMissingDirAppearsLater(t *testing.T) {
 		t.Errorf("missing directory counted %d times over 3 polls, want once", n)
 	}
 	os.MkdirAll(r.dir, 0o755)
-	r.append("store.log", rmqLineLock) // a file that appears after start is read whole
+	r.append("store.log", lineLock) // a file that appears after start is read whole
 	r.scrape()
 	got := r.scrape("stall_rocketmq_log_events_total")
 	if !strings.Contains(got, `{event="lock_slow"} 1`) {
@@ -251,13 +251,13 @@ func TestRocketMQLogMissingDirAppearsLater(t *testing.T) {
 	}
 }
 
-func TestRocketMQLogMalformedLine(t *testing.T) {
-	r := newRMQLogRig(t, true)
+func TestLogMalformedLine(t *testing.T) {
+	r := newLogRig(t, true)
 	r.append("store.log", "")
 	r.append("watermark.log", "")
 	r.start()
 	r.append("store.log", "2024-05-06 14:22:05 WARN t - [NOTIFYME]putMessage in lock cost time(ms)=abc, bodyLength=1\n",
-		"2024-05-06 14:22:05 INFO t - [PAGECACHERT] TotalPut 1, PutMessageDistributeTime [<=0ms]:1\n", rmqLineLock)
+		"2024-05-06 14:22:05 INFO t - [PAGECACHERT] TotalPut 1, PutMessageDistributeTime [<=0ms]:1\n", lineLock)
 	got := r.scrape("stall_rocketmq_log_events_total")
 	if !strings.Contains(got, `{event="lock_slow"} 1`) || !strings.Contains(got, `{event="pagecache_rt"} 0`) {
 		t.Errorf("events:\n%s", got)
@@ -267,20 +267,20 @@ func TestRocketMQLogMalformedLine(t *testing.T) {
 	}
 }
 
-func TestRocketMQLogTimestampIsGMT8(t *testing.T) {
-	ts, msg, ok := splitRMQLogLine([]byte("2024-01-01 08:00:00,500 INFO main - hello - world"))
+func TestLogTimestampIsGMT8(t *testing.T) {
+	ts, msg, ok := splitLogLine([]byte("2024-01-01 08:00:00,500 INFO main - hello - world"))
 	if !ok || !ts.Equal(time.Date(2024, 1, 1, 0, 0, 0, 500e6, time.UTC)) || string(msg) != "hello - world" {
 		t.Errorf("got %v %q %v", ts, msg, ok)
 	}
 }
 
-// FuzzRocketMQLogLine feeds arbitrary lines to the log parser.
-func FuzzRocketMQLogLine(f *testing.F) {
-	for _, l := range []string{rmqLineLock, rmqLineLocks, rmqLineNotLock, rmqLinePut5, rmqLineMapped, rmqLinePool, rmqLinePageRT,
+// FuzzLogLine feeds arbitrary lines to the log parser.
+func FuzzLogLine(f *testing.F) {
+	for _, l := range []string{lineLock, lineLocks, lineNotLock, linePut5, lineMapped, linePool, linePageRT,
 		"2024-05-06 14:23:02 INFO WaterMark - [WATERMARK] Send Queue Size: 12 SlowTimeMills: -35\n"} {
 		f.Add(strings.TrimSuffix(l, "\n"))
 	}
-	l := newRMQLogs("/nonexistent", rmqTestConfig().Problems, rmqTestConfig().Logger)
+	l := newLogFollower("/nonexistent", testConfig().Problems, testConfig().Logger)
 	f.Fuzz(func(t *testing.T, line string) {
 		l.line("store.log", []byte(line))
 		l.line("watermark.log", []byte(fmt.Sprintf("2024-05-06 14:23:02 INFO W - %s", line)))
@@ -288,7 +288,7 @@ func FuzzRocketMQLogLine(f *testing.F) {
 }
 
 // The fixture excerpts of both versions, appended to followed files.
-func TestRocketMQLogFixtures(t *testing.T) {
+func TestLogFixtures(t *testing.T) {
 	for _, tc := range []struct {
 		version string
 		want    string
@@ -339,7 +339,7 @@ stall_rocketmq_log_queue_size{pool="send"} 3
 		}},
 	} {
 		t.Run(tc.version, func(t *testing.T) {
-			r := newRMQLogRig(t, true)
+			r := newLogRig(t, true)
 			r.append("store.log", "")
 			r.append("watermark.log", "")
 			r.start()
@@ -352,7 +352,7 @@ stall_rocketmq_log_queue_size{pool="send"} 3
 			}
 			got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_last_line_timestamp_seconds",
 				"stall_rocketmq_log_lines_total", "stall_rocketmq_log_queue_size")
-			rmqExpect(t, got, tc.want)
+			expect(t, got, tc.want)
 			got = r.scrape("stall_rocketmq_log_lock_held_seconds", "stall_rocketmq_log_mapped_file_create_seconds",
 				"stall_rocketmq_log_put_latency_seconds", "stall_rocketmq_log_queue_head_wait_seconds", "stall_rocketmq_log_put_slow_seconds")
 			for _, w := range tc.extra {

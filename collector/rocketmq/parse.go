@@ -13,63 +13,63 @@ import (
 // value the broker sends is a string; these turn one into base units or
 // report why not, so one bad key costs one metric, never the broker.
 
-// errRocketMQNull is a value the broker writes as the literal "null": no
+// errNull is a value the broker writes as the literal "null": no
 // data yet (putMessageDistributeTime during the first minute), not an error.
-var errRocketMQNull = errors.New("null (no data yet)")
+var errNull = errors.New("null (no data yet)")
 
-// rmqDistBounds are the upper bounds, in seconds, of the 13
+// distBounds are the upper bounds, in seconds, of the 13
 // putMessageDistributeTime buckets (<=0ms, 0~10ms … 5~10s, 10s~). The broker
 // puts a latency of exactly 10 ms in the 10~50ms bucket (its rules are
 // "< 10", "< 50" …), a Prometheus bucket le="0.01" includes 10 ms: the
 // difference is one millisecond at each edge.
-var rmqDistBounds = [13]float64{0, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, math.Inf(1)}
+var distBounds = [13]float64{0, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, math.Inf(1)}
 
-var rmqDistLabels = [13]string{"<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms",
+var distLabels = [13]string{"<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms",
 	"500ms~1s", "1~2s", "2~3s", "3~4s", "4~5s", "5~10s", "10s~"}
 
-// parseRocketMQDistribution parses putMessageDistributeTime (or the tail of
+// parseDistribution parses putMessageDistributeTime (or the tail of
 // a [PAGECACHERT] log line): 13 tokens "[label]:count" separated by spaces,
-// in bucket order. It returns errRocketMQNull for "null".
-func parseRocketMQDistribution(s string) ([13]uint64, error) {
+// in bucket order. It returns errNull for "null".
+func parseDistribution(s string) ([13]uint64, error) {
 	var out [13]uint64
 	s = strings.TrimSpace(s)
 	if s == "null" || s == "" {
-		return out, errRocketMQNull
+		return out, errNull
 	}
 	fields := strings.Fields(s)
 	if len(fields) != 13 {
 		return out, fmt.Errorf("%d buckets, want 13", len(fields))
 	}
 	for i, f := range fields {
-		want := "[" + rmqDistLabels[i] + "]:"
+		want := "[" + distLabels[i] + "]:"
 		if !strings.HasPrefix(f, want) {
 			return out, fmt.Errorf("bucket %d is %q, want %s<count>", i, f, want)
 		}
 		n, err := strconv.ParseUint(f[len(want):], 10, 64)
 		if err != nil {
-			return out, fmt.Errorf("bucket %s: %v", rmqDistLabels[i], err)
+			return out, fmt.Errorf("bucket %s: %v", distLabels[i], err)
 		}
 		out[i] = n
 	}
 	return out, nil
 }
 
-var rmqSizeUnits = map[string]float64{
+var sizeUnits = map[string]float64{
 	"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50, "EiB": 1 << 60,
 }
 
-// parseRocketMQSize parses the broker's human-readable byte counts
+// parseSize parses the broker's human-readable byte counts
 // (remainHowManyDataToFlush, commitLogDirCapacity parts): "0 B", "512 B",
 // "12.3 MiB", and "1,5 GiB" when the JVM's locale writes a comma decimal
 // point. The result is in bytes; the broker rounded it to 3 significant
 // digits, so it is exact only below 1 KiB.
-func parseRocketMQSize(s string) (float64, error) {
+func parseSize(s string) (float64, error) {
 	s = strings.TrimSpace(s)
 	num, unit, ok := strings.Cut(s, " ")
 	if !ok {
 		return 0, fmt.Errorf("size %q has no unit", s)
 	}
-	mult, ok := rmqSizeUnits[strings.TrimSpace(unit)]
+	mult, ok := sizeUnits[strings.TrimSpace(unit)]
 	if !ok {
 		return 0, fmt.Errorf("size %q: unknown unit %q", s, unit)
 	}
@@ -83,11 +83,11 @@ func parseRocketMQSize(s string) (float64, error) {
 	return v * mult, nil
 }
 
-// parseRocketMQFloat parses a plain number ("35", "2543.00", "0.4521").
-func parseRocketMQFloat(s string) (float64, error) {
+// parseFloat parses a plain number ("35", "2543.00", "0.4521").
+func parseFloat(s string) (float64, error) {
 	s = strings.TrimSpace(s)
 	if s == "null" {
-		return 0, errRocketMQNull
+		return 0, errNull
 	}
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
@@ -96,15 +96,15 @@ func parseRocketMQFloat(s string) (float64, error) {
 	return v, nil
 }
 
-func parseRocketMQMillis(s string) (float64, error) {
-	v, err := parseRocketMQFloat(s)
+func parseMillis(s string) (float64, error) {
+	v, err := parseFloat(s)
 	return v / 1000, err
 }
 
-// parseRocketMQTps parses "10s 60s 600s" rates: three space-separated
+// parseTps parses "10s 60s 600s" rates: three space-separated
 // doubles, any of which may be empty early after boot. Missing tokens are
 // reported as NaN.
-func parseRocketMQTps(s string) ([3]float64, error) {
+func parseTps(s string) ([3]float64, error) {
 	out := [3]float64{math.NaN(), math.NaN(), math.NaN()}
 	parts := strings.Split(s, " ")
 	if len(parts) > 3 {
@@ -114,7 +114,7 @@ func parseRocketMQTps(s string) ([3]float64, error) {
 		if p == "" {
 			continue
 		}
-		v, err := parseRocketMQFloat(p)
+		v, err := parseFloat(p)
 		if err != nil {
 			return out, err
 		}
@@ -123,9 +123,9 @@ func parseRocketMQTps(s string) ([3]float64, error) {
 	return out, nil
 }
 
-// rmqVersion parses brokerVersionDesc ("V4_9_7", "V5_3_3_SNAPSHOT") into
+// parseVersion parses brokerVersionDesc ("V4_9_7", "V5_3_3_SNAPSHOT") into
 // major, minor, patch; ok is false when it is missing or another shape.
-func rmqVersion(desc string) (v [3]int, ok bool) {
+func parseVersion(desc string) (v [3]int, ok bool) {
 	parts := strings.Split(strings.TrimPrefix(desc, "V"), "_")
 	if len(parts) < 3 {
 		return v, false
@@ -140,18 +140,18 @@ func rmqVersion(desc string) (v [3]int, ok bool) {
 	return v, true
 }
 
-// rmqReportsWindowInProgress is true for brokers before 4.9.1, whose
+// reportsWindowInProgress is true for brokers before 4.9.1, whose
 // putMessageDistributeTime is the minute in progress rather than the last
 // completed one.
-func rmqReportsWindowInProgress(desc string) bool {
-	v, ok := rmqVersion(desc)
+func reportsWindowInProgress(desc string) bool {
+	v, ok := parseVersion(desc)
 	if !ok {
 		return false
 	}
 	return v[0] < 4 || v[0] == 4 && (v[1] < 9 || v[1] == 9 && v[2] < 1)
 }
 
-// rmqPutHistogram accumulates putMessageDistributeTime windows into
+// putHistogram accumulates putMessageDistributeTime windows into
 // cumulative bucket counts, so rate() works on the exported histogram.
 //
 // From 4.9.1 the broker reports the last COMPLETED 60 s window; a window is
@@ -164,16 +164,16 @@ func rmqReportsWindowInProgress(desc string) bool {
 // starts a new window (the end of the previous one since the last look is
 // lost). Windows between two looks more than 60 s apart are lost: poll at
 // least once a minute (the 1 s sampler does).
-type rmqPutHistogram struct {
+type putHistogram struct {
 	cum      [13]uint64
 	last     [13]uint64
 	lastSeen time.Time // when last was first seen, advanced by 60 s per repeat
 	have     bool
 }
 
-const rmqWindow = 60 * time.Second
+const putWindow = 60 * time.Second
 
-func (h *rmqPutHistogram) observe(dist [13]uint64, inProgress bool, now time.Time) {
+func (h *putHistogram) observe(dist [13]uint64, inProgress bool, now time.Time) {
 	switch {
 	case !h.have:
 		h.add(dist)
@@ -200,15 +200,15 @@ func (h *rmqPutHistogram) observe(dist [13]uint64, inProgress bool, now time.Tim
 		for _, c := range dist {
 			n += c
 		}
-		if n > 0 && now.Sub(h.lastSeen) >= rmqWindow+rmqWindow/2 {
+		if n > 0 && now.Sub(h.lastSeen) >= putWindow+putWindow/2 {
 			h.add(dist)
-			h.lastSeen = h.lastSeen.Add(rmqWindow)
+			h.lastSeen = h.lastSeen.Add(putWindow)
 		}
 	}
 	h.last, h.have = dist, true
 }
 
-func (h *rmqPutHistogram) add(d [13]uint64) {
+func (h *putHistogram) add(d [13]uint64) {
 	for i := range d {
 		h.cum[i] += d[i]
 	}
@@ -216,13 +216,13 @@ func (h *rmqPutHistogram) add(d [13]uint64) {
 
 // buckets returns the cumulative Prometheus buckets (without +Inf) and the
 // count.
-func (h *rmqPutHistogram) buckets() (map[float64]uint64, uint64) {
+func (h *putHistogram) buckets() (map[float64]uint64, uint64) {
 	out := make(map[float64]uint64, 12)
 	var run uint64
 	for i, c := range h.cum {
 		run += c
 		if i < 12 {
-			out[rmqDistBounds[i]] = run
+			out[distBounds[i]] = run
 		}
 	}
 	return out, run

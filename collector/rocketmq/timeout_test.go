@@ -20,9 +20,9 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 )
 
-// rmqSilent is a TCP listener that accepts connections and never answers,
+// silentListener is a TCP listener that accepts connections and never answers,
 // as a hung broker or name server does.
-func rmqSilent(t *testing.T) string {
+func silentListener(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -52,9 +52,9 @@ func rmqSilent(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// rmqCtxAdapter lets a registry gather one Collector under a given context
+// ctxAdapter lets a registry gather one Collector under a given context
 // and records how long Update took and whether it returned before ctx ended.
-type rmqCtxAdapter struct {
+type ctxAdapter struct {
 	c       collector.Collector
 	ctx     context.Context
 	err     *error
@@ -62,27 +62,27 @@ type rmqCtxAdapter struct {
 	inTime  *bool
 }
 
-func (a rmqCtxAdapter) Describe(chan<- *prometheus.Desc) {}
-func (a rmqCtxAdapter) Collect(ch chan<- prometheus.Metric) {
+func (a ctxAdapter) Describe(chan<- *prometheus.Desc) {}
+func (a ctxAdapter) Collect(ch chan<- prometheus.Metric) {
 	start := time.Now()
 	*a.err = a.c.Update(a.ctx, ch)
 	*a.elapsed = time.Since(start)
 	*a.inTime = a.ctx.Err() == nil
 }
 
-type rmqScrapeResult struct {
+type scrapeResult struct {
 	text    string // full exposition with HELP and TYPE
 	err     error
 	elapsed time.Duration
 	inTime  bool // Update returned before its context ended
 }
 
-// rmqScrapeCtx runs one Update under ctx and returns the whole exposition.
-func rmqScrapeCtx(t *testing.T, ctx context.Context, c collector.Collector) rmqScrapeResult {
+// scrapeCtx runs one Update under ctx and returns the whole exposition.
+func scrapeCtx(t *testing.T, ctx context.Context, c collector.Collector) scrapeResult {
 	t.Helper()
-	var r rmqScrapeResult
+	var r scrapeResult
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(rmqCtxAdapter{c, ctx, &r.err, &r.elapsed, &r.inTime})
+	reg.MustRegister(ctxAdapter{c, ctx, &r.err, &r.elapsed, &r.inTime})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)
@@ -99,7 +99,7 @@ func rmqScrapeCtx(t *testing.T, ctx context.Context, c collector.Collector) rmqS
 }
 
 // lines returns the sample lines of the named families, sorted as exposed.
-func (r rmqScrapeResult) lines(families ...string) string {
+func (r scrapeResult) lines(families ...string) string {
 	var out []string
 	for _, l := range strings.Split(r.text, "\n") {
 		for _, f := range families {
@@ -115,14 +115,14 @@ func (r rmqScrapeResult) lines(families ...string) string {
 // scrape ends within one --rocketmq.timeout (the silent broker's config is
 // not asked for on top of its runtime info), the healthy broker is fully
 // reported, and the collector fails naming both bad brokers.
-func TestRocketMQSilentBrokerCostsOneBudget(t *testing.T) {
-	good := rmqStartBroker(t, rmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
-	silent := rmqSilent(t)
+func TestSilentBrokerCostsOneBudget(t *testing.T) {
+	good := startBroker(t, rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
+	silent := silentListener(t)
 	const timeout = time.Second
-	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{
+	c := newScraper(testConfig(), options{
 		Brokers: []string{good.Addr(), silent, "127.0.0.1:2"}, Timeout: timeout})
-	r := rmqScrapeCtx(t, context.Background(), c)
-	rmqExpect(t, r.lines("stall_rocketmq_up"), `
+	r := scrapeCtx(t, context.Background(), c)
+	expect(t, r.lines("stall_rocketmq_up"), `
 stall_rocketmq_up{broker="127.0.0.1:2",broker_id="",cluster=""} 0
 stall_rocketmq_up{broker="`+silent+`",broker_id="",cluster=""} 0
 stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
@@ -143,17 +143,17 @@ stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 // the Prometheus scrape-timeout header) is kept even when it is shorter than
 // --rocketmq.timeout: Update returns before it, with up 0 for the silent
 // broker and the healthy broker's series.
-func TestRocketMQScrapeEndsBeforeContextDeadline(t *testing.T) {
-	good := rmqStartBroker(t, rmqtest.Runtime5(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
-	silent := rmqSilent(t)
-	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Brokers: []string{good.Addr(), silent}, Timeout: 10 * time.Second})
+func TestScrapeEndsBeforeContextDeadline(t *testing.T) {
+	good := startBroker(t, rocketmqtest.Runtime5(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
+	silent := silentListener(t)
+	c := newScraper(testConfig(), options{Brokers: []string{good.Addr(), silent}, Timeout: 10 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
 	defer cancel()
-	r := rmqScrapeCtx(t, ctx, c)
+	r := scrapeCtx(t, ctx, c)
 	if !r.inTime {
 		t.Errorf("Update returned after its context ended (%v)", r.elapsed)
 	}
-	rmqExpect(t, r.lines("stall_rocketmq_up"), `
+	expect(t, r.lines("stall_rocketmq_up"), `
 stall_rocketmq_up{broker="`+silent+`",broker_id="",cluster=""} 0
 stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 `)
@@ -162,16 +162,16 @@ stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 // A silent name server delays the first scrape by at most half the budget
 // and later scrapes not at all; the directly named broker keeps its labels
 // from its config and its up reflects its own runtime info only.
-func TestRocketMQSilentNamesrvKeepsBrokerLabels(t *testing.T) {
-	good := rmqStartBroker(t, rmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
-	ns := rmqSilent(t)
+func TestSilentNamesrvKeepsBrokerLabels(t *testing.T) {
+	good := startBroker(t, rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
+	ns := silentListener(t)
 	const timeout = time.Second
-	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Namesrv: []string{ns}, Brokers: []string{good.Addr()}, Timeout: timeout})
-	r := rmqScrapeCtx(t, context.Background(), c)
+	c := newScraper(testConfig(), options{Namesrv: []string{ns}, Brokers: []string{good.Addr()}, Timeout: timeout})
+	r := scrapeCtx(t, context.Background(), c)
 	want := `
 stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 `
-	rmqExpect(t, r.lines("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), want)
+	expect(t, r.lines("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), want)
 	if r.elapsed > timeout*3/4 {
 		t.Errorf("first scrape took %v, want about half of --rocketmq.timeout (%v)", r.elapsed, timeout)
 	}
@@ -182,8 +182,8 @@ stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 	if done != nil {
 		<-done
 	}
-	r = rmqScrapeCtx(t, context.Background(), c)
-	rmqExpect(t, r.lines("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), `
+	r = scrapeCtx(t, context.Background(), c)
+	expect(t, r.lines("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), `
 stall_rocketmq_namesrv_up{namesrv="`+ns+`"} 0
 stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 `)
@@ -198,9 +198,9 @@ stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 // Brokers found through a name server keep their labels when the name
 // server later stops answering; five bad brokers and two silent name
 // servers still end the scrape within one --rocketmq.timeout.
-func TestRocketMQManyBadTargetsOneBudget(t *testing.T) {
-	good := rmqStartBroker(t, rmqtest.Runtime49(), "")
-	ns, err := rmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{{Cluster: "c", Name: "good", ID: 1, Addr: good.Addr()}})
+func TestManyBadTargetsOneBudget(t *testing.T) {
+	good := startBroker(t, rocketmqtest.Runtime49(), "")
+	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{{Cluster: "c", Name: "good", ID: 1, Addr: good.Addr()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,16 +208,16 @@ func TestRocketMQManyBadTargetsOneBudget(t *testing.T) {
 	ns.Delay(time.Minute)
 	clock := time.Unix(1_800_000_000, 0)
 	const timeout = time.Second
-	brokers := []string{rmqSilent(t), rmqSilent(t), rmqSilent(t), "127.0.0.1:2", "127.0.0.1:3"}
-	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{
-		Namesrv: []string{ns.Addr(), rmqSilent(t), rmqSilent(t)}, Brokers: brokers, Timeout: timeout, DiscoveryInterval: 30 * time.Second})
+	brokers := []string{silentListener(t), silentListener(t), silentListener(t), "127.0.0.1:2", "127.0.0.1:3"}
+	c := newScraper(testConfig(), options{
+		Namesrv: []string{ns.Addr(), silentListener(t), silentListener(t)}, Brokers: brokers, Timeout: timeout, DiscoveryInterval: 30 * time.Second})
 	c.now = func() time.Time { return clock }
 	for i := range 3 {
 		if i == 1 {
-			ns.Inject(rmqtest.Slow) // the name server hangs from the second round on
+			ns.Inject(rocketmqtest.Slow) // the name server hangs from the second round on
 			clock = clock.Add(31 * time.Second)
 		}
-		r := rmqScrapeCtx(t, context.Background(), c)
+		r := scrapeCtx(t, context.Background(), c)
 		up := r.lines("stall_rocketmq_up")
 		if !strings.Contains(up, "stall_rocketmq_up{broker=\"good\",broker_id=\"1\",cluster=\"c\"} 1\n") {
 			t.Errorf("scrape %d: healthy broker missing or down:\n%s", i, up)
@@ -231,14 +231,14 @@ func TestRocketMQManyBadTargetsOneBudget(t *testing.T) {
 	}
 }
 
-// rmqLogRecords is a slog handler that keeps every record at info and above.
-type rmqLogRecords struct {
+// logRecords is a slog handler that keeps every record at info and above.
+type logRecords struct {
 	mu   *sync.Mutex
 	recs *[]string
 }
 
-func (h rmqLogRecords) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
-func (h rmqLogRecords) Handle(_ context.Context, r slog.Record) error {
+func (h logRecords) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h logRecords) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
 	b.WriteString(r.Level.String() + " " + r.Message)
 	r.Attrs(func(a slog.Attr) bool {
@@ -250,10 +250,10 @@ func (h rmqLogRecords) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Unlock()
 	return nil
 }
-func (h rmqLogRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h rmqLogRecords) WithGroup(string) slog.Handler      { return h }
+func (h logRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h logRecords) WithGroup(string) slog.Handler      { return h }
 
-func (h rmqLogRecords) take() []string {
+func (h logRecords) take() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := *h.recs
@@ -263,18 +263,18 @@ func (h rmqLogRecords) take() []string {
 
 // A broker going down is logged once at warn, its recovery once at info,
 // never each scrape, and never with the ACL secret.
-func TestRocketMQFailuresLoggedOnTransitions(t *testing.T) {
-	b := rmqStartBroker(t, rmqtest.Runtime49(), "brokerName=b\n")
+func TestFailuresLoggedOnTransitions(t *testing.T) {
+	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\n")
 	cr := &remoting.Credentials{AccessKey: "exporter", SecretKey: "s3cret-key"}
 	b.RequireACL(cr)
-	h := rmqLogRecords{mu: &sync.Mutex{}, recs: new([]string)}
-	cfg := rmqTestConfig()
+	h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
+	cfg := testConfig()
 	cfg.Logger = slog.New(h)
-	ns := rmqSilent(t)
-	c := newRocketMQCollector(cfg, rocketmqOptions{Brokers: []string{b.Addr(), "127.0.0.1:2"}, Namesrv: []string{ns},
+	ns := silentListener(t)
+	c := newScraper(cfg, options{Brokers: []string{b.Addr(), "127.0.0.1:2"}, Namesrv: []string{ns},
 		Timeout: 300 * time.Millisecond, Credentials: cr})
 	for range 3 {
-		rmqScrapeCtx(t, context.Background(), c)
+		scrapeCtx(t, context.Background(), c)
 		c.mu.Lock()
 		done := c.discovering
 		c.mu.Unlock()
@@ -287,21 +287,21 @@ func TestRocketMQFailuresLoggedOnTransitions(t *testing.T) {
 		"WARN rocketmq broker not answering GET_BROKER_RUNTIME_INFO; stall_rocketmq_up is 0 (logged again when it recovers) broker=127.0.0.1:2",
 		"WARN rocketmq name server not answering GET_BROKER_CLUSTER_INFO; the last known brokers are scraped (logged again when it recovers) namesrv=" + ns,
 	}
-	rmqCheckLogs(t, "three scrapes", got, want)
+	checkLogs(t, "three scrapes", got, want)
 
-	b.Inject(rmqtest.Reset, rmqtest.Reset) // the reused connection, then the one retry
-	rmqScrapeCtx(t, context.Background(), c)
-	rmqScrapeCtx(t, context.Background(), c)
-	rmqScrapeCtx(t, context.Background(), c)
-	rmqCheckLogs(t, "reset, then recovery", h.take(), []string{
+	b.Inject(rocketmqtest.Reset, rocketmqtest.Reset) // the reused connection, then the one retry
+	scrapeCtx(t, context.Background(), c)
+	scrapeCtx(t, context.Background(), c)
+	scrapeCtx(t, context.Background(), c)
+	checkLogs(t, "reset, then recovery", h.take(), []string{
 		"WARN rocketmq broker not answering GET_BROKER_RUNTIME_INFO; stall_rocketmq_up is 0 (logged again when it recovers) broker=" + b.Addr(),
 		"INFO rocketmq broker answering again broker=" + b.Addr(),
 	})
 }
 
-// rmqCheckLogs compares records by prefix (the err attribute varies) and
+// checkLogs compares records by prefix (the err attribute varies) and
 // checks no record carries the secret key.
-func rmqCheckLogs(t *testing.T, what string, got, want []string) {
+func checkLogs(t *testing.T, what string, got, want []string) {
 	t.Helper()
 	for _, g := range got {
 		if strings.Contains(g, "s3cret") {
@@ -318,35 +318,35 @@ func rmqCheckLogs(t *testing.T, what string, got, want []string) {
 }
 
 // Flag values that cannot work stop the exporter at startup.
-func TestRocketMQInvalidFlags(t *testing.T) {
+func TestInvalidFlags(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		set  func()
 		want string
 	}{
-		{"bad CIDR", func() { *rmqProbeAllowFlag = []string{"10.0.0.0/99"} }, "--rocketmq.probe.allowed-targets"},
-		{"bad allowed port", func() { *rmqProbeAllowFlag = []string{"10.0.0.1:99999"} }, "--rocketmq.probe.allowed-targets"},
-		{"broker without port", func() { *rmqBrokerFlag = []string{"nohostport"} }, "--rocketmq.broker"},
-		{"broker without host", func() { *rmqBrokerFlag = []string{":10911"} }, "--rocketmq.broker"},
-		{"namesrv bad port", func() { *rmqNamesrvFlag = []string{"ns:port"} }, "--rocketmq.namesrv"},
-		{"frame 0", func() { *rmqMaxFrameFlag = 0 }, "--rocketmq.max-frame-bytes"},
-		{"frame huge", func() { *rmqMaxFrameFlag = 2 << 30 }, "--rocketmq.max-frame-bytes"},
-		{"negative sample", func() { *rmqSampleFlag = -time.Second }, "--rocketmq.sample-interval"},
-		{"timeout 0", func() { *rmqTimeoutFlag = 0 }, "--rocketmq.timeout"},
-		{"negative timeout", func() { *rmqTimeoutFlag = -time.Second }, "--rocketmq.timeout"},
-		{"config interval 0", func() { *rmqConfigIntervalFlag = 0 }, "--rocketmq.config-interval"},
-		{"discovery interval 0", func() { *rmqDiscoveryIntervalFlag = 0 }, "--rocketmq.discovery-interval"},
+		{"bad CIDR", func() { *probeAllowFlag = []string{"10.0.0.0/99"} }, "--rocketmq.probe.allowed-targets"},
+		{"bad allowed port", func() { *probeAllowFlag = []string{"10.0.0.1:99999"} }, "--rocketmq.probe.allowed-targets"},
+		{"broker without port", func() { *brokerFlag = []string{"nohostport"} }, "--rocketmq.broker"},
+		{"broker without host", func() { *brokerFlag = []string{":10911"} }, "--rocketmq.broker"},
+		{"namesrv bad port", func() { *namesrvFlag = []string{"ns:port"} }, "--rocketmq.namesrv"},
+		{"frame 0", func() { *maxFrameFlag = 0 }, "--rocketmq.max-frame-bytes"},
+		{"frame huge", func() { *maxFrameFlag = 2 << 30 }, "--rocketmq.max-frame-bytes"},
+		{"negative sample", func() { *sampleFlag = -time.Second }, "--rocketmq.sample-interval"},
+		{"timeout 0", func() { *timeoutFlag = 0 }, "--rocketmq.timeout"},
+		{"negative timeout", func() { *timeoutFlag = -time.Second }, "--rocketmq.timeout"},
+		{"config interval 0", func() { *configIntervalFlag = 0 }, "--rocketmq.config-interval"},
+		{"discovery interval 0", func() { *discoveryIntervalFlag = 0 }, "--rocketmq.discovery-interval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rmqDefaultFlags(t)
-			saved := [3][]string{*rmqProbeAllowFlag, *rmqBrokerFlag, *rmqNamesrvFlag}
-			defer func() { *rmqProbeAllowFlag, *rmqBrokerFlag, *rmqNamesrvFlag = saved[0], saved[1], saved[2] }()
-			*rmqProbeAllowFlag, *rmqBrokerFlag, *rmqNamesrvFlag = []string{"10.0.0.0/24", "*", "host", "h:10911"}, []string{"127.0.0.1:10911"}, nil
-			if _, err := newRocketMQFromFlags(rmqTestConfig()); err != nil {
+			defaultFlags(t)
+			saved := [3][]string{*probeAllowFlag, *brokerFlag, *namesrvFlag}
+			defer func() { *probeAllowFlag, *brokerFlag, *namesrvFlag = saved[0], saved[1], saved[2] }()
+			*probeAllowFlag, *brokerFlag, *namesrvFlag = []string{"10.0.0.0/24", "*", "host", "h:10911"}, []string{"127.0.0.1:10911"}, nil
+			if _, err := newCollector(testConfig()); err != nil {
 				t.Fatalf("valid flags refused: %v", err)
 			}
 			tc.set()
-			_, err := newRocketMQFromFlags(rmqTestConfig())
+			_, err := newCollector(testConfig())
 			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one starting with %s", err, tc.want)
 			}
@@ -357,7 +357,7 @@ func TestRocketMQInvalidFlags(t *testing.T) {
 // The whole exposition of a scrape (4.9 master with sampled lock holds and
 // the put-latency histogram, a 5.x broker, a name server) passes
 // `promtool check metrics`.
-func TestRocketMQPromtoolCheckMetrics(t *testing.T) {
+func TestPromtoolCheckMetrics(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -365,20 +365,20 @@ func TestRocketMQPromtoolCheckMetrics(t *testing.T) {
 		}
 		t.Skip("promtool not installed")
 	}
-	b49 := rmqStartBroker(t, rmqtest.Runtime49(), rmqtest.Config49)
-	b5 := rmqStartBroker(t, rmqtest.Runtime5(), rmqConfig5)
-	ns, err := rmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{
+	b49 := startBroker(t, rocketmqtest.Runtime49(), rocketmqtest.Config49)
+	b5 := startBroker(t, rocketmqtest.Runtime5(), config5)
+	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{
 		{Cluster: "DefaultCluster", Name: "broker-a", ID: 0, Addr: b49.Addr()},
 		{Cluster: "c5", Name: "broker-5", ID: 0, Addr: b5.Addr()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Namesrv: []string{ns.Addr()}, Timeout: 2 * time.Second, SampleInterval: time.Second})
-	rmqScrapeCtx(t, context.Background(), c)
+	c := newScraper(testConfig(), options{Namesrv: []string{ns.Addr()}, Timeout: 2 * time.Second, SampleInterval: time.Second})
+	scrapeCtx(t, context.Background(), c)
 	c.sampleOnce(context.Background())
 	b49.Set("putLatency99", "12")
-	r := rmqScrapeCtx(t, context.Background(), c)
+	r := scrapeCtx(t, context.Background(), c)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -398,20 +398,20 @@ func TestRocketMQPromtoolCheckMetrics(t *testing.T) {
 
 // A config re-read that fails keeps the directly named broker's labels and
 // config, and does not touch its up.
-func TestRocketMQFailedConfigReadKeepsLabels(t *testing.T) {
-	b := rmqStartBroker(t, rmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=direct\nbrokerId=2\nflushDiskType=SYNC_FLUSH\n")
+func TestFailedConfigReadKeepsLabels(t *testing.T) {
+	b := startBroker(t, rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=direct\nbrokerId=2\nflushDiskType=SYNC_FLUSH\n")
 	clock := time.Unix(1_800_000_000, 0)
-	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Brokers: []string{b.Addr()}, Timeout: time.Second, ConfigInterval: time.Minute})
+	c := newScraper(testConfig(), options{Brokers: []string{b.Addr()}, Timeout: time.Second, ConfigInterval: time.Minute})
 	c.now = func() time.Time { return clock }
 	want := `
 stall_rocketmq_up{broker="direct",broker_id="2",cluster="c"} 1
 `
-	r := rmqScrapeCtx(t, context.Background(), c)
-	rmqExpect(t, r.lines("stall_rocketmq_up"), want)
+	r := scrapeCtx(t, context.Background(), c)
+	expect(t, r.lines("stall_rocketmq_up"), want)
 	clock = clock.Add(2 * time.Minute)
-	b.Inject(rmqtest.None, rmqtest.Reset, rmqtest.Reset) // runtime info answers, the config re-read (and its retry) is reset
-	r = rmqScrapeCtx(t, context.Background(), c)
-	rmqExpect(t, r.lines("stall_rocketmq_up"), want)
+	b.Inject(rocketmqtest.None, rocketmqtest.Reset, rocketmqtest.Reset) // runtime info answers, the config re-read (and its retry) is reset
+	r = scrapeCtx(t, context.Background(), c)
+	expect(t, r.lines("stall_rocketmq_up"), want)
 	if r.err != nil {
 		t.Errorf("err = %v; a failed config read is not a failed broker", r.err)
 	}
@@ -424,18 +424,18 @@ stall_rocketmq_up{broker="direct",broker_id="2",cluster="c"} 1
 }
 
 // A name server that answers with an empty topology is not a failure.
-func TestRocketMQEmptyTopologyIsNoError(t *testing.T) {
-	ns, err := rmqtest.NewNameServer("127.0.0.1:0", nil)
+func TestEmptyTopologyIsNoError(t *testing.T) {
+	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	c := newRocketMQCollector(rmqTestConfig(), rocketmqOptions{Namesrv: []string{ns.Addr()}, Timeout: time.Second})
-	r := rmqScrapeCtx(t, context.Background(), c)
+	c := newScraper(testConfig(), options{Namesrv: []string{ns.Addr()}, Timeout: time.Second})
+	r := scrapeCtx(t, context.Background(), c)
 	if r.err != nil {
 		t.Errorf("err = %v", r.err)
 	}
-	rmqExpect(t, r.lines("stall_rocketmq_namesrv_up", "stall_rocketmq_up"), `
+	expect(t, r.lines("stall_rocketmq_namesrv_up", "stall_rocketmq_up"), `
 stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 1
 `)
 }

@@ -195,9 +195,9 @@ func TestLoadCredentials(t *testing.T) {
 	}
 }
 
-func newBroker(t *testing.T) *rmqtest.Broker {
+func newBroker(t *testing.T) *rocketmqtest.Broker {
 	t.Helper()
-	b, err := rmqtest.NewBroker("127.0.0.1:0", rmqtest.Runtime49(), rmqtest.Config49)
+	b, err := rocketmqtest.NewBroker("127.0.0.1:0", rocketmqtest.Runtime49(), rocketmqtest.Config49)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,29 +261,29 @@ func TestClientFaultsRedial(t *testing.T) {
 			t.Errorf("after %s: %d dials, want %d", name, c.Dials(), dials)
 		}
 	}
-	b.Inject(rmqtest.Interleave)
+	b.Inject(rocketmqtest.Interleave)
 	check("interleaved frames", func(err error) bool { return err == nil })
 	expectDials("interleave", 1)
 
-	b.Inject(rmqtest.Slow)
+	b.Inject(rocketmqtest.Slow)
 	check("slow reply", func(err error) bool { return err != nil && strings.Contains(err.Error(), "timeout") })
 	expectDials("slow", 1)
 
 	// A reset on the reused connection looks like a restarted peer: the
 	// read is sent once more on a fresh connection and succeeds.
-	b.Inject(rmqtest.Reset)
+	b.Inject(rocketmqtest.Reset)
 	check("reset of a reused connection", func(err error) bool { return err == nil })
 	expectDials("reset", 1)
 
-	b.Inject(rmqtest.Garbage)
+	b.Inject(rocketmqtest.Garbage)
 	check("garbage", func(err error) bool { return errors.Is(err, remoting.ErrMalformed) })
 	expectDials("garbage", 1)
 
-	b.Inject(rmqtest.Huge)
+	b.Inject(rocketmqtest.Huge)
 	check("huge", func(err error) bool { return errors.Is(err, remoting.ErrFrameTooLarge) })
 	expectDials("huge", 1)
 
-	b.Inject(rmqtest.Busy)
+	b.Inject(rocketmqtest.Busy)
 	check("busy", func(err error) bool {
 		var re *remoting.ResponseError
 		return errors.As(err, &re) && re.Code == remoting.SystemBusy && strings.Contains(re.Remark, "TIMEOUT_CLEAN_QUEUE")
@@ -312,7 +312,7 @@ func TestClientRetriesStaleConnectionOnce(t *testing.T) {
 
 	fresh := remoting.NewClient(b.Addr(), remoting.Options{Timeout: time.Second})
 	defer fresh.Close()
-	b.Inject(rmqtest.Reset)
+	b.Inject(rocketmqtest.Reset)
 	if _, err := fresh.RuntimeInfo(ctx); err == nil {
 		t.Error("a reset on a freshly dialled connection was retried into success")
 	}
@@ -324,7 +324,7 @@ func TestClientRetriesStaleConnectionOnce(t *testing.T) {
 func TestClientContextCancel(t *testing.T) {
 	b := newBroker(t)
 	b.Delay(10 * time.Second)
-	b.Inject(rmqtest.Slow)
+	b.Inject(rocketmqtest.Slow)
 	c := remoting.NewClient(b.Addr(), remoting.Options{Timeout: time.Minute})
 	defer c.Close()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -372,12 +372,12 @@ func TestNameServerDiscovery(t *testing.T) {
 		{Cluster: "DefaultCluster", Name: "broker-a", ID: 1, Addr: "127.0.0.1:10912"},
 		{Cluster: "DefaultCluster", Name: "broker-b", ID: 0, Addr: "127.0.0.1:10921"},
 	}
-	ns, err := rmqtest.NewNameServer("127.0.0.1:0", topo)
+	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", topo)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	body := string(rmqtest.ClusterInfoBody(topo))
+	body := string(rocketmqtest.ClusterInfoBody(topo))
 	if !strings.Contains(body, `{0:"127.0.0.1:10911",1:"127.0.0.1:10912"}`) {
 		t.Fatalf("test name server does not write fastjson's bare keys: %s", body)
 	}
@@ -390,7 +390,7 @@ func TestNameServerDiscovery(t *testing.T) {
 			t.Errorf("binary %v: %+v, %v", bin, got, err)
 		}
 	}
-	ns.Inject(rmqtest.Unsupported)
+	ns.Inject(rocketmqtest.Unsupported)
 	c := remoting.NewClient(ns.Addr(), remoting.Options{})
 	defer c.Close()
 	var re *remoting.ResponseError
@@ -407,7 +407,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(unhex(f, workedBinary)[4:])
 	for _, ser := range []remoting.Serialization{remoting.JSON, remoting.Binary} {
 		fr, _ := remoting.Encode(&remoting.Command{Code: 0, Flag: 1, Opaque: 3, Remark: "r", Language: "JAVA",
-			ExtFields: map[string]string{"AccessKey": "a", "Signature": "s"}, Body: rmqtest.KVTableBody(rmqtest.Runtime49()), Serialization: ser})
+			ExtFields: map[string]string{"AccessKey": "a", "Signature": "s"}, Body: rocketmqtest.KVTableBody(rocketmqtest.Runtime49()), Serialization: ser})
 		f.Add(fr[4:])
 	}
 	f.Add([]byte{0, 0, 0, 4, 'n', 'o', 'p', 'e'})
@@ -450,9 +450,9 @@ func FuzzReadCommand(f *testing.F) {
 
 // FuzzParseBodies feeds the reply-body parsers arbitrary text.
 func FuzzParseBodies(f *testing.F) {
-	f.Add(rmqtest.ClusterInfoBody([]remoting.BrokerAddr{{Cluster: "c", Name: "b", ID: 0, Addr: "h:1"}, {Cluster: "c", Name: "b", ID: 1, Addr: "h:2"}}))
-	f.Add(rmqtest.KVTableBody(rmqtest.Runtime5()))
-	f.Add([]byte(rmqtest.Config49))
+	f.Add(rocketmqtest.ClusterInfoBody([]remoting.BrokerAddr{{Cluster: "c", Name: "b", ID: 0, Addr: "h:1"}, {Cluster: "c", Name: "b", ID: 1, Addr: "h:2"}}))
+	f.Add(rocketmqtest.KVTableBody(rocketmqtest.Runtime5()))
+	f.Add([]byte(rocketmqtest.Config49))
 	f.Add([]byte(`{0:{-1:"x"},"a":[1,{2:3}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		remoting.ParseClusterInfo(body)

@@ -1,4 +1,4 @@
-// Package rmqtest is a fake RocketMQ broker and name server that answer the
+// Package rocketmqtest is a fake RocketMQ broker and name server that answer the
 // remoting requests stall_exporter sends (GET_BROKER_RUNTIME_INFO 28,
 // GET_BROKER_CONFIG 26, GET_BROKER_CLUSTER_INFO 106) over real TCP. It is
 // built from the protocol reference (rocketmq-broker.md), not from the broker's code,
@@ -8,7 +8,7 @@
 // integer map keys in cluster info. Faults can be queued for the next
 // requests: a slow reply, a reset connection, a garbage frame, a frame that
 // announces 1 GiB, a SYSTEM_BUSY answer.
-package rmqtest
+package rocketmqtest
 
 import (
 	"bytes"
