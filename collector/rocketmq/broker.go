@@ -1,0 +1,419 @@
+package rocketmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
+)
+
+// brokerLabels name the broker of every per-broker series.
+var brokerLabels = []string{"cluster", "broker", "broker_id"}
+
+// brokerMetric declares stall_rocketmq_<name> with the broker labels, then extra.
+func brokerMetric(name, help string, typ prometheus.ValueType, extra ...string) collector.Metric {
+	return collector.NewMetric("rocketmq_"+name, help, typ, append(append([]string(nil), brokerLabels...), extra...)...)
+}
+
+var (
+	upDesc = brokerMetric("up",
+		"1 if the broker answered GET_BROKER_RUNTIME_INFO (request 28) in this scrape within --rocketmq.timeout (and the scrape timeout), else 0. The config read does not affect it.", prometheus.GaugeValue)
+	infoDesc = brokerMetric("broker_info",
+		"Broker identity (always 1): version from runtime-info key brokerVersionDesc, address it is scraped at.", prometheus.GaugeValue, "version", "address")
+	namesrvUpDesc = collector.NewMetric("rocketmq_namesrv_up",
+		"1 if the name server answered GET_BROKER_CLUSTER_INFO (request 106) at the last discovery, else 0.", prometheus.GaugeValue, "namesrv")
+	lockHeldDesc = brokerMetric("commitlog_lock_held_seconds",
+		"How long the current holder has held the CommitLog put lock, 0 when free (runtime-info pageCacheLockTimeMills, instantaneous). The broker declares the page cache busy above osPageCacheBusyTimeOutMills.", prometheus.GaugeValue)
+	putPercentileDesc = brokerMetric("put_latency_window_percentile_seconds",
+		"Put latency percentile over the broker's last completed 60 s window: percentile=\"99\" from runtime-info putLatency99, \"99.9\" from putLatency999 (4.9.4+).", prometheus.GaugeValue, "percentile")
+	putMaxDesc = brokerMetric("put_latency_max_seconds",
+		"Longest whole put since broker start (runtime-info putMessageEntireTimeMax, high-water mark).", prometheus.GaugeValue)
+	putMessagesDesc = brokerMetric("put_messages_total",
+		"Messages stored since broker start (runtime-info putMessageTimesTotal).", prometheus.CounterValue)
+	putBytesDesc = brokerMetric("put_bytes_total",
+		"Message bytes stored since broker start (runtime-info putMessageSizeTotal).", prometheus.CounterValue)
+	putFailuresDesc = brokerMetric("put_failures_total",
+		"Failed puts since broker start (runtime-info putMessageFailedTimes; 4.9.3+).", prometheus.CounterValue)
+	rateDesc = brokerMetric("messages_per_second",
+		"Broker-computed message rate over the trailing window (runtime-info putTps, getFoundTps, getMissTps, getTotalTps, getTransferedTps/getTransferredTps).", prometheus.GaugeValue, "op", "window")
+	sendQueueSizeDesc = brokerMetric("send_queue_size",
+		"Send requests queued for the send thread pool (runtime-info sendThreadPoolQueueSize).", prometheus.GaugeValue)
+	sendQueueCapDesc = brokerMetric("send_queue_capacity",
+		"Capacity of the send thread pool queue (runtime-info sendThreadPoolQueueCapacity).", prometheus.GaugeValue)
+	sendQueueWaitDesc = brokerMetric("send_queue_head_wait_seconds",
+		"Age of the oldest queued send request (runtime-info sendThreadPoolQueueHeadWaitTimeMills). Fast failure rejects requests older than waitTimeMillsInSendQueue (200 ms).", prometheus.GaugeValue)
+	pullQueueSizeDesc = brokerMetric("pull_queue_size",
+		"Pull requests queued for the pull thread pool (runtime-info pullThreadPoolQueueSize).", prometheus.GaugeValue)
+	pullQueueCapDesc = brokerMetric("pull_queue_capacity",
+		"Capacity of the pull thread pool queue (runtime-info pullThreadPoolQueueCapacity).", prometheus.GaugeValue)
+	pullQueueWaitDesc = brokerMetric("pull_queue_head_wait_seconds",
+		"Age of the oldest queued pull request (runtime-info pullThreadPoolQueueHeadWaitTimeMills).", prometheus.GaugeValue)
+	flushPendingDesc = brokerMetric("flush_pending_bytes",
+		"CommitLog bytes written but not yet flushed to disk (runtime-info remainHowManyDataToFlush, a human-readable size rounded by the broker to 3 digits).", prometheus.GaugeValue)
+	commitPendingDesc = brokerMetric("commit_pending_bytes",
+		"Bytes in the transient store pool not yet committed to the file channel (runtime-info remainHowManyDataToCommit; only with transientStorePoolEnable).", prometheus.GaugeValue)
+	transientPoolDesc = brokerMetric("transient_store_pool_enabled",
+		"1 if the off-heap transient store pool is enabled, else 0 (runtime-info remainTransientStoreBufferNumbs is 2147483647 when it is disabled).", prometheus.GaugeValue)
+	transientFreeDesc = brokerMetric("transient_store_buffers_available",
+		"Free off-heap transient store buffers; at 0 sends are rejected (runtime-info remainTransientStoreBufferNumbs). Absent when the pool is disabled.", prometheus.GaugeValue)
+	dispatchBehindDesc = brokerMetric("dispatch_behind_bytes",
+		"CommitLog bytes not yet dispatched to consume queues and index (runtime-info dispatchBehindBytes).", prometheus.GaugeValue)
+	diskRatioDesc = brokerMetric("commitlog_disk_ratio",
+		"Used fraction of the CommitLog disk, 0–1 (runtime-info commitLogDiskRatio). Absent when the broker reports -1 (it could not read the disk).", prometheus.GaugeValue)
+	keyErrorsDesc = brokerMetric("runtime_info_errors_total",
+		"Runtime-info keys that were missing or unparsable, by key, since exporter start; each costs only its own metric. Also counted in stall_collector_parse_errors_total.", prometheus.CounterValue, "key")
+	sampleErrorsDesc = brokerMetric("lock_samples_failed_total",
+		"Background pageCacheLockTimeMills samples (--rocketmq.sample-interval) that failed since exporter start.", prometheus.CounterValue)
+	configInfoDesc = brokerMetric("broker_config_info",
+		"The broker settings that decide CommitLog stalls, as reported by GET_BROKER_CONFIG (request 26), refreshed every --rocketmq.config-interval (always 1; empty label: key not reported).",
+		prometheus.GaugeValue, configLabels...)
+	configBusyTimeoutDesc = brokerMetric("broker_config_page_cache_busy_timeout_seconds",
+		"Lock hold above which the broker declares the page cache busy and fast-fails sends (config osPageCacheBusyTimeOutMills, default 1000 ms).", prometheus.GaugeValue)
+	configSendWaitDesc = brokerMetric("broker_config_send_queue_wait_timeout_seconds",
+		"Send-queue wait above which fast failure rejects a request with SYSTEM_BUSY (config waitTimeMillsInSendQueue, default 200 ms).", prometheus.GaugeValue)
+
+	putLatencyName  = collector.Namespace + "_rocketmq_put_latency_seconds"
+	lockSampledName = collector.Namespace + "_rocketmq_commitlog_lock_held_sampled_seconds"
+	putLatencyDesc  = prometheus.NewDesc(putLatencyName,
+		"Whole put latency (lock wait, append, and flush/replication wait in sync modes), cumulative over the broker's 60 s putMessageDistributeTime windows seen since exporter start (runtime-info putMessageDistributeTime; 13 broker buckets). _sum is NaN: the broker reports no total time.",
+		brokerLabels, nil)
+	lockSampledDesc = prometheus.NewDesc(lockSampledName,
+		"pageCacheLockTimeMills sampled every --rocketmq.sample-interval between scrapes: how long the CommitLog put lock had been held at each sample.",
+		brokerLabels, nil)
+	// lockBounds: the broker's busy threshold is 1 s, the NOTIFYME log 0.5 s.
+	lockBounds = []float64{0, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10}
+)
+
+var configKeys = []string{"flushDiskType", "brokerRole", "transientStorePoolEnable", "warmMapedFileEnable",
+	"transferMsgByHeap", "useReentrantLockWhenPutMessage", "brokerFastFailureEnable", "fastFailIfNoBufferInStorePool"}
+
+var configLabels = []string{"flush_disk_type", "broker_role", "transient_store_pool_enable", "warm_maped_file_enable",
+	"transfer_msg_by_heap", "use_reentrant_lock_when_put_message", "broker_fast_failure_enable", "fast_fail_if_no_buffer_in_store_pool"}
+
+func init() {
+	collector.Document(putLatencyName, "histogram", brokerLabels...)
+	collector.Document(lockSampledName, "histogram", brokerLabels...)
+}
+
+// number is one runtime-info key exported as one metric.
+type number struct {
+	keys     []string // spellings, first present wins
+	required bool     // missing counts as an error (present in every 4.9.x and 5.x)
+	parse    func(string) (float64, error)
+	metric   collector.Metric
+}
+
+var numbers = []number{
+	{[]string{"pageCacheLockTimeMills"}, true, parseMillis, lockHeldDesc},
+	{[]string{"putMessageEntireTimeMax"}, true, parseMillis, putMaxDesc},
+	{[]string{"putMessageTimesTotal"}, true, parseFloat, putMessagesDesc},
+	{[]string{"putMessageSizeTotal"}, true, parseFloat, putBytesDesc},
+	{[]string{"putMessageFailedTimes"}, false, parseFloat, putFailuresDesc},
+	{[]string{"sendThreadPoolQueueSize"}, true, parseFloat, sendQueueSizeDesc},
+	{[]string{"sendThreadPoolQueueCapacity"}, true, parseFloat, sendQueueCapDesc},
+	{[]string{"sendThreadPoolQueueHeadWaitTimeMills"}, true, parseMillis, sendQueueWaitDesc},
+	{[]string{"pullThreadPoolQueueSize"}, true, parseFloat, pullQueueSizeDesc},
+	{[]string{"pullThreadPoolQueueCapacity"}, true, parseFloat, pullQueueCapDesc},
+	{[]string{"pullThreadPoolQueueHeadWaitTimeMills"}, true, parseMillis, pullQueueWaitDesc},
+	{[]string{"remainHowManyDataToFlush"}, true, parseSize, flushPendingDesc},
+	{[]string{"remainHowManyDataToCommit"}, false, parseSize, commitPendingDesc},
+	{[]string{"dispatchBehindBytes"}, true, parseFloat, dispatchBehindDesc},
+}
+
+var rates = []struct {
+	op   string
+	keys []string
+}{
+	{"put", []string{"putTps"}},
+	{"get_found", []string{"getFoundTps"}},
+	{"get_miss", []string{"getMissTps"}},
+	{"get_total", []string{"getTotalTps"}},
+	{"get_transferred", []string{"getTransferredTps", "getTransferedTps"}},
+}
+
+var rateWindows = [3]string{"10s", "60s", "600s"}
+
+// broker is the state kept for one broker between scrapes.
+type broker struct {
+	addr   string
+	client *remoting.Client
+	direct bool // from --rocketmq.broker or /probe: labels come from its config
+
+	mu           sync.Mutex
+	labels       [3]string
+	version      string
+	put          putHistogram
+	lockCounts   []uint64 // per lockBounds bucket, not cumulative; last is +Inf
+	lockSum      float64
+	lockN        uint64
+	sampleErrors uint64
+	nextSample   time.Time
+	sampleFails  int
+	keyErrors    map[string]uint64
+	config       map[string]string
+	configAt     time.Time
+	down         bool // the last scrape's runtime-info request failed (logged once)
+}
+
+func (b *broker) observeLock(s float64) {
+	i := sort.SearchFloat64s(lockBounds, s) // first bound >= s
+	b.lockCounts[i]++
+	b.lockSum += s
+	b.lockN++
+}
+
+// observeDistribution feeds putMessageDistributeTime into the cumulative
+// histogram; b.mu must be held.
+func (b *broker) observeDistribution(kv map[string]string, now time.Time) bool {
+	v, ok := kv["putMessageDistributeTime"]
+	if !ok {
+		return false
+	}
+	dist, err := parseDistribution(v)
+	if err != nil {
+		return false // counted by the scrape that emits the metrics
+	}
+	b.put.observe(dist, reportsWindowInProgress(kv["brokerVersionDesc"]), now)
+	return true
+}
+
+// scrapeBroker reads one broker's runtime info and, when it answered and
+// the config is due, its config, all before ctx's deadline (one budget for
+// both); then it sends the broker's metrics. stall_rocketmq_up is the
+// runtime-info request's result alone: a slow or failed config read keeps
+// the last config and labels. The broker going down is logged once at warn,
+// its recovery at info.
+func (c *scraper) scrapeBroker(ctx context.Context, b *broker, ch chan<- prometheus.Metric) error {
+	kv, err := b.client.RuntimeInfo(ctx)
+	if err == nil {
+		b.mu.Lock()
+		configDue := b.config == nil || c.now().Sub(b.configAt) >= c.opts.ConfigInterval
+		b.mu.Unlock()
+		if configDue {
+			c.readConfig(ctx, b)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lv := b.labels[:]
+	if err != nil {
+		if !b.down {
+			c.cfg.Logger.Warn("rocketmq broker not answering GET_BROKER_RUNTIME_INFO; stall_rocketmq_up is 0 (logged again when it recovers)",
+				"broker", b.addr, "err", err)
+		}
+		b.down = true
+		if errors.Is(err, remoting.ErrMalformed) || errors.Is(err, remoting.ErrFrameTooLarge) || strings.HasPrefix(err.Error(), "runtime info body") {
+			c.cfg.Problems.Add("rocketmq runtime info reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
+		}
+		upDesc.Send(ch, 0, lv...)
+		b.sendState(ch)
+		return fmt.Errorf("broker %s: %w", b.addr, err)
+	}
+	if b.down {
+		c.cfg.Logger.Info("rocketmq broker answering again", "broker", b.addr)
+		b.down = false
+	}
+	upDesc.Send(ch, 1, lv...)
+	b.emitRuntime(ch, kv, c.now(), c.cfg.Problems)
+	b.sendState(ch)
+	return nil
+}
+
+// readConfig reads GET_BROKER_CONFIG; a failure keeps the last config and
+// labels and is retried at the next scrape.
+func (c *scraper) readConfig(ctx context.Context, b *broker) {
+	cfg, bad, err := b.client.BrokerConfig(ctx)
+	if bad > 0 {
+		c.cfg.Problems.Add("rocketmq broker config line", bad, fmt.Errorf("broker %s: %d config lines without '='", b.addr, bad))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		c.cfg.Logger.Debug("GET_BROKER_CONFIG failed; keeping the last config", "broker", b.addr, "err", err)
+		return
+	}
+	b.config, b.configAt = cfg, c.now()
+	if b.direct {
+		b.labels = labelsFromConfig(cfg, b.addr)
+	}
+}
+
+// labelsFromConfig names a directly configured broker from its own
+// config (brokerClusterName, brokerName, brokerId); the address stands in
+// for a missing name.
+func labelsFromConfig(cfg map[string]string, addr string) [3]string {
+	l := [3]string{labelValue(cfg["brokerClusterName"]), labelValue(cfg["brokerName"]), labelValue(cfg["brokerId"])}
+	if l[1] == "" {
+		l[1] = labelValue(addr)
+	}
+	return l
+}
+
+// labelValue makes a broker- or name-server-supplied string safe as a label
+// value: valid UTF-8 (client_golang refuses anything else) and at most 128
+// bytes.
+func labelValue(s string) string { return collector.LabelValue(s, 128) }
+
+// keyError counts one missing or bad runtime-info key; b.mu must be held.
+func (b *broker) keyError(problems *collector.Problems, key string, err error) {
+	b.keyErrors[key]++
+	problems.Add("rocketmq runtime-info key "+key, 1, fmt.Errorf("broker %s: %s: %w", b.addr, key, err))
+}
+
+var errMissing = errors.New("missing")
+
+func lookup(kv map[string]string, keys []string) (string, string, bool) {
+	for _, k := range keys {
+		if v, ok := kv[k]; ok {
+			return k, v, true
+		}
+	}
+	return keys[0], "", false
+}
+
+// emitRuntime turns one runtime-info table into metrics; b.mu must be held.
+func (b *broker) emitRuntime(ch chan<- prometheus.Metric, kv map[string]string, now time.Time, problems *collector.Problems) {
+	lv := b.labels[:]
+	b.version = labelValue(kv["brokerVersionDesc"])
+	infoDesc.Send(ch, 1, append(lv[:3:3], b.version, labelValue(b.addr))...)
+
+	for _, n := range numbers {
+		key, raw, ok := lookup(kv, n.keys)
+		if !ok {
+			if n.required {
+				b.keyError(problems, key, errMissing)
+			}
+			continue
+		}
+		v, err := n.parse(raw)
+		if err != nil {
+			b.keyError(problems, key, err)
+			continue
+		}
+		n.metric.Send(ch, v, lv...)
+	}
+
+	for _, q := range []struct{ key, percentile string }{{"putLatency99", "99"}, {"putLatency999", "99.9"}} {
+		raw, ok := kv[q.key]
+		if !ok {
+			continue // 4.9.4+ only
+		}
+		v, err := parseMillis(raw)
+		if err != nil {
+			b.keyError(problems, q.key, err)
+			continue
+		}
+		putPercentileDesc.Send(ch, v, append(lv[:3:3], q.percentile)...)
+	}
+
+	for _, r := range rates {
+		key, raw, ok := lookup(kv, r.keys)
+		if !ok {
+			if r.op == "put" {
+				b.keyError(problems, key, errMissing)
+			}
+			continue
+		}
+		tps, err := parseTps(raw)
+		if err != nil {
+			b.keyError(problems, key, err)
+			continue
+		}
+		for i, v := range tps {
+			if !math.IsNaN(v) {
+				rateDesc.Send(ch, v, append(lv[:3:3], r.op, rateWindows[i])...)
+			}
+		}
+	}
+
+	if raw, ok := kv["remainTransientStoreBufferNumbs"]; ok {
+		v, err := parseFloat(raw)
+		switch {
+		case err != nil:
+			b.keyError(problems, "remainTransientStoreBufferNumbs", err)
+		case v == math.MaxInt32:
+			transientPoolDesc.Send(ch, 0, lv...)
+		default:
+			transientPoolDesc.Send(ch, 1, lv...)
+			transientFreeDesc.Send(ch, v, lv...)
+		}
+	} else {
+		b.keyError(problems, "remainTransientStoreBufferNumbs", errMissing)
+	}
+
+	if raw, ok := kv["commitLogDiskRatio"]; ok {
+		v, err := parseFloat(raw)
+		switch {
+		case err != nil:
+			b.keyError(problems, "commitLogDiskRatio", err)
+		case v < 0:
+			// -1: the broker could not stat the disk; no value rather than a fake one.
+		default:
+			diskRatioDesc.Send(ch, v, lv...)
+		}
+	} else {
+		b.keyError(problems, "commitLogDiskRatio", errMissing)
+	}
+
+	if raw, ok := kv["putMessageDistributeTime"]; ok {
+		dist, err := parseDistribution(raw)
+		switch {
+		case errors.Is(err, errNull):
+		case err != nil:
+			b.keyError(problems, "putMessageDistributeTime", err)
+		default:
+			b.put.observe(dist, reportsWindowInProgress(b.version), now)
+		}
+	} else {
+		b.keyError(problems, "putMessageDistributeTime", errMissing)
+	}
+}
+
+// sendState sends what is kept between scrapes: the histograms, error
+// counters and config; b.mu must be held.
+func (b *broker) sendState(ch chan<- prometheus.Metric) {
+	lv := b.labels[:]
+	if b.put.have {
+		buckets, count := b.put.buckets()
+		ch <- prometheus.MustNewConstHistogram(putLatencyDesc, count, math.NaN(), buckets, lv...)
+	}
+	if b.lockN > 0 || b.sampleErrors > 0 {
+		buckets := make(map[float64]uint64, len(lockBounds))
+		var run uint64
+		for i, bound := range lockBounds {
+			run += b.lockCounts[i]
+			buckets[bound] = run
+		}
+		ch <- prometheus.MustNewConstHistogram(lockSampledDesc, b.lockN, b.lockSum, buckets, lv...)
+		sampleErrorsDesc.Send(ch, float64(b.sampleErrors), lv...)
+	}
+	for key, n := range b.keyErrors {
+		keyErrorsDesc.Send(ch, float64(n), append(lv[:3:3], key)...)
+	}
+	if b.config != nil {
+		vals := append([]string(nil), lv...)
+		for _, k := range configKeys {
+			vals = append(vals, labelValue(b.config[k]))
+		}
+		configInfoDesc.Send(ch, 1, vals...)
+		for _, m := range []struct {
+			key string
+			m   collector.Metric
+		}{{"osPageCacheBusyTimeOutMills", configBusyTimeoutDesc}, {"waitTimeMillsInSendQueue", configSendWaitDesc}} {
+			if raw, ok := b.config[m.key]; ok {
+				if v, err := parseMillis(raw); err == nil {
+					m.m.Send(ch, v, lv...)
+				}
+			}
+		}
+	}
+}
