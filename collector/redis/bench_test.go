@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // redisCounters reads the server-side totals the cost benchmark compares.
@@ -70,15 +71,15 @@ func BenchmarkScrapeCost(b *testing.B) {
 				}
 			}
 			s := testSettings()
-			c, err := newScraper(testConfig(nil), s, []string{r.addr})
+			c, err := newScraper(collectortest.Config("redis", nil), s, []string{r.addr})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer c.Close()
 			scrapeOnce := func() {
-				res := scrape(b, c, 10*time.Second)
-				if res.err != nil {
-					b.Fatal(res.err)
+				res := collectortest.Scrape(b, c, 10*time.Second)
+				if res.Err != nil {
+					b.Fatal(res.Err)
 				}
 			}
 			scrapeOnce() // connection, CONFIG GET: once per 5 minutes, not per scrape

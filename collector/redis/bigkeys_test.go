@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 func TestBigKeys(t *testing.T) {
@@ -32,44 +34,44 @@ func TestBigKeys(t *testing.T) {
 	s := testSettings()
 	s.bigkeys.enabled = true
 	s.bigkeys.top = 3
-	c := newTestScraper(t, s, testConfig(nil), r.addr)
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), r.addr)
 	b := c.bigkeys[0]
 	if err := b.pass(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res := scrape(t, c, 3*time.Second)
+	res := collectortest.Scrape(t, c, 3*time.Second)
 	want := []struct {
 		db, key string
 		min     int
 	}{{"0", "blob", 2 << 20}, {"3", "db3:big", 1 << 20}, {"0", "user:42:avatar", 300 << 10}}
 	for _, w := range want {
-		v := res.must(t, "stall_redis_big_key_bytes", "db", w.db, "key", w.key)
+		v := res.Must(t, "stall_redis_big_key_bytes", "db", w.db, "key", w.key)
 		if v < float64(w.min) || v > float64(w.min)*1.3 {
 			t.Errorf("%s: %v bytes, want about %d", w.key, v, w.min)
 		}
 	}
-	if _, ok := res.get("stall_redis_big_key_bytes", "key", "mid"); ok {
+	if _, ok := res.Get("stall_redis_big_key_bytes", "key", "mid"); ok {
 		t.Error("4th largest key exported with top 3")
 	}
-	if v := res.must(t, "stall_redis_big_keys_scanned_total"); v != 205 {
+	if v := res.Must(t, "stall_redis_big_keys_scanned_total"); v != 205 {
 		t.Errorf("scanned %v keys, want 205", v)
 	}
-	res.must(t, "stall_redis_big_keys_last_pass_timestamp_seconds")
+	res.Must(t, "stall_redis_big_keys_last_pass_timestamp_seconds")
 
 	// Hashed names: stable, no key name in the labels.
 	s.bigkeys.hashNames = true
-	c2 := newTestScraper(t, s, testConfig(nil), r.addr)
+	c2 := newTestScraper(t, s, collectortest.Config("redis", nil), r.addr)
 	if err := c2.bigkeys[0].pass(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res = scrape(t, c2, 3*time.Second)
+	res = collectortest.Scrape(t, c2, 3*time.Second)
 	h := bigKeyLabel("blob", true)
 	if !strings.HasPrefix(h, "sha256:") || len(h) != len("sha256:")+16 || h != bigKeyLabel("blob", true) {
 		t.Fatalf("hash label %q", h)
 	}
-	res.must(t, "stall_redis_big_key_bytes", "key", h)
-	for _, m := range res.metrics {
-		if k := m.labels["key"]; k != "" && !strings.HasPrefix(k, "sha256:") {
+	res.Must(t, "stall_redis_big_key_bytes", "key", h)
+	for _, m := range res.Metrics {
+		if k := m.Labels["key"]; k != "" && !strings.HasPrefix(k, "sha256:") {
 			t.Errorf("clear key name %q with hash-names", k)
 		}
 	}
@@ -97,7 +99,7 @@ func TestBigKeysPreferReplica(t *testing.T) {
 	s.bigkeys.enabled, s.bigkeys.preferReplica = true, true
 	s.conn.dialTimeout = 300 * time.Millisecond
 
-	unreachable := newTestScraper(t, s, testConfig(nil), master.addr)
+	unreachable := newTestScraper(t, s, collectortest.Config("redis", nil), master.addr)
 	if err := unreachable.bigkeys[0].pass(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func TestBigKeysPreferReplica(t *testing.T) {
 		t.Errorf("announced replica unreachable: master got %d MEMORY USAGE calls, want 1", n)
 	}
 
-	c := newTestScraper(t, s, testConfig(nil), "redis://"+master.addr+"?bigkeys_replica="+replica.addr)
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), "redis://"+master.addr+"?bigkeys_replica="+replica.addr)
 	if err := c.bigkeys[0].pass(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -115,9 +117,9 @@ func TestBigKeysPreferReplica(t *testing.T) {
 	if n := commandCalls(t, radmin, "memory|usage"); n != 1 {
 		t.Errorf("replica got %d MEMORY USAGE calls, want 1", n)
 	}
-	res := scrape(t, c, 3*time.Second)
+	res := collectortest.Scrape(t, c, 3*time.Second)
 	// The series carry the target's addr, whichever server was scanned.
-	res.must(t, "stall_redis_big_key_bytes", "addr", "redis://"+master.addr, "key", "k")
+	res.Must(t, "stall_redis_big_key_bytes", "addr", "redis://"+master.addr, "key", "k")
 }
 
 func TestBigKeysRateLimit(t *testing.T) {
@@ -131,7 +133,7 @@ func TestBigKeysRateLimit(t *testing.T) {
 	s := testSettings()
 	s.bigkeys.enabled = true
 	s.bigkeys.keysPerSecond = 20
-	c := newTestScraper(t, s, testConfig(nil), r.addr)
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), r.addr)
 	start := time.Now()
 	if err := c.bigkeys[0].pass(ctx); err != nil {
 		t.Fatal(err)
@@ -167,7 +169,7 @@ func TestBigKeysForbidden(t *testing.T) {
 	r.client().Set(context.Background(), "k", "v", 0)
 	s := testSettings()
 	s.bigkeys.enabled = true
-	c := newTestScraper(t, s, testConfig(nil), r.addr)
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), r.addr)
 	err := c.bigkeys[0].pass(context.Background())
 	if !errors.Is(err, errBigKeysUnsupported) {
 		t.Fatalf("pass: %v, want errBigKeysUnsupported", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // bigValueSize is just under 5 MiB so that jemalloc's 5 MiB size class
@@ -103,21 +104,21 @@ func TestOutputBufferBacklog(t *testing.T) {
 	})
 	s := testSettings()
 	s.groupBy = replies.GroupByName
-	c := newTestScraper(t, s, testConfig(nil), r.addr)
-	res := scrape(t, c, 5*time.Second)
-	if res.err != nil {
-		t.Fatalf("scrape: %v", res.err)
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), r.addr)
+	res := collectortest.Scrape(t, c, 5*time.Second)
+	if res.Err != nil {
+		t.Fatalf("scrape: %v", res.Err)
 	}
 	l := "redis://" + r.addr
-	if up := res.must(t, "stall_redis_up", "addr", l); up != 1 {
+	if up := res.Must(t, "stall_redis_up", "addr", l); up != 1 {
 		t.Fatalf("up = %v", up)
 	}
-	if runs := res.must(t, "stall_redis_client_list_runs_total"); runs != 1 {
+	if runs := res.Must(t, "stall_redis_client_list_runs_total"); runs != 1 {
 		t.Errorf("auto mode ran CLIENT LIST %v times in the first scrape of a backlogged instance, want 1", runs)
 	}
-	total := res.must(t, "stall_redis_client_output_buffer_bytes")
-	maxOmem := res.must(t, "stall_redis_client_max_output_buffer_bytes")
-	pending := res.must(t, "stall_redis_client_pending_output_clients")
+	total := res.Must(t, "stall_redis_client_output_buffer_bytes")
+	maxOmem := res.Must(t, "stall_redis_client_max_output_buffer_bytes")
+	pending := res.Must(t, "stall_redis_client_pending_output_clients")
 	const node = 5 << 20
 	if total < readers*2*node || total > readers*gets*node+readers*64<<10 {
 		t.Errorf("total omem %v, want between %d and %d", total, readers*2*node, readers*gets*node)
@@ -131,42 +132,42 @@ func TestOutputBufferBacklog(t *testing.T) {
 	if pending < readers {
 		t.Errorf("pending clients %v, want ≥ %d", pending, readers)
 	}
-	readerOmem := res.must(t, "stall_redis_client_group_output_buffer_bytes", "group", "reader")
+	readerOmem := res.Must(t, "stall_redis_client_group_output_buffer_bytes", "group", "reader")
 	if readerOmem != total {
 		t.Errorf("group reader omem %v, want all of it (%v)", readerOmem, total)
 	}
-	if n := res.must(t, "stall_redis_client_group_clients", "group", "reader"); n != readers {
+	if n := res.Must(t, "stall_redis_client_group_clients", "group", "reader"); n != readers {
 		t.Errorf("group reader has %v clients, want %d", n, readers)
 	}
 	if first := firstGroup(res, "stall_redis_client_group_output_buffer_bytes", "group"); first != "reader" {
 		t.Errorf("largest group %q, want reader", first)
 	}
-	if get := res.must(t, "stall_redis_client_output_buffer_by_command_bytes", "cmd", "get"); get != total {
+	if get := res.Must(t, "stall_redis_client_output_buffer_by_command_bytes", "cmd", "get"); get != total {
 		t.Errorf("omem by cmd=get %v, want %v", get, total)
 	}
 	// MEMORY STATS clients.normal is refreshed incrementally by Redis'
 	// clientsCron, so it may lag the CLIENT LIST omem a little.
-	if v := res.must(t, "stall_redis_clients_memory_bytes", "type", "normal"); v < readers*2*node {
+	if v := res.Must(t, "stall_redis_clients_memory_bytes", "type", "normal"); v < readers*2*node {
 		t.Errorf("clients memory (MEMORY STATS clients.normal) %v < %d", v, readers*2*node)
 	}
-	if v := res.must(t, "stall_redis_client_recent_max_output_buffer_bytes"); v < node {
+	if v := res.Must(t, "stall_redis_client_recent_max_output_buffer_bytes"); v < node {
 		t.Errorf("INFO client_recent_max_output_buffer %v < 5 MiB", v)
 	}
-	if v := res.must(t, "stall_redis_client_output_buffer_limit_unlimited", "class", "normal"); v != 1 {
+	if v := res.Must(t, "stall_redis_client_output_buffer_limit_unlimited", "class", "normal"); v != 1 {
 		t.Errorf("normal class is unlimited by default, metric says %v", v)
 	}
-	if v := res.must(t, "stall_redis_commands_total", "cmd", "get"); v < readers {
+	if v := res.Must(t, "stall_redis_commands_total", "cmd", "get"); v < readers {
 		t.Errorf("commands_total{cmd=get} %v", v)
 	}
 }
 
 // firstGroup returns the label value of the largest series of name, other
 // than "other".
-func firstGroup(res scrapeResult, name, label string) string {
+func firstGroup(res collectortest.Result, name, label string) string {
 	best, bestV := "", -1.0
-	for _, m := range res.metrics {
-		if m.name == name && m.labels[label] != replies.OtherGroup && m.value > bestV {
-			best, bestV = m.labels[label], m.value
+	for _, m := range res.Metrics {
+		if m.Name == name && m.Labels[label] != replies.OtherGroup && m.Value > bestV {
+			best, bestV = m.Labels[label], m.Value
 		}
 	}
 	return best
@@ -186,40 +187,40 @@ func TestAutoModeIdle(t *testing.T) {
 	admin := r.client()
 	s := testSettings()
 	s.clEvery = 4
-	c := newTestScraper(t, s, testConfig(nil), r.addr)
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), r.addr)
 	for i := 1; i <= 3; i++ {
-		res := scrape(t, c, 3*time.Second)
-		if res.err != nil {
-			t.Fatal(res.err)
+		res := collectortest.Scrape(t, c, 3*time.Second)
+		if res.Err != nil {
+			t.Fatal(res.Err)
 		}
-		if _, ok := res.get("stall_redis_client_list_clients"); ok {
+		if _, ok := res.Get("stall_redis_client_list_clients"); ok {
 			t.Fatalf("scrape %d exported CLIENT LIST aggregates on an idle instance", i)
 		}
 	}
 	if n := commandCalls(t, admin, "client|list"); n != 0 {
 		t.Fatalf("auto mode sent CLIENT LIST %d times in 3 idle scrapes", n)
 	}
-	res := scrape(t, c, 3*time.Second)
+	res := collectortest.Scrape(t, c, 3*time.Second)
 	if n := commandCalls(t, admin, "client|list"); n != 1 {
 		t.Fatalf("CLIENT LIST calls after the 4th scrape = %d, want 1", n)
 	}
 	// CLIENT LIST sees the same connections INFO counted just before.
-	if v, want := res.must(t, "stall_redis_client_list_clients"), res.must(t, "stall_redis_clients_connected"); v != want || v < 2 {
+	if v, want := res.Must(t, "stall_redis_client_list_clients"), res.Must(t, "stall_redis_clients_connected"); v != want || v < 2 {
 		t.Errorf("client_list_clients %v, connected_clients %v", v, want)
 	}
 	// never: no CLIENT LIST at all; always: one per scrape.
 	s.clMode = "never"
 	s.clEvery = 1
-	cn := newTestScraper(t, s, testConfig(nil), r.addr)
-	scrape(t, cn, 3*time.Second)
-	scrape(t, cn, 3*time.Second)
+	cn := newTestScraper(t, s, collectortest.Config("redis", nil), r.addr)
+	collectortest.Scrape(t, cn, 3*time.Second)
+	collectortest.Scrape(t, cn, 3*time.Second)
 	if n := commandCalls(t, admin, "client|list"); n != 1 {
 		t.Errorf("never mode sent CLIENT LIST (calls now %d)", n)
 	}
 	s.clMode = "always"
-	ca := newTestScraper(t, s, testConfig(nil), r.addr)
-	scrape(t, ca, 3*time.Second)
-	scrape(t, ca, 3*time.Second)
+	ca := newTestScraper(t, s, collectortest.Config("redis", nil), r.addr)
+	collectortest.Scrape(t, ca, 3*time.Second)
+	collectortest.Scrape(t, ca, 3*time.Second)
 	if n := commandCalls(t, admin, "client|list"); n != 3 {
 		t.Errorf("always mode: CLIENT LIST calls %d, want 3", n)
 	}
@@ -238,8 +239,8 @@ func TestACLUser(t *testing.T) {
 	dir := t.TempDir()
 	pwFile := writeFile(t, dir, "pw", secret+"\n")
 	t.Setenv("STALL_TEST_REDIS_PW", secret)
-	logs := &logBuffer{}
-	cfg := testConfig(logs)
+	logs := &collectortest.LogBuffer{}
+	cfg := collectortest.Config("redis", logs)
 	s := testSettings()
 	s.clMode = "always"
 
@@ -247,51 +248,51 @@ func TestACLUser(t *testing.T) {
 		"redis://alice@"+r.addr+"?password_file="+pwFile,
 		"redis://mon@localhost:"+strings.Split(r.addr, ":")[1]+"?password_env=STALL_TEST_REDIS_PW",
 	)
-	res := scrape(t, c, 5*time.Second)
-	if res.err != nil {
-		t.Fatalf("scrape: %v\n%s", res.err, logs)
+	res := collectortest.Scrape(t, c, 5*time.Second)
+	if res.Err != nil {
+		t.Fatalf("scrape: %v\n%s", res.Err, logs)
 	}
 	alice := "redis://" + r.addr
 	mon := "redis://localhost:" + strings.Split(r.addr, ":")[1]
-	if v := res.must(t, "stall_redis_up", "addr", alice); v != 1 {
+	if v := res.Must(t, "stall_redis_up", "addr", alice); v != 1 {
 		t.Fatal("alice not up")
 	}
-	if v := res.must(t, "stall_redis_up", "addr", mon); v != 1 {
+	if v := res.Must(t, "stall_redis_up", "addr", mon); v != 1 {
 		t.Fatal("mon not up")
 	}
-	if _, ok := res.get("stall_redis_client_output_buffer_limit_bytes", "addr", alice, "class", "normal", "limit", "hard"); !ok {
+	if _, ok := res.Get("stall_redis_client_output_buffer_limit_bytes", "addr", alice, "class", "normal", "limit", "hard"); !ok {
 		t.Error("alice may run CONFIG GET but no limits were exported")
 	}
 	for _, name := range []string{"stall_redis_client_output_buffer_limit_bytes", "stall_redis_client_list_clients"} {
-		if _, ok := res.get(name, "addr", mon); ok {
+		if _, ok := res.Get(name, "addr", mon); ok {
 			t.Errorf("%s exported for a user without permission", name)
 		}
 	}
-	if _, ok := res.get("stall_redis_clients_memory_bytes", "addr", mon, "type", "normal"); !ok {
+	if _, ok := res.Get("stall_redis_clients_memory_bytes", "addr", mon, "type", "normal"); !ok {
 		t.Error("without MEMORY STATS, INFO mem_clients_normal should be used")
 	}
 
 	// A wrong password: down, and neither password appears anywhere.
 	bad := newTestScraper(t, s, cfg, "redis://alice:wrong-"+secret+"@"+r.addr)
-	res = scrape(t, bad, 3*time.Second)
-	if res.err == nil {
+	res = collectortest.Scrape(t, bad, 3*time.Second)
+	if res.Err == nil {
 		t.Error("a refused AUTH should fail the scrape")
 	}
-	if v := res.must(t, "stall_redis_up", "addr", alice); v != 0 {
+	if v := res.Must(t, "stall_redis_up", "addr", alice); v != 0 {
 		t.Errorf("up with a wrong password = %v", v)
 	}
-	for _, m := range res.metrics {
-		for _, v := range m.labels {
+	for _, m := range res.Metrics {
+		for _, v := range m.Labels {
 			if strings.Contains(v, secret) {
-				t.Errorf("password in label of %s", m.name)
+				t.Errorf("password in label of %s", m.Name)
 			}
 		}
 	}
 	if strings.Contains(logs.String(), secret) {
 		t.Errorf("password in the log:\n%s", logs)
 	}
-	if res.err != nil && strings.Contains(res.err.Error(), secret) {
-		t.Errorf("password in the error: %v", res.err)
+	if res.Err != nil && strings.Contains(res.Err.Error(), secret) {
+		t.Errorf("password in the error: %v", res.Err)
 	}
 }
 
@@ -299,53 +300,27 @@ func TestACLUser(t *testing.T) {
 // with a reset uptime once it is back, on the same collector.
 func TestRestart(t *testing.T) {
 	r := startRedis(t)
-	c := newTestScraper(t, testSettings(), testConfig(nil), r.addr)
-	if v := scrape(t, c, 3*time.Second).must(t, "stall_redis_up"); v != 1 {
+	c := newTestScraper(t, testSettings(), collectortest.Config("redis", nil), r.addr)
+	if v := collectortest.Scrape(t, c, 3*time.Second).Must(t, "stall_redis_up"); v != 1 {
 		t.Fatal("not up at start")
 	}
 	r.stop()
 	start := time.Now()
-	res := scrape(t, c, 3*time.Second)
-	if v := res.must(t, "stall_redis_up"); v != 0 {
+	res := collectortest.Scrape(t, c, 3*time.Second)
+	if v := res.Must(t, "stall_redis_up"); v != 0 {
 		t.Fatal("up while the server is stopped")
 	}
 	if d := time.Since(start); d > 2500*time.Millisecond {
 		t.Errorf("a refused connection took %v to report", d)
 	}
 	r.start("127.0.0.1")
-	res = scrape(t, c, 3*time.Second)
-	if v := res.must(t, "stall_redis_up"); v != 1 {
-		t.Fatalf("not up after restart: %v", res.err)
+	res = collectortest.Scrape(t, c, 3*time.Second)
+	if v := res.Must(t, "stall_redis_up"); v != 1 {
+		t.Fatalf("not up after restart: %v", res.Err)
 	}
-	if up := res.must(t, "stall_redis_uptime_seconds"); up > 5 {
+	if up := res.Must(t, "stall_redis_uptime_seconds"); up > 5 {
 		t.Errorf("uptime %v after a restart", up)
 	}
-}
-
-// silentListener accepts connections and never answers.
-func silentListener(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	return l.Addr().String()
 }
 
 // TestSilentListener: a server that accepts and never answers is
@@ -353,24 +328,24 @@ func silentListener(t *testing.T) string {
 // and another healthy target in the same collector is unaffected.
 func TestSilentListener(t *testing.T) {
 	t.Parallel()
-	silent := silentListener(t)
+	silent := collectortest.SilentListener(t)
 	r := startRedis(t)
 	s := testSettings()
 	s.timeout = 700 * time.Millisecond
-	c := newTestScraper(t, s, testConfig(nil), silent, r.addr)
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), silent, r.addr)
 	start := time.Now()
-	res := scrape(t, c, 3*time.Second)
+	res := collectortest.Scrape(t, c, 3*time.Second)
 	took := time.Since(start)
-	if v := res.must(t, "stall_redis_up", "addr", "redis://"+silent); v != 0 {
+	if v := res.Must(t, "stall_redis_up", "addr", "redis://"+silent); v != 0 {
 		t.Errorf("silent target up = %v", v)
 	}
-	if v := res.must(t, "stall_redis_up", "addr", "redis://"+r.addr); v != 1 {
+	if v := res.Must(t, "stall_redis_up", "addr", "redis://"+r.addr); v != 1 {
 		t.Errorf("healthy target up = %v", v)
 	}
 	if took > 1500*time.Millisecond {
 		t.Errorf("scrape took %v with --redis.timeout 700ms", took)
 	}
-	if res.err == nil {
+	if res.Err == nil {
 		t.Error("the collector should report the failed target")
 	}
 	// A scrape deadline shorter than --redis.timeout wins, and up 0 is
@@ -378,11 +353,11 @@ func TestSilentListener(t *testing.T) {
 	// The same for a TLS handshake that never completes.
 	s.timeout = 10 * time.Second
 	s.conn.dialTimeout = 10 * time.Second
-	c2 := newTestScraper(t, s, testConfig(nil), silent, "rediss://"+silent)
+	c2 := newTestScraper(t, s, collectortest.Config("redis", nil), silent, "rediss://"+silent)
 	start = time.Now()
-	res = scrape(t, c2, 800*time.Millisecond)
+	res = collectortest.Scrape(t, c2, 800*time.Millisecond)
 	for _, l := range []string{"redis://" + silent, "rediss://" + silent} {
-		if v := res.must(t, "stall_redis_up", "addr", l); v != 0 {
+		if v := res.Must(t, "stall_redis_up", "addr", l); v != 0 {
 			t.Errorf("%s: up = %v", l, v)
 		}
 	}
@@ -392,8 +367,8 @@ func TestSilentListener(t *testing.T) {
 }
 
 func TestNoTargets(t *testing.T) {
-	c := newTestScraper(t, testSettings(), testConfig(nil))
-	if err := scrape(t, c, time.Second).err; !errors.Is(err, collector.ErrNoData) {
+	c := newTestScraper(t, testSettings(), collectortest.Config("redis", nil))
+	if err := collectortest.Scrape(t, c, time.Second).Err; !errors.Is(err, collector.ErrNoData) {
 		t.Fatalf("no targets: err %v, want ErrNoData", err)
 	}
 }
@@ -402,19 +377,19 @@ func TestNoTargets(t *testing.T) {
 // no limit series, no error, and the refusal is cached.
 func TestConfigForbidden(t *testing.T) {
 	r := startRedis(t, "--maxmemory", "64mb", "--client-output-buffer-limit", "normal 10mb 5mb 30")
-	c := newTestScraper(t, testSettings(), testConfig(nil), r.addr)
-	res := scrape(t, c, 3*time.Second)
-	if v := res.must(t, "stall_redis_client_output_buffer_limit_bytes", "class", "normal", "limit", "hard"); v != 10<<20 {
+	c := newTestScraper(t, testSettings(), collectortest.Config("redis", nil), r.addr)
+	res := collectortest.Scrape(t, c, 3*time.Second)
+	if v := res.Must(t, "stall_redis_client_output_buffer_limit_bytes", "class", "normal", "limit", "hard"); v != 10<<20 {
 		t.Errorf("normal hard limit %v, want 10 MiB", v)
 	}
-	if v := res.must(t, "stall_redis_client_output_buffer_limit_unlimited", "class", "normal"); v != 0 {
+	if v := res.Must(t, "stall_redis_client_output_buffer_limit_unlimited", "class", "normal"); v != 0 {
 		t.Errorf("normal unlimited = %v", v)
 	}
-	if v := res.must(t, "stall_redis_memory_max_bytes"); v != 64<<20 {
+	if v := res.Must(t, "stall_redis_memory_max_bytes"); v != 64<<20 {
 		t.Errorf("maxmemory %v", v)
 	}
 	admin := r.client()
-	scrape(t, c, 3*time.Second)
+	collectortest.Scrape(t, c, 3*time.Second)
 	if n := commandCalls(t, admin, "config|get"); n != 1 {
 		t.Errorf("CONFIG GET sent %d times in two scrapes; it should be cached", n)
 	}
@@ -422,15 +397,15 @@ func TestConfigForbidden(t *testing.T) {
 	// rename-command is only allowed in the config file.
 	conf := writeFile(t, t.TempDir(), "redis.conf", "rename-command CONFIG \"\"\n")
 	r2 := startRedis(t, conf)
-	c2 := newTestScraper(t, testSettings(), testConfig(nil), r2.addr)
-	res = scrape(t, c2, 3*time.Second)
-	if res.err != nil {
-		t.Fatalf("a renamed CONFIG must not fail the scrape: %v", res.err)
+	c2 := newTestScraper(t, testSettings(), collectortest.Config("redis", nil), r2.addr)
+	res = collectortest.Scrape(t, c2, 3*time.Second)
+	if res.Err != nil {
+		t.Fatalf("a renamed CONFIG must not fail the scrape: %v", res.Err)
 	}
-	if _, ok := res.get("stall_redis_client_output_buffer_limit_bytes"); ok {
+	if _, ok := res.Get("stall_redis_client_output_buffer_limit_bytes"); ok {
 		t.Error("limits exported although CONFIG is renamed")
 	}
-	if v := res.must(t, "stall_redis_up"); v != 1 {
+	if v := res.Must(t, "stall_redis_up"); v != 1 {
 		t.Error("down")
 	}
 }
@@ -447,18 +422,18 @@ func TestMinimalACL(t *testing.T) {
 	s := testSettings()
 	s.clMode = "always"
 	s.bigkeys.enabled = true
-	c := newTestScraper(t, s, testConfig(nil), "redis://stall@"+r.addr+"?password_env=STALL_TEST_MIN_ACL")
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), "redis://stall@"+r.addr+"?password_env=STALL_TEST_MIN_ACL")
 	if err := c.bigkeys[0].pass(ctx); err != nil {
 		t.Fatalf("big-key pass: %v", err)
 	}
-	scrape(t, c, 3*time.Second) // learns the version
-	res := scrape(t, c, 3*time.Second)
-	if res.err != nil {
-		t.Fatal(res.err)
+	collectortest.Scrape(t, c, 3*time.Second) // learns the version
+	res := collectortest.Scrape(t, c, 3*time.Second)
+	if res.Err != nil {
+		t.Fatal(res.Err)
 	}
 	for _, name := range []string{"stall_redis_client_output_buffer_limit_bytes", "stall_redis_client_list_clients",
 		"stall_redis_clients_memory_bytes", "stall_redis_commands_total", "stall_redis_big_key_bytes"} {
-		res.must(t, name)
+		res.Must(t, name)
 	}
 	if n := commandCalls(t, admin, "memory|stats"); n == 0 {
 		t.Error("MEMORY STATS was not used")

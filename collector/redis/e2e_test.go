@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // TestExporterEndToEnd runs the real binary with two --redis.addr
@@ -23,7 +25,7 @@ func TestExporterEndToEnd(t *testing.T) {
 	}
 	t.Parallel()
 	r := startRedis(t)
-	silent := silentListener(t)
+	silent := collectortest.SilentListener(t)
 	bin := filepath.Join(t.TempDir(), "stall_exporter")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Dir = "../.."
@@ -37,7 +39,7 @@ func TestExporterEndToEnd(t *testing.T) {
 		"--redis.addr="+r.addr, "--redis.addr=redis://"+silent,
 		"--redis.password-file="+pwFile, "--redis.timeout=1s", "--collector.timeout=4s",
 		"--redis.probe.allowed-targets=127.0.0.1:1")
-	logs := &logBuffer{}
+	logs := &collectortest.LogBuffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

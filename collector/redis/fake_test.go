@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // fakeOldRedis answers like a Redis version that cannot run on this
@@ -158,11 +159,11 @@ func readRESPCommand(r *bufio.Reader) ([]string, error) {
 func TestOldVersions(t *testing.T) {
 	t.Run("2.8", func(t *testing.T) {
 		f := startFakeOldRedis(t, "info-2.8.txt", "", "clientlist-2.8.txt")
-		c := newTestScraper(t, testSettings(), testConfig(nil), f.addr)
-		scrape(t, c, 3*time.Second)
-		res := scrape(t, c, 3*time.Second)
-		if res.err != nil {
-			t.Fatal(res.err)
+		c := newTestScraper(t, testSettings(), collectortest.Config("redis", nil), f.addr)
+		collectortest.Scrape(t, c, 3*time.Second)
+		res := collectortest.Scrape(t, c, 3*time.Second)
+		if res.Err != nil {
+			t.Fatal(res.Err)
 		}
 		for _, cmd := range f.commands() {
 			if strings.HasPrefix(cmd, "memory") || strings.Count(cmd, " ") > 1 && strings.HasPrefix(cmd, "info") {
@@ -172,34 +173,34 @@ func TestOldVersions(t *testing.T) {
 		if !contains(f.commands(), "config get maxmemory") {
 			t.Error("maxmemory not read with CONFIG GET before 3.2")
 		}
-		if v := res.must(t, "stall_redis_memory_max_bytes"); v != 3221225472 {
+		if v := res.Must(t, "stall_redis_memory_max_bytes"); v != 3221225472 {
 			t.Errorf("maxmemory %v", v)
 		}
-		if v := res.must(t, "stall_redis_commands_total", "cmd", "cluster"); v != 12000 {
+		if v := res.Must(t, "stall_redis_commands_total", "cmd", "cluster"); v != 12000 {
 			t.Errorf("cluster calls %v", v)
 		}
-		if _, ok := res.get("stall_redis_clients_memory_bytes"); ok {
+		if _, ok := res.Get("stall_redis_clients_memory_bytes"); ok {
 			t.Error("2.8 has no client memory figures")
 		}
 		// client_longest_output_list:320 triggers CLIENT LIST in auto mode.
-		if v := res.must(t, "stall_redis_client_output_buffer_bytes"); v != 15<<20 {
+		if v := res.Must(t, "stall_redis_client_output_buffer_bytes"); v != 15<<20 {
 			t.Errorf("omem %v", v)
 		}
-		if v := res.must(t, "stall_redis_client_list_clients"); v != 4 {
+		if v := res.Must(t, "stall_redis_client_list_clients"); v != 4 {
 			t.Errorf("clients %v (the replica line must be left out)", v)
 		}
-		if v := res.must(t, "stall_redis_client_output_buffer_limit_unlimited", "class", "normal"); v != 1 {
+		if v := res.Must(t, "stall_redis_client_output_buffer_limit_unlimited", "class", "normal"); v != 1 {
 			t.Errorf("normal unlimited %v", v)
 		}
 	})
 	t.Run("4.0", func(t *testing.T) {
 		f := startFakeOldRedis(t, "info-4.0.txt", "memorystats-4.0.resp", "clientlist-5.0.txt")
 		s := testSettings()
-		c := newTestScraper(t, s, testConfig(nil), f.addr)
-		scrape(t, c, 3*time.Second) // learns the version
-		res := scrape(t, c, 3*time.Second)
-		if res.err != nil {
-			t.Fatal(res.err)
+		c := newTestScraper(t, s, collectortest.Config("redis", nil), f.addr)
+		collectortest.Scrape(t, c, 3*time.Second) // learns the version
+		res := collectortest.Scrape(t, c, 3*time.Second)
+		if res.Err != nil {
+			t.Fatal(res.Err)
 		}
 		if !contains(f.commands(), "memory stats") {
 			t.Error("MEMORY STATS not used on 4.0")
@@ -207,18 +208,18 @@ func TestOldVersions(t *testing.T) {
 		if contains(f.commands(), "config get maxmemory") {
 			t.Error("CONFIG GET maxmemory sent although INFO has maxmemory")
 		}
-		if v := res.must(t, "stall_redis_clients_memory_bytes", "type", "normal"); v != 1073741824 {
+		if v := res.Must(t, "stall_redis_clients_memory_bytes", "type", "normal"); v != 1073741824 {
 			t.Errorf("clients.normal %v", v)
 		}
-		if v := res.must(t, "stall_redis_memory_dataset_ratio"); v < 0.139 || v > 0.1393 {
+		if v := res.Must(t, "stall_redis_memory_dataset_ratio"); v < 0.139 || v > 0.1393 {
 			t.Errorf("dataset ratio %v", v)
 		}
 		// 1 GiB of normal-client memory ≥ the 512 MiB threshold: CLIENT
 		// LIST ran although client_longest_output_list is small.
-		if v := res.must(t, "stall_redis_client_list_runs_total"); v < 1 {
+		if v := res.Must(t, "stall_redis_client_list_runs_total"); v < 1 {
 			t.Error("auto mode did not run CLIENT LIST at 1 GiB of client memory")
 		}
-		if v := res.must(t, "stall_redis_client_group_output_buffer_bytes", "group", "2001:db8::6"); v != 15<<20 {
+		if v := res.Must(t, "stall_redis_client_group_output_buffer_bytes", "group", "2001:db8::6"); v != 15<<20 {
 			t.Errorf("IPv6 group %v", v)
 		}
 	})
@@ -243,28 +244,28 @@ func TestHostileReplies(t *testing.T) {
 	})
 	s := testSettings()
 	s.groupBy = replies.GroupByName
-	c := newTestScraper(t, s, testConfig(nil), f.addr)
-	scrape(t, c, 3*time.Second)
-	res := scrape(t, c, 3*time.Second)
-	if res.err != nil {
-		t.Fatal(res.err)
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), f.addr)
+	collectortest.Scrape(t, c, 3*time.Second)
+	res := collectortest.Scrape(t, c, 3*time.Second)
+	if res.Err != nil {
+		t.Fatal(res.Err)
 	}
 	seen := map[string]bool{}
-	for _, m := range res.metrics {
-		key := m.name + fmt.Sprint(m.labels)
+	for _, m := range res.Metrics {
+		key := m.Name + fmt.Sprint(m.Labels)
 		if seen[key] {
 			t.Errorf("duplicate series %s", key)
 		}
 		seen[key] = true
-		for _, v := range m.labels {
+		for _, v := range m.Labels {
 			if !utf8.ValidString(v) {
-				t.Errorf("invalid UTF-8 label value %q in %s", v, m.name)
+				t.Errorf("invalid UTF-8 label value %q in %s", v, m.Name)
 			}
 		}
 	}
-	if v := res.must(t, "stall_redis_commands_total", "cmd", "get"); v != 800000 {
+	if v := res.Must(t, "stall_redis_commands_total", "cmd", "get"); v != 800000 {
 		t.Errorf("first cmdstat_get line should win, got %v", v)
 	}
-	res.must(t, "stall_redis_client_group_output_buffer_bytes", "group", "bad\uFFFDname")
-	res.must(t, "stall_redis_client_output_buffer_by_command_bytes", "cmd", "g\uFFFDet")
+	res.Must(t, "stall_redis_client_group_output_buffer_bytes", "group", "bad\uFFFDname")
+	res.Must(t, "stall_redis_client_output_buffer_by_command_bytes", "cmd", "g\uFFFDet")
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // netnsRun runs a command, failing the test with its output.
@@ -79,10 +81,10 @@ func TestIncidentNetns(t *testing.T) {
 	}
 	s := testSettings()
 	s.timeout = 5 * time.Second
-	c := newTestScraper(t, s, testConfig(nil), r.addr)
-	before := scrape(t, c, 6*time.Second)
-	if before.err != nil {
-		t.Fatal(before.err)
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), r.addr)
+	before := collectortest.Scrape(t, c, 6*time.Second)
+	if before.Err != nil {
+		t.Fatal(before.Err)
 	}
 
 	const clients = 50
@@ -113,23 +115,23 @@ func TestIncidentNetns(t *testing.T) {
 	}
 	time.Sleep(time.Second) // the backlog builds at the link rate; a real-time wait is the point here
 	t0 := time.Now()
-	first := scrape(t, c, 6*time.Second)
+	first := collectortest.Scrape(t, c, 6*time.Second)
 	time.Sleep(2 * time.Second)
 	t1 := time.Now()
-	second := scrape(t, c, 6*time.Second)
-	if first.err != nil || second.err != nil {
-		t.Fatalf("scrapes: %v / %v", first.err, second.err)
+	second := collectortest.Scrape(t, c, 6*time.Second)
+	if first.Err != nil || second.Err != nil {
+		t.Fatalf("scrapes: %v / %v", first.Err, second.Err)
 	}
-	rate := (second.must(t, "stall_redis_output_bytes_total") - first.must(t, "stall_redis_output_bytes_total")) / t1.Sub(t0).Seconds()
+	rate := (second.Must(t, "stall_redis_output_bytes_total") - first.Must(t, "stall_redis_output_bytes_total")) / t1.Sub(t0).Seconds()
 	const capBytes = 300e6 / 8
 	t.Logf("output %.1f MB/s (cap %.1f MB/s)", rate/1e6, capBytes/1e6)
 	if rate > capBytes*1.05 || rate < capBytes*0.6 {
 		t.Errorf("output rate %.1f MB/s, want the 300 Mbit/s cap (%.1f MB/s)", rate/1e6, capBytes/1e6)
 	}
-	memBefore := before.must(t, "stall_redis_clients_memory_bytes", "type", "normal")
-	memAfter := second.must(t, "stall_redis_clients_memory_bytes", "type", "normal")
-	omem := second.must(t, "stall_redis_client_output_buffer_bytes")
-	pending := second.must(t, "stall_redis_client_pending_output_clients")
+	memBefore := before.Must(t, "stall_redis_clients_memory_bytes", "type", "normal")
+	memAfter := second.Must(t, "stall_redis_clients_memory_bytes", "type", "normal")
+	omem := second.Must(t, "stall_redis_client_output_buffer_bytes")
+	pending := second.Must(t, "stall_redis_client_pending_output_clients")
 	t.Logf("clients memory %.0f → %.0f MB, omem %.0f MB, pending %v", memBefore/1e6, memAfter/1e6, omem/1e6, pending)
 	if memAfter < memBefore+50<<20 {
 		t.Errorf("clients memory did not grow: %v → %v", memBefore, memAfter)
@@ -140,10 +142,10 @@ func TestIncidentNetns(t *testing.T) {
 	if pending < clients/2 {
 		t.Errorf("pending clients %v of %d", pending, clients)
 	}
-	if v := second.must(t, "stall_redis_client_output_buffer_by_command_bytes", "cmd", "get"); v < omem*0.9 {
+	if v := second.Must(t, "stall_redis_client_output_buffer_by_command_bytes", "cmd", "get"); v < omem*0.9 {
 		t.Errorf("cmd=get holds %v of %v", v, omem)
 	}
-	if v := second.must(t, "stall_redis_client_list_runs_total"); v < 1 {
+	if v := second.Must(t, "stall_redis_client_list_runs_total"); v < 1 {
 		t.Error("auto mode did not run CLIENT LIST on a backlogged instance")
 	}
 }

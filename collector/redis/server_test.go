@@ -2,27 +2,21 @@ package redis
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // testRedis is a redis-server process started for one test.
@@ -33,7 +27,7 @@ type testRedis struct {
 	args []string
 	cmd  *exec.Cmd
 	dir  string
-	log  *logBuffer
+	log  *collectortest.LogBuffer
 	ns   string // network namespace the server runs in, if any
 	tls  bool   // port speaks TLS: readiness is a TCP connect only
 }
@@ -89,7 +83,7 @@ func (r *testRedis) start(bind string) {
 	} else {
 		r.cmd = exec.Command(bin, argv...)
 	}
-	r.log = &logBuffer{}
+	r.log = &collectortest.LogBuffer{}
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatal(err)
@@ -169,124 +163,6 @@ func testSettings() settings {
 		bigkeys:         bigKeySettings{keysPerSecond: 10000, top: 5, samples: 0, scanCount: 100, interval: time.Hour},
 		now:             time.Now,
 	}
-}
-
-// logBuffer collects a collector's log output, for tests that check what
-// is (not) logged.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func testConfig(w io.Writer) collector.Config {
-	if w == nil {
-		w = io.Discard
-	}
-	logger := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return collector.Config{Logger: logger, Problems: collector.NewProblems("redis", logger)}
-}
-
-// scrapeResult is one Update's output, indexed for assertions.
-type scrapeResult struct {
-	err     error
-	metrics []scrapedMetric
-}
-
-type scrapedMetric struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
-
-// scrape runs c.Update with the given timeout and gathers what it sent.
-func scrape(t testing.TB, c collector.Collector, timeout time.Duration) scrapeResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	ch := make(chan prometheus.Metric, 1024)
-	done := make(chan error, 1)
-	go func() { done <- c.Update(ctx, ch); close(ch) }()
-	var res scrapeResult
-	for m := range ch {
-		var pb dto.Metric
-		if err := m.Write(&pb); err != nil {
-			t.Fatal(err)
-		}
-		sm := scrapedMetric{name: fqName(m.Desc()), labels: map[string]string{}}
-		for _, lp := range pb.GetLabel() {
-			sm.labels[lp.GetName()] = lp.GetValue()
-		}
-		switch {
-		case pb.Gauge != nil:
-			sm.value = pb.GetGauge().GetValue()
-		case pb.Counter != nil:
-			sm.value = pb.GetCounter().GetValue()
-		case pb.Untyped != nil:
-			sm.value = pb.GetUntyped().GetValue()
-		}
-		res.metrics = append(res.metrics, sm)
-	}
-	res.err = <-done
-	return res
-}
-
-func fqName(d *prometheus.Desc) string {
-	s := d.String()
-	i := strings.Index(s, `fqName: "`)
-	if i < 0 {
-		return s
-	}
-	s = s[i+len(`fqName: "`):]
-	return s[:strings.IndexByte(s, '"')]
-}
-
-// get returns the value of the one series of name whose labels include
-// want (name=value pairs); ok is false when there is none.
-func (r scrapeResult) get(name string, want ...string) (float64, bool) {
-	for _, m := range r.metrics {
-		if m.name != name {
-			continue
-		}
-		match := true
-		for i := 0; i+1 < len(want); i += 2 {
-			if m.labels[want[i]] != want[i+1] {
-				match = false
-			}
-		}
-		if match {
-			return m.value, true
-		}
-	}
-	return 0, false
-}
-
-func (r scrapeResult) must(t testing.TB, name string, want ...string) float64 {
-	t.Helper()
-	v, ok := r.get(name, want...)
-	if !ok {
-		t.Fatalf("no series %s%v in scrape (err %v):\n%s", name, want, r.err, r.dump())
-	}
-	return v
-}
-
-func (r scrapeResult) dump() string {
-	var b strings.Builder
-	for _, m := range r.metrics {
-		fmt.Fprintf(&b, "%s%v %g\n", m.name, m.labels, m.value)
-	}
-	return b.String()
 }
 
 // newTestScraper builds the /metrics collector for addrs.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -171,7 +172,7 @@ func TestProbe(t *testing.T) {
 	}
 	pc.configure(s, allow)
 	t.Cleanup(func() { pc.configure(s, allow) })
-	cfg := testConfig(nil)
+	cfg := collectortest.Config("redis", nil)
 	if _, err := pc.get(cfg, "127.0.0.2:6379"); !errors.Is(err, collector.ErrTargetNotAllowed) {
 		t.Fatalf("refused target: %v", err)
 	}
@@ -182,9 +183,9 @@ func TestProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := scrape(t, c1, 3*time.Second)
-	if v := res.must(t, "stall_redis_up", "addr", "redis://"+r.addr); v != 1 {
-		t.Fatalf("probe up %v: %v", v, res.err)
+	res := collectortest.Scrape(t, c1, 3*time.Second)
+	if v := res.Must(t, "stall_redis_up", "addr", "redis://"+r.addr); v != 1 {
+		t.Fatalf("probe up %v: %v", v, res.Err)
 	}
 	c2, _ := pc.get(cfg, "redis://"+r.addr)
 	if c1.(probeCollector).t != c2.(probeCollector).t {
@@ -247,7 +248,7 @@ func TestProbeCannotDowngradeOrChangeUser(t *testing.T) {
 	}
 	pc.configure(s, allow)
 	t.Cleanup(func() { pc.configure(s, allow) })
-	cfg := testConfig(nil)
+	cfg := collectortest.Config("redis", nil)
 
 	if _, err := pc.get(cfg, "redis://"+addr); !errors.Is(err, collector.ErrTargetNotAllowed) {
 		t.Errorf("redis:// for a rediss:// target: %v, want refused", err)
@@ -262,7 +263,7 @@ func TestProbeCannotDowngradeOrChangeUser(t *testing.T) {
 	if pt := c.(probeCollector).t; pt.spec.scheme != "rediss" || pt.spec.user != "monitor" || pt.spec.opts.TLSConfig == nil {
 		t.Fatalf("probed as %s user %q TLS %v", pt.spec.label, pt.spec.user, pt.spec.opts.TLSConfig != nil)
 	}
-	if v := scrape(t, c, 2*time.Second).must(t, "stall_redis_up", "addr", "rediss://"+addr); v != 0 {
+	if v := collectortest.Scrape(t, c, 2*time.Second).Must(t, "stall_redis_up", "addr", "rediss://"+addr); v != 0 {
 		t.Errorf("up = %v against a listener that never answers", v)
 	}
 	waitFor(t, "a connection", 3*time.Second, func() bool { return len(first()) > 0 })

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // testPKI writes a CA, a server certificate for 127.0.0.1 and a client
@@ -72,10 +73,10 @@ func TestTLS(t *testing.T) {
 
 	s := testSettings()
 	s.conn.tls = tlsSettings{caFile: ca, certFile: cc, keyFile: ck}
-	c := newTestScraper(t, s, testConfig(nil), "rediss://"+r.addr)
-	res := scrape(t, c, 3*time.Second)
-	if v := res.must(t, "stall_redis_up", "addr", "rediss://"+r.addr); v != 1 {
-		t.Fatalf("TLS target down: %v", res.err)
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), "rediss://"+r.addr)
+	res := collectortest.Scrape(t, c, 3*time.Second)
+	if v := res.Must(t, "stall_redis_up", "addr", "rediss://"+r.addr); v != 1 {
+		t.Fatalf("TLS target down: %v", res.Err)
 	}
 	// Without the client certificate the server refuses the handshake;
 	// without the CA the exporter refuses the server.
@@ -84,13 +85,13 @@ func TestTLS(t *testing.T) {
 		"unknown CA":     {certFile: cc, keyFile: ck},
 	} {
 		s.conn.tls = tls
-		c := newTestScraper(t, s, testConfig(nil), "rediss://"+r.addr)
-		if v := scrape(t, c, 3*time.Second).must(t, "stall_redis_up"); v != 0 {
+		c := newTestScraper(t, s, collectortest.Config("redis", nil), "rediss://"+r.addr)
+		if v := collectortest.Scrape(t, c, 3*time.Second).Must(t, "stall_redis_up"); v != 0 {
 			t.Errorf("%s: up = %v", name, v)
 		}
 	}
 	s.conn.tls = tlsSettings{caFile: filepath.Join(dir, "missing.pem")}
-	if _, err := newScraper(testConfig(nil), s, []string{"rediss://" + r.addr}); err == nil {
+	if _, err := newScraper(collectortest.Config("redis", nil), s, []string{"rediss://" + r.addr}); err == nil {
 		t.Error("a missing CA file should be a flag error")
 	}
 }
@@ -119,13 +120,13 @@ func TestUnixSocket(t *testing.T) {
 	})
 	s := testSettings()
 	s.clMode = "always"
-	c := newTestScraper(t, s, testConfig(nil), "unix://"+sock)
-	res := scrape(t, c, 3*time.Second)
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), "unix://"+sock)
+	res := collectortest.Scrape(t, c, 3*time.Second)
 	l := "unix://" + sock
-	if v := res.must(t, "stall_redis_up", "addr", l); v != 1 {
-		t.Fatalf("unix target down: %v", res.err)
+	if v := res.Must(t, "stall_redis_up", "addr", l); v != 1 {
+		t.Fatalf("unix target down: %v", res.Err)
 	}
-	if v := res.must(t, "stall_redis_client_group_output_buffer_bytes", "addr", l, "group", sock); v < 5<<20 {
+	if v := res.Must(t, "stall_redis_client_group_output_buffer_bytes", "addr", l, "group", sock); v < 5<<20 {
 		t.Errorf("socket-path group holds %v bytes, want ≥ 5 MiB", v)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,55 +14,19 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
-
-// adapter lets a registry gather one Collector.
-type adapter struct {
-	c   collector.Collector
-	err *error
-}
-
-func (a adapter) Describe(chan<- *prometheus.Desc) {}
-func (a adapter) Collect(ch chan<- prometheus.Metric) {
-	*a.err = a.c.Update(context.Background(), ch)
-}
 
 // scrape runs one Update and returns the sample lines (no HELP/TYPE) of
 // the named families, in text exposition format.
 func scrape(t testing.TB, c collector.Collector, families ...string) (string, error) {
 	t.Helper()
-	var err error
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(adapter{c, &err})
-	mfs, gerr := reg.Gather()
-	if gerr != nil {
-		t.Fatalf("gather: %v", gerr)
-	}
-	want := map[string]bool{}
-	for _, f := range families {
-		want[f] = true
-	}
-	var buf bytes.Buffer
-	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range mfs {
-		if want[mf.GetName()] {
-			if err := enc.Encode(mf); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	var lines []string
-	for _, l := range strings.Split(buf.String(), "\n") {
-		if l != "" && !strings.HasPrefix(l, "#") {
-			lines = append(lines, l)
-		}
-	}
-	return strings.Join(lines, "\n") + "\n", err
+	e := collectortest.Expose(t, context.Background(), c)
+	return e.Families(families...), e.Err
 }
 
 func expect(t *testing.T, got, want string) {
@@ -72,11 +35,6 @@ func expect(t *testing.T, got, want string) {
 	if got != want {
 		t.Errorf("metrics differ\n--- got\n%s--- want\n%s", got, want)
 	}
-}
-
-func testConfig() collector.Config {
-	logger := slog.New(slog.DiscardHandler)
-	return collector.Config{Paths: collector.Paths{Procfs: "/proc", Sysfs: "/sys", Rootfs: "/"}, Logger: logger, Problems: collector.NewProblems("rocketmq", logger)}
 }
 
 func startBroker(t *testing.T, runtime map[string]string, config string) *rocketmqtest.Broker {
@@ -104,7 +62,7 @@ func defaultFlags(t *testing.T) {
 }
 
 func TestNothingConfiguredIsNoData(t *testing.T) {
-	c := newScraper(testConfig(), options{})
+	c := newScraper(collectortest.Config("rocketmq", nil), options{})
 	if _, err := scrape(t, c); !errors.Is(err, collector.ErrNoData) {
 		t.Errorf("err = %v, want ErrNoData", err)
 	}
@@ -128,7 +86,7 @@ func TestNamesrvDiscovery49(t *testing.T) {
 	defer ns.Close()
 	ns.SetBinary(true)
 
-	cfg := testConfig()
+	cfg := collectortest.Config("rocketmq", nil)
 	c := newScraper(cfg, options{Namesrv: []string{ns.Addr(), "127.0.0.1:1"}, Timeout: time.Second})
 	got, err := scrape(t, c,
 		"stall_rocketmq_up", "stall_rocketmq_namesrv_up", "stall_rocketmq_commitlog_lock_held_seconds",
@@ -245,7 +203,7 @@ waitTimeMillsInSendQueue=200
 func TestDirectBroker5(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime5(), config5)
 	b.SetBinary(true)
-	cfg := testConfig()
+	cfg := collectortest.Config("rocketmq", nil)
 	c := newScraper(cfg, options{Brokers: []string{b.Addr()}})
 	got, err := scrape(t, c, "stall_rocketmq_flush_pending_bytes", "stall_rocketmq_commit_pending_bytes",
 		"stall_rocketmq_transient_store_pool_enabled", "stall_rocketmq_transient_store_buffers_available",
@@ -292,7 +250,7 @@ func TestBadKeysCostOneMetricEach(t *testing.T) {
 	rt["commitLogDiskRatio"] = "-1"
 	rt["remainHowManyDataToFlush"] = "1.5 XB"
 	b := startBroker(t, rt, "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
-	cfg := testConfig()
+	cfg := collectortest.Config("rocketmq", nil)
 	c := newScraper(cfg, options{Brokers: []string{b.Addr()}})
 	families := []string{"stall_rocketmq_up", "stall_rocketmq_commitlog_lock_held_seconds", "stall_rocketmq_send_queue_size",
 		"stall_rocketmq_send_queue_capacity", "stall_rocketmq_put_latency_seconds", "stall_rocketmq_commitlog_disk_ratio",
@@ -323,7 +281,7 @@ stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
 func TestBrokerFaults(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\n")
 	b.Delay(5 * time.Second)
-	cfg := testConfig()
+	cfg := collectortest.Config("rocketmq", nil)
 	c := newScraper(cfg, options{Brokers: []string{b.Addr()}, Timeout: 300 * time.Millisecond})
 	up := func() string {
 		t.Helper()
@@ -363,7 +321,7 @@ func TestBrokerFaults(t *testing.T) {
 // The background sampler keeps a histogram of pageCacheLockTimeMills.
 func TestLockSampler(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
-	c := newScraper(testConfig(), options{Brokers: []string{b.Addr()}, SampleInterval: time.Second})
+	c := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: []string{b.Addr()}, SampleInterval: time.Second})
 	for _, ms := range []string{"0", "0", "3", "120", "700", "1200", "15000"} {
 		b.Set("pageCacheLockTimeMills", ms)
 		c.sampleOnce(context.Background())
@@ -507,10 +465,10 @@ func TestProbe(t *testing.T) {
 	old := *probeAllowFlag
 	defer func() { *probeAllowFlag = old }()
 	*probeAllowFlag = []string{"127.0.0.1"}
-	if _, err := probe(testConfig(), "10.9.9.9:10911"); !errors.Is(err, collector.ErrTargetNotAllowed) {
+	if _, err := probe(collectortest.Config("rocketmq", nil), "10.9.9.9:10911"); !errors.Is(err, collector.ErrTargetNotAllowed) {
 		t.Errorf("refused target: err = %v", err)
 	}
-	c1, err := probe(testConfig(), b.Addr())
+	c1, err := probe(collectortest.Config("rocketmq", nil), b.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,7 +476,7 @@ func TestProbe(t *testing.T) {
 	expect(t, got, `
 stall_rocketmq_up{broker="probed",broker_id="0",cluster="c"} 1
 `)
-	c2, _ := probe(testConfig(), b.Addr())
+	c2, _ := probe(collectortest.Config("rocketmq", nil), b.Addr())
 	scrape(t, c2, "stall_rocketmq_up")
 	if c1 != c2 || b.Accepted() != 1 {
 		t.Errorf("probe collectors not reused: same %v, %d connections", c1 == c2, b.Accepted())
@@ -539,12 +497,12 @@ func TestACLFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts.Brokers = []string{b.Addr()}
-	got, _ := scrape(t, newScraper(testConfig(), opts), "stall_rocketmq_up")
+	got, _ := scrape(t, newScraper(collectortest.Config("rocketmq", nil), opts), "stall_rocketmq_up")
 	expect(t, got, `
 stall_rocketmq_up{broker="b",broker_id="",cluster=""} 1
 `)
 	opts.Credentials = nil
-	got, _ = scrape(t, newScraper(testConfig(), opts), "stall_rocketmq_up")
+	got, _ = scrape(t, newScraper(collectortest.Config("rocketmq", nil), opts), "stall_rocketmq_up")
 	if !strings.HasSuffix(got, "} 0\n") {
 		t.Errorf("unsigned requests to an ACL broker: %s", got)
 	}
@@ -566,7 +524,7 @@ func FuzzRuntimeInfo(f *testing.F) {
 		kv[keys[int(which)%len(keys)]] = value
 		kv["putMessageDistributeTime"] = value
 		kv["remainHowManyDataToFlush"] = value
-		cfg := testConfig()
+		cfg := collectortest.Config("rocketmq", nil)
 		b := &broker{addr: value, keyErrors: map[string]uint64{}, lockCounts: make([]uint64, len(lockBounds)+1)}
 		cfgText := "flushDiskType=" + value + "\nosPageCacheBusyTimeOutMills=" + value + "\nbrokerName=" + value
 		b.config, _ = remoting.ParseConfig([]byte(cfgText))
@@ -585,7 +543,7 @@ func FuzzRuntimeInfo(f *testing.F) {
 func TestRunStopsOnCancel(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\n")
 	dir := t.TempDir()
-	cfg := testConfig()
+	cfg := collectortest.Config("rocketmq", nil)
 	cfg.Paths.Rootfs = dir
 	c := newScraper(cfg, options{Brokers: []string{b.Addr()}, SampleInterval: 5 * time.Millisecond, LogDir: "/logs"})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -620,7 +578,7 @@ func BenchmarkRuntimeInfoDecode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := testConfig()
+	cfg := collectortest.Config("rocketmq", nil)
 	br := &broker{addr: "127.0.0.1:10911", labels: [3]string{"DefaultCluster", "broker-a", "0"},
 		keyErrors: map[string]uint64{}, lockCounts: make([]uint64, len(lockBounds)+1)}
 	br.config, _ = remoting.ParseConfig([]byte(rocketmqtest.Config49))
@@ -662,7 +620,7 @@ func BenchmarkSample(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer br.Close()
-	c := newScraper(testConfig(), options{Brokers: []string{br.Addr()}, SampleInterval: time.Second})
+	c := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: []string{br.Addr()}, SampleInterval: time.Second})
 	ctx := context.Background()
 	c.sampleOnce(ctx) // dial outside the measurement
 	b.ReportAllocs()
@@ -686,7 +644,7 @@ func processCPU() time.Duration {
 // BenchmarkLogLine: one store.log [NOTIFYME] line and one
 // watermark.log line parsed and counted.
 func BenchmarkLogLine(b *testing.B) {
-	l := newLogFollower("/nonexistent", testConfig().Problems, testConfig().Logger)
+	l := newLogFollower("/nonexistent", collectortest.Config("rocketmq", nil).Problems, collectortest.Config("rocketmq", nil).Logger)
 	lock := []byte(strings.TrimSuffix(lineLock, "\n"))
 	water := []byte("2024-05-06 14:23:02 INFO WaterMark - [WATERMARK] Send Queue Size: 12 SlowTimeMills: 35")
 	chatter := []byte(strings.TrimSuffix(lineChatter, "\n"))
@@ -710,7 +668,7 @@ func TestTopologyChangesAndNamesrvOutage(t *testing.T) {
 	}
 	defer ns.Close()
 	clock := time.Unix(1_800_000_000, 0)
-	c := newScraper(testConfig(), options{Namesrv: []string{ns.Addr()}, DiscoveryInterval: 30 * time.Second})
+	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns.Addr()}, DiscoveryInterval: 30 * time.Second})
 	c.now = func() time.Time { return clock }
 	got, _ := scrape(t, c, "stall_rocketmq_up")
 	expect(t, got, `

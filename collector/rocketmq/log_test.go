@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // logRig is a broker log directory under a fake --path.rootfs.
@@ -23,7 +25,7 @@ type logRig struct {
 func newLogRig(t *testing.T, create bool) *logRig {
 	t.Helper()
 	root := t.TempDir()
-	r := &logRig{t: t, root: root, dir: filepath.Join(root, "home/rocketmq/logs/rocketmqlogs"), cfg: testConfig()}
+	r := &logRig{t: t, root: root, dir: filepath.Join(root, "home/rocketmq/logs/rocketmqlogs"), cfg: collectortest.Config("rocketmq", nil)}
 	r.cfg.Paths.Rootfs = root
 	if create {
 		if err := os.MkdirAll(r.dir, 0o755); err != nil {
@@ -280,7 +282,7 @@ func FuzzLogLine(f *testing.F) {
 		"2024-05-06 14:23:02 INFO WaterMark - [WATERMARK] Send Queue Size: 12 SlowTimeMills: -35\n"} {
 		f.Add(strings.TrimSuffix(l, "\n"))
 	}
-	l := newLogFollower("/nonexistent", testConfig().Problems, testConfig().Logger)
+	l := newLogFollower("/nonexistent", collectortest.Config("rocketmq", nil).Problems, collectortest.Config("rocketmq", nil).Logger)
 	f.Fuzz(func(t *testing.T, line string) {
 		l.line("store.log", []byte(line))
 		l.line("watermark.log", []byte(fmt.Sprintf("2024-05-06 14:23:02 INFO W - %s", line)))

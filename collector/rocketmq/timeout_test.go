@@ -1,10 +1,8 @@
 package rocketmq
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,104 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
-
-	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
-
-// silentListener is a TCP listener that accepts connections and never answers,
-// as a hung broker or name server does.
-func silentListener(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
-
-// ctxAdapter lets a registry gather one Collector under a given context
-// and records how long Update took and whether it returned before ctx ended.
-type ctxAdapter struct {
-	c       collector.Collector
-	ctx     context.Context
-	err     *error
-	elapsed *time.Duration
-	inTime  *bool
-}
-
-func (a ctxAdapter) Describe(chan<- *prometheus.Desc) {}
-func (a ctxAdapter) Collect(ch chan<- prometheus.Metric) {
-	start := time.Now()
-	*a.err = a.c.Update(a.ctx, ch)
-	*a.elapsed = time.Since(start)
-	*a.inTime = a.ctx.Err() == nil
-}
-
-type scrapeResult struct {
-	text    string // full exposition with HELP and TYPE
-	err     error
-	elapsed time.Duration
-	inTime  bool // Update returned before its context ended
-}
-
-// scrapeCtx runs one Update under ctx and returns the whole exposition.
-func scrapeCtx(t *testing.T, ctx context.Context, c collector.Collector) scrapeResult {
-	t.Helper()
-	var r scrapeResult
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(ctxAdapter{c, ctx, &r.err, &r.elapsed, &r.inTime})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	var buf bytes.Buffer
-	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range mfs {
-		if err := enc.Encode(mf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r.text = buf.String()
-	return r
-}
-
-// lines returns the sample lines of the named families, sorted as exposed.
-func (r scrapeResult) lines(families ...string) string {
-	var out []string
-	for _, l := range strings.Split(r.text, "\n") {
-		for _, f := range families {
-			if strings.HasPrefix(l, f+"{") || strings.HasPrefix(l, f+" ") {
-				out = append(out, l)
-			}
-		}
-	}
-	return strings.Join(out, "\n") + "\n"
-}
 
 // One silent broker and one refusing broker cost only their own up 0: the
 // scrape ends within one --rocketmq.timeout (the silent broker's config is
@@ -117,25 +21,25 @@ func (r scrapeResult) lines(families ...string) string {
 // reported, and the collector fails naming both bad brokers.
 func TestSilentBrokerCostsOneBudget(t *testing.T) {
 	good := startBroker(t, rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
-	silent := silentListener(t)
+	silent := collectortest.SilentListener(t)
 	const timeout = time.Second
-	c := newScraper(testConfig(), options{
+	c := newScraper(collectortest.Config("rocketmq", nil), options{
 		Brokers: []string{good.Addr(), silent, "127.0.0.1:2"}, Timeout: timeout})
-	r := scrapeCtx(t, context.Background(), c)
-	expect(t, r.lines("stall_rocketmq_up"), `
+	r := collectortest.Expose(t, context.Background(), c)
+	expect(t, r.Families("stall_rocketmq_up"), `
 stall_rocketmq_up{broker="127.0.0.1:2",broker_id="",cluster=""} 0
 stall_rocketmq_up{broker="`+silent+`",broker_id="",cluster=""} 0
 stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 `)
-	if r.elapsed < timeout || r.elapsed > timeout*3/2 {
-		t.Errorf("scrape took %v, want one --rocketmq.timeout (%v), never 2×", r.elapsed, timeout)
+	if r.Elapsed < timeout || r.Elapsed > timeout*3/2 {
+		t.Errorf("scrape took %v, want one --rocketmq.timeout (%v), never 2×", r.Elapsed, timeout)
 	}
-	if r.err == nil || !strings.Contains(r.err.Error(), "broker "+silent) || !strings.Contains(r.err.Error(), "broker 127.0.0.1:2") ||
-		strings.Contains(r.err.Error(), good.Addr()) {
-		t.Errorf("err = %v, want the silent and the refusing broker", r.err)
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "broker "+silent) || !strings.Contains(r.Err.Error(), "broker 127.0.0.1:2") ||
+		strings.Contains(r.Err.Error(), good.Addr()) {
+		t.Errorf("err = %v, want the silent and the refusing broker", r.Err)
 	}
-	if !strings.Contains(r.text, `stall_rocketmq_put_messages_total{broker="good",broker_id="0",cluster="c"} 1.234567e+06`) {
-		t.Errorf("healthy broker's series missing:\n%s", r.text)
+	if !strings.Contains(r.Text, `stall_rocketmq_put_messages_total{broker="good",broker_id="0",cluster="c"} 1.234567e+06`) {
+		t.Errorf("healthy broker's series missing:\n%s", r.Text)
 	}
 }
 
@@ -145,15 +49,15 @@ stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 // broker and the healthy broker's series.
 func TestScrapeEndsBeforeContextDeadline(t *testing.T) {
 	good := startBroker(t, rocketmqtest.Runtime5(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
-	silent := silentListener(t)
-	c := newScraper(testConfig(), options{Brokers: []string{good.Addr(), silent}, Timeout: 10 * time.Second})
+	silent := collectortest.SilentListener(t)
+	c := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: []string{good.Addr(), silent}, Timeout: 10 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
 	defer cancel()
-	r := scrapeCtx(t, ctx, c)
-	if !r.inTime {
-		t.Errorf("Update returned after its context ended (%v)", r.elapsed)
+	r := collectortest.Expose(t, ctx, c)
+	if !r.InTime {
+		t.Errorf("Update returned after its context ended (%v)", r.Elapsed)
 	}
-	expect(t, r.lines("stall_rocketmq_up"), `
+	expect(t, r.Families("stall_rocketmq_up"), `
 stall_rocketmq_up{broker="`+silent+`",broker_id="",cluster=""} 0
 stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 `)
@@ -164,16 +68,16 @@ stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 // from its config and its up reflects its own runtime info only.
 func TestSilentNamesrvKeepsBrokerLabels(t *testing.T) {
 	good := startBroker(t, rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
-	ns := silentListener(t)
+	ns := collectortest.SilentListener(t)
 	const timeout = time.Second
-	c := newScraper(testConfig(), options{Namesrv: []string{ns}, Brokers: []string{good.Addr()}, Timeout: timeout})
-	r := scrapeCtx(t, context.Background(), c)
+	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns}, Brokers: []string{good.Addr()}, Timeout: timeout})
+	r := collectortest.Expose(t, context.Background(), c)
 	want := `
 stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 `
-	expect(t, r.lines("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), want)
-	if r.elapsed > timeout*3/4 {
-		t.Errorf("first scrape took %v, want about half of --rocketmq.timeout (%v)", r.elapsed, timeout)
+	expect(t, r.Families("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), want)
+	if r.Elapsed > timeout*3/4 {
+		t.Errorf("first scrape took %v, want about half of --rocketmq.timeout (%v)", r.Elapsed, timeout)
 	}
 	// Let the discovery round time out, then scrape again: no wait now.
 	c.mu.Lock()
@@ -182,16 +86,16 @@ stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 	if done != nil {
 		<-done
 	}
-	r = scrapeCtx(t, context.Background(), c)
-	expect(t, r.lines("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), `
+	r = collectortest.Expose(t, context.Background(), c)
+	expect(t, r.Families("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), `
 stall_rocketmq_namesrv_up{namesrv="`+ns+`"} 0
 stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 `)
-	if r.elapsed > timeout/4 {
-		t.Errorf("scrape after the name server failed took %v, want no wait for it", r.elapsed)
+	if r.Elapsed > timeout/4 {
+		t.Errorf("scrape after the name server failed took %v, want no wait for it", r.Elapsed)
 	}
-	if r.err == nil || !strings.Contains(r.err.Error(), "name server "+ns) {
-		t.Errorf("err = %v, want the silent name server", r.err)
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "name server "+ns) {
+		t.Errorf("err = %v, want the silent name server", r.Err)
 	}
 }
 
@@ -208,25 +112,25 @@ func TestManyBadTargetsOneBudget(t *testing.T) {
 	ns.Delay(time.Minute)
 	clock := time.Unix(1_800_000_000, 0)
 	const timeout = time.Second
-	brokers := []string{silentListener(t), silentListener(t), silentListener(t), "127.0.0.1:2", "127.0.0.1:3"}
-	c := newScraper(testConfig(), options{
-		Namesrv: []string{ns.Addr(), silentListener(t), silentListener(t)}, Brokers: brokers, Timeout: timeout, DiscoveryInterval: 30 * time.Second})
+	brokers := []string{collectortest.SilentListener(t), collectortest.SilentListener(t), collectortest.SilentListener(t), "127.0.0.1:2", "127.0.0.1:3"}
+	c := newScraper(collectortest.Config("rocketmq", nil), options{
+		Namesrv: []string{ns.Addr(), collectortest.SilentListener(t), collectortest.SilentListener(t)}, Brokers: brokers, Timeout: timeout, DiscoveryInterval: 30 * time.Second})
 	c.now = func() time.Time { return clock }
 	for i := range 3 {
 		if i == 1 {
 			ns.Inject(rocketmqtest.Slow) // the name server hangs from the second round on
 			clock = clock.Add(31 * time.Second)
 		}
-		r := scrapeCtx(t, context.Background(), c)
-		up := r.lines("stall_rocketmq_up")
+		r := collectortest.Expose(t, context.Background(), c)
+		up := r.Families("stall_rocketmq_up")
 		if !strings.Contains(up, "stall_rocketmq_up{broker=\"good\",broker_id=\"1\",cluster=\"c\"} 1\n") {
 			t.Errorf("scrape %d: healthy broker missing or down:\n%s", i, up)
 		}
 		if n := strings.Count(up, "} 0\n"); n != 5 {
 			t.Errorf("scrape %d: %d brokers up 0, want 5", i, n)
 		}
-		if r.elapsed > timeout*3/2 {
-			t.Errorf("scrape %d took %v, want about --rocketmq.timeout (%v)", i, r.elapsed, timeout)
+		if r.Elapsed > timeout*3/2 {
+			t.Errorf("scrape %d took %v, want about --rocketmq.timeout (%v)", i, r.Elapsed, timeout)
 		}
 	}
 }
@@ -268,13 +172,13 @@ func TestFailuresLoggedOnTransitions(t *testing.T) {
 	cr := &remoting.Credentials{AccessKey: "exporter", SecretKey: "s3cret-key"}
 	b.RequireACL(cr)
 	h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
-	cfg := testConfig()
+	cfg := collectortest.Config("rocketmq", nil)
 	cfg.Logger = slog.New(h)
-	ns := silentListener(t)
+	ns := collectortest.SilentListener(t)
 	c := newScraper(cfg, options{Brokers: []string{b.Addr(), "127.0.0.1:2"}, Namesrv: []string{ns},
 		Timeout: 300 * time.Millisecond, Credentials: cr})
 	for range 3 {
-		scrapeCtx(t, context.Background(), c)
+		collectortest.Expose(t, context.Background(), c)
 		c.mu.Lock()
 		done := c.discovering
 		c.mu.Unlock()
@@ -290,9 +194,9 @@ func TestFailuresLoggedOnTransitions(t *testing.T) {
 	checkLogs(t, "three scrapes", got, want)
 
 	b.Inject(rocketmqtest.Reset, rocketmqtest.Reset) // the reused connection, then the one retry
-	scrapeCtx(t, context.Background(), c)
-	scrapeCtx(t, context.Background(), c)
-	scrapeCtx(t, context.Background(), c)
+	collectortest.Expose(t, context.Background(), c)
+	collectortest.Expose(t, context.Background(), c)
+	collectortest.Expose(t, context.Background(), c)
 	checkLogs(t, "reset, then recovery", h.take(), []string{
 		"WARN rocketmq broker not answering GET_BROKER_RUNTIME_INFO; stall_rocketmq_up is 0 (logged again when it recovers) broker=" + b.Addr(),
 		"INFO rocketmq broker answering again broker=" + b.Addr(),
@@ -342,11 +246,11 @@ func TestInvalidFlags(t *testing.T) {
 			saved := [3][]string{*probeAllowFlag, *brokerFlag, *namesrvFlag}
 			defer func() { *probeAllowFlag, *brokerFlag, *namesrvFlag = saved[0], saved[1], saved[2] }()
 			*probeAllowFlag, *brokerFlag, *namesrvFlag = []string{"10.0.0.0/24", "*", "host", "h:10911"}, []string{"127.0.0.1:10911"}, nil
-			if _, err := newCollector(testConfig()); err != nil {
+			if _, err := newCollector(collectortest.Config("rocketmq", nil)); err != nil {
 				t.Fatalf("valid flags refused: %v", err)
 			}
 			tc.set()
-			_, err := newCollector(testConfig())
+			_, err := newCollector(collectortest.Config("rocketmq", nil))
 			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one starting with %s", err, tc.want)
 			}
@@ -374,22 +278,22 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	c := newScraper(testConfig(), options{Namesrv: []string{ns.Addr()}, Timeout: 2 * time.Second, SampleInterval: time.Second})
-	scrapeCtx(t, context.Background(), c)
+	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns.Addr()}, Timeout: 2 * time.Second, SampleInterval: time.Second})
+	collectortest.Expose(t, context.Background(), c)
 	c.sampleOnce(context.Background())
 	b49.Set("putLatency99", "12")
-	r := scrapeCtx(t, context.Background(), c)
-	if r.err != nil {
-		t.Fatal(r.err)
+	r := collectortest.Expose(t, context.Background(), c)
+	if r.Err != nil {
+		t.Fatal(r.Err)
 	}
 	for _, family := range []string{"stall_rocketmq_put_latency_window_percentile_seconds", "stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket",
 		"stall_rocketmq_put_latency_seconds_bucket", "stall_rocketmq_broker_config_info", "stall_rocketmq_namesrv_up"} {
-		if !strings.Contains(r.text, family) {
+		if !strings.Contains(r.Text, family) {
 			t.Errorf("%s missing from the scrape checked", family)
 		}
 	}
 	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = strings.NewReader(r.text)
+	cmd.Stdin = strings.NewReader(r.Text)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
@@ -401,22 +305,22 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 func TestFailedConfigReadKeepsLabels(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=direct\nbrokerId=2\nflushDiskType=SYNC_FLUSH\n")
 	clock := time.Unix(1_800_000_000, 0)
-	c := newScraper(testConfig(), options{Brokers: []string{b.Addr()}, Timeout: time.Second, ConfigInterval: time.Minute})
+	c := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: []string{b.Addr()}, Timeout: time.Second, ConfigInterval: time.Minute})
 	c.now = func() time.Time { return clock }
 	want := `
 stall_rocketmq_up{broker="direct",broker_id="2",cluster="c"} 1
 `
-	r := scrapeCtx(t, context.Background(), c)
-	expect(t, r.lines("stall_rocketmq_up"), want)
+	r := collectortest.Expose(t, context.Background(), c)
+	expect(t, r.Families("stall_rocketmq_up"), want)
 	clock = clock.Add(2 * time.Minute)
 	b.Inject(rocketmqtest.None, rocketmqtest.Reset, rocketmqtest.Reset) // runtime info answers, the config re-read (and its retry) is reset
-	r = scrapeCtx(t, context.Background(), c)
-	expect(t, r.lines("stall_rocketmq_up"), want)
-	if r.err != nil {
-		t.Errorf("err = %v; a failed config read is not a failed broker", r.err)
+	r = collectortest.Expose(t, context.Background(), c)
+	expect(t, r.Families("stall_rocketmq_up"), want)
+	if r.Err != nil {
+		t.Errorf("err = %v; a failed config read is not a failed broker", r.Err)
 	}
-	if !strings.Contains(r.text, `flush_disk_type="SYNC_FLUSH"`) {
-		t.Errorf("last config lost:\n%s", r.lines("stall_rocketmq_broker_config_info"))
+	if !strings.Contains(r.Text, `flush_disk_type="SYNC_FLUSH"`) {
+		t.Errorf("last config lost:\n%s", r.Families("stall_rocketmq_broker_config_info"))
 	}
 	if n := b.RequestCount(remoting.GetBrokerConfig); n != 3 {
 		t.Errorf("%d config requests, want 3 (the failed re-read was sent twice: reused connection, then a fresh one)", n)
@@ -430,12 +334,12 @@ func TestEmptyTopologyIsNoError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	c := newScraper(testConfig(), options{Namesrv: []string{ns.Addr()}, Timeout: time.Second})
-	r := scrapeCtx(t, context.Background(), c)
-	if r.err != nil {
-		t.Errorf("err = %v", r.err)
+	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns.Addr()}, Timeout: time.Second})
+	r := collectortest.Expose(t, context.Background(), c)
+	if r.Err != nil {
+		t.Errorf("err = %v", r.Err)
 	}
-	expect(t, r.lines("stall_rocketmq_namesrv_up", "stall_rocketmq_up"), `
+	expect(t, r.Families("stall_rocketmq_namesrv_up", "stall_rocketmq_up"), `
 stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 1
 `)
 }
