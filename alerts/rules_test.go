@@ -1,0 +1,794 @@
+// Package alerts holds the Prometheus alerting and recording rules (alerts/*.yml) and their
+// promtool replays (alerts/tests/*.yml). It has no Go code of its own: these tests keep the rules
+// honest. They run promtool on every file, check the conventions every alert must follow, count
+// for each alert the replays in which it fires and those in which it must stay silent, and check
+// (or, with -update, rewrite) the lead-time table of docs/alerts.md from the replays.
+package alerts
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated tables of docs/alerts.md from alerts/tests/")
+
+// pendingIncidents are the incidents of docs/alerts.md without a replay yet, with the reason. A
+// replay file for one of them must come with the removal of its entry here.
+var pendingIncidents = map[int]string{
+	4: "reverse-DNS lookup per consumed message (PTR storm): the DNS collector is not merged yet; " +
+		"its rule, replay and the busy-but-healthy DNS baseline come with it",
+}
+
+const (
+	// numIncidents is the number of incidents the rules are written for (docs/alerts.md).
+	numIncidents = 8
+	// evalInterval is the scrape and rule evaluation interval of every replay.
+	evalInterval = 15 * time.Second
+	runbookURL   = "https://github.com/stall-exporter/stall_exporter/blob/main/docs/runbooks.md#"
+)
+
+// rule is one alerting or recording rule of alerts/*.yml.
+type rule struct {
+	File        string
+	Group       string
+	Alert       string            `yaml:"alert"`
+	Record      string            `yaml:"record"`
+	Expr        string            `yaml:"expr"`
+	For         string            `yaml:"for"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
+	Comment     string            `yaml:"-"`
+}
+
+func (r rule) name() string {
+	if r.Alert != "" {
+		return r.Alert
+	}
+	return r.Record
+}
+
+// loadRules reads every rule file directly under alerts/.
+func loadRules(t *testing.T) []rule {
+	t.Helper()
+	files, err := filepath.Glob("*.yml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no rule files: %v", err)
+	}
+	var out []rule
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Groups []struct {
+				Name  string      `yaml:"name"`
+				Rules []yaml.Node `yaml:"rules"`
+			} `yaml:"groups"`
+		}
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, g := range doc.Groups {
+			for _, n := range g.Rules {
+				var r rule
+				if err := n.Decode(&r); err != nil {
+					t.Fatalf("%s line %d: %v", f, n.Line, err)
+				}
+				r.File, r.Group, r.Comment = f, g.Name, n.HeadComment
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// testFile is one promtool test file of alerts/tests/, with the metadata of its header comment.
+type testFile struct {
+	Path               string
+	RuleFiles          []string    `yaml:"rule_files"`
+	EvaluationInterval string      `yaml:"evaluation_interval"`
+	Groups             []testGroup `yaml:"tests"`
+
+	// Header metadata (lines "# key: value" at the top of the file).
+	Incident     int           // incident number, 0 if not an incident replay
+	Title        string        // incident title, or what a baseline replays
+	Baseline     bool          // a healthy baseline: nothing may fire
+	Clock        time.Duration // wall-clock time of eval_time 0 (since midnight)
+	Failure      time.Duration // eval_time of the incident's failure moment
+	FailureText  string
+	AfterTheFact string // non-empty: the replay's alerts come after the failure, and why
+	Lead         []string
+}
+
+type testGroup struct {
+	Name        string `yaml:"name"`
+	Interval    string `yaml:"interval"`
+	InputSeries []struct {
+		Series string `yaml:"series"`
+		Values string `yaml:"values"`
+	} `yaml:"input_series"`
+	AlertRuleTest []alertTest `yaml:"alert_rule_test"`
+}
+
+type alertTest struct {
+	EvalTime  string `yaml:"eval_time"`
+	Alertname string `yaml:"alertname"`
+	ExpAlerts []struct {
+		ExpLabels      map[string]string `yaml:"exp_labels"`
+		ExpAnnotations map[string]string `yaml:"exp_annotations"`
+	} `yaml:"exp_alerts"`
+}
+
+func (a alertTest) at(t *testing.T, file string) time.Duration {
+	t.Helper()
+	d, err := model.ParseDuration(a.EvalTime)
+	if err != nil {
+		t.Fatalf("%s: eval_time %q: %v", file, a.EvalTime, err)
+	}
+	return time.Duration(d)
+}
+
+var headerLine = regexp.MustCompile(`^# (incident|baseline|clock|failure|after-the-fact|lead): (.+)$`)
+
+func loadTests(t *testing.T) []testFile {
+	t.Helper()
+	paths, err := filepath.Glob("tests/*.yml")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no test files: %v", err)
+	}
+	var out []testFile
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tf := testFile{Path: p}
+		if err := yaml.Unmarshal(b, &tf); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.HasPrefix(line, "#") {
+				break
+			}
+			m := headerLine.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			switch v := strings.TrimSpace(m[2]); m[1] {
+			case "incident":
+				num, title, _ := strings.Cut(v, " ")
+				if tf.Incident, err = strconv.Atoi(num); err != nil {
+					t.Fatalf("%s: incident %q: want a number and a title", p, v)
+				}
+				tf.Title = strings.TrimSpace(title)
+			case "baseline":
+				tf.Baseline, tf.Title = true, v
+			case "clock":
+				c, err := time.Parse("15:04:05", v)
+				if err != nil {
+					t.Fatalf("%s: clock %q: %v", p, v, err)
+				}
+				tf.Clock = time.Duration(c.Hour())*time.Hour + time.Duration(c.Minute())*time.Minute + time.Duration(c.Second())*time.Second
+			case "failure":
+				at, text, _ := strings.Cut(v, " ")
+				d, err := model.ParseDuration(at)
+				if err != nil {
+					t.Fatalf("%s: failure %q: want an eval time and a description: %v", p, v, err)
+				}
+				tf.Failure, tf.FailureText = time.Duration(d), strings.TrimSpace(text)
+			case "after-the-fact":
+				tf.AfterTheFact = v
+			case "lead":
+				for _, a := range strings.Split(v, ",") {
+					tf.Lead = append(tf.Lead, strings.TrimSpace(a))
+				}
+			}
+		}
+		out = append(out, tf)
+	}
+	return out
+}
+
+func requirePromtool(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("promtool not found; `make test-deps` installs it")
+		}
+		t.Skip("promtool not found; run `make test-deps`")
+	}
+	return p
+}
+
+// TestPromtoolCheckRules runs `promtool check rules` on every rule file.
+func TestPromtoolCheckRules(t *testing.T) {
+	promtool := requirePromtool(t)
+	files, _ := filepath.Glob("*.yml")
+	out, err := exec.Command(promtool, append([]string{"check", "rules"}, files...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+}
+
+// TestPromtoolTestRules runs every replay as committed, then once more with generated assertions
+// that every alert a test group does not assert firing stays silent at every evaluation from 0 to
+// the group's last eval_time: an alert that fires where nobody expects it fails the test, and a
+// healthy baseline is proven silent at every step, not only at the times it names.
+func TestPromtoolTestRules(t *testing.T) {
+	promtool := requirePromtool(t)
+	tests := loadTests(t)
+	var alerts []string
+	for _, r := range loadRules(t) {
+		if r.Alert != "" {
+			alerts = append(alerts, r.Alert)
+		}
+	}
+	var paths, strict []string
+	dir := t.TempDir()
+	for _, tf := range tests {
+		paths = append(paths, tf.Path)
+		p := filepath.Join(dir, filepath.Base(tf.Path))
+		if err := os.WriteFile(p, strictVersion(t, tf, alerts), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		strict = append(strict, p)
+	}
+	for _, set := range [][]string{paths, strict} {
+		out, err := exec.Command(promtool, append([]string{"test", "rules"}, set...)...).CombinedOutput()
+		if err != nil {
+			t.Errorf("promtool test rules: %v\n%s", err, out)
+		}
+	}
+}
+
+// strictVersion returns the test file with rule_files made absolute and, per test group, empty
+// exp_alerts for every alert the group never asserts firing, at every evaluation up to its last
+// eval_time.
+func strictVersion(t *testing.T, tf testFile, alerts []string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(tf.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(filepath.Dir(tf.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []any
+	for _, f := range tf.RuleFiles {
+		files = append(files, filepath.Join(abs, f))
+	}
+	doc["rule_files"] = files
+	groups := doc["tests"].([]any)
+	for i, g := range tf.Groups {
+		fires := map[string]bool{}
+		var last time.Duration
+		for _, a := range g.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			}
+			last = max(last, a.at(t, tf.Path))
+		}
+		gm := groups[i].(map[string]any)
+		extra, _ := gm["alert_rule_test"].([]any)
+		for _, name := range alerts {
+			if fires[name] {
+				continue
+			}
+			for at := time.Duration(0); at <= last; at += evalInterval {
+				extra = append(extra, map[string]any{
+					"eval_time": model.Duration(at).String(), "alertname": name, "exp_alerts": []any{},
+				})
+			}
+		}
+		gm["alert_rule_test"] = extra
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestTestFileShape checks what every replay shares: all rule files loaded, a 15 s scrape and
+// evaluation interval, and the header that says what the file replays.
+func TestTestFileShape(t *testing.T) {
+	for _, tf := range loadTests(t) {
+		if len(tf.RuleFiles) != 1 || tf.RuleFiles[0] != "../*.yml" {
+			t.Errorf("%s: rule_files must be [../*.yml], so every alert is checked in every replay", tf.Path)
+		}
+		if tf.EvaluationInterval != "15s" {
+			t.Errorf("%s: evaluation_interval %q, want 15s", tf.Path, tf.EvaluationInterval)
+		}
+		for _, g := range tf.Groups {
+			if g.Interval != "15s" {
+				t.Errorf("%s %q: interval %q, want 15s (a 15 s scrape)", tf.Path, g.Name, g.Interval)
+			}
+			if g.Name == "" {
+				t.Errorf("%s: a test group without a name", tf.Path)
+			}
+		}
+		switch {
+		case tf.Incident != 0 && tf.Baseline:
+			t.Errorf("%s: both an incident and a baseline", tf.Path)
+		case tf.Incident != 0:
+			if tf.Title == "" || tf.Failure == 0 || tf.FailureText == "" || len(tf.Lead) == 0 {
+				t.Errorf("%s: an incident replay needs '# incident: N title', '# failure: <eval time> <what>', '# lead: Alert' and '# clock: HH:MM:SS'", tf.Path)
+			}
+			if len(tf.Groups) != 1 {
+				t.Errorf("%s: an incident replay is one timeline (one test group), has %d", tf.Path, len(tf.Groups))
+			}
+		case tf.Baseline:
+			for _, g := range tf.Groups {
+				for _, a := range g.AlertRuleTest {
+					if len(a.ExpAlerts) > 0 {
+						t.Errorf("%s: baseline %q asserts %s firing", tf.Path, g.Name, a.Alertname)
+					}
+				}
+			}
+		}
+	}
+}
+
+var (
+	camelCase = regexp.MustCompile(`^[A-Z][a-zA-Z0-9]*$`)
+	// level:metric:operations, lower case (Prometheus' recording rule naming).
+	recordName  = regexp.MustCompile(`^[a-z][a-z0-9_]*:[a-z][a-z0-9_]*:[a-z0-9_]+$`)
+	valueInDesc = regexp.MustCompile(`\$value\s*\|\s*(humanize|humanizePercentage|humanizeDuration|humanize1024)\s*}}`)
+	heading     = regexp.MustCompile(`^#{1,6} +(.+?) *$`)
+)
+
+// TestRuleConventions checks every rule: names, labels, annotations, the runbook section, the
+// comment that says where each threshold comes from, and that every metric an expression reads
+// is documented.
+func TestRuleConventions(t *testing.T) {
+	rules := loadRules(t)
+	doc, err := metricsdoc.Read("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := otherExporterMetrics(t)
+	anchors := runbookAnchors(t)
+	recorded := map[string]bool{}
+	for _, r := range rules {
+		if r.Record != "" {
+			recorded[r.Record] = true
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range rules {
+		where := fmt.Sprintf("%s: %s", r.File, r.name())
+		if seen[r.name()] && r.Alert != "" {
+			t.Errorf("%s: defined twice", where)
+		}
+		seen[r.name()] = true
+		names, err := metricsdoc.MetricNames(r.Expr)
+		if err != nil {
+			t.Errorf("%s: %v", where, err)
+		}
+		onlyInfo := len(names) > 0
+		for _, n := range names {
+			f, ok := metricsdoc.Lookup(doc, n)
+			switch {
+			case ok:
+				onlyInfo = onlyInfo && f.Type == "info"
+			case recorded[n], other[n]:
+				onlyInfo = false
+			default:
+				t.Errorf("%s reads %s, which neither docs/metrics.md, a recording rule nor docs/alerts.md (other exporters) defines", where, n)
+			}
+		}
+		if r.Record != "" {
+			if !recordName.MatchString(r.Record) {
+				t.Errorf("%s: recording rule name is not level:metric:operations", where)
+			}
+			continue
+		}
+		if !camelCase.MatchString(r.Alert) {
+			t.Errorf("%s: alert name is not CamelCase", where)
+		}
+		switch r.Labels["severity"] {
+		case "info", "warning", "critical":
+		default:
+			t.Errorf("%s: severity %q, want info, warning or critical", where, r.Labels["severity"])
+		}
+		if s := r.Annotations["summary"]; s == "" || !strings.HasSuffix(s, ".") || strings.Contains(s, "{{") {
+			t.Errorf("%s: summary %q: want a plain sentence", where, s)
+		}
+		d := r.Annotations["description"]
+		if onlyInfo {
+			if !strings.Contains(d, "$labels.") {
+				t.Errorf("%s: the description of an alert on an info metric must state the label values", where)
+			}
+		} else if !valueInDesc.MatchString(d) {
+			t.Errorf("%s: the description must state the value with its unit ($value | humanize, humanizePercentage, humanizeDuration or humanize1024)", where)
+		}
+		anchor := strings.ToLower(r.Alert)
+		if r.Annotations["runbook_url"] != runbookURL+anchor {
+			t.Errorf("%s: runbook_url %q, want %s", where, r.Annotations["runbook_url"], runbookURL+anchor)
+		}
+		if !anchors[anchor] {
+			t.Errorf("%s: docs/runbooks.md has no section %q", where, r.Alert)
+		}
+		if !strings.Contains(r.Comment, "Threshold:") {
+			t.Errorf("%s: the comment above the rule must say where its threshold comes from (Threshold: …)", where)
+		}
+		if r.For != "" && !strings.Contains(r.Comment, "for: ") {
+			t.Errorf("%s: the comment above the rule must say why for: is %s", where, r.For)
+		}
+	}
+}
+
+// runbookAnchors returns the GitHub anchors of the headings of docs/runbooks.md.
+func runbookAnchors(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("../docs/runbooks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if m := heading.FindStringSubmatch(line); m != nil {
+			out[githubAnchor(m[1])] = true
+		}
+	}
+	return out
+}
+
+// githubAnchor is the id GitHub gives a Markdown heading: lower case, punctuation other than
+// '-' and '_' dropped, spaces to '-'.
+func githubAnchor(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(h) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		case r == ' ':
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
+}
+
+var otherMetricRow = regexp.MustCompile("^\\| `([a-zA-Z_:][a-zA-Z0-9_:]*)` \\| [^|]*\\S[^|]* \\|")
+
+// otherExporterMetrics returns the metrics of other exporters that docs/alerts.md names (with
+// their source) between its other-metrics markers.
+func otherExporterMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, line := range strings.Split(section(t, readAlertsDoc(t), "other-metrics"), "\n") {
+		if m := otherMetricRow.FindStringSubmatch(line); m != nil {
+			out[m[1]] = true
+		}
+	}
+	return out
+}
+
+// TestAlertCoverage counts, for every alert, the test groups in which it is asserted firing and
+// the groups in which it is only asserted silent. Each alert needs both, and a silent group must
+// feed every metric the alert reads (through recording rules too): silence on missing data proves
+// nothing.
+func TestAlertCoverage(t *testing.T) {
+	rules := loadRules(t)
+	byRecord := map[string]string{}
+	for _, r := range rules {
+		if r.Record != "" {
+			byRecord[r.Record] = r.Expr
+		}
+	}
+	type count struct{ firing, silent []string }
+	counts := map[string]*count{}
+	for _, r := range rules {
+		if r.Alert != "" {
+			counts[r.Alert] = &count{}
+		}
+	}
+	for _, tf := range loadTests(t) {
+		for _, g := range tf.Groups {
+			inputs := map[string]bool{}
+			for _, s := range g.InputSeries {
+				name, _, _ := strings.Cut(s.Series, "{")
+				inputs[strings.TrimSpace(name)] = true
+			}
+			firing, silent := map[string]bool{}, map[string]bool{}
+			for _, a := range g.AlertRuleTest {
+				if _, ok := counts[a.Alertname]; !ok {
+					t.Errorf("%s %q: asserts %s, which no rule file defines", tf.Path, g.Name, a.Alertname)
+					continue
+				}
+				if len(a.ExpAlerts) > 0 {
+					firing[a.Alertname] = true
+				} else {
+					silent[a.Alertname] = true
+				}
+			}
+			where := fmt.Sprintf("%s %q", tf.Path, g.Name)
+			for name := range firing {
+				counts[name].firing = append(counts[name].firing, where)
+			}
+			for name := range silent {
+				if firing[name] {
+					continue
+				}
+				var expr string
+				for _, r := range rules {
+					if r.Alert == name {
+						expr = r.Expr
+					}
+				}
+				for _, m := range baseMetrics(t, expr, byRecord) {
+					if !inputs[m] {
+						t.Errorf("%s asserts %s silent without any %s series: silence on missing data proves nothing", where, name, m)
+					}
+				}
+				counts[name].silent = append(counts[name].silent, where)
+			}
+		}
+	}
+	for name, c := range counts {
+		if len(c.firing) == 0 {
+			t.Errorf("%s: no test group asserts it firing", name)
+		}
+		if len(c.silent) == 0 {
+			t.Errorf("%s: no test group in which it does not fire asserts it silent", name)
+		}
+	}
+}
+
+// baseMetrics returns the exported metric names an expression reads, following recording rules.
+func baseMetrics(t *testing.T, expr string, byRecord map[string]string) []string {
+	t.Helper()
+	names, err := metricsdoc.MetricNames(expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range names {
+		if e, ok := byRecord[n]; ok {
+			out = append(out, baseMetrics(t, e, byRecord)...)
+		} else {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// leadRow is one line of the lead-time table.
+type leadRow struct {
+	tf       testFile
+	alert    string
+	severity string
+	fired    time.Duration // eval time of the first firing evaluation
+}
+
+// replayLeads finds, in every incident replay, when each alert it asserts firing first fires: the
+// earliest eval_time asserting it firing, which must come with an assertion that it was silent
+// one evaluation earlier (so the replay pins the moment, not a later one).
+func replayLeads(t *testing.T) (rows []leadRow, incidents map[int]testFile) {
+	t.Helper()
+	severity := map[string]string{}
+	for _, r := range loadRules(t) {
+		severity[r.Alert] = r.Labels["severity"]
+	}
+	incidents = map[int]testFile{}
+	for _, tf := range loadTests(t) {
+		if tf.Incident == 0 {
+			continue
+		}
+		if prev, dup := incidents[tf.Incident]; dup {
+			t.Errorf("incident %d replayed twice: %s and %s", tf.Incident, prev.Path, tf.Path)
+		}
+		incidents[tf.Incident] = tf
+		if len(tf.Groups) == 0 {
+			continue
+		}
+		first := map[string]time.Duration{}
+		silentAt := map[string]map[time.Duration]bool{}
+		for _, a := range tf.Groups[0].AlertRuleTest {
+			at := a.at(t, tf.Path)
+			if len(a.ExpAlerts) == 0 {
+				if silentAt[a.Alertname] == nil {
+					silentAt[a.Alertname] = map[time.Duration]bool{}
+				}
+				silentAt[a.Alertname][at] = true
+				continue
+			}
+			if f, ok := first[a.Alertname]; !ok || at < f {
+				first[a.Alertname] = at
+			}
+		}
+		for alert, f := range first {
+			if !silentAt[alert][f-evalInterval] {
+				t.Errorf("%s: %s is first asserted firing at %s; assert it silent at %s too, so the replay pins when it fires",
+					tf.Path, alert, model.Duration(f), model.Duration(f-evalInterval))
+			}
+			rows = append(rows, leadRow{tf: tf, alert: alert, severity: severity[alert], fired: f})
+		}
+		for _, l := range tf.Lead {
+			f, ok := first[l]
+			switch {
+			case !ok:
+				t.Errorf("%s: lead alert %s is never asserted firing", tf.Path, l)
+			case tf.AfterTheFact == "" && f >= tf.Failure:
+				t.Errorf("%s: lead alert %s fires at %s, not before the failure at %s",
+					tf.Path, l, model.Duration(f), model.Duration(tf.Failure))
+			}
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].tf.Incident != rows[j].tf.Incident {
+			return rows[i].tf.Incident < rows[j].tf.Incident
+		}
+		if rows[i].fired != rows[j].fired {
+			return rows[i].fired < rows[j].fired
+		}
+		return rows[i].alert < rows[j].alert
+	})
+	return rows, incidents
+}
+
+// TestIncidentsReplayed checks that every incident has a replay, or a reason in pendingIncidents.
+func TestIncidentsReplayed(t *testing.T) {
+	_, incidents := replayLeads(t)
+	for n := 1; n <= numIncidents; n++ {
+		_, replayed := incidents[n]
+		_, pending := pendingIncidents[n]
+		switch {
+		case replayed && pending:
+			t.Errorf("incident %d has a replay: remove it from pendingIncidents", n)
+		case !replayed && !pending:
+			t.Errorf("incident %d has no replay in alerts/tests/", n)
+		}
+	}
+}
+
+// TestAlertsDoc checks that the generated tables of docs/alerts.md match the replays; -update
+// rewrites them.
+func TestAlertsDoc(t *testing.T) {
+	rows, incidents := replayLeads(t)
+	doc := readAlertsDoc(t)
+	want := replaceSection(t, doc, "lead-times", leadTable(rows, incidents))
+	want = replaceSection(t, want, "baselines", baselineTable(t))
+	if want == doc {
+		return
+	}
+	if *update {
+		if err := os.WriteFile("../docs/alerts.md", []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("docs/alerts.md does not match the replays in alerts/tests/; run `make rules-doc` (go test ./alerts -run TestAlertsDoc -update)")
+}
+
+func readAlertsDoc(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../docs/alerts.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func markers(name string) (string, string) {
+	return "<!-- " + name + ":begin -->\n", "<!-- " + name + ":end -->"
+}
+
+func section(t *testing.T, doc, name string) string {
+	t.Helper()
+	begin, end := markers(name)
+	_, rest, ok1 := strings.Cut(doc, begin)
+	body, _, ok2 := strings.Cut(rest, end)
+	if !ok1 || !ok2 {
+		t.Fatalf("docs/alerts.md has no %s markers", name)
+	}
+	return body
+}
+
+func replaceSection(t *testing.T, doc, name, body string) string {
+	t.Helper()
+	old := section(t, doc, name)
+	begin, end := markers(name)
+	return strings.Replace(doc, begin+old+end, begin+body+end, 1)
+}
+
+func leadTable(rows []leadRow, incidents map[int]testFile) string {
+	var b bytes.Buffer
+	b.WriteString("| Incident | Alert | Severity | Fired in the replay | Failure moment | Lead |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	for n := 1; n <= numIncidents; n++ {
+		if reason, ok := pendingIncidents[n]; ok {
+			fmt.Fprintf(&b, "| %d | — | — | — | — | no replay yet: %s |\n", n, reason)
+			continue
+		}
+		tf := incidents[n]
+		for _, r := range rows {
+			if r.tf.Incident != n {
+				continue
+			}
+			lead := tf.Failure - r.fired
+			leadText := fmtDuration(lead)
+			if lead <= 0 {
+				leadText = fmtDuration(-lead) + " after"
+			}
+			if tf.AfterTheFact != "" {
+				leadText += "; **after the fact** " + tf.AfterTheFact
+			}
+			name := "`" + r.alert + "`"
+			if contains(tf.Lead, r.alert) {
+				name = "**" + name + "**"
+			}
+			fmt.Fprintf(&b, "| %d %s ([replay](../alerts/%s)) | %s | %s | %s | %s %s | %s |\n",
+				n, tf.Title, filepath.ToSlash(tf.Path), name, r.severity,
+				fmtClock(tf.Clock+r.fired), fmtClock(tf.Clock+tf.Failure), tf.FailureText, leadText)
+		}
+	}
+	return b.String()
+}
+
+func baselineTable(t *testing.T) string {
+	var b bytes.Buffer
+	b.WriteString("| Baseline | Replayed | Length |\n|---|---|---|\n")
+	for _, tf := range loadTests(t) {
+		if !tf.Baseline {
+			continue
+		}
+		var last time.Duration
+		for _, g := range tf.Groups {
+			for _, a := range g.AlertRuleTest {
+				last = max(last, a.at(t, tf.Path))
+			}
+		}
+		fmt.Fprintf(&b, "| [%s](../alerts/%s) | %s | %s |\n", strings.TrimSuffix(filepath.Base(tf.Path), ".yml"),
+			filepath.ToSlash(tf.Path), tf.Title, fmtDuration(last))
+	}
+	return b.String()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// fmtDuration prints 2m15s, 4m, 45s, 1h10m.
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func fmtClock(d time.Duration) string {
+	d %= 24 * time.Hour
+	return fmt.Sprintf("%02d:%02d:%02d", int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60)
+}
