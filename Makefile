@@ -13,7 +13,7 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 ARGS      ?=
 
-.PHONY: all build run test test-deps lint fuzz bench golden clean readme-flags
+.PHONY: all build run test test-deps lint fuzz bench golden clean readme-flags rules rules-doc
 
 all: build
 
@@ -60,6 +60,16 @@ bench:
 ## golden: regenerate the checked-in end-to-end fixture output
 golden:
 	$(GO) test -count=1 -run TestGolden . -update
+
+## rules: promtool on the alert rules and their replays as committed (go test ./alerts/ adds the
+## cross-checks: coverage, conventions, every other alert silent, the lead-time table)
+rules:
+	promtool check rules alerts/*.yml
+	promtool test rules alerts/tests/*.yml
+
+## rules-doc: regenerate the lead-time and baseline tables of docs/alerts.md from alerts/tests/
+rules-doc:
+	$(GO) test -count=1 -run TestAlertsDoc ./alerts/ -update
 
 clean:
 	rm -f $(BINARY)

@@ -42,6 +42,12 @@ const (
 	runbookURL   = "https://github.com/stall-exporter/stall_exporter/blob/main/docs/runbooks.md#"
 )
 
+// reporter is where the checks report problems: the test itself, or a collector in
+// TestChecksCatchMistakes, which feeds them broken rules and replays.
+type reporter interface {
+	Errorf(format string, args ...any)
+}
+
 // rule is one alerting or recording rule of alerts/*.yml.
 type rule struct {
 	File        string
@@ -135,11 +141,10 @@ type alertTest struct {
 	} `yaml:"exp_alerts"`
 }
 
-func (a alertTest) at(t *testing.T, file string) time.Duration {
-	t.Helper()
+func (a alertTest) at(rep reporter, file string) time.Duration {
 	d, err := model.ParseDuration(a.EvalTime)
 	if err != nil {
-		t.Fatalf("%s: eval_time %q: %v", file, a.EvalTime, err)
+		rep.Errorf("%s: eval_time %q: %v", file, a.EvalTime, err)
 	}
 	return time.Duration(d)
 }
@@ -227,34 +232,32 @@ func TestPromtoolCheckRules(t *testing.T) {
 	}
 }
 
-// TestPromtoolTestRules runs every replay as committed, then once more with generated assertions
-// that every alert a test group does not assert firing stays silent at every evaluation from 0 to
-// the group's last eval_time: an alert that fires where nobody expects it fails the test, and a
-// healthy baseline is proven silent at every step, not only at the times it names.
+// TestPromtoolTestRules runs `promtool test rules` on every replay, with generated assertions
+// added: every alert a test group does not assert firing must stay silent at every evaluation from
+// 0 to the group's last eval_time. An alert that fires where nobody expects it fails the test, and
+// a healthy baseline is proven silent at every step, not only at the times it names. The files run
+// in parallel (promtool is single-threaded); `make rules` runs them as committed.
 func TestPromtoolTestRules(t *testing.T) {
 	promtool := requirePromtool(t)
-	tests := loadTests(t)
 	var alerts []string
 	for _, r := range loadRules(t) {
 		if r.Alert != "" {
 			alerts = append(alerts, r.Alert)
 		}
 	}
-	var paths, strict []string
 	dir := t.TempDir()
-	for _, tf := range tests {
-		paths = append(paths, tf.Path)
+	for _, tf := range loadTests(t) {
 		p := filepath.Join(dir, filepath.Base(tf.Path))
 		if err := os.WriteFile(p, strictVersion(t, tf, alerts), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		strict = append(strict, p)
-	}
-	for _, set := range [][]string{paths, strict} {
-		out, err := exec.Command(promtool, append([]string{"test", "rules"}, set...)...).CombinedOutput()
-		if err != nil {
-			t.Errorf("promtool test rules: %v\n%s", err, out)
-		}
+		t.Run(filepath.Base(tf.Path), func(t *testing.T) {
+			t.Parallel()
+			out, err := exec.Command(promtool, "test", "rules", p).CombinedOutput()
+			if err != nil {
+				t.Errorf("promtool test rules %s (with every other alert asserted silent): %v\n%s", tf.Path, err, out)
+			}
+		})
 	}
 }
 
@@ -277,7 +280,10 @@ func strictVersion(t *testing.T, tf testFile, alerts []string) []byte {
 	}
 	var files []any
 	for _, f := range tf.RuleFiles {
-		files = append(files, filepath.Join(abs, f))
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(abs, f)
+		}
+		files = append(files, f)
 	}
 	doc["rule_files"] = files
 	groups := doc["tests"].([]any)
@@ -363,13 +369,14 @@ var (
 // comment that says where each threshold comes from, and that every metric an expression reads
 // is documented.
 func TestRuleConventions(t *testing.T) {
-	rules := loadRules(t)
 	doc, err := metricsdoc.Read("../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := otherExporterMetrics(t)
-	anchors := runbookAnchors(t)
+	checkRules(t, loadRules(t), doc, otherExporterMetrics(t), runbookAnchors(t))
+}
+
+func checkRules(t reporter, rules []rule, doc map[string]metricsdoc.Family, other, anchors map[string]bool) {
 	recorded := map[string]bool{}
 	for _, r := range rules {
 		if r.Record != "" {
@@ -491,7 +498,10 @@ func otherExporterMetrics(t *testing.T) map[string]bool {
 // feed every metric the alert reads (through recording rules too): silence on missing data proves
 // nothing.
 func TestAlertCoverage(t *testing.T) {
-	rules := loadRules(t)
+	checkCoverage(t, loadRules(t), loadTests(t))
+}
+
+func checkCoverage(t reporter, rules []rule, tests []testFile) {
 	byRecord := map[string]string{}
 	for _, r := range rules {
 		if r.Record != "" {
@@ -505,7 +515,7 @@ func TestAlertCoverage(t *testing.T) {
 			counts[r.Alert] = &count{}
 		}
 	}
-	for _, tf := range loadTests(t) {
+	for _, tf := range tests {
 		for _, g := range tf.Groups {
 			inputs := map[string]bool{}
 			for _, s := range g.InputSeries {
@@ -538,7 +548,7 @@ func TestAlertCoverage(t *testing.T) {
 						expr = r.Expr
 					}
 				}
-				for _, m := range baseMetrics(t, expr, byRecord) {
+				for _, m := range baseMetrics(expr, byRecord) {
 					if !inputs[m] {
 						t.Errorf("%s asserts %s silent without any %s series: silence on missing data proves nothing", where, name, m)
 					}
@@ -558,16 +568,13 @@ func TestAlertCoverage(t *testing.T) {
 }
 
 // baseMetrics returns the exported metric names an expression reads, following recording rules.
-func baseMetrics(t *testing.T, expr string, byRecord map[string]string) []string {
-	t.Helper()
-	names, err := metricsdoc.MetricNames(expr)
-	if err != nil {
-		t.Fatal(err)
-	}
+// An expression that does not parse reads nothing here; TestRuleConventions reports it.
+func baseMetrics(expr string, byRecord map[string]string) []string {
+	names, _ := metricsdoc.MetricNames(expr)
 	var out []string
 	for _, n := range names {
 		if e, ok := byRecord[n]; ok {
-			out = append(out, baseMetrics(t, e, byRecord)...)
+			out = append(out, baseMetrics(e, byRecord)...)
 		} else {
 			out = append(out, n)
 		}
@@ -586,14 +593,13 @@ type leadRow struct {
 // replayLeads finds, in every incident replay, when each alert it asserts firing first fires: the
 // earliest eval_time asserting it firing, which must come with an assertion that it was silent
 // one evaluation earlier (so the replay pins the moment, not a later one).
-func replayLeads(t *testing.T) (rows []leadRow, incidents map[int]testFile) {
-	t.Helper()
+func replayLeads(t reporter, rules []rule, tests []testFile) (rows []leadRow, incidents map[int]testFile) {
 	severity := map[string]string{}
-	for _, r := range loadRules(t) {
+	for _, r := range rules {
 		severity[r.Alert] = r.Labels["severity"]
 	}
 	incidents = map[int]testFile{}
-	for _, tf := range loadTests(t) {
+	for _, tf := range tests {
 		if tf.Incident == 0 {
 			continue
 		}
@@ -651,7 +657,7 @@ func replayLeads(t *testing.T) (rows []leadRow, incidents map[int]testFile) {
 
 // TestIncidentsReplayed checks that every incident has a replay, or a reason in pendingIncidents.
 func TestIncidentsReplayed(t *testing.T) {
-	_, incidents := replayLeads(t)
+	_, incidents := replayLeads(t, loadRules(t), loadTests(t))
 	for n := 1; n <= numIncidents; n++ {
 		_, replayed := incidents[n]
 		_, pending := pendingIncidents[n]
@@ -667,7 +673,7 @@ func TestIncidentsReplayed(t *testing.T) {
 // TestAlertsDoc checks that the generated tables of docs/alerts.md match the replays; -update
 // rewrites them.
 func TestAlertsDoc(t *testing.T) {
-	rows, incidents := replayLeads(t)
+	rows, incidents := replayLeads(t, loadRules(t), loadTests(t))
 	doc := readAlertsDoc(t)
 	want := replaceSection(t, doc, "lead-times", leadTable(rows, incidents))
 	want = replaceSection(t, want, "baselines", baselineTable(t))
@@ -724,13 +730,19 @@ func leadTable(rows []leadRow, incidents map[int]testFile) string {
 			continue
 		}
 		tf := incidents[n]
+		first := true
 		for _, r := range rows {
 			if r.tf.Incident != n {
 				continue
 			}
 			lead := tf.Failure - r.fired
-			leadText := fmtDuration(lead)
-			if lead <= 0 {
+			var leadText string
+			switch {
+			case lead > 0:
+				leadText = fmtDuration(lead)
+			case lead == 0:
+				leadText = "0 (at the failure)"
+			default:
 				leadText = fmtDuration(-lead) + " after"
 			}
 			if tf.AfterTheFact != "" {
@@ -740,9 +752,14 @@ func leadTable(rows []leadRow, incidents map[int]testFile) string {
 			if contains(tf.Lead, r.alert) {
 				name = "**" + name + "**"
 			}
-			fmt.Fprintf(&b, "| %d %s ([replay](../alerts/%s)) | %s | %s | %s | %s %s | %s |\n",
-				n, tf.Title, filepath.ToSlash(tf.Path), name, r.severity,
-				fmtClock(tf.Clock+r.fired), fmtClock(tf.Clock+tf.Failure), tf.FailureText, leadText)
+			incident, failure := "", ""
+			if first {
+				incident = fmt.Sprintf("%d %s ([replay](../alerts/%s))", n, tf.Title, filepath.ToSlash(tf.Path))
+				failure = fmtClock(tf.Clock+tf.Failure) + " " + tf.FailureText
+				first = false
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n",
+				incident, name, r.severity, fmtClock(tf.Clock+r.fired), failure, leadText)
 		}
 	}
 	return b.String()

@@ -1,0 +1,115 @@
+package alerts
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
+)
+
+// collected gathers what the checks report, for tests of the checks themselves.
+type collected []string
+
+func (c *collected) Errorf(format string, args ...any) { *c = append(*c, fmt.Sprintf(format, args...)) }
+
+func (c collected) expect(t *testing.T, want ...string) {
+	t.Helper()
+	all := strings.Join(c, "\n")
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("no problem reported mentioning %q; reported:\n%s", w, all)
+		}
+	}
+}
+
+// TestChecksCatchMistakes feeds the convention, coverage and lead checks rules and replays with
+// the mistakes they exist for, and expects each to be reported.
+func TestChecksCatchMistakes(t *testing.T) {
+	doc, err := metricsdoc.Read("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []rule{
+		{File: "x.yml", Alert: "dirty_pages", Expr: "stall_vm_dirty_bytes > 1 and stall_vm_dirty_pages > 0", For: "5m",
+			Labels:      map[string]string{"severity": "page"},
+			Annotations: map[string]string{"summary": "{{ $labels.instance }}", "description": "dirty: {{ $value }}", "runbook_url": "https://example.org/"}},
+		{File: "x.yml", Record: "dirty_ratio", Expr: "stall_vm_dirty_throttle_ratio"},
+	}
+	var got collected
+	checkRules(&got, bad, doc, map[string]bool{}, map[string]bool{})
+	got.expect(t, "not CamelCase", `severity "page"`, "plain sentence", "state the value with its unit",
+		"runbook_url", "has no section", "Threshold:", "why for: is 5m", "reads stall_vm_dirty_pages", "level:metric:operations")
+
+	rules := []rule{
+		{Alert: "A", Expr: "instance:x:ratio > 1"},
+		{Record: "instance:x:ratio", Expr: "stall_vm_dirty_throttle_ratio"},
+		{Alert: "B", Expr: "stall_vm_dirty_bytes > 1"},
+	}
+	firing := alertTest{EvalTime: "5m", Alertname: "A"}
+	firing.ExpAlerts = append(firing.ExpAlerts, struct {
+		ExpLabels      map[string]string `yaml:"exp_labels"`
+		ExpAnnotations map[string]string `yaml:"exp_annotations"`
+	}{})
+	tests := []testFile{{
+		Path: "tests/incident-9.yml", Incident: 9, Failure: 4 * time.Minute, Lead: []string{"A", "C"},
+		Groups: []testGroup{
+			{Name: "fires", AlertRuleTest: []alertTest{firing}},
+			{Name: "silent without data", AlertRuleTest: []alertTest{{EvalTime: "5m", Alertname: "A"}}},
+		},
+	}}
+	got = nil
+	checkCoverage(&got, rules, tests)
+	got.expect(t, `asserts A silent without any stall_vm_dirty_throttle_ratio series`,
+		"B: no test group asserts it firing", "B: no test group in which it does not fire")
+
+	got = nil
+	replayLeads(&got, rules, tests)
+	got.expect(t, "assert it silent at 4m45s too", "lead alert A fires at 5m, not before the failure at 4m",
+		"lead alert C is never asserted firing")
+}
+
+// TestStrictVersionCatchesUnexpectedAlerts checks that the generated assertions bite: the
+// incident-7 replay without its own assertions must fail, because its alerts fire unasserted.
+func TestStrictVersionCatchesUnexpectedAlerts(t *testing.T) {
+	promtool := requirePromtool(t)
+	var tf testFile
+	for _, f := range loadTests(t) {
+		if f.Incident == 7 {
+			tf = f
+		}
+	}
+	b, err := os.ReadFile(tf.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _, _ := strings.Cut(string(b), "    alert_rule_test:")
+	stripped := filepath.Join(t.TempDir(), "stripped.yml")
+	if err := os.WriteFile(stripped, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := filepath.Abs("*.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf.Path, tf.RuleFiles = stripped, []string{rules}
+	tf.Groups[0].AlertRuleTest = []alertTest{{EvalTime: "20m", Alertname: "RedisDown"}}
+	var alerts []string
+	for _, r := range loadRules(t) {
+		if r.Alert != "" {
+			alerts = append(alerts, r.Alert)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "strict.yml")
+	if err := os.WriteFile(p, strictVersion(t, tf, alerts), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(promtool, "test", "rules", p).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "RedisClientOutputBuffersGrowing") {
+		t.Errorf("an unasserted alert did not fail the strict replay: %v\n%s", err, out)
+	}
+}
