@@ -116,6 +116,7 @@ type testFile struct {
 	Title        string        // incident title, or what a baseline replays
 	Baseline     bool          // a healthy baseline: nothing may fire
 	Clock        time.Duration // wall-clock time of eval_time 0 (since midnight)
+	HasClock     bool
 	Failure      time.Duration // eval_time of the incident's failure moment
 	FailureText  string
 	AfterTheFact string // non-empty: the replay's alerts come after the failure, and why
@@ -189,6 +190,7 @@ func loadTests(t *testing.T) []testFile {
 				if err != nil {
 					t.Fatalf("%s: clock %q: %v", p, v, err)
 				}
+				tf.HasClock = true
 				tf.Clock = time.Duration(c.Hour())*time.Hour + time.Duration(c.Minute())*time.Minute + time.Duration(c.Second())*time.Second
 			case "failure":
 				at, text, _ := strings.Cut(v, " ")
@@ -339,7 +341,7 @@ func TestTestFileShape(t *testing.T) {
 		case tf.Incident != 0 && tf.Baseline:
 			t.Errorf("%s: both an incident and a baseline", tf.Path)
 		case tf.Incident != 0:
-			if tf.Title == "" || tf.Failure == 0 || tf.FailureText == "" || len(tf.Lead) == 0 {
+			if tf.Title == "" || tf.Failure == 0 || tf.FailureText == "" || len(tf.Lead) == 0 || !tf.HasClock {
 				t.Errorf("%s: an incident replay needs '# incident: N title', '# failure: <eval time> <what>', '# lead: Alert' and '# clock: HH:MM:SS'", tf.Path)
 			}
 			if len(tf.Groups) != 1 {
@@ -455,8 +457,12 @@ func runbookAnchors(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	out := map[string]bool{}
+	fenced := false
 	for _, line := range strings.Split(string(b), "\n") {
-		if m := heading.FindStringSubmatch(line); m != nil {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		}
+		if m := heading.FindStringSubmatch(line); m != nil && !fenced {
 			out[githubAnchor(m[1])] = true
 		}
 	}
