@@ -1,0 +1,79 @@
+package dns
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stall-exporter/stall_exporter/collector"
+)
+
+// The collector's metrics. Every HELP names its source: the capture socket
+// (AF_PACKET with a port-53 filter), its PACKET_STATISTICS, or the
+// attribution (eBPF cgroup hooks or /proc sampling).
+var (
+	queriesDesc = collector.NewMetric("dns_queries_total",
+		"DNS queries captured (AF_PACKET, UDP and TCP port 53, all interfaces or --dns.interface), retransmissions included, by question type and resolver: the server's address, for the first --dns.max-resolvers servers queried; later ones count as other.",
+		prometheus.CounterValue, "qtype", "resolver")
+	responsesDesc = collector.NewMetric("dns_responses_total",
+		"DNS responses captured, by the question type and the header RCODE (NOERROR, NXDOMAIN, SERVFAIL, REFUSED, other).",
+		prometheus.CounterValue, "qtype", "rcode")
+	timeoutsDesc = collector.NewMetric("dns_timeouts_total",
+		"Captured queries with no captured response within --dns.timeout (matched by addresses, ports, transport and DNS ID).",
+		prometheus.CounterValue, "qtype")
+	truncatedDesc = collector.NewMetric("dns_truncated_responses_total",
+		"Captured responses with the TC (truncated) bit: the client retries over TCP.",
+		prometheus.CounterValue, "qtype")
+	retransmitsDesc = collector.NewMetric("dns_retransmits_total",
+		"Captured queries repeating one still pending or just timed out (same addresses, ports, transport and ID).",
+		prometheus.CounterValue, "qtype")
+	reverseDesc = collector.NewMetric("dns_reverse_queries_total",
+		"Captured queries whose name is under in-addr.arpa or ip6.arpa: reverse lookups of an address.",
+		prometheus.CounterValue)
+	lateDesc = collector.NewMetric("dns_late_responses_total",
+		"Captured responses to queries already counted as timed out (arriving within a second --dns.timeout).",
+		prometheus.CounterValue)
+	unmatchedDesc = collector.NewMetric("dns_unmatched_responses_total",
+		"Captured responses matching no captured query: the query was sent before the capture started, on an interface not captured, dropped by the kernel, forgotten after two timeouts, or never sent (spoofed).",
+		prometheus.CounterValue)
+	overflowsDesc = collector.NewMetric("dns_pending_overflows_total",
+		"Captured queries not tracked because --dns.max-pending queries were already waiting for a response (their responses count as unmatched).",
+		prometheus.CounterValue)
+	pendingDesc = collector.NewMetric("dns_pending_queries",
+		"Captured queries waiting for a response (at most --dns.max-pending).",
+		prometheus.GaugeValue)
+	packetsDesc = collector.NewMetric("dns_captured_packets_total",
+		"Packets the capture's kernel filter (UDP or TCP port 53, first fragments) passed to the exporter and the exporter read.",
+		prometheus.CounterValue)
+	dropsDesc = collector.NewMetric("dns_capture_drops_total",
+		"Packets that passed the capture filter but were dropped by the kernel because the socket's receive buffer was full (PACKET_STATISTICS tp_drops, accumulated: the kernel resets it on every read).",
+		prometheus.CounterValue)
+	tcpUnsyncedDesc = collector.NewMetric("dns_tcp_unsynced_segments_total",
+		"TCP port-53 segments with data whose message boundaries are unknown and which were skipped: the connection started before the capture, a segment before it was not captured, or --dns.max-tcp-flows directions were already tracked.",
+		prometheus.CounterValue)
+	captureUpDesc = collector.NewMetric("dns_capture_up",
+		"1 while the AF_PACKET capture socket is open and reading; 0 while it cannot be opened (no CAP_NET_RAW, the --dns.interface is missing) or failed, and is retried with backoff from 1 s to 1 min.",
+		prometheus.GaugeValue)
+	modeDesc = collector.NewMetric("dns_attribution_mode",
+		"1 for the active per-process attribution mode: ebpf (cgroup sock_addr hooks count every connect/sendmsg to port 53), proc (sampling /proc for sockets connected to port 53, a lower bound), none (stall_dns_process_lookups_total is not exported).",
+		prometheus.GaugeValue, "mode")
+	processLookupsDesc = collector.NewMetric("dns_process_lookups_total",
+		"Lookups to port 53 by process name (the process's comm): in ebpf mode every connect() or unconnected sendmsg() to port 53 (cgroup sock_addr hooks), in proc mode each socket connected to port 53 seen by the /proc sampler. The --dns.max-processes most recently active names have their own series; the rest count as other.",
+		prometheus.CounterValue, "comm")
+)
+
+const durationName = collector.Namespace + "_dns_lookup_duration_seconds"
+
+func init() {
+	collector.Document(durationName, "histogram", "qtype")
+}
+
+// durationBuckets span a LAN answer (100 µs) to the JDK's and glibc's
+// resolver timeouts (5 s and beyond for retries).
+var durationBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+func newDurationVec() *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    durationName,
+		Help:    "Time from a captured query to its captured response, by question type (kernel capture timestamps; retransmissions measured from the first send).",
+		Buckets: durationBuckets,
+	}, []string{"qtype"})
+}
