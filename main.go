@@ -33,6 +33,7 @@ import (
 
 	"github.com/stall-exporter/stall_exporter/collector"
 	// The application collectors register themselves in their init.
+	_ "github.com/stall-exporter/stall_exporter/collector/dns"
 	_ "github.com/stall-exporter/stall_exporter/collector/redis"
 	_ "github.com/stall-exporter/stall_exporter/collector/rocketmq"
 )

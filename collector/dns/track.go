@@ -43,7 +43,8 @@ type tracker struct {
 	packets     atomic.Uint64
 	tcpUnsynced atomic.Uint64
 	nPending    atomic.Int64
-	duration    [numQTypes]prometheus.Observer
+	durationVec *prometheus.HistogramVec
+	duration    [numQTypes]prometheus.Observer // created at a qtype's first observation
 
 	timeoutBuf [numQTypes]uint64
 }
@@ -64,9 +65,7 @@ func newTracker(o trackerOptions) *tracker {
 		queries:  make([][numQTypes]atomic.Uint64, o.MaxResolvers+1),
 	}
 	t.tcp = newTCPTable(o.MaxTCPFlows, t.handleMessage)
-	for q := range numQTypes {
-		t.duration[q] = o.Duration.WithLabelValues(qtypeNames[q])
-	}
+	t.durationVec = o.Duration
 	return t
 }
 
@@ -125,7 +124,12 @@ func (t *tracker) handleMessage(p *packetInfo, msg []byte, ts int64) {
 	}
 	switch res {
 	case resMatched:
-		t.duration[pqt].Observe(float64(max(ts-start, 0)) / 1e9)
+		h := t.duration[pqt]
+		if h == nil {
+			h = t.durationVec.WithLabelValues(qtypeNames[pqt])
+			t.duration[pqt] = h
+		}
+		h.Observe(float64(max(ts-start, 0)) / 1e9)
 	case resLate:
 		t.late.Add(1)
 	default:

@@ -1,0 +1,114 @@
+package dns
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/procfs"
+)
+
+// procAttribution is the fallback when eBPF is unavailable: every
+// --dns.proc-interval it lists the sockets of the exporter's network
+// namespace connected to port 53 (/proc/net/{udp,udp6,tcp,tcp6}) and, only
+// if there are any, finds their owners through /proc/<pid>/fd. Each socket
+// is counted once, for its owner's comm. It sees only sockets open at the
+// moment of a sample: a glibc lookup's socket lives one round trip (well
+// under a millisecond on a LAN), so at 1 s intervals it catches roughly
+// rate × round trip of them — a storm's process is named, but its count is
+// a small lower bound. Lookups that time out hold their socket for the whole
+// timeout and are caught almost every time. Unconnected UDP sockets (sendto
+// with an address) have no remote port in /proc/net/udp and are not seen.
+type procAttribution struct {
+	fs   procfs.FS
+	seen map[uint64]bool // sockets counted in the previous sample
+}
+
+func newProcAttribution(procPath string) (*procAttribution, error) {
+	fs, err := procfs.NewFS(procPath)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fs.NetUDP(); err != nil {
+		return nil, fmt.Errorf("reading %s/net/udp: %w", procPath, err)
+	}
+	return &procAttribution{fs: fs, seen: map[uint64]bool{}}, nil
+}
+
+func (a *procAttribution) mode() string { return "proc" }
+func (a *procAttribution) Close() error { return nil }
+
+// dnsSockets returns the inodes of sockets whose remote port is 53.
+func (a *procAttribution) dnsSockets() map[uint64]bool {
+	out := map[uint64]bool{}
+	// A family may be absent (no IPv6): the others still count.
+	add := func(lines procfs.NetIPSocket, _ error) {
+		for _, l := range lines {
+			if l.RemPort == 53 && l.Inode != 0 {
+				out[l.Inode] = true
+			}
+		}
+	}
+	udp, err := a.fs.NetUDP()
+	add(procfs.NetIPSocket(udp), err)
+	udp6, err := a.fs.NetUDP6()
+	add(procfs.NetIPSocket(udp6), err)
+	tcp, err := a.fs.NetTCP()
+	add(procfs.NetIPSocket(tcp), err)
+	tcp6, err := a.fs.NetTCP6()
+	add(procfs.NetIPSocket(tcp6), err)
+	return out
+}
+
+// drain takes one sample and adds the sockets not seen in the previous one.
+func (a *procAttribution) drain(pt *processTable) error {
+	now := a.dnsSockets()
+	want := 0
+	for ino := range now {
+		if !a.seen[ino] {
+			want++
+		}
+	}
+	if want > 0 {
+		procs, err := a.fs.AllProcs()
+		if err != nil {
+			return err
+		}
+		for _, p := range procs {
+			targets, err := p.FileDescriptorTargets()
+			if err != nil {
+				continue // gone, or not ours to read
+			}
+			for _, t := range targets {
+				ino, ok := socketInode(t)
+				if !ok || !now[ino] || a.seen[ino] {
+					continue
+				}
+				comm, err := p.Comm()
+				if err != nil {
+					continue
+				}
+				pt.add(comm, 1)
+				a.seen[ino] = true // a socket shared by several processes counts once
+				if want--; want == 0 {
+					break
+				}
+			}
+			if want == 0 {
+				break
+			}
+		}
+	}
+	a.seen = now
+	return nil
+}
+
+// socketInode parses a /proc/<pid>/fd link target "socket:[12345]".
+func socketInode(target string) (uint64, bool) {
+	s, ok := strings.CutPrefix(target, "socket:[")
+	if !ok || !strings.HasSuffix(s, "]") {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s[:len(s)-1], 10, 64)
+	return n, err == nil
+}
