@@ -93,6 +93,9 @@ type Options struct {
 	// open opens the capture socket; tests open it in another network
 	// namespace. Default: openCapture(Interface, SocketBuffer).
 	open func() (*captureSocket, error)
+	// procNet is where proc mode reads net/{udp,tcp}{,6}; default
+	// Paths.Procfs (the exporter's own network namespace).
+	procNet string
 	// onPacket, when set, is called by the capture goroutine after each
 	// packet is counted (tests synchronise on it).
 	onPacket func()
@@ -188,7 +191,11 @@ func (c *Collector) startAttribution() attribution {
 		c.logger.Warn("eBPF attribution unavailable; falling back to /proc sampling, which sees only a fraction of short lookups (docs/dns.md)", "err", err)
 	}
 	if mode == "auto" || mode == "proc" {
-		a, err := newProcAttribution(c.o.Paths.Procfs)
+		netPath := c.o.procNet
+		if netPath == "" {
+			netPath = c.o.Paths.Procfs
+		}
+		a, err := newProcAttribution(c.o.Paths.Procfs, netPath)
 		if err == nil {
 			return a
 		}

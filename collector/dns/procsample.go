@@ -20,19 +20,27 @@ import (
 // timeout and are caught almost every time. Unconnected UDP sockets (sendto
 // with an address) have no remote port in /proc/net/udp and are not seen.
 type procAttribution struct {
-	fs   procfs.FS
-	seen map[uint64]bool // sockets counted in the previous sample
+	fs    procfs.FS       // processes
+	netfs procfs.FS       // socket tables: <netPath>/net/*
+	seen  map[uint64]bool // sockets counted in the previous sample
 }
 
-func newProcAttribution(procPath string) (*procAttribution, error) {
+// newProcAttribution samples the processes under procPath and the socket
+// tables under netPath/net (the same mount, whose net/ is the reader's
+// network namespace; tests name a process of another namespace).
+func newProcAttribution(procPath, netPath string) (*procAttribution, error) {
 	fs, err := procfs.NewFS(procPath)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := fs.NetUDP(); err != nil {
-		return nil, fmt.Errorf("reading %s/net/udp: %w", procPath, err)
+	netfs, err := procfs.NewFS(netPath)
+	if err != nil {
+		return nil, err
 	}
-	return &procAttribution{fs: fs, seen: map[uint64]bool{}}, nil
+	if _, err := netfs.NetUDP(); err != nil {
+		return nil, fmt.Errorf("reading %s/net/udp: %w", netPath, err)
+	}
+	return &procAttribution{fs: fs, netfs: netfs, seen: map[uint64]bool{}}, nil
 }
 
 func (a *procAttribution) mode() string { return "proc" }
@@ -49,13 +57,13 @@ func (a *procAttribution) dnsSockets() map[uint64]bool {
 			}
 		}
 	}
-	udp, err := a.fs.NetUDP()
+	udp, err := a.netfs.NetUDP()
 	add(procfs.NetIPSocket(udp), err)
-	udp6, err := a.fs.NetUDP6()
+	udp6, err := a.netfs.NetUDP6()
 	add(procfs.NetIPSocket(udp6), err)
-	tcp, err := a.fs.NetTCP()
+	tcp, err := a.netfs.NetTCP()
 	add(procfs.NetIPSocket(tcp), err)
-	tcp6, err := a.fs.NetTCP6()
+	tcp6, err := a.netfs.NetTCP6()
 	add(procfs.NetIPSocket(tcp6), err)
 	return out
 }

@@ -1,0 +1,642 @@
+package dns
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/net/dns/dnsmessage"
+	"golang.org/x/sys/unix"
+)
+
+// The tests in this file use real packets in network namespaces and, for
+// attribution, the real eBPF hooks; they need root (CAP_SYS_ADMIN and
+// CAP_NET_ADMIN), which CI has. Without it they fail and say so.
+
+const childEnv = "STALL_DNS_TEST_CHILD"
+
+// TestMain turns the test binary into the Go-resolver child process of
+// TestDNSNetns when childEnv is set.
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(goResolverChild())
+	}
+	os.Exit(m.Run())
+}
+
+// goResolverChild looks up with Go's own resolver (PreferGo: UDP, and TCP
+// after a truncated answer), as a Go service would: ok.test A+AAAA
+// (NOERROR), nx.test A+AAAA (NXDOMAIN), big.test TXT (truncated over UDP,
+// then over TCP).
+func goResolverChild() int {
+	r := &net.Resolver{PreferGo: true}
+	ctx := context.Background()
+	if _, err := r.LookupIPAddr(ctx, "ok.test."); err != nil {
+		fmt.Fprintln(os.Stderr, "ok.test:", err)
+		return 1
+	}
+	if _, err := r.LookupIPAddr(ctx, "nx.test."); err == nil {
+		fmt.Fprintln(os.Stderr, "nx.test resolved")
+		return 1
+	}
+	if txt, err := r.LookupTXT(ctx, "big.test."); err != nil || len(txt) == 0 {
+		fmt.Fprintln(os.Stderr, "big.test:", txt, err)
+		return 1
+	}
+	return 0
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (network namespaces, AF_PACKET, eBPF); run it as root, as CI does")
+	}
+	for _, tool := range []string{"ip", "getent"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not installed (scripts/install-test-deps.sh installs iproute2 and libc-bin)", tool)
+		}
+	}
+}
+
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// addNetns creates a network namespace removed at cleanup.
+func addNetns(t *testing.T, name string) {
+	t.Helper()
+	run(t, "ip", "netns", "add", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	run(t, "ip", "-n", name, "link", "set", "lo", "up")
+}
+
+// inNetns runs fn on a thread moved into the named network namespace;
+// sockets it creates stay there. The thread is never returned to the Go
+// scheduler (the goroutine exits locked), so no other goroutine runs in
+// the namespace.
+func inNetns(t *testing.T, name string, fn func()) {
+	t.Helper()
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		f, err := os.Open(filepath.Join("/var/run/netns", name))
+		if err == nil {
+			err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
+			f.Close()
+		}
+		if err == nil {
+			fn()
+		}
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("entering network namespace %s: %v", name, err)
+	}
+}
+
+// testResolver answers by name: PTR of 192.0.2.N → NOERROR, of
+// 203.0.113.N → NXDOMAIN, of 198.51.100.N → never; ok.test A/AAAA →
+// NOERROR, nx.test → NXDOMAIN; big.test TXT → truncated over UDP, whole
+// over TCP; anything else REFUSED.
+type testResolver struct {
+	udp []net.PacketConn
+	tcp []net.Listener
+	wg  sync.WaitGroup
+}
+
+func (r *testResolver) answer(q []byte, overTCP bool) []byte {
+	var p dnsmessage.Parser
+	h, err := p.Start(q)
+	if err != nil {
+		return nil
+	}
+	question, err := p.Question()
+	if err != nil {
+		return nil
+	}
+	name := strings.ToLower(question.Name.String())
+	rh := dnsmessage.Header{ID: h.ID, Response: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true}
+	b := dnsmessage.NewBuilder(nil, rh)
+	b.EnableCompression()
+	var build func() error
+	switch {
+	case strings.HasSuffix(name, ".2.0.192.in-addr.arpa."):
+		build = func() error {
+			return b.PTRResource(dnsmessage.ResourceHeader{Name: question.Name, Class: dnsmessage.ClassINET, TTL: 60},
+				dnsmessage.PTRResource{PTR: dnsmessage.MustNewName("host.test.")})
+		}
+	case strings.HasSuffix(name, ".113.0.203.in-addr.arpa."), name == "nx.test.":
+		rh.RCode = dnsmessage.RCodeNameError
+	case strings.HasSuffix(name, ".100.51.198.in-addr.arpa."):
+		return nil
+	case name == "ok.test." && question.Type == dnsmessage.TypeA:
+		build = func() error {
+			return b.AResource(dnsmessage.ResourceHeader{Name: question.Name, Class: dnsmessage.ClassINET, TTL: 60},
+				dnsmessage.AResource{A: [4]byte{192, 0, 2, 1}})
+		}
+	case name == "ok.test." && question.Type == dnsmessage.TypeAAAA:
+		build = func() error {
+			return b.AAAAResource(dnsmessage.ResourceHeader{Name: question.Name, Class: dnsmessage.ClassINET, TTL: 60},
+				dnsmessage.AAAAResource{AAAA: [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: 1}})
+		}
+	case name == "big.test." && !overTCP:
+		rh.Truncated = true
+	case name == "big.test.":
+		build = func() error {
+			return b.TXTResource(dnsmessage.ResourceHeader{Name: question.Name, Class: dnsmessage.ClassINET, TTL: 60},
+				dnsmessage.TXTResource{TXT: []string{strings.Repeat("x", 250), strings.Repeat("y", 250)}})
+		}
+	default:
+		rh.RCode = dnsmessage.RCodeRefused
+	}
+	b = dnsmessage.NewBuilder(nil, rh)
+	_ = b.StartQuestions()
+	_ = b.Question(question)
+	if build != nil {
+		_ = b.StartAnswers()
+		if err := build(); err != nil {
+			return nil
+		}
+	}
+	msg, err := b.Finish()
+	if err != nil {
+		return nil
+	}
+	return msg
+}
+
+// startResolver serves on port 53 of addrs, inside the named namespace.
+func startResolver(t *testing.T, ns string, addrs ...string) *testResolver {
+	r := &testResolver{}
+	inNetns(t, ns, func() {
+		for _, a := range addrs {
+			hp := net.JoinHostPort(a, "53")
+			pc, err := net.ListenPacket("udp", hp)
+			if err != nil {
+				t.Errorf("resolver: %v", err)
+				return
+			}
+			l, err := net.Listen("tcp", hp)
+			if err != nil {
+				t.Errorf("resolver: %v", err)
+				return
+			}
+			r.udp, r.tcp = append(r.udp, pc), append(r.tcp, l)
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, pc := range r.udp {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			buf := make([]byte, 1500)
+			for {
+				n, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				if msg := r.answer(buf[:n], false); msg != nil {
+					_, _ = pc.WriteTo(msg, from)
+				}
+			}
+		}()
+	}
+	for _, l := range r.tcp {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go r.serveTCP(c)
+			}
+		}()
+	}
+	t.Cleanup(func() {
+		for _, pc := range r.udp {
+			pc.Close()
+		}
+		for _, l := range r.tcp {
+			l.Close()
+		}
+		r.wg.Wait()
+	})
+	return r
+}
+
+func (r *testResolver) serveTCP(c net.Conn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	var lb [2]byte
+	for {
+		if _, err := readFull(c, lb[:]); err != nil {
+			return
+		}
+		q := make([]byte, int(lb[0])<<8|int(lb[1]))
+		if _, err := readFull(c, q); err != nil {
+			return
+		}
+		if msg := r.answer(q, true); msg != nil {
+			_, _ = c.Write(framed(msg))
+		}
+	}
+}
+
+func readFull(c net.Conn, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := c.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// gather scrapes the collector through a pedantic registry (which also
+// checks the exposition is consistent) into "name{l=v,...}" → value; a
+// histogram gives name_count and name_sum.
+func gather(t *testing.T, c *Collector) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(collectorAdapter{c})
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			key := f.GetName() + labelString(m)
+			switch {
+			case m.GetCounter() != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[key] = m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				out[f.GetName()+"_count"+labelString(m)] = float64(m.GetHistogram().GetSampleCount())
+				out[f.GetName()+"_sum"+labelString(m)] = m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return out
+}
+
+func labelString(m *dto.Metric) string {
+	var l []string
+	for _, p := range m.GetLabel() {
+		l = append(l, p.GetName()+"="+p.GetValue())
+	}
+	sort.Strings(l)
+	return "{" + strings.Join(l, ",") + "}"
+}
+
+type collectorAdapter struct{ c *Collector }
+
+func (a collectorAdapter) Describe(chan<- *prometheus.Desc) {}
+func (a collectorAdapter) Collect(ch chan<- prometheus.Metric) {
+	_ = a.c.Update(context.Background(), ch)
+}
+
+// startCollector runs a collector capturing in netns ns until the test ends.
+func startCollector(t *testing.T, ns string, o Options) *Collector {
+	t.Helper()
+	o.open = func() (*captureSocket, error) {
+		var s *captureSocket
+		var err error
+		inNetns(t, ns, func() { s, err = openCapture("", 1<<20) })
+		return s, err
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 800 * time.Millisecond
+	}
+	o.MaxPending, o.MaxTCPFlows, o.MaxResolvers, o.MaxProcesses = 1024, 64, 4, 50
+	if o.ProcInterval == 0 {
+		o.ProcInterval = time.Second
+	}
+	c, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "the capture to open", func() bool { return c.up.Load() })
+	return c
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// clientServerNetns builds two namespaces joined by a veth pair: the
+// client at 10.53.0.1 / fd53::1, the resolver at 10.53.0.2 / fd53::2,
+// and the client's resolv.conf (used by `ip netns exec`) pointing at it
+// with a 1 s timeout and one attempt.
+func clientServerNetns(t *testing.T, tag string) (client, server string) {
+	pid := os.Getpid()
+	client, server = fmt.Sprintf("stdns%sc%d", tag, pid), fmt.Sprintf("stdns%ss%d", tag, pid)
+	addNetns(t, client)
+	addNetns(t, server)
+	cif, sif := fmt.Sprintf("sd%sc%d", tag, pid%100000), fmt.Sprintf("sd%ss%d", tag, pid%100000)
+	run(t, "ip", "-n", client, "link", "add", cif, "type", "veth", "peer", "name", sif, "netns", server)
+	run(t, "ip", "-n", client, "addr", "add", "10.53.0.1/24", "dev", cif)
+	run(t, "ip", "-n", server, "addr", "add", "10.53.0.2/24", "dev", sif)
+	run(t, "ip", "-n", client, "addr", "add", "fd53::1/64", "dev", cif, "nodad")
+	run(t, "ip", "-n", server, "addr", "add", "fd53::2/64", "dev", sif, "nodad")
+	run(t, "ip", "-n", client, "link", "set", cif, "up")
+	run(t, "ip", "-n", server, "link", "set", sif, "up")
+	dir := filepath.Join("/etc/netns", client)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.WriteFile(filepath.Join(dir, "resolv.conf"),
+		[]byte("nameserver 10.53.0.2\noptions timeout:1 attempts:1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startResolver(t, server, "10.53.0.2", "fd53::2")
+	return client, server
+}
+
+// getent runs `getent hosts <addr>` in the client namespace (glibc's
+// gethostbyaddr, the JDK's path) and returns its output.
+func getent(ns, addr string) string {
+	out, _ := exec.Command("ip", "netns", "exec", ns, "getent", "hosts", addr).Output()
+	return strings.TrimSpace(string(out))
+}
+
+// runGetents runs getent for every address concurrently and returns the
+// outputs in order.
+func runGetents(ns string, addrs []string) []string {
+	out := make([]string, len(addrs))
+	var wg sync.WaitGroup
+	for i, a := range addrs {
+		wg.Add(1)
+		go func() { defer wg.Done(); out[i] = getent(ns, a) }()
+	}
+	wg.Wait()
+	return out
+}
+
+// TestDNSNetns is the issue's end-to-end test: a Go resolver in one
+// namespace, clients in another (glibc via getent, and Go's resolver in a
+// child process), the capture in the client's namespace, eBPF attribution
+// on the host's cgroup v2 root. It asserts exact query, response, timeout
+// and truncation counts, plausible latencies, and per-process attribution.
+func TestDNSNetns(t *testing.T) {
+	needRoot(t)
+	client, _ := clientServerNetns(t, "e")
+	c := startCollector(t, client, Options{Attribution: "ebpf"})
+	if got := gather(t, c)["stall_dns_attribution_mode{mode=ebpf}"]; got != 1 {
+		t.Fatalf("attribution mode ebpf = %v: eBPF attribution failed to attach on this host (see the log); it is required here", got)
+	}
+
+	var addrs []string
+	for i := 1; i <= 10; i++ {
+		addrs = append(addrs, fmt.Sprintf("192.0.2.%d", i))
+	}
+	for i := 1; i <= 5; i++ {
+		addrs = append(addrs, fmt.Sprintf("203.0.113.%d", i))
+	}
+	addrs = append(addrs, "198.51.100.1", "198.51.100.2")
+	outs := runGetents(client, addrs)
+	for i := range 10 {
+		if !strings.Contains(outs[i], "host.test") {
+			t.Fatalf("getent hosts %s = %q, want host.test: the test resolver is not answering", addrs[i], outs[i])
+		}
+	}
+	child := exec.Command("ip", "netns", "exec", client, os.Args[0])
+	child.Env = append(os.Environ(), childEnv+"=1")
+	if out, err := child.CombinedOutput(); err != nil {
+		t.Fatalf("Go resolver child: %v\n%s", err, out)
+	}
+
+	want := map[string]float64{
+		"stall_dns_queries_total{qtype=PTR,resolver=10.53.0.2}":  17,
+		"stall_dns_queries_total{qtype=A,resolver=10.53.0.2}":    2,
+		"stall_dns_queries_total{qtype=AAAA,resolver=10.53.0.2}": 2,
+		"stall_dns_queries_total{qtype=TXT,resolver=10.53.0.2}":  2, // UDP, then TCP
+		"stall_dns_responses_total{qtype=PTR,rcode=NOERROR}":     10,
+		"stall_dns_responses_total{qtype=PTR,rcode=NXDOMAIN}":    5,
+		"stall_dns_responses_total{qtype=A,rcode=NOERROR}":       1,
+		"stall_dns_responses_total{qtype=A,rcode=NXDOMAIN}":      1,
+		"stall_dns_responses_total{qtype=AAAA,rcode=NOERROR}":    1,
+		"stall_dns_responses_total{qtype=AAAA,rcode=NXDOMAIN}":   1,
+		"stall_dns_responses_total{qtype=TXT,rcode=NOERROR}":     2,
+		"stall_dns_truncated_responses_total{qtype=TXT}":         1,
+		"stall_dns_timeouts_total{qtype=PTR}":                    2,
+		"stall_dns_reverse_queries_total{}":                      17,
+		"stall_dns_lookup_duration_seconds_count{qtype=PTR}":     15,
+		"stall_dns_lookup_duration_seconds_count{qtype=A}":       2,
+		"stall_dns_lookup_duration_seconds_count{qtype=AAAA}":    2,
+		"stall_dns_lookup_duration_seconds_count{qtype=TXT}":     2,
+		"stall_dns_pending_queries{}":                            0,
+		"stall_dns_unmatched_responses_total{}":                  0,
+		"stall_dns_late_responses_total{}":                       0,
+		"stall_dns_retransmits_total{qtype=PTR}":                 0,
+		"stall_dns_capture_drops_total{}":                        0,
+		"stall_collector_parse_errors_total{}":                   0,
+	}
+	var got map[string]float64
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got = gather(t, c)
+		got["stall_collector_parse_errors_total{}"] = float64(c.o.Problems.Count())
+		diff := []string{}
+		for k, v := range want {
+			if got[k] != v {
+				diff = append(diff, fmt.Sprintf("%s = %v, want %v", k, got[k], v))
+			}
+		}
+		if len(diff) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			sort.Strings(diff)
+			t.Fatalf("after the lookups:\n%s", strings.Join(diff, "\n"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Latency: a veth round trip through a Go server is well under 50 ms
+	// on average, and never zero.
+	for _, q := range []string{"PTR", "A", "AAAA", "TXT"} {
+		n, sum := got["stall_dns_lookup_duration_seconds_count{qtype="+q+"}"], got["stall_dns_lookup_duration_seconds_sum{qtype="+q+"}"]
+		if avg := sum / n; avg <= 0 || avg > 0.05 {
+			t.Errorf("mean %s lookup %v s, want (0, 0.05]", q, avg)
+		}
+	}
+	// Attribution: every getent connect()s once per lookup; the Go child
+	// connects once per query (6). Other processes on the host named so
+	// would only add, so the bound above is loose.
+	ge, gc := got["stall_dns_process_lookups_total{comm=getent}"], got["stall_dns_process_lookups_total{comm=dns.test}"]
+	t.Logf("attributed: getent %v of 17, dns.test %v of 6", ge, gc)
+	if ge < 0.9*17 || ge > 17+5 {
+		t.Errorf("getent lookups attributed %v, want at least 90%% of 17", ge)
+	}
+	if gc < 0.9*6 {
+		t.Errorf("Go child (dns.test) lookups attributed %v, want at least 90%% of 6", gc)
+	}
+}
+
+// TestDNSProcFallback runs the /proc sampling mode against lookups that
+// hold their socket for the resolver timeout (1 s, the silent PTR ones):
+// each is seen, and counted once, under getent.
+func TestDNSProcFallback(t *testing.T) {
+	needRoot(t)
+	client, _ := clientServerNetns(t, "p")
+	// The sampler reads /proc/<pid>/net/*: a process in the client
+	// namespace shows its sockets.
+	holder := exec.Command("ip", "netns", "exec", client, "sleep", "60")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	waitFor(t, "sleep to enter the namespace", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", holder.Process.Pid))
+		return strings.TrimSpace(string(b)) == "sleep"
+	})
+	c := startCollector(t, client, Options{
+		Attribution:  "proc",
+		ProcInterval: 50 * time.Millisecond,
+		procNet:      fmt.Sprintf("/proc/%d", holder.Process.Pid),
+	})
+	if got := gather(t, c)["stall_dns_attribution_mode{mode=proc}"]; got != 1 {
+		t.Fatalf("attribution mode proc = %v, want 1", got)
+	}
+	runGetents(client, []string{"198.51.100.1", "198.51.100.2", "198.51.100.3"})
+	waitFor(t, "three sampled lookups", func() bool {
+		return gather(t, c)["stall_dns_process_lookups_total{comm=getent}"] >= 3
+	})
+	time.Sleep(200 * time.Millisecond)
+	if got := gather(t, c)["stall_dns_process_lookups_total{comm=getent}"]; got != 3 {
+		t.Errorf("getent lookups %v, want exactly 3 (each socket counted once)", got)
+	}
+}
+
+// TestCaptureIgnoresOtherTraffic pushes a lot of non-DNS traffic over
+// loopback (TCP bulk, UDP to other ports, IPv4 and IPv6, fragments of a
+// large non-DNS datagram) in a namespace whose lo has a 1500-byte MTU, and
+// asserts that not one packet passed the kernel filter or reached the
+// parser. Then, as the positive control, one fragmented DNS query each over
+// IPv4 and IPv6 must arrive as exactly one packet (its first fragment) each,
+// counted once though loopback shows every packet twice.
+func TestCaptureIgnoresOtherTraffic(t *testing.T) {
+	needRoot(t)
+	ns := fmt.Sprintf("stdnsq%d", os.Getpid())
+	addNetns(t, ns)
+	run(t, "ip", "-n", ns, "link", "set", "lo", "mtu", "1500")
+	c := startCollector(t, ns, Options{Attribution: "none"})
+
+	var sent int
+	inNetns(t, ns, func() {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer l.Close()
+		go func() {
+			s, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer s.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				if _, err := s.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		conn, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		chunk := make([]byte, 64<<10)
+		for range 160 { // 10 MiB in ~7,000 segments plus their ACKs
+			if _, err := conn.Write(chunk); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		conn.Close()
+		for _, dst := range []string{"127.0.0.1:5353", "[::1]:9999", "127.0.0.1:54", "[::1]:52"} {
+			u, err := net.Dial("udp", dst)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for i := range 2000 {
+				_, _ = u.Write(chunk[:100+i%900])
+				sent++
+			}
+			_, _ = u.Write(chunk[:4000]) // fragmented, not DNS
+			u.Close()
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	time.Sleep(300 * time.Millisecond)
+	passed, _ := c.captureStats()
+	if got := c.tr.packets.Load(); got != 0 || passed != 0 {
+		t.Fatalf("after %d non-DNS datagrams and 10 MiB of TCP: %d packets reached the parser, %d passed the kernel filter; want 0", sent, got, passed)
+	}
+
+	q := query(t, 99, "big.test.", dnsmessage.TypeA)
+	big := append(append([]byte(nil), q...), make([]byte, 3000)...) // trailing bytes: fragmented
+	inNetns(t, ns, func() {
+		for _, dst := range []string{"127.0.0.1:53", "[::1]:53"} {
+			u, err := net.Dial("udp", dst)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := u.Write(big); err != nil {
+				t.Error(err)
+			}
+			u.Close()
+		}
+	})
+	waitFor(t, "the two DNS queries", func() bool { return c.tr.packets.Load() >= 2 })
+	time.Sleep(200 * time.Millisecond)
+	got := gather(t, c)
+	if n := c.tr.packets.Load(); n != 2 {
+		t.Errorf("%d packets reached the parser, want 2 (the first fragment of each query, once)", n)
+	}
+	if n := got["stall_dns_queries_total{qtype=A,resolver=127.0.0.1}"] + got["stall_dns_queries_total{qtype=A,resolver=::1}"]; n != 2 {
+		t.Errorf("A queries %v, want 2 (%v)", n, got)
+	}
+	if c.o.Problems.Count() != 0 {
+		t.Errorf("%d parse problems, want 0", c.o.Problems.Count())
+	}
+}
