@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the real components the tests run against, when missing:
-# redis-server, prometheus (promtool) and prometheus-alertmanager (amtool).
+# redis-server, prometheus (promtool), prometheus-alertmanager (amtool), iproute2 (network
+# namespaces) and libc-bin (getent, for the dns tests).
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v promtool     >/dev/null 2>&1 || need+=(prometheus)
 command -v amtool       >/dev/null 2>&1 || need+=(prometheus-alertmanager)
 command -v ip           >/dev/null 2>&1 || need+=(iproute2)
+command -v getent       >/dev/null 2>&1 || need+=(libc-bin)   # the dns tests run `getent hosts <ip>`
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -18,6 +18,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/net/dns/dnsmessage"
 	"golang.org/x/sys/unix"
+
+	"github.com/stall-exporter/stall_exporter/collector/dns/dnstest"
 )
 
 // The tests in this file use real packets in network namespaces and, for
@@ -108,168 +110,28 @@ func inNetns(t *testing.T, name string, fn func()) {
 	}
 }
 
-// testResolver answers by name: PTR of 192.0.2.N → NOERROR, of
-// 203.0.113.N → NXDOMAIN, of 198.51.100.N → never; ok.test A/AAAA →
-// NOERROR, nx.test → NXDOMAIN; big.test TXT → truncated over UDP, whole
-// over TCP; anything else REFUSED.
-type testResolver struct {
-	udp []net.PacketConn
-	tcp []net.Listener
-	wg  sync.WaitGroup
-}
-
-func (r *testResolver) answer(q []byte, overTCP bool) []byte {
-	var p dnsmessage.Parser
-	h, err := p.Start(q)
-	if err != nil {
-		return nil
-	}
-	question, err := p.Question()
-	if err != nil {
-		return nil
-	}
-	name := strings.ToLower(question.Name.String())
-	rh := dnsmessage.Header{ID: h.ID, Response: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true}
-	b := dnsmessage.NewBuilder(nil, rh)
-	b.EnableCompression()
-	var build func() error
-	switch {
-	case strings.HasSuffix(name, ".2.0.192.in-addr.arpa."):
-		build = func() error {
-			return b.PTRResource(dnsmessage.ResourceHeader{Name: question.Name, Class: dnsmessage.ClassINET, TTL: 60},
-				dnsmessage.PTRResource{PTR: dnsmessage.MustNewName("host.test.")})
-		}
-	case strings.HasSuffix(name, ".113.0.203.in-addr.arpa."), name == "nx.test.":
-		rh.RCode = dnsmessage.RCodeNameError
-	case strings.HasSuffix(name, ".100.51.198.in-addr.arpa."):
-		return nil
-	case name == "ok.test." && question.Type == dnsmessage.TypeA:
-		build = func() error {
-			return b.AResource(dnsmessage.ResourceHeader{Name: question.Name, Class: dnsmessage.ClassINET, TTL: 60},
-				dnsmessage.AResource{A: [4]byte{192, 0, 2, 1}})
-		}
-	case name == "ok.test." && question.Type == dnsmessage.TypeAAAA:
-		build = func() error {
-			return b.AAAAResource(dnsmessage.ResourceHeader{Name: question.Name, Class: dnsmessage.ClassINET, TTL: 60},
-				dnsmessage.AAAAResource{AAAA: [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: 1}})
-		}
-	case name == "big.test." && !overTCP:
-		rh.Truncated = true
-	case name == "big.test.":
-		build = func() error {
-			return b.TXTResource(dnsmessage.ResourceHeader{Name: question.Name, Class: dnsmessage.ClassINET, TTL: 60},
-				dnsmessage.TXTResource{TXT: []string{strings.Repeat("x", 250), strings.Repeat("y", 250)}})
-		}
-	default:
-		rh.RCode = dnsmessage.RCodeRefused
-	}
-	b = dnsmessage.NewBuilder(nil, rh)
-	_ = b.StartQuestions()
-	_ = b.Question(question)
-	if build != nil {
-		_ = b.StartAnswers()
-		if err := build(); err != nil {
-			return nil
-		}
-	}
-	msg, err := b.Finish()
-	if err != nil {
-		return nil
-	}
-	return msg
-}
-
-// startResolver serves on port 53 of addrs, inside the named namespace.
-func startResolver(t *testing.T, ns string, addrs ...string) *testResolver {
-	r := &testResolver{}
+// startResolver serves dnstest's answers on port 53 of addrs, inside the
+// named namespace, until the test ends.
+func startResolver(t *testing.T, ns string, addrs ...string) {
+	var srv []*dnstest.Server
 	inNetns(t, ns, func() {
 		for _, a := range addrs {
-			hp := net.JoinHostPort(a, "53")
-			pc, err := net.ListenPacket("udp", hp)
+			s, err := dnstest.Listen(net.JoinHostPort(a, "53"))
 			if err != nil {
 				t.Errorf("resolver: %v", err)
 				return
 			}
-			l, err := net.Listen("tcp", hp)
-			if err != nil {
-				t.Errorf("resolver: %v", err)
-				return
-			}
-			r.udp, r.tcp = append(r.udp, pc), append(r.tcp, l)
+			srv = append(srv, s)
+		}
+	})
+	t.Cleanup(func() {
+		for _, s := range srv {
+			s.Close()
 		}
 	})
 	if t.Failed() {
 		t.FailNow()
 	}
-	for _, pc := range r.udp {
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			buf := make([]byte, 1500)
-			for {
-				n, from, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				if msg := r.answer(buf[:n], false); msg != nil {
-					_, _ = pc.WriteTo(msg, from)
-				}
-			}
-		}()
-	}
-	for _, l := range r.tcp {
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				go r.serveTCP(c)
-			}
-		}()
-	}
-	t.Cleanup(func() {
-		for _, pc := range r.udp {
-			pc.Close()
-		}
-		for _, l := range r.tcp {
-			l.Close()
-		}
-		r.wg.Wait()
-	})
-	return r
-}
-
-func (r *testResolver) serveTCP(c net.Conn) {
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	var lb [2]byte
-	for {
-		if _, err := readFull(c, lb[:]); err != nil {
-			return
-		}
-		q := make([]byte, int(lb[0])<<8|int(lb[1]))
-		if _, err := readFull(c, q); err != nil {
-			return
-		}
-		if msg := r.answer(q, true); msg != nil {
-			_, _ = c.Write(framed(msg))
-		}
-	}
-}
-
-func readFull(c net.Conn, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := c.Read(b[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // gather scrapes the collector through a pedantic registry (which also
