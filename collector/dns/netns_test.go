@@ -189,7 +189,7 @@ func startCollector(t *testing.T, ns string, o Options) *Collector {
 		return s, err
 	}
 	if o.Timeout == 0 {
-		o.Timeout = 800 * time.Millisecond
+		o.Timeout = 2 * time.Second
 	}
 	o.MaxPending, o.MaxTCPFlows, o.MaxResolvers, o.MaxProcesses = 1024, 64, 4, 50
 	if o.ProcInterval == 0 {
@@ -221,7 +221,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // clientServerNetns builds two namespaces joined by a veth pair: the
 // client at 10.53.0.1 / fd53::1, the resolver at 10.53.0.2 / fd53::2,
 // and the client's resolv.conf (used by `ip netns exec`) pointing at it
-// with a 1 s timeout and one attempt.
+// with a 3 s timeout (generous, for a loaded CI machine) and one attempt.
 func clientServerNetns(t *testing.T, tag string) (client, server string) {
 	pid := os.Getpid()
 	client, server = fmt.Sprintf("stdns%sc%d", tag, pid), fmt.Sprintf("stdns%ss%d", tag, pid)
@@ -241,28 +241,48 @@ func clientServerNetns(t *testing.T, tag string) (client, server string) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	if err := os.WriteFile(filepath.Join(dir, "resolv.conf"),
-		[]byte("nameserver 10.53.0.2\noptions timeout:1 attempts:1\n"), 0o644); err != nil {
+		[]byte("nameserver 10.53.0.2\noptions timeout:3 attempts:1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	startResolver(t, server, "10.53.0.2", "fd53::2")
 	return client, server
 }
 
-// getent runs `getent hosts <addr>` in the client namespace (glibc's
+// getentCopy copies getent to a name of its own (at most 15 bytes, the
+// kernel's comm length), so the test can count this process's children
+// exactly even when other tests on the machine run getent.
+func getentCopy(t *testing.T) string {
+	t.Helper()
+	src, err := exec.LookPath("getent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), fmt.Sprintf("getent%d", os.Getpid()%100000000))
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// getent runs `<getent> hosts <addr>` in the namespace (glibc's
 // gethostbyaddr, the JDK's path) and returns its output.
-func getent(ns, addr string) string {
-	out, _ := exec.Command("ip", "netns", "exec", ns, "getent", "hosts", addr).Output()
+func getent(ns, bin, addr string) string {
+	out, _ := exec.Command("ip", "netns", "exec", ns, bin, "hosts", addr).Output()
 	return strings.TrimSpace(string(out))
 }
 
 // runGetents runs getent for every address concurrently and returns the
 // outputs in order.
-func runGetents(ns string, addrs []string) []string {
+func runGetents(ns, bin string, addrs []string) []string {
 	out := make([]string, len(addrs))
 	var wg sync.WaitGroup
 	for i, a := range addrs {
 		wg.Add(1)
-		go func() { defer wg.Done(); out[i] = getent(ns, a) }()
+		go func() { defer wg.Done(); out[i] = getent(ns, bin, a) }()
 	}
 	wg.Wait()
 	return out
@@ -289,7 +309,9 @@ func TestDNSNetns(t *testing.T) {
 		addrs = append(addrs, fmt.Sprintf("203.0.113.%d", i))
 	}
 	addrs = append(addrs, "198.51.100.1", "198.51.100.2")
-	outs := runGetents(client, addrs)
+	bin := getentCopy(t)
+	comm := filepath.Base(bin)
+	outs := runGetents(client, bin, addrs)
 	for i := range 10 {
 		if !strings.Contains(outs[i], "host.test") {
 			t.Fatalf("getent hosts %s = %q, want host.test: the test resolver is not answering", addrs[i], outs[i])
@@ -347,21 +369,23 @@ func TestDNSNetns(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// Latency: a veth round trip through a Go server is well under 50 ms
-	// on average, and never zero.
+	// Latency: a veth round trip through a Go server takes well under a
+	// millisecond on an idle machine, and up to a few hundred on a loaded
+	// CI machine; a mean outside (0, 1 s) means clocks or matching are wrong.
 	for _, q := range []string{"PTR", "A", "AAAA", "TXT"} {
 		n, sum := got["stall_dns_lookup_duration_seconds_count{qtype="+q+"}"], got["stall_dns_lookup_duration_seconds_sum{qtype="+q+"}"]
-		if avg := sum / n; avg <= 0 || avg > 0.05 {
-			t.Errorf("mean %s lookup %v s, want (0, 0.05]", q, avg)
+		if avg := sum / n; avg <= 0 || avg >= 1 {
+			t.Errorf("mean %s lookup %v s, want (0, 1)", q, avg)
 		}
 	}
-	// Attribution: every getent connect()s once per lookup; the Go child
-	// connects once per query (6). Other processes on the host named so
-	// would only add, so the bound above is loose.
-	ge, gc := got["stall_dns_process_lookups_total{comm=getent}"], got["stall_dns_process_lookups_total{comm=dns.test}"]
-	t.Logf("attributed: getent %v of 17, dns.test %v of 6", ge, gc)
-	if ge < 0.9*17 || ge > 17+5 {
-		t.Errorf("getent lookups attributed %v, want at least 90%% of 17", ge)
+	// Attribution: every getent connect()s once per lookup; the copy's
+	// name is this test's own, so its count is exact. Go's resolver
+	// connects at least once per query (6); other processes named dns.test
+	// would only add.
+	ge, gc := got["stall_dns_process_lookups_total{comm="+comm+"}"], got["stall_dns_process_lookups_total{comm=dns.test}"]
+	t.Logf("attributed: %s %v of 17, dns.test %v of 6", comm, ge, gc)
+	if ge < 0.9*17 || ge > 17 {
+		t.Errorf("getent (%s) lookups attributed %v, want at least 90%% of 17 and at most 17", comm, ge)
 	}
 	if gc < 0.9*6 {
 		t.Errorf("Go child (dns.test) lookups attributed %v, want at least 90%% of 6", gc)
@@ -369,7 +393,7 @@ func TestDNSNetns(t *testing.T) {
 }
 
 // TestDNSProcFallback runs the /proc sampling mode against lookups that
-// hold their socket for the resolver timeout (1 s, the silent PTR ones):
+// hold their socket for the resolver timeout (3 s, the silent PTR ones):
 // each is seen, and counted once, under getent.
 func TestDNSProcFallback(t *testing.T) {
 	needRoot(t)
@@ -393,12 +417,12 @@ func TestDNSProcFallback(t *testing.T) {
 	if got := gather(t, c)["stall_dns_attribution_mode{mode=proc}"]; got != 1 {
 		t.Fatalf("attribution mode proc = %v, want 1", got)
 	}
-	runGetents(client, []string{"198.51.100.1", "198.51.100.2", "198.51.100.3"})
-	waitFor(t, "three sampled lookups", func() bool {
-		return gather(t, c)["stall_dns_process_lookups_total{comm=getent}"] >= 3
-	})
+	bin := getentCopy(t)
+	key := "stall_dns_process_lookups_total{comm=" + filepath.Base(bin) + "}"
+	runGetents(client, bin, []string{"198.51.100.1", "198.51.100.2", "198.51.100.3"})
+	waitFor(t, "three sampled lookups", func() bool { return gather(t, c)[key] >= 3 })
 	time.Sleep(200 * time.Millisecond)
-	if got := gather(t, c)["stall_dns_process_lookups_total{comm=getent}"]; got != 3 {
+	if got := gather(t, c)[key]; got != 3 {
 		t.Errorf("getent lookups %v, want exactly 3 (each socket counted once)", got)
 	}
 }
