@@ -220,7 +220,11 @@ func (c *Collector) startEBPF() (attribution, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.logger.Info("eBPF attribution attached", "cgroup", root)
+	if a.typeErr != nil {
+		c.logger.Warn("eBPF attribution attached, but not the egress program: stall_dns_process_queries_total (query types per process) is not exported", "cgroup", root, "err", a.typeErr)
+	} else {
+		c.logger.Info("eBPF attribution attached", "cgroup", root)
+	}
 	return a, nil
 }
 

@@ -34,22 +34,46 @@ import (
 // processMapEntries bounds the kernel map: processes that looked something
 // up since the last drain (every scrape and every 5 s). When it is full, a
 // new process's lookups are counted in the overflow slot and reported as
-// comm="other". 8192 entries cost about 0.5 MiB of kernel memory.
+// comm="other". 8192 entries cost about 1.1 MiB of kernel memory.
 const processMapEntries = 8192
 
-// processValue is the map's value: the lookup count, then the comm of the
-// thread that made the first one (TASK_COMM_LEN, NUL-padded).
+// socketMapEntries bounds the socket-cookie → tgid map that joins a query
+// packet to the process that opened its socket; least recently used
+// sockets are forgotten first.
+const socketMapEntries = 16384
+
+// processValue is the map's value: the lookup count, the comm of the thread
+// that made the first one (TASK_COMM_LEN, NUL-padded), and the UDP queries
+// the process sent, by qtype label index (egress program).
 type processValue struct {
-	Count uint64
-	Comm  [16]byte
+	Count   uint64
+	Comm    [16]byte
+	Queries [numQTypes]uint64
 }
 
-const processValueSize = 24
+const (
+	processValueSize = 8 + 16 + 8*numQTypes
+	valueComm        = 8
+	valueQueries     = 24
+)
 
-// Offsets in struct bpf_sock_addr (include/uapi/linux/bpf.h), stable ABI.
-const sockAddrUserPort = 24 // __u32 user_port, network byte order in the low 16 bits
+// Offsets in struct bpf_sock_addr and struct __sk_buff
+// (include/uapi/linux/bpf.h), stable ABI.
+const (
+	sockAddrUserPort = 24 // __u32 user_port: the port's network-order bytes first
+	skbData          = 76 // __u32 data (a packet pointer)
+	skbDataEnd       = 80 // __u32 data_end
+)
 
 const bpfNoExist = 1 // BPF_NOEXIST
+
+// Stack layout of the sock_addr program (offsets from the frame pointer).
+const (
+	stTgid   = -4   // u32 map key
+	stZero   = -8   // u32 0, the overflow map's key
+	stCookie = -16  // u64 socket cookie
+	stValue  = -128 // processValue, 104 bytes
+)
 
 var sockAddrHooks = []ebpf.AttachType{
 	ebpf.AttachCGroupInet4Connect,
@@ -58,84 +82,268 @@ var sockAddrHooks = []ebpf.AttachType{
 	ebpf.AttachCGroupUDP6Sendmsg,
 }
 
-// lookupProgram returns the sock_addr program body.
-func lookupProgram(counts, overflow *ebpf.Map) asm.Instructions {
+// be16 is the value a half-word load gives for a 16-bit network-order field.
+func be16(v uint16) int32 {
+	return int32(binary.NativeEndian.Uint16([]byte{byte(v >> 8), byte(v)}))
+}
+
+// lookupProgram returns the sock_addr program body. With socks non-nil it
+// also records the socket's cookie → tgid, for the egress program.
+func lookupProgram(counts, overflow, socks *ebpf.Map) asm.Instructions {
 	// user_port as the kernel loads it: the port's two network-order bytes
 	// at the start of a little- or big-endian word.
 	port53 := int32(binary.NativeEndian.Uint32([]byte{0, 53, 0, 0}))
-	return asm.Instructions{
+	mapArgs := func(m *ebpf.Map, key int16) asm.Instructions {
+		return asm.Instructions{
+			asm.LoadMapPtr(asm.R1, m.FD()),
+			asm.Mov.Reg(asm.R2, asm.RFP),
+			asm.Add.Imm(asm.R2, int32(key)),
+		}
+	}
+	ins := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.LoadMem(asm.R2, asm.R6, sockAddrUserPort, asm.Word),
 		asm.JNE.Imm(asm.R2, port53, "allow"),
 
 		asm.FnGetCurrentPidTgid.Call(),
 		asm.RSh.Imm(asm.R0, 32),
-		asm.StoreMem(asm.RFP, -4, asm.R0, asm.Word), // key: tgid at fp-4
-		asm.LoadMapPtr(asm.R1, counts.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -4),
+		asm.StoreMem(asm.RFP, stTgid, asm.R0, asm.Word),
+	}
+	ins = append(ins, mapArgs(counts, stTgid)...)
+	ins = append(ins,
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "create"),
 		asm.Mov.Imm(asm.R1, 1),
 		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
-		asm.Ja.Label("allow"),
+		asm.Ja.Label("record"),
 
-		// A new process: value {1, comm} at fp-32, inserted only if absent.
-		asm.Mov.Imm(asm.R1, 1).WithSymbol("create"),
-		asm.StoreMem(asm.RFP, -32, asm.R1, asm.DWord),
+		// A new process: value {1, comm, zeros}, inserted only if absent.
+		asm.Mov.Imm(asm.R1, 0).WithSymbol("create"),
+	)
+	for off := int16(valueQueries); off < processValueSize; off += 8 {
+		ins = append(ins, asm.StoreMem(asm.RFP, stValue+off, asm.R1, asm.DWord))
+	}
+	ins = append(ins,
+		asm.Mov.Imm(asm.R1, 1),
+		asm.StoreMem(asm.RFP, stValue, asm.R1, asm.DWord),
 		asm.Mov.Reg(asm.R1, asm.RFP),
-		asm.Add.Imm(asm.R1, -24),
+		asm.Add.Imm(asm.R1, stValue+valueComm),
 		asm.Mov.Imm(asm.R2, 16),
 		asm.FnGetCurrentComm.Call(),
-		asm.LoadMapPtr(asm.R1, counts.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -4),
+	)
+	ins = append(ins, mapArgs(counts, stTgid)...)
+	ins = append(ins,
 		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, -32),
+		asm.Add.Imm(asm.R3, stValue),
 		asm.Mov.Imm(asm.R4, bpfNoExist),
 		asm.FnMapUpdateElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "allow"),
-
-		// Not inserted: another thread of the process inserted it first
-		// (count there), or the map is full (count in the overflow slot).
-		asm.LoadMapPtr(asm.R1, counts.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -4),
+		asm.JEq.Imm(asm.R0, 0, "record"),
+	)
+	// Not inserted: another thread of the process inserted it first
+	// (count there), or the map is full (count in the overflow slot).
+	ins = append(ins, mapArgs(counts, stTgid)...)
+	ins = append(ins,
 		asm.FnMapLookupElem.Call(),
-		asm.JNE.Imm(asm.R0, 0, "add"),
-		asm.StoreImm(asm.RFP, -4, 0, asm.Word),
-		asm.LoadMapPtr(asm.R1, overflow.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "allow"),
-		asm.Mov.Imm(asm.R1, 1).WithSymbol("add"),
+		asm.JEq.Imm(asm.R0, 0, "overflow"),
+		asm.Mov.Imm(asm.R1, 1),
 		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
-
+		asm.Ja.Label("record"),
+		asm.Mov.Imm(asm.R1, 0).WithSymbol("overflow"),
+		asm.StoreMem(asm.RFP, stZero, asm.R1, asm.Word),
+	)
+	ins = append(ins, mapArgs(overflow, stZero)...)
+	ins = append(ins,
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "allow"),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
+		asm.Ja.Label("allow"),
+	)
+	// Remember which process owns the socket, for the egress program.
+	ins = append(ins, asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("record"))
+	if socks != nil {
+		ins = append(ins,
+			asm.FnGetSocketCookie.Call(),
+			asm.StoreMem(asm.RFP, stCookie, asm.R0, asm.DWord),
+		)
+		ins = append(ins, mapArgs(socks, stCookie)...)
+		ins = append(ins,
+			asm.Mov.Reg(asm.R3, asm.RFP),
+			asm.Add.Imm(asm.R3, stTgid),
+			asm.Mov.Imm(asm.R4, 0), // BPF_ANY
+			asm.FnMapUpdateElem.Call(),
+		)
+	}
+	return append(ins,
 		asm.Mov.Imm(asm.R0, 1).WithSymbol("allow"), // always allow the call
 		asm.Return(),
+	)
+}
+
+// maxLabels is how many labels of a query's name the egress program skips
+// to reach its type: an ip6.arpa name has 34, an in-addr.arpa name 6.
+// Names with more are not counted by type.
+const maxLabels = 40
+
+// egressProgram returns the cgroup_skb egress program: for a UDP packet to
+// port 53 carrying a DNS query, it reads the question type and adds one to
+// queries[qtype] of the process that owns the socket (socks, recorded at
+// connect/sendmsg). It runs on every packet the host's processes send, so
+// it leaves at the first check a non-DNS packet fails, and it always lets
+// the packet through.
+func egressProgram(counts, socks *ebpf.Map) asm.Instructions {
+	const (
+		r6ctx = asm.R6
+		r7    = asm.R7 // packet data, later the qtype label index
+		r8    = asm.R8 // packet end
+		r9off = asm.R9 // offset of the next byte of the DNS message
+		stBuf = -8
+		stKey = -16
+	)
+	loadBytes := func(n int32) asm.Instructions {
+		return asm.Instructions{
+			asm.Mov.Reg(asm.R1, r6ctx),
+			asm.Mov.Reg(asm.R2, r9off),
+			asm.Mov.Reg(asm.R3, asm.RFP),
+			asm.Add.Imm(asm.R3, stBuf),
+			asm.Mov.Imm(asm.R4, n),
+			asm.FnSkbLoadBytes.Call(),
+			asm.JNE.Imm(asm.R0, 0, "allow"),
+		}
 	}
+	ins := asm.Instructions{
+		asm.Mov.Reg(r6ctx, asm.R1),
+		asm.LoadMem(r7, r6ctx, skbData, asm.Word),
+		asm.LoadMem(r8, r6ctx, skbDataEnd, asm.Word),
+		// Every DNS query is longer than 48 bytes with its IP header.
+		asm.Mov.Reg(asm.R1, r7),
+		asm.Add.Imm(asm.R1, 48),
+		asm.JGT.Reg(asm.R1, r8, "allow"),
+		asm.LoadMem(asm.R2, r7, 0, asm.Byte),
+		asm.And.Imm(asm.R2, 0xf0),
+		asm.JEq.Imm(asm.R2, 0x40, "v4"),
+		asm.JNE.Imm(asm.R2, 0x60, "allow"),
+		// IPv6: UDP right after the fixed header.
+		asm.LoadMem(asm.R2, r7, 6, asm.Byte),
+		asm.JNE.Imm(asm.R2, protoUDP, "allow"),
+		asm.LoadMem(asm.R2, r7, 42, asm.Half),
+		asm.JNE.Imm(asm.R2, be16(53), "allow"),
+		asm.Mov.Imm(r9off, 40+8),
+		asm.Ja.Label("dns"),
+		// IPv4: not a later fragment, UDP, port 53 after IHL*4 bytes.
+		asm.LoadMem(asm.R2, r7, 9, asm.Byte).WithSymbol("v4"),
+		asm.JNE.Imm(asm.R2, protoUDP, "allow"),
+		asm.LoadMem(asm.R2, r7, 6, asm.Half),
+		asm.And.Imm(asm.R2, be16(0x1fff)),
+		asm.JNE.Imm(asm.R2, 0, "allow"),
+		asm.LoadMem(r9off, r7, 0, asm.Byte),
+		asm.And.Imm(r9off, 0x0f),
+		asm.LSh.Imm(r9off, 2),
+		asm.Mov.Reg(asm.R1, r7),
+		asm.Add.Reg(asm.R1, r9off),
+		asm.Mov.Reg(asm.R2, asm.R1),
+		asm.Add.Imm(asm.R2, 4),
+		asm.JGT.Reg(asm.R2, r8, "allow"),
+		asm.LoadMem(asm.R2, asm.R1, 2, asm.Half),
+		asm.JNE.Imm(asm.R2, be16(53), "allow"),
+		asm.Add.Imm(r9off, 8),
+
+		// The DNS header: a query (QR 0)?
+		asm.Add.Imm(r9off, 2).WithSymbol("dns"),
+	}
+	ins = append(ins, loadBytes(1)...)
+	ins = append(ins,
+		asm.LoadMem(asm.R2, asm.RFP, stBuf, asm.Byte),
+		asm.And.Imm(asm.R2, 0x80),
+		asm.JNE.Imm(asm.R2, 0, "allow"),
+		asm.Add.Imm(r9off, 10),
+	)
+	// Skip the name's labels (at most maxLabels; a compression pointer in
+	// a query's first name is not expected and ends the walk).
+	for range maxLabels {
+		ins = append(ins, loadBytes(1)...)
+		ins = append(ins,
+			asm.LoadMem(asm.R2, asm.RFP, stBuf, asm.Byte),
+			asm.JEq.Imm(asm.R2, 0, "qtype"),
+			asm.JGT.Imm(asm.R2, 63, "allow"),
+			asm.Add.Reg(r9off, asm.R2),
+			asm.Add.Imm(r9off, 1),
+		)
+	}
+	ins = append(ins, asm.Ja.Label("allow"))
+	ins = append(ins, asm.Add.Imm(r9off, 1).WithSymbol("qtype"))
+	ins = append(ins, loadBytes(2)...)
+	ins = append(ins,
+		asm.LoadMem(asm.R2, asm.RFP, stBuf, asm.Half),
+		asm.Mov.Imm(r7, qtOther),
+	)
+	types := []struct {
+		t   uint16
+		idx int32
+	}{{1, qtA}, {28, qtAAAA}, {12, qtPTR}, {33, qtSRV}, {16, qtTXT}, {5, qtCNAME}, {15, qtMX}, {2, qtNS}, {6, qtSOA}}
+	for _, ty := range types {
+		ins = append(ins, asm.JEq.Imm(asm.R2, be16(ty.t), fmt.Sprintf("qt%d", ty.t)))
+	}
+	ins = append(ins, asm.Ja.Label("owner"))
+	for _, ty := range types {
+		ins = append(ins,
+			asm.Mov.Imm(r7, ty.idx).WithSymbol(fmt.Sprintf("qt%d", ty.t)),
+			asm.Ja.Label("owner"),
+		)
+	}
+	// The sending process, by the socket's cookie; then
+	// counts[tgid].Queries[r7] += 1.
+	ins = append(ins,
+		asm.Mov.Reg(asm.R1, r6ctx).WithSymbol("owner"),
+		asm.FnGetSocketCookie.Call(),
+		asm.StoreMem(asm.RFP, stKey, asm.R0, asm.DWord),
+		asm.LoadMapPtr(asm.R1, socks.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, stKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "allow"),
+		asm.LoadMem(asm.R2, asm.R0, 0, asm.Word),
+		asm.StoreMem(asm.RFP, stKey, asm.R2, asm.Word),
+		asm.LoadMapPtr(asm.R1, counts.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, stKey),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "allow"),
+		asm.LSh.Imm(r7, 3),
+		asm.Add.Reg(asm.R0, r7),
+		asm.Add.Imm(asm.R0, valueQueries),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
+		asm.Mov.Imm(asm.R0, 1).WithSymbol("allow"), // always let the packet through
+		asm.Return(),
+	)
+	return ins
 }
 
 // ebpfAttribution owns the maps, programs and links.
 type ebpfAttribution struct {
-	counts, overflow *ebpf.Map
-	progs            []*ebpf.Program
-	links            []link.Link
-	procPath         func(elem ...string) string
+	counts, overflow, socks *ebpf.Map
+	progs                   []*ebpf.Program
+	links                   []link.Link
+	procPath                func(elem ...string) string
+	// byType is false when the egress program could not be loaded or
+	// attached (typeErr says why): only lookups per process are counted.
+	byType  bool
+	typeErr error
 
-	last         map[uint32]uint64 // tgid → count already reported
+	last         map[uint32]processValue // per tgid, the counts already reported
 	lastOverflow uint64
 }
 
 // newEBPFAttribution loads the programs and attaches them to the cgroup v2
-// directory cgroupRoot. Any failure undoes what was done and is returned
-// with what the kernel or the loader said.
+// directory cgroupRoot. A failure of the sock_addr part undoes everything
+// and is returned with what the kernel or the loader said; a failure of
+// the egress part (query types per process) only leaves it out, in typeErr.
 func newEBPFAttribution(cgroupRoot string, procPath func(elem ...string) string) (_ *ebpfAttribution, err error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK for BPF maps (kernels before 5.11): %w", err)
 	}
-	a := &ebpfAttribution{procPath: procPath, last: map[uint32]uint64{}}
+	a := &ebpfAttribution{procPath: procPath, last: map[uint32]processValue{}}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -151,25 +359,93 @@ func newEBPFAttribution(cgroupRoot string, procPath func(elem ...string) string)
 	}); err != nil {
 		return nil, fmt.Errorf("creating the BPF map: %w", err)
 	}
+	egress, err := a.loadEgress()
+	if err != nil {
+		a.typeErr = err
+		err = nil
+	}
+	progs, err := a.loadSockAddr()
+	if err != nil && a.socks != nil {
+		// Perhaps bpf_get_socket_cookie is missing for sock_addr programs:
+		// count lookups without query types.
+		a.typeErr = fmt.Errorf("sock_addr programs with socket cookies: %w", err)
+		egress = nil // closed with the rest by Close
+		a.socks.Close()
+		a.socks = nil
+		progs, err = a.loadSockAddr()
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i, hook := range sockAddrHooks {
+		if err := a.attach(cgroupRoot, hook, progs[i]); err != nil {
+			return nil, err
+		}
+	}
+	if egress != nil {
+		if err := a.attach(cgroupRoot, ebpf.AttachCGroupInetEgress, egress); err != nil {
+			a.typeErr = err
+		} else {
+			a.byType = true
+		}
+	}
+	return a, nil
+}
+
+// loadEgress creates the socket map and loads the egress program.
+func (a *ebpfAttribution) loadEgress() (*ebpf.Program, error) {
+	socks, err := ebpf.NewMap(&ebpf.MapSpec{
+		Name: "stall_dns_socks", Type: ebpf.LRUHash, KeySize: 8, ValueSize: 4, MaxEntries: socketMapEntries,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the socket BPF map: %w", err)
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         "stall_dns_egress",
+		Type:         ebpf.CGroupSKB,
+		AttachType:   ebpf.AttachCGroupInetEgress,
+		Instructions: egressProgram(a.counts, socks),
+		License:      "Dual MIT/GPL",
+	})
+	if err != nil {
+		socks.Close()
+		return nil, fmt.Errorf("loading the egress program: %w", err)
+	}
+	a.socks = socks
+	a.progs = append(a.progs, prog)
+	return prog, nil
+}
+
+// loadSockAddr loads one program per sock_addr hook.
+func (a *ebpfAttribution) loadSockAddr() ([]*ebpf.Program, error) {
+	var out []*ebpf.Program
 	for _, hook := range sockAddrHooks {
 		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 			Name:         "stall_dns_" + hookName(hook),
 			Type:         ebpf.CGroupSockAddr,
 			AttachType:   hook,
-			Instructions: lookupProgram(a.counts, a.overflow),
+			Instructions: lookupProgram(a.counts, a.overflow, a.socks),
 			License:      "Dual MIT/GPL",
 		})
 		if err != nil {
+			for _, p := range out {
+				p.Close()
+			}
 			return nil, fmt.Errorf("loading the %s program: %w", hookName(hook), err)
 		}
-		a.progs = append(a.progs, prog)
-		l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupRoot, Attach: hook, Program: prog})
-		if err != nil {
-			return nil, fmt.Errorf("attaching the %s program to %s: %w", hookName(hook), cgroupRoot, err)
-		}
-		a.links = append(a.links, l)
+		out = append(out, prog)
 	}
-	return a, nil
+	a.progs = append(a.progs, out...)
+	return out, nil
+}
+
+func (a *ebpfAttribution) attach(cgroupRoot string, hook ebpf.AttachType, prog *ebpf.Program) error {
+	l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupRoot, Attach: hook, Program: prog})
+	if err != nil {
+		return fmt.Errorf("attaching the %s program to %s: %w", hookName(hook), cgroupRoot, err)
+	}
+	a.links = append(a.links, l)
+	return nil
 }
 
 func hookName(t ebpf.AttachType) string {
@@ -182,6 +458,8 @@ func hookName(t ebpf.AttachType) string {
 		return "sendmsg4"
 	case ebpf.AttachCGroupUDP6Sendmsg:
 		return "sendmsg6"
+	case ebpf.AttachCGroupInetEgress:
+		return "egress"
 	}
 	return t.String()
 }
@@ -208,10 +486,16 @@ func (a *ebpfAttribution) drain(pt *processTable) error {
 			dead = append(dead, tgid)
 		}
 		alive[tgid] = live
-		if d := v.Count - a.last[tgid]; d > 0 {
+		prev := a.last[tgid]
+		if d := v.Count - prev.Count; d > 0 {
 			pt.add(name, d)
 		}
-		a.last[tgid] = v.Count
+		for q := range numQTypes {
+			if d := v.Queries[q] - prev.Queries[q]; d > 0 {
+				pt.addQueries(name, q, d)
+			}
+		}
+		a.last[tgid] = v
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("reading the BPF map: %w", err)
@@ -262,7 +546,7 @@ func (a *ebpfAttribution) Close() error {
 	for _, p := range a.progs {
 		errs = append(errs, p.Close())
 	}
-	for _, m := range []*ebpf.Map{a.counts, a.overflow} {
+	for _, m := range []*ebpf.Map{a.counts, a.overflow, a.socks} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}

@@ -58,6 +58,9 @@ var (
 	processLookupsDesc = collector.NewMetric("dns_process_lookups_total",
 		"Lookups to port 53 by process name (the process's comm): in ebpf mode every connect() or unconnected sendmsg() to port 53 (cgroup sock_addr hooks), in proc mode each socket connected to port 53 seen by the /proc sampler. The --dns.max-processes most recently active names have their own series; the rest count as other.",
 		prometheus.CounterValue, "comm")
+	processQueriesDesc = collector.NewMetric("dns_process_queries_total",
+		"DNS queries sent over UDP by process name and question type, ebpf mode only: a cgroup_skb egress program reads each query's type and joins it to the process by the socket cookie recorded at connect/sendmsg. Names as in stall_dns_process_lookups_total; names over 40 labels and DNS over TCP are not counted.",
+		prometheus.CounterValue, "comm", "qtype")
 )
 
 const durationName = collector.Namespace + "_dns_lookup_duration_seconds"

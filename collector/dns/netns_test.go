@@ -390,6 +390,18 @@ func TestDNSNetns(t *testing.T) {
 	if gc < 0.9*6 {
 		t.Errorf("Go child (dns.test) lookups attributed %v, want at least 90%% of 6", gc)
 	}
+	// Query types per process, from the egress program: every UDP query
+	// the children sent (the Go child's TCP query is not joined).
+	for k, v := range map[string]float64{
+		"stall_dns_process_queries_total{comm=" + comm + ",qtype=PTR}": 17,
+		"stall_dns_process_queries_total{comm=dns.test,qtype=A}":       2,
+		"stall_dns_process_queries_total{comm=dns.test,qtype=AAAA}":    2,
+		"stall_dns_process_queries_total{comm=dns.test,qtype=TXT}":     1,
+	} {
+		if got[k] < v || strings.Contains(k, comm) && got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
 }
 
 // TestDNSProcFallback runs the /proc sampling mode against lookups that

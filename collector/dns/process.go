@@ -24,12 +24,13 @@ type processTable struct {
 	idle  time.Duration
 	now   func() time.Time
 	names map[string]*processCount
-	other uint64
+	other processCount
 }
 
 type processCount struct {
-	n    uint64
-	last time.Time
+	n       uint64
+	queries [numQTypes]uint64
+	last    time.Time
 }
 
 // maxCommLen bounds a label value: a comm is at most 15 bytes, but in proc
@@ -40,17 +41,17 @@ func newProcessTable(max int, idle time.Duration) *processTable {
 	return &processTable{max: max, idle: idle, now: time.Now, names: map[string]*processCount{}}
 }
 
-func (p *processTable) add(name string, n uint64) {
+// entry returns the counts of name, admitting it if there is room (or an
+// idle name to replace), else the "other" counts.
+func (p *processTable) entry(name string) *processCount {
 	name = collector.LabelValue(name, maxCommLen)
 	if name == "" || name == "other" { // a process named "other" is indistinguishable from the remainder
-		p.other += n
-		return
+		return &p.other
 	}
 	now := p.now()
 	if c, ok := p.names[name]; ok {
-		c.n += n
 		c.last = now
-		return
+		return c
 	}
 	if len(p.names) >= p.max {
 		var oldest string
@@ -60,16 +61,25 @@ func (p *processTable) add(name string, n uint64) {
 				oldest, at = k, c.last
 			}
 		}
-		if oldest == "" || now.Sub(at) < p.idle {
-			p.other += n
-			return
+		if now.Sub(at) < p.idle {
+			return &p.other
 		}
 		delete(p.names, oldest)
 	}
-	p.names[name] = &processCount{n: n, last: now}
+	c := &processCount{last: now}
+	p.names[name] = c
+	return c
 }
 
-func (p *processTable) addOther(n uint64) { p.other += n }
+// add counts n lookups (connect/sendmsg to port 53) of the named process.
+func (p *processTable) add(name string, n uint64) { p.entry(name).n += n }
+
+// addQueries counts n queries of label index qtype sent by the named process.
+func (p *processTable) addQueries(name string, qtype int, n uint64) {
+	p.entry(name).queries[qtype] += n
+}
+
+func (p *processTable) addOther(n uint64) { p.other.n += n }
 
 func (p *processTable) send(ch chan<- prometheus.Metric) {
 	names := make([]string, 0, len(p.names))
@@ -77,8 +87,16 @@ func (p *processTable) send(ch chan<- prometheus.Metric) {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	for _, k := range names {
-		processLookupsDesc.Send(ch, float64(p.names[k].n), k)
+	send := func(c *processCount, name string) {
+		processLookupsDesc.Send(ch, float64(c.n), name)
+		for q, n := range c.queries {
+			if n > 0 {
+				processQueriesDesc.Send(ch, float64(n), name, qtypeNames[q])
+			}
+		}
 	}
-	processLookupsDesc.Send(ch, float64(p.other), "other")
+	for _, k := range names {
+		send(p.names[k], k)
+	}
+	send(&p.other, "other")
 }

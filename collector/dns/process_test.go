@@ -14,14 +14,14 @@ func TestProcessTable(t *testing.T) {
 	p.add("getent", 1)
 	p.add("curl", 2) // full, nothing idle: other
 	p.add("", 1)     // no name: other
-	if p.other != 3 || p.names["java"].n != 5 || len(p.names) != 2 {
-		t.Fatalf("other %d names %v", p.other, p.names)
+	if p.other.n != 3 || p.names["java"].n != 5 || len(p.names) != 2 {
+		t.Fatalf("other %d names %v", p.other.n, p.names)
 	}
 	now = now.Add(11 * time.Minute)
 	p.add("java", 1)
 	p.add("storm", 300) // getent idle for 11 min: replaced
-	if _, ok := p.names["getent"]; ok || p.names["storm"].n != 300 || p.names["java"].n != 6 || p.other != 3 {
-		t.Fatalf("after eviction: other %d names %v", p.other, p.names)
+	if _, ok := p.names["getent"]; ok || p.names["storm"].n != 300 || p.names["java"].n != 6 || p.other.n != 3 {
+		t.Fatalf("after eviction: other %d names %v", p.other.n, p.names)
 	}
 	p.add(strings.Repeat("x", 100)+"\xff", 1) // bounded and valid UTF-8 even from /proc
 	for k := range p.names {
