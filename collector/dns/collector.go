@@ -96,9 +96,6 @@ type Options struct {
 	// procNet is where proc mode reads net/{udp,tcp}{,6}; default
 	// Paths.Procfs (the exporter's own network namespace).
 	procNet string
-	// onPacket, when set, is called by the capture goroutine after each
-	// packet is counted (tests synchronise on it).
-	onPacket func()
 }
 
 const (
@@ -309,6 +306,7 @@ func (c *Collector) captureLoop(ctx context.Context) {
 		if failing {
 			c.logger.Info("DNS capture open")
 		}
+		backoff = minBackoff // it opened: a later failure (an interface that went and came back) starts afresh
 		c.capMu.Lock()
 		c.sock = sock
 		c.capMu.Unlock()
@@ -327,8 +325,6 @@ func (c *Collector) captureLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		// A packet was read, so the socket worked: start the backoff
-		// afresh (an interface that went away and came back).
 		c.logger.Warn("DNS capture stopped; reopening with backoff", "err", err, "retry_in", backoff)
 		failing = true
 		if !sleep(ctx, backoff) {
@@ -374,9 +370,6 @@ func (c *Collector) safeHandle(b []byte, ts int64) {
 		}
 	}()
 	c.tr.handle(b, ts)
-	if c.o.onPacket != nil {
-		c.o.onPacket()
-	}
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

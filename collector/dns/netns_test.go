@@ -221,8 +221,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // clientServerNetns builds two namespaces joined by a veth pair: the
 // client at 10.53.0.1 / fd53::1, the resolver at 10.53.0.2 / fd53::2,
 // and the client's resolv.conf (used by `ip netns exec`) pointing at it
-// with a 3 s timeout (generous, for a loaded CI machine) and one attempt.
-func clientServerNetns(t *testing.T, tag string) (client, server string) {
+// with one attempt and resolverTimeout seconds to wait for it (generous, for a
+// loaded CI machine).
+func clientServerNetns(t *testing.T, tag string, resolverTimeout int) (client, server string) {
 	pid := os.Getpid()
 	client, server = fmt.Sprintf("stdns%sc%d", tag, pid), fmt.Sprintf("stdns%ss%d", tag, pid)
 	addNetns(t, client)
@@ -241,7 +242,7 @@ func clientServerNetns(t *testing.T, tag string) (client, server string) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	if err := os.WriteFile(filepath.Join(dir, "resolv.conf"),
-		[]byte("nameserver 10.53.0.2\noptions timeout:3 attempts:1\n"), 0o644); err != nil {
+		fmt.Appendf(nil, "nameserver 10.53.0.2\noptions timeout:%d attempts:1\n", resolverTimeout), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	startResolver(t, server, "10.53.0.2", "fd53::2")
@@ -295,7 +296,7 @@ func runGetents(ns, bin string, addrs []string) []string {
 // and truncation counts, plausible latencies, and per-process attribution.
 func TestDNSNetns(t *testing.T) {
 	needRoot(t)
-	client, _ := clientServerNetns(t, "e")
+	client, _ := clientServerNetns(t, "e", 3)
 	c := startCollector(t, client, Options{Attribution: "ebpf"})
 	if got := gather(t, c)["stall_dns_attribution_mode{mode=ebpf}"]; got != 1 {
 		t.Fatalf("attribution mode ebpf = %v: eBPF attribution failed to attach on this host (see the log); it is required here", got)
@@ -405,11 +406,12 @@ func TestDNSNetns(t *testing.T) {
 }
 
 // TestDNSProcFallback runs the /proc sampling mode against lookups that
-// hold their socket for the resolver timeout (3 s, the silent PTR ones):
+// hold their socket for the resolver timeout (5 s, the silent PTR ones; long
+// enough for a sample to complete on a loaded machine):
 // each is seen, and counted once, under getent.
 func TestDNSProcFallback(t *testing.T) {
 	needRoot(t)
-	client, _ := clientServerNetns(t, "p")
+	client, _ := clientServerNetns(t, "p", 5)
 	// The sampler reads /proc/<pid>/net/*: a process in the client
 	// namespace shows its sockets.
 	holder := exec.Command("ip", "netns", "exec", client, "sleep", "60")

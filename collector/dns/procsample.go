@@ -68,46 +68,49 @@ func (a *procAttribution) dnsSockets() map[uint64]bool {
 	return out
 }
 
-// drain takes one sample and adds the sockets not seen in the previous one.
+// drain takes one sample and counts the sockets not counted before. A
+// socket whose owner is not found (it exited between the two reads) stays a
+// candidate for the next sample.
 func (a *procAttribution) drain(pt *processTable) error {
 	now := a.dnsSockets()
+	counted := make(map[uint64]bool, len(now))
 	want := 0
 	for ino := range now {
-		if !a.seen[ino] {
+		if a.seen[ino] {
+			counted[ino] = true
+		} else {
 			want++
 		}
 	}
-	if want > 0 {
-		procs, err := a.fs.AllProcs()
+	defer func() { a.seen = counted }()
+	if want == 0 {
+		return nil
+	}
+	procs, err := a.fs.AllProcs()
+	if err != nil {
+		return err
+	}
+	for _, p := range procs {
+		targets, err := p.FileDescriptorTargets()
 		if err != nil {
-			return err
+			continue // gone, or not ours to read
 		}
-		for _, p := range procs {
-			targets, err := p.FileDescriptorTargets()
+		for _, t := range targets {
+			ino, ok := socketInode(t)
+			if !ok || !now[ino] || counted[ino] {
+				continue
+			}
+			comm, err := p.Comm()
 			if err != nil {
-				continue // gone, or not ours to read
+				continue
 			}
-			for _, t := range targets {
-				ino, ok := socketInode(t)
-				if !ok || !now[ino] || a.seen[ino] {
-					continue
-				}
-				comm, err := p.Comm()
-				if err != nil {
-					continue
-				}
-				pt.add(comm, 1)
-				a.seen[ino] = true // a socket shared by several processes counts once
-				if want--; want == 0 {
-					break
-				}
-			}
-			if want == 0 {
-				break
+			pt.add(comm, 1)
+			counted[ino] = true // a socket shared by several processes counts once
+			if want--; want == 0 {
+				return nil
 			}
 		}
 	}
-	a.seen = now
 	return nil
 }
 
