@@ -461,17 +461,4 @@ func sendNonZero(ch chan<- prometheus.Metric, m collector.Metric, v *atomic.Uint
 	}
 }
 
-// Close releases the attribution (detaching eBPF programs) when Run was
-// never started; Run does it itself when its context ends.
-func (c *Collector) Close() error {
-	c.attrMu.Lock()
-	defer c.attrMu.Unlock()
-	if c.attr == nil {
-		return nil
-	}
-	err := c.attr.Close()
-	c.attr = nil
-	return err
-}
-
 var _ collector.Runner = (*Collector)(nil)
