@@ -179,13 +179,14 @@ func (a collectorAdapter) Collect(ch chan<- prometheus.Metric) {
 	_ = a.c.Update(context.Background(), ch)
 }
 
-// startCollector runs a collector capturing in netns ns until the test ends.
+// startCollector runs a collector capturing in netns ns (on
+// o.Interface, or all interfaces) until the test ends.
 func startCollector(t *testing.T, ns string, o Options) *Collector {
 	t.Helper()
 	o.open = func() (*captureSocket, error) {
 		var s *captureSocket
 		var err error
-		inNetns(t, ns, func() { s, err = openCapture("", 1<<20) })
+		inNetns(t, ns, func() { s, err = openCapture(o.Interface, 1<<20) })
 		return s, err
 	}
 	if o.Timeout == 0 {
@@ -538,5 +539,25 @@ func TestCaptureIgnoresOtherTraffic(t *testing.T) {
 	}
 	if c.o.Problems.Count() != 0 {
 		t.Errorf("%d parse problems, want 0", c.o.Problems.Count())
+	}
+}
+
+// TestCaptureInterfaceGoesAway captures on one interface, deletes it and
+// brings it back: the capture reports down, then reopens by itself.
+func TestCaptureInterfaceGoesAway(t *testing.T) {
+	needRoot(t)
+	ns := fmt.Sprintf("stdnsi%d", os.Getpid())
+	addNetns(t, ns)
+	link := func(args ...string) { run(t, append([]string{"ip", "-n", ns, "link"}, args...)...) }
+	link("add", "dnsa", "type", "veth", "peer", "name", "dnsb")
+	link("set", "dnsa", "up")
+	c := startCollector(t, ns, Options{Attribution: "none", Interface: "dnsa"})
+	link("del", "dnsa")
+	waitFor(t, "capture_up 0 after the interface is deleted", func() bool { return !c.up.Load() })
+	link("add", "dnsa", "type", "veth", "peer", "name", "dnsb")
+	link("set", "dnsa", "up")
+	waitFor(t, "capture_up 1 after the interface is back", func() bool { return c.up.Load() })
+	if got := gather(t, c)["stall_dns_capture_up{}"]; got != 1 {
+		t.Errorf("stall_dns_capture_up = %v, want 1", got)
 	}
 }
