@@ -1,0 +1,266 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/procfs"
+)
+
+// The supervision collector counts the processes this exporter watches — the
+// RocketMQ broker and name server JVMs and redis-server — by how they are
+// supervised, from world-readable /proc files only. Incident 1 (a broker
+// started in the foreground of a shell died when the session ended) is
+// visible while the session is still alive: the process has a controlling
+// terminal and does not ignore SIGHUP. See docs/supervision.md.
+
+func init() {
+	Register("supervision", true, newSupervisionCollector)
+}
+
+// minSupervisionInterval bounds the scan rate: a scan is one directory read
+// plus one small read per process, a few milliseconds per thousand
+// processes (docs/benchmarks.md), so even the minimum costs well under 1 % of
+// a core on a host with tens of thousands of processes.
+const minSupervisionInterval = 5 * time.Second
+
+var (
+	watchedProcessesDesc = NewMetric("watched_processes",
+		"RocketMQ broker and name server JVMs and redis-server processes on this host by supervision state (/proc/<pid>/comm, cmdline, stat tty_nr, status SigIgn and NSpid, cgroup; scanned every --supervision.scan-interval). terminal: has a controlling terminal and does not ignore SIGHUP, so it dies when that session ends; nohup: has one but ignores SIGHUP; systemd: in a .service unit's cgroup; container: in a container runtime's cgroup or PID namespace; detached: none of these. Every combination is exported.",
+		prometheus.GaugeValue, "service", "supervision")
+	supervisionScannedDesc = NewMetric("supervision_scanned_processes",
+		"Processes listed under --path.procfs at the last supervision scan. Far fewer than the host runs means the exporter sees only its own PID namespace or hidepid hides other users' processes.",
+		prometheus.GaugeValue)
+	supervisionUnreadableDesc = NewMetric("supervision_unreadable_processes",
+		"Processes whose /proc/<pid> files the last supervision scan was refused (EACCES/EPERM, /proc mounted with hidepid=1); they are missing from stall_watched_processes.",
+		prometheus.GaugeValue)
+
+	supervisionInterval = kingpin.Flag("supervision.scan-interval",
+		"How often the supervision collector rescans /proc for the watched processes (RocketMQ broker and name server JVMs, redis-server); scrapes in between reuse the last scan. Minimum 5s.").
+		Default("30s").Duration()
+)
+
+// errProcHidden and errProcUnreadable fail the collector's scrape (the counts
+// are still exported) because an incomplete scan could miss a broker in a
+// terminal: the alert built on stall_watched_processes would be blind.
+var (
+	errProcHidden     = errors.New("other users' processes are hidden (/proc mounted with hidepid=2/invisible?): run the exporter as root or in the group named by the mount's gid= option")
+	errProcUnreadable = errors.New("/proc/<pid> files refused (/proc mounted with hidepid=1?): run the exporter as root or in the group named by the mount's gid= option")
+	errProcEmpty      = errors.New("no process directories: --path.procfs is not a procfs")
+)
+
+type supervisionCollector struct {
+	fs       procfs.FS
+	paths    Paths
+	problems *Problems
+	interval time.Duration
+	now      func() time.Time
+
+	mu        sync.Mutex
+	last      *supervisionScan
+	scannedAt time.Time
+	// known caches each candidate's identity by PID and start time, so a
+	// process's cmdline is read once in its life, not every scan.
+	known map[int]knownProc
+}
+
+type knownProc struct {
+	start   uint64 // stat field 22, starttime: tells a reused PID apart
+	service string // "" for a java/redis-server process that is not watched
+}
+
+// supervisionScan is the result of one walk over /proc.
+type supervisionScan struct {
+	counts     [len(watchedServices)][len(supervisionStates)]int
+	scanned    int
+	unreadable int
+	hidden     bool
+}
+
+func newSupervisionCollector(cfg Config) (Collector, error) {
+	return newSupervision(cfg, *supervisionInterval)
+}
+
+func newSupervision(cfg Config, interval time.Duration) (*supervisionCollector, error) {
+	if interval < minSupervisionInterval {
+		return nil, fmt.Errorf("--supervision.scan-interval=%s is below the minimum of %s", interval, minSupervisionInterval)
+	}
+	pfs, err := procfs.NewFS(cfg.Paths.Procfs)
+	if err != nil {
+		return nil, fmt.Errorf("--path.procfs: %w", err)
+	}
+	return &supervisionCollector{
+		fs: pfs, paths: cfg.Paths, problems: cfg.Problems, interval: interval,
+		now: time.Now, known: map[int]knownProc{},
+	}, nil
+}
+
+// Update exports the counts of the last scan, scanning first when it is
+// older than the interval. Concurrent scrapes wait for one scan and share
+// it. A scan that saw processes it could not read still exports its counts
+// but fails the scrape.
+func (c *supervisionCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil || c.now().Sub(c.scannedAt) >= c.interval {
+		s, err := c.scan(ctx)
+		if err != nil {
+			return err
+		}
+		c.last, c.scannedAt = s, c.now()
+	}
+	s := c.last
+	for i, svc := range watchedServices {
+		for j, state := range supervisionStates {
+			watchedProcessesDesc.Send(ch, float64(s.counts[i][j]), svc, state)
+		}
+	}
+	supervisionScannedDesc.Send(ch, float64(s.scanned))
+	supervisionUnreadableDesc.Send(ch, float64(s.unreadable))
+	switch {
+	case s.scanned == 0:
+		return errProcEmpty
+	case s.hidden:
+		return errProcHidden
+	case s.unreadable > 0:
+		return fmt.Errorf("%d processes: %w", s.unreadable, errProcUnreadable)
+	}
+	return nil
+}
+
+// scan walks /proc once. Only processes whose comm names a watched binary
+// are read further (stat; cmdline once per process; status and cgroup for
+// the watched ones). Processes that exit during the walk (ENOENT, ESRCH) are
+// skipped silently: that is normal churn, not an error.
+func (c *supervisionCollector) scan(ctx context.Context) (*supervisionScan, error) {
+	procs, err := c.fs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("listing processes: %w", err)
+	}
+	s := &supervisionScan{scanned: len(procs), hidden: len(procs) > 0}
+	known := make(map[int]knownProc, len(c.known))
+	for i, p := range procs {
+		if i%256 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if p.PID == 1 {
+			// PID 1 exists in every PID namespace and belongs to root; not
+			// seeing it means hidepid hides the processes of other users.
+			s.hidden = false
+		}
+		svc, state, err := c.inspect(p, known)
+		switch {
+		case err != nil && errors.Is(err, fs.ErrPermission):
+			s.unreadable++
+		case err != nil && !gone(err):
+			c.problems.Add(inspectKind(err), 1, err)
+		case svc != "":
+			s.add(svc, state)
+		}
+	}
+	c.known = known
+	return s, nil
+}
+
+func (s *supervisionScan) add(service, state string) {
+	for i, svc := range watchedServices {
+		for j, st := range supervisionStates {
+			if svc == service && st == state {
+				s.counts[i][j]++
+			}
+		}
+	}
+}
+
+// pfKthread is PF_KTHREAD in stat's flags field: a kernel thread, which has
+// no command line and is never a watched service whatever its name.
+const pfKthread = 0x00200000
+
+// inspectError names the /proc file a malformed value came from, the kind
+// under which Problems counts and logs it.
+type inspectError struct {
+	file string
+	err  error
+}
+
+func (e *inspectError) Error() string { return e.file + ": " + e.err.Error() }
+func (e *inspectError) Unwrap() error { return e.err }
+
+func inspectKind(err error) string {
+	var ie *inspectError
+	if errors.As(err, &ie) {
+		return ie.file
+	}
+	return "proc"
+}
+
+// gone reports whether err means the process exited while it was read.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
+}
+
+// inspect returns the service and state of one process, or "" when it is
+// not a watched service (or is a zombie, a kernel thread, or gone). Its
+// identity is recorded in known.
+func (c *supervisionCollector) inspect(p procfs.Proc, known map[int]knownProc) (service, state string, err error) {
+	comm, err := p.Comm()
+	if err != nil {
+		return "", "", &inspectError{"comm", err}
+	}
+	if comm != commJava && comm != commRedis && comm != commValkey {
+		return "", "", nil
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return "", "", &inspectError{"stat", err}
+	}
+	// A zombie has exited and only waits for its parent: its cmdline is
+	// empty and it restarts nothing. "X" is a task being torn down.
+	if st.State == "Z" || st.State == "X" || st.Flags&pfKthread != 0 {
+		return "", "", nil
+	}
+	k, ok := c.known[p.PID]
+	if !ok || k.start != st.Starttime {
+		argv, err := p.CmdLine()
+		if err != nil {
+			return "", "", &inspectError{"cmdline", err}
+		}
+		if len(argv) == 0 {
+			return "", "", nil // exiting: its memory is already gone
+		}
+		k = knownProc{start: st.Starttime, service: watchedService(comm, argv)}
+	}
+	known[p.PID] = k
+	if k.service == "" {
+		return "", "", nil
+	}
+	raw, err := os.ReadFile(c.paths.Proc(strconv.Itoa(p.PID), "status"))
+	if err != nil {
+		return "", "", &inspectError{"status", err}
+	}
+	status, err := parseStatusFields(raw)
+	if err != nil {
+		return "", "", &inspectError{"status", err}
+	}
+	owner := ownerUnknown
+	cgroups, err := p.Cgroups()
+	switch {
+	case err == nil:
+		owner = ownerOf(cgroups)
+	case errors.Is(err, fs.ErrNotExist):
+		// A kernel without CONFIG_CGROUPS has no cgroup file; the process
+		// itself was there a moment ago (status).
+	default:
+		return "", "", &inspectError{"cgroup", err}
+	}
+	return k.service, classify(procFacts{TTY: st.TTY, Status: status, Owner: owner}), nil
+}
