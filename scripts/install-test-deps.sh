@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real components the tests run against, when missing:
 # redis-server, prometheus (promtool), prometheus-alertmanager (amtool), iproute2 (network
-# namespaces) and libc-bin (getent, for the dns tests).
+# namespaces), libc-bin (getent, for the dns tests) and util-linux's setsid, unshare and
+# setpriv (the supervision tests).
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
@@ -9,6 +10,9 @@ command -v promtool     >/dev/null 2>&1 || need+=(prometheus)
 command -v amtool       >/dev/null 2>&1 || need+=(prometheus-alertmanager)
 command -v ip           >/dev/null 2>&1 || need+=(iproute2)
 command -v getent       >/dev/null 2>&1 || need+=(libc-bin)   # the dns tests run `getent hosts <ip>`
+for tool in setsid unshare setpriv; do
+  command -v "$tool" >/dev/null 2>&1 || { need+=(util-linux); break; }
+done
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
