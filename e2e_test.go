@@ -27,7 +27,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under collecto
 // collectors cannot make the output depend on timing.
 var hostCollectors = map[string]bool{
 	"vmstat": true, "sysctl": true, "zoneinfo": true, "meminfo": true, "pressure": true, "diskstats": true,
-	"hungtask": true,
+	"hungtask": true, "supervision": true,
 }
 
 // buildBinary compiles the exporter once per test run.
