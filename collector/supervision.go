@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,11 +28,13 @@ func init() {
 	Register("supervision", true, newSupervisionCollector)
 }
 
-// minSupervisionInterval bounds the scan rate: a scan is one directory read
-// plus one small read per process, a few milliseconds per thousand
-// processes (docs/benchmarks.md), so even the minimum costs well under 1 % of
-// a core on a host with tens of thousands of processes.
-const minSupervisionInterval = 5 * time.Second
+// minSupervisionInterval bounds the scan rate. A scan costs one open, read
+// and close of /proc/<pid>/comm per process, about 15 µs of CPU each on a
+// loaded 2-vCPU VM (docs/benchmarks.md): every 10 s on a host with 5,000
+// processes that is under 1 % of a core. The state it reports lasts as long
+// as the operator's session, minutes to days, so scanning faster gains
+// nothing.
+const minSupervisionInterval = 10 * time.Second
 
 var (
 	watchedProcessesDesc = NewMetric("watched_processes",
@@ -45,7 +48,7 @@ var (
 		prometheus.GaugeValue)
 
 	supervisionInterval = kingpin.Flag("supervision.scan-interval",
-		"How often the supervision collector rescans /proc for the watched processes (RocketMQ broker and name server JVMs, redis-server); scrapes in between reuse the last scan. Minimum 5s.").
+		"How often the supervision collector rescans /proc for the watched processes (RocketMQ broker and name server JVMs, redis-server); scrapes in between reuse the last scan. Minimum 10s.").
 		Default("30s").Duration()
 )
 
@@ -212,11 +215,16 @@ func gone(err error) bool {
 // not a watched service (or is a zombie, a kernel thread, or gone). Its
 // identity is recorded in known.
 func (c *supervisionCollector) inspect(p procfs.Proc, known map[int]knownProc) (service, state string, err error) {
-	comm, err := p.Comm()
+	var buf [64]byte
+	b, err := readComm(c.paths.Proc(strconv.Itoa(p.PID), "comm"), buf[:])
 	if err != nil {
 		return "", "", &inspectError{"comm", err}
 	}
-	if comm != commJava && comm != commRedis && comm != commValkey {
+	var comm string
+	switch string(b) { // no allocation for the thousands of other processes
+	case commJava, commRedis, commValkey:
+		comm = string(b)
+	default:
 		return "", "", nil
 	}
 	st, err := p.Stat()
@@ -263,4 +271,27 @@ func (c *supervisionCollector) inspect(p procfs.Proc, known map[int]knownProc) (
 		return "", "", &inspectError{"cgroup", err}
 	}
 	return k.service, classify(procFacts{TTY: st.TTY, Status: status, Owner: owner}), nil
+}
+
+// readComm reads /proc/<pid>/comm (the name and a newline; the kernel
+// returns it whole in one read) with three system calls. It is the one read
+// made for every process, so it avoids os.Open's fstat and io.ReadAll's
+// second read, which made procfs' Proc.Comm twice as expensive
+// (docs/benchmarks.md).
+func readComm(path string, buf []byte) ([]byte, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	for {
+		n, err := syscall.Read(fd, buf)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		return bytes.TrimSuffix(buf[:n], []byte{'\n'}), nil
+	}
 }
