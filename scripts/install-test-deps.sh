@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real components the tests run against, when missing:
 # redis-server, prometheus (promtool), prometheus-alertmanager (amtool), iproute2 (network
-# namespaces), libc-bin (getent, for the dns tests) and util-linux's setsid, unshare and
-# setpriv (the supervision tests).
+# namespaces), libc-bin (getent, for the dns tests), util-linux's setsid, unshare and setpriv
+# (the supervision tests) and systemd-analyze (verifies the units in deploy/systemd).
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
@@ -10,6 +10,7 @@ command -v promtool     >/dev/null 2>&1 || need+=(prometheus)
 command -v amtool       >/dev/null 2>&1 || need+=(prometheus-alertmanager)
 command -v ip           >/dev/null 2>&1 || need+=(iproute2)
 command -v getent       >/dev/null 2>&1 || need+=(libc-bin)   # the dns tests run `getent hosts <ip>`
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 for tool in setsid unshare setpriv; do
   command -v "$tool" >/dev/null 2>&1 || { need+=(util-linux); break; }
 done
