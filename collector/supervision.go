@@ -231,8 +231,8 @@ func (c *supervisionCollector) inspect(p procfs.Proc, known map[int]knownProc) (
 	if err != nil {
 		return "", "", &inspectError{"stat", err}
 	}
-	// A zombie has exited and only waits for its parent: its cmdline is
-	// empty and it restarts nothing. "X" is a task being torn down.
+	// A zombie has exited and only waits for its parent to collect its
+	// status; "X" is a task being torn down. Neither is running any more.
 	if st.State == "Z" || st.State == "X" || st.Flags&pfKthread != 0 {
 		return "", "", nil
 	}

@@ -313,9 +313,10 @@ type procFacts struct {
 
 // classify gives a process's supervision state, first match wins:
 //
-//  1. container: its cgroup is a container runtime's. The runtime restarts
-//     it, and a terminal it has is the runtime's pseudo-terminal, which no
-//     operator's logout hangs up (so `docker run -it` is not "terminal").
+//  1. container: its cgroup is a container runtime's. The runtime
+//     supervises the container, and a terminal in it is the runtime's
+//     pseudo-terminal, which no client's disconnect hangs up (so `docker run
+//     -it` is not "terminal").
 //  2. nohup / terminal: it has a controlling terminal. The kernel sends
 //     SIGHUP when that terminal hangs up and shells forward SIGHUP to their
 //     jobs, so it dies when the session ends unless it ignores SIGHUP
