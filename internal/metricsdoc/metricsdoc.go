@@ -21,12 +21,24 @@ type Family struct {
 	Labels []string
 }
 
-// docRow matches a table row: | `stall_name` | type | `label`, `label` | unit | source |
-var docRow = regexp.MustCompile("^\\| `(stall_[a-z0-9_]+)` \\| ([a-z]+) \\| ([^|]*) \\|")
+// docRow matches a table row: | `name` | type | `label`, `label` | unit | source |
+var docRow = regexp.MustCompile("^\\| `([a-zA-Z_:][a-zA-Z0-9_:]*)` \\| ([a-z]+) \\| ([^|]*) \\|")
 
 // Read parses the metric tables of a docs/metrics.md file into name →
-// family. A name listed twice is an error.
+// family: the stall_ metrics the exporter serves. A name listed twice is
+// an error.
 func Read(path string) (map[string]Family, error) {
+	return readRows(path, func(name string) bool { return strings.HasPrefix(name, "stall_") })
+}
+
+// Others parses the rows of docs/metrics.md that name series from
+// Prometheus itself or from other exporters (every name outside stall_),
+// which rules and dashboards may read next to the exporter's own.
+func Others(path string) (map[string]Family, error) {
+	return readRows(path, func(name string) bool { return !strings.HasPrefix(name, "stall_") })
+}
+
+func readRows(path string, keep func(name string) bool) (map[string]Family, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -36,7 +48,7 @@ func Read(path string) (map[string]Family, error) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		m := docRow.FindStringSubmatch(sc.Text())
-		if m == nil {
+		if m == nil || !keep(m[1]) {
 			continue
 		}
 		var labels []string

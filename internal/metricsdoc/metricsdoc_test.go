@@ -2,6 +2,7 @@ package metricsdoc
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +39,27 @@ func TestReadAndLookup(t *testing.T) {
 	}
 	if f, ok := Lookup(doc, "stall_vm_dirty_bytes"); !ok || f.Type != "gauge" {
 		t.Errorf("gauge: %+v %v", f, ok)
+	}
+}
+
+func TestOthers(t *testing.T) {
+	others, err := Others("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := others["up"]; !ok || f.Type != "gauge" {
+		t.Errorf("up: %+v %v", f, ok)
+	}
+	for name := range others {
+		if strings.HasPrefix(name, "stall_") {
+			t.Errorf("Others returned the exporter's own %s", name)
+		}
+	}
+	own, err := Read("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := own["up"]; ok {
+		t.Error("Read returned up, which the exporter does not serve")
 	}
 }

@@ -1,0 +1,398 @@
+package dashboards
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
+)
+
+// TestGenerated regenerates every dashboard and fails when a committed JSON
+// file differs, is missing, or has no generator.
+func TestGenerated(t *testing.T) {
+	files, err := filepath.Glob("*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made []string
+	for _, b := range All() {
+		made = append(made, b.File)
+		want, err := b.Render()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(b.File)
+		if err != nil {
+			t.Errorf("%v (run `make dashboards`)", err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is stale: run `make dashboards` and commit the result", b.File)
+		}
+	}
+	for _, f := range files {
+		if !slices.Contains(made, f) {
+			t.Errorf("%s has no generator in this package: remove it or register its builder", f)
+		}
+	}
+	if len(made) < 4 {
+		t.Errorf("only %d dashboards registered", len(made))
+	}
+}
+
+// Sentinel values for the built-in interval variables, so that the lint can
+// tell which one a range uses after parsing.
+var builtins = map[string]string{
+	"__rate_interval": "1001s",
+	"__interval":      "1002s",
+	"__range":         "1003s",
+}
+
+// lintValues are the values the lint substitutes: the built-in sentinels,
+// and each template variable as a value no real label has, which the
+// job/instance rule looks for in the parsed matchers.
+func lintValues(m *Model) map[string]string {
+	v := map[string]string{}
+	for k, s := range builtins {
+		v[k] = s
+	}
+	for _, tv := range m.Templating.List {
+		v[tv.Name] = "VAR_" + tv.Name
+	}
+	return v
+}
+
+// TestLint checks every dashboard JSON file in this directory against the
+// dashboard-linter's rules (that tool cannot be installed here) and ours.
+func TestLint(t *testing.T) {
+	files, err := filepath.Glob("*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no dashboards: %v", err)
+	}
+	doc, err := metricsdoc.Read("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	others, err := metricsdoc.Others("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]string{}
+	for _, f := range files {
+		m, err := Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := &linter{doc: doc, others: others}
+		if prev, dup := uids[m.UID]; dup || m.UID == "" {
+			l.errorf("", "uid %q empty or also used by %s", m.UID, prev)
+		}
+		uids[m.UID] = f
+		l.dashboard(m)
+		for _, p := range l.problems {
+			t.Errorf("%s%s", f, p)
+		}
+	}
+}
+
+// linter collects the rule violations of one dashboard.
+type linter struct {
+	doc      map[string]metricsdoc.Family
+	others   map[string]metricsdoc.Family
+	problems []string
+}
+
+func (l *linter) errorf(where, format string, a ...any) {
+	if where != "" {
+		where = " " + where
+	}
+	l.problems = append(l.problems, where+": "+fmt.Sprintf(format, a...))
+}
+
+func (l *linter) dashboard(m *Model) {
+	if m.Title == "" || !slices.Contains(m.Tags, Tag) {
+		l.errorf("", "title %q and tag %q required", m.Title, Tag)
+	}
+	l.variables(m)
+	values := lintValues(m)
+	ids := map[int]bool{}
+	for _, p := range m.Panels {
+		where := fmt.Sprintf("panel %d %q", p.ID, p.Title)
+		if ids[p.ID] || p.ID == 0 {
+			l.errorf(where, "panel id missing or repeated")
+		}
+		ids[p.ID] = true
+		if p.GridPos.W <= 0 || p.GridPos.H <= 0 || p.GridPos.X+p.GridPos.W > 24 {
+			l.errorf(where, "grid position %+v outside the 24-column grid", p.GridPos)
+		}
+		if p.Type == "row" {
+			if p.Title == "" {
+				l.errorf(where, "row without a title")
+			}
+			if !p.Collapsed && len(p.Panels) > 0 {
+				l.errorf(where, "an expanded row with nested panels shows nothing in Grafana")
+			}
+			continue
+		}
+		l.panel(where, p, values)
+	}
+}
+
+// variables: a datasource variable labelled "Data source"; job and instance
+// variables; every query variable multi-value with All = .+, on the
+// templated data source, its query label_values over documented metrics.
+func (l *linter) variables(m *Model) {
+	ds, ok := m.Variable("datasource")
+	if !ok || ds.Type != "datasource" || ds.Label != "Data source" || ds.QueryString() != "prometheus" {
+		l.errorf("", "want a datasource variable named datasource, labelled \"Data source\", of type prometheus; got %+v", ds)
+	}
+	for _, name := range []string{"job", "instance"} {
+		if _, ok := m.Variable(name); !ok {
+			l.errorf("", "no %s variable", name)
+		}
+	}
+	values := lintValues(m)
+	for _, v := range m.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		where := "variable " + v.Name
+		if !v.Multi || !v.IncludeAll || v.AllValue != ".+" {
+			l.errorf(where, "want multi, include All and All value .+; got multi %v, includeAll %v, allValue %q", v.Multi, v.IncludeAll, v.AllValue)
+		}
+		if v.Datasource == nil || v.Datasource.UID != "${datasource}" {
+			l.errorf(where, "data source %+v, want ${datasource}", v.Datasource)
+		}
+		selector, _, ok := v.LabelValues()
+		if !ok {
+			l.errorf(where, "query %q is not label_values(selector, label)", v.QueryString())
+			continue
+		}
+		expr, err := Expand(selector, values)
+		if err != nil {
+			l.errorf(where, "%v", err)
+			continue
+		}
+		l.names(where, expr)
+	}
+}
+
+func (l *linter) panel(where string, p Panel, values map[string]string) {
+	if strings.TrimSpace(p.Title) == "" || len(strings.TrimSpace(p.Description)) < 40 {
+		l.errorf(where, "needs a title and a description saying what to look for")
+	}
+	if p.Datasource == nil || p.Datasource.UID != "${datasource}" {
+		l.errorf(where, "data source %+v, want the ${datasource} variable", p.Datasource)
+	}
+	unit := p.FieldConfig.Defaults.Unit
+	switch {
+	case unit == "":
+		l.errorf(where, "no unit")
+	case unit == "none" && p.Type != "table":
+		l.errorf(where, "unit none is only for tables of mixed settings")
+	}
+	if p.Type == "heatmap" {
+		yAxis, _ := p.Options["yAxis"].(map[string]any)
+		color, _ := p.Options["color"].(map[string]any)
+		if u, _ := yAxis["unit"].(string); u == "" {
+			l.errorf(where, "heatmap without a y-axis unit")
+		}
+		if s, _ := color["steps"].(float64); s < 2 {
+			l.errorf(where, "heatmap colour steps %v: Grafana needs at least 2", color["steps"])
+		}
+		if calc, _ := p.Options["calculate"].(bool); calc {
+			l.errorf(where, "heatmap of a Prometheus histogram must not re-bucket (calculate: false)")
+		}
+	}
+	if len(p.Targets) == 0 {
+		l.errorf(where, "no queries")
+	}
+	for _, tg := range p.Targets {
+		if tg.Datasource == nil || tg.Datasource.UID != "${datasource}" {
+			l.errorf(where, "query data source %+v, want ${datasource}", tg.Datasource)
+		}
+		expr, err := Expand(tg.Expr, values)
+		if err != nil {
+			l.errorf(where, "%v", err)
+			continue
+		}
+		l.query(where, tg.Expr, expr)
+	}
+}
+
+var rateFuncs = map[string]bool{"rate": true, "irate": true, "increase": true}
+
+// query parses one expanded query and applies the PromQL rules.
+func (l *linter) query(where, raw, expr string) {
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		l.errorf(where, "%q does not parse: %v", raw, err)
+		return
+	}
+	l.names(where, expr)
+	interval := func(d time.Duration) string {
+		for k, s := range builtins {
+			if want, _ := time.ParseDuration(s); want == d {
+				return k
+			}
+		}
+		return d.String()
+	}
+	parser.Inspect(e, func(n parser.Node, path []parser.Node) error {
+		switch n := n.(type) {
+		case *parser.VectorSelector:
+			l.selector(where, raw, n, path)
+		case *parser.MatrixSelector:
+			got := interval(n.Range)
+			call, _ := parent(path).(*parser.Call)
+			switch {
+			case call != nil && rateFuncs[call.Func.Name] && got != "__rate_interval" && !(call.Func.Name == "increase" && got == "__range"):
+				l.errorf(where, "%s over %s in %q: use $__rate_interval (increase may also use $__range)", call.Func.Name, got, raw)
+			case !strings.HasPrefix(got, "__"):
+				l.errorf(where, "fixed range %s in %q: use $__rate_interval, $__interval or $__range", got, raw)
+			}
+		case *parser.SubqueryExpr:
+			l.errorf(where, "subquery in %q: Grafana's step already does this", raw)
+		case *parser.Call:
+			if n.Func.Name == "histogram_quantile" {
+				agg, ok := n.Args[1].(*parser.AggregateExpr)
+				if !ok || agg.Without || !slices.Contains(agg.Grouping, "le") {
+					l.errorf(where, "histogram_quantile in %q must aggregate its buckets by (…, le)", raw)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// selector: every selector filters on the job and instance variables, and a
+// counter is read only through rate, irate or increase.
+func (l *linter) selector(where, raw string, vs *parser.VectorSelector, path []parser.Node) {
+	has := func(label string) bool {
+		for _, m := range vs.LabelMatchers {
+			if m.Name == label && m.Type.String() == "=~" && m.Value == "VAR_"+label {
+				return true
+			}
+		}
+		return false
+	}
+	if !has("job") || !has("instance") {
+		l.errorf(where, "selector %s in %q does not filter job=~\"$job\" and instance=~\"$instance\"", vs, raw)
+	}
+	name := vs.Name
+	f, documented := metricsdoc.Lookup(l.doc, name)
+	counter := strings.HasSuffix(name, "_total") || (documented && f.Type == "counter") ||
+		(documented && f.Type == "histogram" && name != f.Name)
+	if !counter {
+		return
+	}
+	ms, _ := parent(path).(*parser.MatrixSelector)
+	var call *parser.Call
+	if ms != nil && len(path) >= 2 {
+		call, _ = path[len(path)-2].(*parser.Call)
+	}
+	if ms == nil || call == nil || !rateFuncs[call.Func.Name] {
+		l.errorf(where, "counter %s in %q is not inside rate, irate or increase", name, raw)
+	}
+}
+
+// names checks that every metric a query reads is documented.
+func (l *linter) names(where, expr string) {
+	names, err := metricsdoc.MetricNames(expr)
+	if err != nil {
+		l.errorf(where, "%q: %v", expr, err)
+		return
+	}
+	for _, n := range names {
+		if _, ok := metricsdoc.Lookup(l.doc, n); ok {
+			continue
+		}
+		if _, ok := l.others[n]; ok {
+			continue
+		}
+		l.errorf(where, "%s is not in docs/metrics.md (renamed or removed?)", n)
+	}
+}
+
+func parent(path []parser.Node) parser.Node {
+	if len(path) == 0 {
+		return nil
+	}
+	return path[len(path)-1]
+}
+
+// TestLintCatches feeds the lint a dashboard that breaks each rule once and
+// checks that each breach is reported.
+func TestLintCatches(t *testing.T) {
+	const bad = `{"uid": "bad", "title": "Bad", "tags": ["stall_exporter"],
+	  "templating": {"list": [
+	    {"type": "datasource", "name": "datasource", "label": "Datasource", "query": "prometheus"},
+	    {"type": "query", "name": "job", "query": "label_values(stall_vm_dirty_bytes, job)", "datasource": {"uid": "${datasource}"}, "multi": false, "includeAll": true, "allValue": ".+"},
+	    {"type": "query", "name": "instance", "query": "label_values(stall_vm_dirty_bytez{job=~\"$job\"}, instance)", "datasource": {"uid": "${datasource}"}, "multi": true, "includeAll": true, "allValue": ".*"}
+	  ]},
+	  "panels": [
+	    {"type": "row", "id": 1, "title": "Row", "gridPos": {"h": 1, "w": 24}, "panels": [{"type": "timeseries"}]},
+	    {"type": "timeseries", "id": 2, "title": "No description", "datasource": {"uid": "prom-1"}, "gridPos": {"h": 8, "w": 12, "x": 16},
+	     "targets": [
+	       {"expr": "rate(stall_vm_major_faults_total{job=~\"$job\",instance=~\"$instance\"}[5m])", "datasource": {"uid": "${datasource}"}},
+	       {"expr": "stall_vm_major_faults_total{job=~\"$job\",instance=~\"$instance\"}", "datasource": {"uid": "${datasource}"}},
+	       {"expr": "stall_vm_dirty_bytes{job=~\"$job\"}", "datasource": {"uid": "${datasource}"}},
+	       {"expr": "stall_vm_dirty_bytez{job=~\"$job\",instance=~\"$instance\"} * $foo", "datasource": {"uid": "${datasource}"}},
+	       {"expr": "histogram_quantile(0.99, sum by (device) (rate(stall_disk_await_seconds_bucket{job=~\"$job\",instance=~\"$instance\"}[$__rate_interval])))"},
+	       {"expr": "max_over_time(stall_vm_dirty_bytes{job=~\"$job\",instance=~\"$instance\"}[1h])", "datasource": {"uid": "${datasource}"}}
+	     ]},
+	    {"type": "heatmap", "id": 2, "title": "Heat", "description": "A heatmap whose colour scheme has a single step.", "datasource": {"uid": "${datasource}"},
+	     "gridPos": {"h": 8, "w": 12}, "fieldConfig": {"defaults": {"unit": "s"}}, "options": {"calculate": true, "color": {"steps": 1}, "yAxis": {}},
+	     "targets": [{"expr": "sum by (le) (rate(stall_disk_await_seconds_bucket{job=~\"$job\",instance=~\"$instance\"}[$__interval]))", "datasource": {"uid": "${datasource}"}}]}
+	  ]}`
+	path := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := metricsdoc.Read("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &linter{doc: doc}
+	l.dashboard(m)
+	all := strings.Join(l.problems, "\n")
+	for _, want := range []string{
+		`want a datasource variable named datasource, labelled "Data source"`,
+		"variable job: want multi, include All and All value .+",
+		"variable instance: want multi, include All and All value .+",
+		"variable instance: stall_vm_dirty_bytez is not in docs/metrics.md",
+		"an expanded row with nested panels shows nothing",
+		`"No description": needs a title and a description`,
+		`"No description": data source &{Type: UID:prom-1}, want the ${datasource} variable`,
+		`"No description": no unit`,
+		"outside the 24-column grid",
+		"rate over 5m0s",
+		"counter stall_vm_major_faults_total",
+		`does not filter job=~"$job" and instance=~"$instance"`,
+		"no value for variable(s) foo",
+		"histogram_quantile in",
+		"query data source <nil>",
+		"fixed range 1h0m0s",
+		"panel id missing or repeated",
+		"colour steps 1",
+		"must not re-bucket",
+		"heatmap without a y-axis unit",
+		"rate over __interval",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("lint did not report %q; it reported:\n%s", want, all)
+		}
+	}
+}

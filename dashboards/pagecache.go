@@ -1,0 +1,129 @@
+package dashboards
+
+import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
+
+func init() { register("stall-page-cache.json", pageCache) }
+
+// disk selects the chosen hosts and devices.
+const disk = `{SEL,device=~"$device"}`
+
+// pageCache is the page cache, reclaim and disk dashboard: dirty pages
+// against the kernel's thresholds, the sampler's await and utilisation
+// histograms, reclaim and allocation stalls, zone headroom, PSI and the
+// vm.* tunables.
+func pageCache() *dashboard.DashboardBuilder {
+	b := newBoard("stall-page-cache", "Stall / Page cache and disks",
+		"Dirty pages against the kernel's thresholds, disk latency from the 1 s sampler, reclaim and allocation stalls, zone headroom, pressure and the vm.* tunables behind them.",
+		"stall_vm_dirty_bytes",
+		subVar("device", "Device", "stall_disk_io_time_seconds_total", "device"))
+
+	b.WithRow(row("Dirty pages and writeback"))
+	b.WithPanel(dashed(graph("Dirty + writeback against the kernel thresholds",
+		"Dirty plus writeback bytes against the kernel's own limits (/proc/vmstat nr_dirty_background_threshold and nr_dirty_threshold). Above the background threshold the flusher threads write back; above the midpoint of the two (dashed, 'throttling starts') balance_dirty_pages() makes every writer sleep; at the dirty threshold writers wait the longest.",
+		"bytes",
+		q(`stall_vm_dirty_bytes{SEL} + stall_vm_writeback_bytes{SEL}`, "{{instance}} dirty + writeback"),
+		q(`stall_vm_dirty_background_threshold_bytes{SEL}`, "{{instance}} background threshold"),
+		q(`(stall_vm_dirty_threshold_bytes{SEL} + stall_vm_dirty_background_threshold_bytes{SEL}) / 2`, "{{instance}} throttling starts"),
+		q(`stall_vm_dirty_threshold_bytes{SEL}`, "{{instance}} dirty threshold"),
+	), ".*(threshold|throttling starts)$"))
+	b.WithPanel(withLine(graph("Dirty throttle ratio",
+		"(dirty + writeback) / the point where throttling starts, at each scrape and as the 99th percentile of the sampler's 1 s samples. Above the red line at 100 % (1.0) the kernel is throttling writers: a broker appending to its CommitLog or a Redis AOF rewrite sleeps in write().",
+		"percentunit",
+		q(`stall_vm_dirty_throttle_ratio{SEL}`, "{{instance}} at scrape"),
+		q(`histogram_quantile(0.99, sum by (job, instance, le) (rate(stall_vm_dirty_throttle_ratio_sampled_bucket{SEL}[$__rate_interval])))`, "{{instance}} p99 of 1 s samples"),
+	), 1.0))
+	b.WithPanel(graph("Time writers were throttled",
+		"Share of each second in which the sampled throttle ratio was at or above 1, so a 2 s excursion between two scrapes still shows. Above 0: writers were being throttled.",
+		"percentunit",
+		q(`rate(stall_vm_dirty_throttled_seconds_total{SEL}[$__rate_interval])`, "{{instance}}"),
+	).Max(1))
+	b.WithPanel(graph("Memory: page cache and available",
+		"Page cache (Cached) and MemAvailable against MemTotal. A page cache that fills most of memory with little available means every new mapped file or allocation goes through reclaim first.",
+		"bytes",
+		q(`stall_memory_total_bytes{SEL}`, "{{instance}} total"),
+		q(`stall_memory_cached_bytes{SEL}`, "{{instance}} page cache"),
+		q(`stall_memory_available_bytes{SEL}`, "{{instance}} available"),
+	))
+
+	b.WithRow(row("Disks (1 s sampler)"))
+	b.WithPanel(heat("Disk await (1 s samples)",
+		"Each second's average I/O wait of the selected devices, one sample per second. Cells high up are seconds in which the average request waited that long; on a healthy SSD they stay below 10 ms.",
+		"s",
+		`sum by (le) (rate(stall_disk_await_seconds_bucket`+disk+`[$__rate_interval]))`))
+	b.WithPanel(heat("Disk utilisation (1 s samples)",
+		"Each second's busy time of the selected devices. A band at 100 % means the device had I/O in flight all the time: requests queue and await climbs.",
+		"percentunit",
+		`sum by (le) (rate(stall_disk_utilization_ratio_bucket`+disk+`[$__rate_interval]))`))
+	b.WithPanel(graph("Disk await p99 by device",
+		"99th percentile of the 1 s await samples per device. Hundreds of milliseconds is the signature of writeback saturating the disk.",
+		"s",
+		q(`histogram_quantile(0.99, sum by (job, instance, device, le) (rate(stall_disk_await_seconds_bucket`+disk+`[$__rate_interval])))`, "{{instance}} {{device}}"),
+	))
+	b.WithPanel(graph("Disk utilisation by device",
+		"Share of time the device had I/O in flight, from the diskstats io_ticks counter. At 100 % the device is saturated (for SSDs and RAID, 100 % may still leave parallel capacity: check await).",
+		"percentunit",
+		q(`rate(stall_disk_io_time_seconds_total`+disk+`[$__rate_interval])`, "{{instance}} {{device}}"),
+	).Max(1))
+	b.WithPanel(graph("Disk throughput",
+		"Bytes read and written per second. A write rate flat at the device's limit while dirty pages grow means writeback cannot keep up.",
+		"Bps",
+		q(`rate(stall_disk_read_bytes_total`+disk+`[$__rate_interval])`, "{{instance}} {{device}} read"),
+		q(`rate(stall_disk_written_bytes_total`+disk+`[$__rate_interval])`, "{{instance}} {{device}} written"),
+	))
+	b.WithPanel(graph("Disk queue depth",
+		"Average number of requests in flight (weighted io_ticks). A deep queue with rising await means the device is the bottleneck.",
+		"short",
+		q(`rate(stall_disk_io_time_weighted_seconds_total`+disk+`[$__rate_interval])`, "{{instance}} {{device}}"),
+	))
+
+	b.WithRow(row("Reclaim and allocation"))
+	b.WithPanel(graph("Allocation and compaction stalls",
+		"Allocations that reclaimed memory themselves (allocation stalls) and that compacted memory to find contiguous pages (compaction stalls). Each is a latency spike in the allocating process; any sustained rate precedes the kernel's 'page allocation failure'.",
+		"ops",
+		q(`rate(stall_vm_allocation_stalls_total{SEL}[$__rate_interval])`, "{{instance}} allocation stalls"),
+		q(`rate(stall_vm_compaction_stalls_total{SEL}[$__rate_interval])`, "{{instance}} compaction stalls"),
+	))
+	b.WithPanel(graph("Pages scanned and reclaimed",
+		"Pages per second scanned by processes in direct reclaim, pages they reclaimed, and pages scanned by kswapd. Direct reclaim above 0 means applications are doing the kernel's work; kswapd alone is normal background reclaim.",
+		"short",
+		q(`rate(stall_vm_direct_reclaim_scanned_pages_total{SEL}[$__rate_interval])`, "{{instance}} direct scanned"),
+		q(`rate(stall_vm_direct_reclaim_reclaimed_pages_total{SEL}[$__rate_interval])`, "{{instance}} direct reclaimed"),
+		q(`rate(stall_vm_kswapd_scanned_pages_total{SEL}[$__rate_interval])`, "{{instance}} kswapd scanned"),
+	))
+	b.WithPanel(graph("Major faults and refaults",
+		"Page faults that had to read from disk, and pages read back soon after being evicted (workingset refaults). A burst when a broker maps a new CommitLog file, or a steady refault rate, means the page cache is too small for the working set.",
+		"ops",
+		q(`rate(stall_vm_major_faults_total{SEL}[$__rate_interval])`, "{{instance}} major faults"),
+		q(`rate(stall_vm_refaults_total{SEL}[$__rate_interval])`, "{{instance}} refaults"),
+	))
+	b.WithPanel(dashed(graph("Zone free memory against watermarks",
+		"Free memory of each zone against its min and low watermarks (dashed). Below low, kswapd wakes; below min, allocations reclaim directly and stall. A zone hovering just above low is one burst away from allocation stalls.",
+		"bytes",
+		q(`stall_vm_zone_free_bytes{SEL}`, "{{instance}} node {{node}} {{zone}} free"),
+		q(`stall_vm_zone_watermark_bytes{SEL,level=~"min|low"}`, "{{instance}} node {{node}} {{zone}} {{level}} watermark"),
+	), ".*watermark$"))
+	b.WithPanel(graph("Pressure stall information (PSI)",
+		"Share of time some (at least one) or all (full) non-idle tasks were stalled on cpu, memory, io or irq. Memory or io 'full' above a few percent means the host is stalling its applications.",
+		"percentunit",
+		q(`rate(stall_pressure_stalled_seconds_total{SEL}[$__rate_interval])`, "{{instance}} {{resource}} {{scope}}"),
+	))
+	b.WithPanel(bars(graph("Kernel log events",
+		"Kernel log records per $__rate_interval: page allocation failures, hung tasks, OOM kills, I/O errors, soft lockups, and OOM kills counted by /proc/vmstat. Lower bounds: the kernel prints at most one allocation failure report per 10 s and kernel.hung_task_warnings hung-task reports per boot.",
+		"short",
+		q(`sum by (job, instance, event) (increase(stall_kernel_log_events_total{SEL}[$__rate_interval]))`, "{{instance}} {{event}}"),
+		q(`increase(stall_vm_oom_kills_total{SEL}[$__rate_interval])`, "{{instance}} oom kills (vmstat)"),
+	)))
+
+	b.WithRow(row("Tunables"))
+	b.WithPanel(tablePanel("vm.* and hung-task settings",
+		"The vm.* tunables behind the thresholds above, and the hung-task detector's settings, one row per host. Ratios are percent, *_centisecs hundredths of a second, *_bytes bytes, min_free_kbytes KiB. vm.dirty_ratio and vm.dirty_background_ratio set the thresholds (unless the *_bytes variants are non-zero); kernel.hung_task_warnings at 0 means the kernel no longer reports hung tasks.",
+		"none",
+		tableQuery(`max by (instance, name) (stall_vm_sysctl{SEL})`),
+		tableQuery(`label_replace(max by (instance) (stall_kernel_hung_task_warnings_remaining{SEL}), "name", "kernel.hung_task_warnings", "", "")`),
+		tableQuery(`label_replace(max by (instance) (stall_kernel_hung_task_timeout_seconds{SEL}), "name", "kernel.hung_task_timeout_secs", "", "")`),
+	).Transformations([]dashboard.DataTransformerConfig{
+		transform("merge", map[string]any{}),
+		transform("groupingToMatrix", map[string]any{"columnField": "name", "rowField": "instance", "valueField": "Value"}),
+	}))
+	return b
+}
