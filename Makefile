@@ -13,7 +13,7 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 ARGS      ?=
 
-.PHONY: all build run test test-deps lint fuzz bench golden clean readme-flags rules rules-doc
+.PHONY: all build run test test-deps lint fuzz bench golden dashboards clean readme-flags rules rules-doc
 
 all: build
 
@@ -70,6 +70,10 @@ rules:
 ## rules-doc: regenerate the lead-time and baseline tables of docs/alerts.md from alerts/tests/
 rules-doc:
 	$(GO) test -count=1 -run TestAlertsDoc ./alerts/ -update
+
+## dashboards: regenerate the Grafana dashboards (dashboards/*.json) from their Go builders
+dashboards:
+	$(GO) generate ./dashboards
 
 clean:
 	rm -f $(BINARY)

@@ -1,11 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // requireTool returns the path of a test tool; in CI its absence fails.
@@ -21,21 +31,563 @@ func requireTool(t *testing.T, name string) string {
 	return path
 }
 
-// TestDeployConfigs checks the shipped Prometheus and Alertmanager
-// configurations with the real promtool and amtool.
-func TestDeployConfigs(t *testing.T) {
-	promtool := requireTool(t, "promtool")
-	out, err := exec.Command(promtool, "check", "config", "--syntax-only", "deploy/prometheus/prometheus.yml").CombinedOutput()
+// alertRule is one rule of an alerts/*.yml file, as far as the deploy and
+// end-to-end tests read it.
+type alertRule struct {
+	Alert  string            `json:"alert"`
+	Record string            `json:"record"`
+	Expr   string            `json:"expr"`
+	Labels map[string]string `json:"labels"`
+}
+
+// alertRules reads every rule of every alerts/*.yml file (the rule files;
+// alerts/tests holds promtool's replays). No file yet is no rule.
+func alertRules(t *testing.T) (files []string, rules []alertRule) {
+	t.Helper()
+	files, err := filepath.Glob("alerts/*.yml")
 	if err != nil {
-		t.Errorf("promtool check config: %v\n%s", err, out)
+		t.Fatal(err)
 	}
-	amtool := requireTool(t, "amtool")
-	out, err = exec.Command(amtool, "check-config", "deploy/prometheus/alertmanager.yml").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "SUCCESS") {
-		t.Errorf("amtool check-config: %v\n%s", err, out)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rf struct {
+			Groups []struct {
+				Rules []alertRule `json:"rules"`
+			} `json:"groups"`
+		}
+		if err := yaml.Unmarshal(b, &rf); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, g := range rf.Groups {
+			rules = append(rules, g.Rules...)
+		}
+	}
+	return files, rules
+}
+
+// promSetup says how deployPromConfig adapts deploy/prometheus/prometheus.yml
+// to a test run. Empty fields keep the file's values.
+type promSetup struct {
+	exporter string              // host:port replacing the example's localhost:29110
+	targets  map[string][]string // /probe module → targets replacing the example's
+	rulesDir string              // directory replacing the rule_files directory
+	interval string              // scrape and evaluation interval (and scrape timeout)
+	node     string              // node name the Kubernetes job's pod reports
+	noAlerts bool                // drop the alerting section (no Alertmanager runs)
+}
+
+// The Kubernetes pod the stall-kubernetes job would discover, as the
+// labels Prometheus' pod discovery gives it.
+func podMetaLabels(node string) map[string]any {
+	return map[string]any{
+		"__meta_kubernetes_namespace":                        "monitoring",
+		"__meta_kubernetes_pod_name":                         "stall-exporter-test",
+		"__meta_kubernetes_pod_node_name":                    node,
+		"__meta_kubernetes_pod_label_app_kubernetes_io_name": "stall-exporter",
+		"__meta_kubernetes_pod_container_port_name":          "metrics",
 	}
 }
 
+// deployPromConfig returns deploy/prometheus/prometheus.yml adapted to a
+// test run and the scrape jobs it holds. Debian's Prometheus is built
+// without Kubernetes discovery, so each kubernetes_sd_configs becomes a
+// static target carrying the labels pod discovery would give the
+// exporter's pod: the job's relabeling then runs for real. Everything else
+// (jobs, paths, params, relabeling) is the file's own.
+func deployPromConfig(t *testing.T, s promSetup) (config []byte, jobs []string) {
+	t.Helper()
+	b, err := os.ReadFile("deploy/prometheus/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	if s.interval != "" {
+		g, _ := c["global"].(map[string]any)
+		g["scrape_interval"], g["scrape_timeout"], g["evaluation_interval"] = s.interval, s.interval, s.interval
+	}
+	if s.noAlerts {
+		delete(c, "alerting")
+	}
+	if s.rulesDir != "" {
+		files, _ := c["rule_files"].([]any)
+		for i, f := range files {
+			files[i] = filepath.Join(s.rulesDir, filepath.Base(f.(string)))
+		}
+	}
+	scrapes, _ := c["scrape_configs"].([]any)
+	for _, sc := range scrapes {
+		job := sc.(map[string]any)
+		jobs = append(jobs, job["job_name"].(string))
+		static := func(targets []string, labels map[string]any) {
+			entry := map[string]any{"targets": targets}
+			if labels != nil {
+				entry["labels"] = labels
+			}
+			job["static_configs"] = []any{entry}
+		}
+		params, _ := job["params"].(map[string]any)
+		modules, _ := params["module"].([]any)
+		switch {
+		case job["kubernetes_sd_configs"] != nil:
+			checkKubernetesSD(t, job)
+			delete(job, "kubernetes_sd_configs")
+			addr := s.exporter
+			if addr == "" {
+				addr = "localhost:29110"
+			}
+			node := s.node
+			if node == "" {
+				node = "node-1"
+			}
+			static([]string{addr}, podMetaLabels(node))
+		case len(modules) == 1 && s.targets != nil:
+			targets, ok := s.targets[modules[0].(string)]
+			if !ok {
+				t.Fatalf("job %v probes module %v, which the test has no target for", job["job_name"], modules[0])
+			}
+			static(targets, nil)
+		case s.exporter != "" && len(modules) == 0:
+			static([]string{s.exporter}, nil)
+		}
+	}
+	out, err := yaml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.exporter != "" {
+		out = bytes.ReplaceAll(out, []byte("localhost:29110"), []byte(s.exporter))
+	}
+	return out, jobs
+}
+
+// checkKubernetesSD decodes a job's kubernetes_sd_configs strictly into the
+// fields of Prometheus' configuration reference (no promtool here can: see
+// deployPromConfig), and checks that its keep rule selects the DaemonSet's
+// pod label and port name.
+func checkKubernetesSD(t *testing.T, job map[string]any) {
+	t.Helper()
+	raw, err := yaml.Marshal(job["kubernetes_sd_configs"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sds []struct {
+		Role           string `json:"role"`
+		APIServer      string `json:"api_server"`
+		KubeconfigFile string `json:"kubeconfig_file"`
+		Namespaces     *struct {
+			OwnNamespace bool     `json:"own_namespace"`
+			Names        []string `json:"names"`
+		} `json:"namespaces"`
+		Selectors []struct {
+			Role  string `json:"role"`
+			Label string `json:"label"`
+			Field string `json:"field"`
+		} `json:"selectors"`
+		AttachMetadata *struct {
+			Node bool `json:"node"`
+		} `json:"attach_metadata"`
+	}
+	if err := yaml.UnmarshalStrict(raw, &sds); err != nil {
+		t.Fatalf("job %v: kubernetes_sd_configs: %v", job["job_name"], err)
+	}
+	roles := []string{"pod", "node", "service", "endpoints", "endpointslice", "ingress"}
+	for _, sd := range sds {
+		if !slices.Contains(roles, sd.Role) {
+			t.Errorf("kubernetes_sd_configs role %q", sd.Role)
+		}
+		for _, sel := range sd.Selectors {
+			if !slices.Contains(roles, sel.Role) || sel.Label != "app.kubernetes.io/name=stall-exporter" {
+				t.Errorf("kubernetes_sd_configs selector %+v: want role pod and the DaemonSet's label", sel)
+			}
+		}
+		if sd.Namespaces == nil || !slices.Contains(sd.Namespaces.Names, "monitoring") {
+			t.Errorf("kubernetes_sd_configs namespaces %+v: want the DaemonSet's namespace, monitoring", sd.Namespaces)
+		}
+	}
+}
+
+// TestDeployConfigs checks the shipped Prometheus and Alertmanager
+// configurations with the real promtool and amtool: syntax, rule files
+// (alerts/*.yml installed as the README says), routing by severity for
+// every alert the rules define, and inhibitions that name only those
+// alerts.
+func TestDeployConfigs(t *testing.T) {
+	promtool := requireTool(t, "promtool")
+	files, rules := alertRules(t)
+	rulesDir := t.TempDir()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(rulesDir, filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, jobs := deployPromConfig(t, promSetup{rulesDir: rulesDir})
+	for _, want := range []string{"stall", "stall-kubernetes", "stall-redis", "stall-rocketmq"} {
+		if !slices.Contains(jobs, want) {
+			t.Errorf("prometheus.yml has no job %s (jobs %v)", want, jobs)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "prometheus.yml")
+	if err := os.WriteFile(path, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(promtool, "check", "config", path).CombinedOutput()
+	if err != nil {
+		t.Errorf("promtool check config: %v\n%s\n%s", err, out, cfg)
+	}
+	if n := strings.Count(string(out), "SUCCESS: "); n != 1+len(files) {
+		t.Errorf("promtool checked %d files, want the config and %d rule files:\n%s", n, len(files), out)
+	}
+
+	amtool := requireTool(t, "amtool")
+	const am = "deploy/prometheus/alertmanager.yml"
+	out, err = exec.Command(amtool, "check-config", am).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SUCCESS") {
+		t.Errorf("amtool check-config: %v\n%s", err, out)
+	}
+	receiver := map[string]string{"critical": "pager", "warning": "chat", "info": "tickets"}
+	route := func(labels ...string) string {
+		args := append([]string{"config", "routes", "test", "--config.file=" + am}, labels...)
+		out, err := exec.Command(amtool, args...).Output()
+		if err != nil {
+			t.Fatalf("amtool %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	for severity, want := range receiver {
+		if got := route("alertname=Example", "severity="+severity); got != want {
+			t.Errorf("severity %s routes to %q, want %q", severity, got, want)
+		}
+	}
+	alerts := map[string]bool{}
+	for _, r := range rules {
+		if r.Alert == "" {
+			continue
+		}
+		alerts[r.Alert] = true
+		severity := r.Labels["severity"]
+		want, ok := receiver[severity]
+		if !ok {
+			t.Errorf("alert %s has severity %q; Alertmanager routes critical, warning and info", r.Alert, severity)
+			continue
+		}
+		if got := route("alertname="+r.Alert, "severity="+severity); got != want {
+			t.Errorf("alert %s (%s) routes to %q, want %q", r.Alert, severity, got, want)
+		}
+	}
+	checkInhibitions(t, am, alerts)
+}
+
+// checkInhibitions fails when an inhibition of the Alertmanager
+// configuration names an alert that no alerts/*.yml file defines.
+func checkInhibitions(t *testing.T, path string, alerts map[string]bool) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		InhibitRules []struct {
+			SourceMatchers []string          `json:"source_matchers"`
+			TargetMatchers []string          `json:"target_matchers"`
+			SourceMatch    map[string]string `json:"source_match"`
+			TargetMatch    map[string]string `json:"target_match"`
+		} `json:"inhibit_rules"`
+	}
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.InhibitRules) == 0 {
+		t.Fatalf("%s has no inhibition", path)
+	}
+	alertname := regexp.MustCompile(`^\s*alertname\s*(=~|=)\s*"?([^"]*)"?\s*$`)
+	for i, r := range c.InhibitRules {
+		var names []string
+		for _, m := range append(r.SourceMatchers, r.TargetMatchers...) {
+			if sub := alertname.FindStringSubmatch(m); sub != nil {
+				names = append(names, strings.Split(sub[2], "|")...)
+			}
+		}
+		for _, m := range []map[string]string{r.SourceMatch, r.TargetMatch} {
+			if n, ok := m["alertname"]; ok {
+				names = append(names, n)
+			}
+		}
+		for _, n := range names {
+			if !alerts[n] {
+				t.Errorf("inhibit rule %d names alert %s, which no alerts/*.yml defines", i, n)
+			}
+		}
+	}
+}
+
+// TestSystemdUnit rates the unit's hardening with systemd-analyze (offline,
+// as on a host without the unit installed), checks it with
+// systemd-analyze verify, and checks the capabilities and the credential.
+func TestSystemdUnit(t *testing.T) {
+	analyze := requireTool(t, "systemd-analyze")
+	const unit = "deploy/systemd/stall_exporter.service"
+	out, err := exec.Command(analyze, "security", "--offline=true", "--threshold=30", unit).CombinedOutput()
+	score := regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`).FindSubmatch(out)
+	if err != nil || score == nil {
+		t.Fatalf("systemd-analyze security rates the unit above 3.0 (or failed): %v\n%s", err, out)
+	}
+	t.Logf("systemd-analyze security: exposure %s", score[1])
+
+	text, err := os.ReadFile(unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := map[string][]string{}
+	for _, l := range strings.Split(string(text), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok && !strings.HasPrefix(l, "#") {
+			settings[k] = append(settings[k], v)
+		}
+	}
+	for key, want := range map[string]string{
+		"CapabilityBoundingSet": "CAP_SYSLOG",
+		"AmbientCapabilities":   "CAP_SYSLOG",
+		"DynamicUser":           "yes",
+		"NoNewPrivileges":       "yes",
+		"LoadCredential":        "redis-password:/etc/stall_exporter/redis-password",
+	} {
+		if got := settings[key]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s=%v, want %s", key, got, want)
+		}
+	}
+	if exec := settings["ExecStart"]; len(exec) != 1 || !strings.Contains(exec[0], "--redis.password-file=%d/redis-password") {
+		t.Errorf("ExecStart=%v does not read the credential (--redis.password-file=%%d/redis-password)", exec)
+	}
+
+	// verify needs the binary at ExecStart's path: point it at a built one.
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	copyUnit := strings.ReplaceAll(string(text), "/usr/local/bin/stall_exporter", bin)
+	path := filepath.Join(dir, "stall_exporter.service")
+	if err := os.WriteFile(path, []byte(copyUnit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(analyze, "verify", path).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// decodeManifests decodes every document of a multi-document YAML stream
+// strictly (an unknown or misspelt field is an error) into the Kubernetes
+// API type of its kind.
+func decodeManifests(t *testing.T, name string, data []byte) []any {
+	t.Helper()
+	var objs []any
+	for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1) {
+		if strings.TrimSpace(regexp.MustCompile(`(?m)^\s*#.*$`).ReplaceAllString(doc, "")) == "" {
+			continue
+		}
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("%s document %d: %v", name, i, err)
+		}
+		var obj any
+		switch meta.APIVersion + " " + meta.Kind {
+		case "v1 Namespace":
+			obj = &corev1.Namespace{}
+		case "v1 ServiceAccount":
+			obj = &corev1.ServiceAccount{}
+		case "v1 Service":
+			obj = &corev1.Service{}
+		case "apps/v1 DaemonSet":
+			obj = &appsv1.DaemonSet{}
+		case "monitoring.coreos.com/v1 PodMonitor":
+			obj = &monitoringv1.PodMonitor{}
+		default:
+			t.Fatalf("%s document %d: unexpected %s %s", name, i, meta.APIVersion, meta.Kind)
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			t.Fatalf("%s document %d (%s): %v", name, i, meta.Kind, err)
+		}
+		objs = append(objs, obj)
+	}
+	return objs
+}
+
+// kustomize renders a kustomization directory with the real kustomize in
+// kubectl and decodes the result strictly.
+func kustomize(t *testing.T, dir string) []any {
+	t.Helper()
+	kubectl := requireTool(t, "kubectl")
+	out, err := exec.Command(kubectl, "kustomize", dir).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderr)
+	}
+	return decodeManifests(t, dir, out)
+}
+
+func only[T any](t *testing.T, objs []any) T {
+	t.Helper()
+	var found []T
+	for _, o := range objs {
+		if v, ok := o.(T); ok {
+			found = append(found, v)
+		}
+	}
+	if len(found) != 1 {
+		var zero T
+		t.Fatalf("want one %T, found %d", zero, len(found))
+	}
+	return found[0]
+}
+
+// TestKubernetesManifests renders deploy/kubernetes (and its hostNetwork
+// switch) with kustomize, decodes every manifest strictly into the API
+// types, and checks what the deploy kit promises: the image from the
+// kustomization, IfNotPresent, system-node-critical, its own service
+// account, read-only host paths, resources, a headless Service and a
+// PodMonitor that select the DaemonSet's pods.
+func TestKubernetesManifests(t *testing.T) {
+	const dir = "deploy/kubernetes"
+	files, err := filepath.Glob(dir + "/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	patches, _ := filepath.Glob(dir + "/*/*.yaml")
+	var podMonitor *monitoringv1.PodMonitor
+	for _, f := range append(files, patches...) {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue // kustomize itself reads these, strictly
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range decodeManifests(t, f, b) {
+			if pm, ok := o.(*monitoringv1.PodMonitor); ok {
+				podMonitor = pm
+			}
+		}
+	}
+
+	var kust struct {
+		Images []struct {
+			Name, NewName, NewTag string
+		} `json:"images"`
+	}
+	b, err := os.ReadFile(dir + "/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &kust); err != nil || len(kust.Images) != 1 {
+		t.Fatalf("kustomization.yaml: want one image entry (the one place the image is set): %v %+v", err, kust.Images)
+	}
+	image := kust.Images[0].NewName + ":" + kust.Images[0].NewTag
+
+	objs := kustomize(t, dir)
+	ds := only[*appsv1.DaemonSet](t, objs)
+	sa := only[*corev1.ServiceAccount](t, objs)
+	svc := only[*corev1.Service](t, objs)
+	ns := only[*corev1.Namespace](t, objs)
+	pod := ds.Spec.Template
+	c := pod.Spec.Containers[0]
+	for _, ok := range []struct {
+		what string
+		ok   bool
+	}{
+		{"image " + c.Image + " is the kustomization's " + image, c.Image == image},
+		{"imagePullPolicy IfNotPresent", c.ImagePullPolicy == corev1.PullIfNotPresent},
+		{"priorityClassName system-node-critical", pod.Spec.PriorityClassName == "system-node-critical"},
+		{"own service account", pod.Spec.ServiceAccountName == sa.Name && sa.Name != "default"},
+		{"no API token mounted", pod.Spec.AutomountServiceAccountToken != nil && !*pod.Spec.AutomountServiceAccountToken},
+		{"not on the host network by default", !pod.Spec.HostNetwork},
+		{"selector matches the pod labels", labelsMatch(ds.Spec.Selector.MatchLabels, pod.Labels)},
+		{"read-only root file system", c.SecurityContext != nil && c.SecurityContext.ReadOnlyRootFilesystem != nil && *c.SecurityContext.ReadOnlyRootFilesystem},
+		{"no privilege escalation", c.SecurityContext != nil && c.SecurityContext.AllowPrivilegeEscalation != nil && !*c.SecurityContext.AllowPrivilegeEscalation},
+		{"capabilities: drop ALL, add only SYSLOG", c.SecurityContext != nil && c.SecurityContext.Capabilities != nil &&
+			slices.Equal(c.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"}) &&
+			slices.Equal(c.SecurityContext.Capabilities.Add, []corev1.Capability{"SYSLOG"})},
+		{"everything in namespace " + ns.Name, ds.Namespace == ns.Name && sa.Namespace == ns.Name && svc.Namespace == ns.Name},
+		{"headless Service", svc.Spec.ClusterIP == corev1.ClusterIPNone},
+		{"Service selects the pods", labelsMatch(svc.Spec.Selector, pod.Labels)},
+		{"Service targets the metrics port", len(svc.Spec.Ports) == 1 && svc.Spec.Ports[0].TargetPort.StrVal == "metrics"},
+		{"metrics port 29110", len(c.Ports) == 1 && c.Ports[0].Name == "metrics" && c.Ports[0].ContainerPort == 29110},
+		{"PodMonitor selects the pods", podMonitor != nil && labelsMatch(podMonitor.Spec.Selector.MatchLabels, pod.Labels)},
+		{"PodMonitor scrapes the metrics port", podMonitor != nil && len(podMonitor.Spec.PodMetricsEndpoints) == 1 &&
+			podMonitor.Spec.PodMetricsEndpoints[0].Port != nil && *podMonitor.Spec.PodMetricsEndpoints[0].Port == "metrics"},
+		{"PodMonitor names instances after their node", podMonitor != nil && len(podMonitor.Spec.PodMetricsEndpoints) == 1 &&
+			slices.ContainsFunc(podMonitor.Spec.PodMetricsEndpoints[0].RelabelConfigs, func(r monitoringv1.RelabelConfig) bool {
+				return r.TargetLabel == "instance" && slices.Equal(r.SourceLabels, []monitoringv1.LabelName{"__meta_kubernetes_pod_node_name"})
+			})},
+	} {
+		if !ok.ok {
+			t.Errorf("DaemonSet kit: want %s", ok.what)
+		}
+	}
+
+	// Requests cover the measured peak RSS (22.8 MiB, docs/benchmarks.md); limits are above requests.
+	req, lim := c.Resources.Requests, c.Resources.Limits
+	if req.Memory().Cmp(resource.MustParse("23Mi")) < 0 || lim.Memory().Cmp(*req.Memory()) < 0 || req.Cpu().IsZero() || lim.Cpu().Cmp(*req.Cpu()) < 0 {
+		t.Errorf("resources %v / %v: want requests above the measured RSS and limits above requests", req, lim)
+	}
+	hostPaths := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = true
+		}
+	}
+	if len(hostPaths) < 3 {
+		t.Errorf("host paths %v: want /proc, /sys and /dev/kmsg", hostPaths)
+	}
+	for _, m := range c.VolumeMounts {
+		if hostPaths[m.Name] && !m.ReadOnly {
+			t.Errorf("host path %s mounted read-write at %s", m.Name, m.MountPath)
+		}
+	}
+
+	// The documented hostNetwork switch: uncomment the components lines.
+	variant := t.TempDir()
+	if err := os.CopyFS(variant, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	switched := strings.Replace(strings.Replace(string(b), "# components:", "components:", 1), "#   - hostnetwork", "  - hostnetwork", 1)
+	if switched == string(b) {
+		t.Fatal("kustomization.yaml has no commented hostnetwork component to switch on")
+	}
+	if err := os.WriteFile(filepath.Join(variant, "kustomization.yaml"), []byte(switched), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hds := only[*appsv1.DaemonSet](t, kustomize(t, variant))
+	hc := hds.Spec.Template.Spec.Containers[0]
+	if !hds.Spec.Template.Spec.HostNetwork || hds.Spec.Template.Spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet ||
+		len(hc.Ports) != 1 || hc.Ports[0].HostPort != hc.Ports[0].ContainerPort || hc.Image != image ||
+		!slices.Contains(hc.Args, "--path.procfs=/host/proc") {
+		t.Errorf("hostNetwork variant: hostNetwork %v, dnsPolicy %s, ports %+v, image %s, args %v",
+			hds.Spec.Template.Spec.HostNetwork, hds.Spec.Template.Spec.DNSPolicy, hc.Ports, hc.Image, hc.Args)
+	}
+}
+
+// labelsMatch reports whether every selector label is on the pod.
+func labelsMatch(selector, labels map[string]string) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
 // TestDeploySystemdUnits checks every unit in deploy/systemd with the real
 // systemd-analyze verify: unknown keys, bad values and sections fail. The
 // binaries they start are not installed here, so only that complaint is

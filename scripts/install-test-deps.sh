@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the real components the tests run against, when missing:
-# redis-server, prometheus (promtool), prometheus-alertmanager (amtool), iproute2 (network
-# namespaces), libc-bin (getent, for the dns tests), util-linux's setsid, unshare and setpriv
-# (the supervision tests) and systemd-analyze (verifies the units in deploy/systemd).
+# redis-server, prometheus (the server for the end-to-end test, and promtool),
+# prometheus-alertmanager (amtool), iproute2 (network namespaces), libc-bin (getent, for the dns
+# tests), util-linux's setsid, unshare and setpriv (the supervision tests) and systemd
+# (systemd-analyze verifies and rates the units in deploy/systemd).
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
@@ -14,6 +15,10 @@ command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 for tool in setsid unshare setpriv; do
   command -v "$tool" >/dev/null 2>&1 || { need+=(util-linux); break; }
 done
+command -v prometheus   >/dev/null 2>&1 || need+=(prometheus)
+# kubectl renders deploy/kubernetes with its built-in kustomize (components need kustomize v4+);
+# Debian's kubernetes-client is far older, so it is not installed here: the machine image has it.
+command -v kubectl >/dev/null 2>&1 || echo "kubectl not found: TestKubernetesManifests needs kubectl 1.21+ (kustomize components)" >&2
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
