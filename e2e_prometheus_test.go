@@ -1,0 +1,597 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stall-exporter/stall_exporter/dashboards"
+	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
+)
+
+// e2eInterval is Prometheus' scrape and rule evaluation interval in the
+// end-to-end run, and the Grafana variables are what Grafana would send for
+// it: $__rate_interval = 4 × the scrape interval, $__interval one step.
+const e2eInterval = 2 * time.Second
+
+// mayBeAbsent are the metrics of collectors this run exercises that may
+// still have no series in it, and why. A dashboard query reading one of
+// them may return nothing; any other query must return data.
+var mayBeAbsent = map[string]string{
+	"stall_rocketmq_put_latency_seconds_bucket":                   "a broker (and the test broker) reports its first putMessageDistributeTime window 60 s after start",
+	"stall_rocketmq_commit_pending_bytes":                         "transient store pool only; disabled on the test broker, as by default",
+	"stall_rocketmq_transient_store_buffers_available":            "transient store pool only; disabled on the test broker, as by default",
+	"stall_redis_client_output_buffer_limit_disconnections_total": "Redis 7.4+; Debian 12 ships 7.0",
+	"stall_kernel_hung_task_detected_total":                       "kernel 6.11+",
+}
+
+// TestPrometheusEndToEnd runs the real exporter against a real redis-server
+// and the RocketMQ test broker (and this machine's /proc), scraped by a real
+// Prometheus with deploy/prometheus/prometheus.yml (addresses substituted)
+// and the rules of alerts/*.yml. It then evaluates, through Prometheus'
+// HTTP API, every dashboard variable and query (Grafana's variables
+// substituted as "All" and as a multi-value selection) and every rule
+// expression. None may fail; every metric they read must be documented in
+// docs/metrics.md (or be recorded by a rule) and served in this run when
+// its collector runs; every dashboard query must return data unless it
+// reads a metric of mayBeAbsent.
+func TestPrometheusEndToEnd(t *testing.T) {
+	promBin := requireTool(t, "prometheus")
+	redisBin := requireTool(t, "redis-server")
+	tmp := t.TempDir()
+
+	redisAddr := startRedisServer(t, redisBin, tmp)
+	brokerAddr, namesrvAddr, logDir := startTestBroker(t, tmp)
+	exporterURL := startExporter(t, buildBinary(t),
+		"--redis.addr=redis://"+redisAddr,
+		"--redis.client-list.mode=always",
+		"--redis.bigkeys.enable",
+		"--redis.bigkeys.keys-per-second=1000",
+		"--rocketmq.namesrv="+namesrvAddr,
+		"--rocketmq.log-dir="+logDir,
+		"--rocketmq.probe.allowed-targets=127.0.0.1")
+	exporter := strings.TrimPrefix(exporterURL, "http://")
+
+	files, rules := alertRules(t)
+	rulesDir := filepath.Join(tmp, "rules")
+	if err := os.MkdirAll(rulesDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files { // the README's install step
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(rulesDir, filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const node = "e2e-node"
+	cfg, jobs := deployPromConfig(t, promSetup{
+		exporter: exporter,
+		targets:  map[string][]string{"redis": {redisAddr}, "rocketmq": {brokerAddr}},
+		rulesDir: rulesDir,
+		interval: e2eInterval.String(),
+		node:     node,
+		noAlerts: true,
+	})
+	prom := startPrometheus(t, promBin, tmp, cfg)
+	start := time.Now()
+
+	// Enough scrapes for a rate over $__rate_interval, and every rule evaluated.
+	waitFor(t, 40*time.Second, "6 scrapes of every target", func() error {
+		v, err := prom.vector(`count_over_time(up[1m]) < 6`)
+		if err != nil {
+			return err
+		}
+		if len(v) > 0 {
+			return fmt.Errorf("%d targets with fewer scrapes", len(v))
+		}
+		n, err := prom.vector(`up`)
+		if err != nil || len(n) < len(jobs) {
+			return fmt.Errorf("%d targets up (want at least one per job %v): %v", len(n), jobs, err)
+		}
+		return nil
+	})
+	waitFor(t, 20*time.Second, "every rule evaluated", prom.rulesEvaluated(len(rulesWithExpr(rules))))
+
+	// Every job of the deploy configuration scrapes, and the Kubernetes job
+	// names its instance after the node.
+	for _, job := range jobs {
+		v, err := prom.vector(fmt.Sprintf(`up{job=%q}`, job))
+		if err != nil || len(v) == 0 {
+			t.Fatalf("job %s: no target (%v)", job, err)
+		}
+		for _, s := range v {
+			if s.Value != "1" {
+				t.Errorf("job %s target %v is down", job, s.Metric)
+			}
+		}
+	}
+	if v, err := prom.vector(fmt.Sprintf(`up{job="stall-kubernetes",instance=%q,node=%q}`, node, node)); err != nil || len(v) != 1 {
+		t.Errorf("stall-kubernetes: want instance and node set to the pod's node %s: %v %v", node, v, err)
+	}
+
+	doc, err := metricsdoc.Read("docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	others, err := metricsdoc.Others("docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := map[string]bool{}
+	for _, r := range rules {
+		if r.Record != "" {
+			recorded[r.Record] = true
+		}
+	}
+	served := prom.metricNames(t)
+	exercised := prom.exercisedCollectors(t)
+	collectorsOf := docCollectors(t, "docs/metrics.md")
+	// check fails a query whose metrics are not documented, or documented
+	// but not served although their collector ran in this run.
+	check := func(what, expr string) (absentOK bool) {
+		t.Helper()
+		names, err := metricsdoc.MetricNames(expr)
+		if err != nil {
+			t.Errorf("%s: %q: %v", what, expr, err)
+			return false
+		}
+		for _, n := range names {
+			fam, own := metricsdoc.Lookup(doc, n)
+			switch {
+			case recorded[n]:
+				absentOK = true // a rule's output appears once the rule matched something
+			case !own && others[n].Name == "":
+				t.Errorf("%s: %s is not documented in docs/metrics.md (renamed or removed?): %s", what, n, expr)
+			case !own:
+				// Prometheus' own or another exporter's: documented, not ours to serve.
+			case served[n]:
+			case mayBeAbsent[n] != "":
+				absentOK = true
+			case !slices.ContainsFunc(collectorsOf[fam.Name], func(c string) bool { return exercised[c] }):
+				absentOK = true // its collector does not run here (e.g. an opt-in one)
+			default:
+				t.Errorf("%s: %s is documented but not served although collector(s) %v ran", what, n, collectorsOf[fam.Name])
+			}
+		}
+		return absentOK
+	}
+
+	window := time.Since(start).Truncate(time.Second)
+	builtins := map[string]string{
+		"__rate_interval": (4 * e2eInterval).String(),
+		"__interval":      e2eInterval.String(),
+		"__range":         window.String(),
+	}
+	boards, err := filepath.Glob("dashboards/*.json")
+	if err != nil || len(boards) == 0 {
+		t.Fatalf("no dashboards: %v", err)
+	}
+	queries := 0
+	var empty [][2]string
+	for _, file := range boards {
+		m, err := dashboards.Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, selected := prom.resolveVariables(t, file, m, builtins, check)
+		for _, p := range m.Panels {
+			for _, tg := range p.Targets {
+				what := fmt.Sprintf("%s %q", file, p.Title)
+				asAll, err := dashboards.Expand(tg.Expr, all)
+				if err != nil {
+					t.Errorf("%s: %v", what, err)
+					continue
+				}
+				absentOK := check(what, asAll)
+				asSelected, err := dashboards.Expand(tg.Expr, selected)
+				if err != nil {
+					t.Errorf("%s: %v", what, err)
+					continue
+				}
+				prom.answer(t, what, asAll, !absentOK, &empty)
+				prom.answer(t, what, asSelected, !absentOK, &empty)
+				queries += 2
+			}
+		}
+	}
+	for _, r := range rulesWithExpr(rules) {
+		what := "rule " + r.Alert + r.Record
+		check(what, r.Expr)
+		prom.answer(t, what, r.Expr, false, nil)
+	}
+	prom.recheck(t, empty)
+	t.Logf("%d dashboard queries and %d rule expressions evaluated on %d s of data", queries, len(rulesWithExpr(rules)), int(window.Seconds()))
+}
+
+func rulesWithExpr(rules []alertRule) []alertRule {
+	var out []alertRule
+	for _, r := range rules {
+		if r.Expr != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// startRedisServer runs redis-server on a free loopback port, with a
+// maxmemory (the overview compares client memory with it), some keys (one
+// of 1 MiB for the big-key scan) and a few CLUSTER NODES calls, which a
+// non-cluster server refuses but still counts.
+func startRedisServer(t *testing.T, bin, dir string) string {
+	t.Helper()
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--maxmemory", "64mb", "--protected-mode", "no", "--loglevel", "warning")
+	startProcess(t, "redis-server", cmd)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, "redis-server", func() error { return c.Ping(ctx).Err() })
+	if err := c.Set(ctx, "big", strings.Repeat("x", 1<<20), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := c.Set(ctx, fmt.Sprintf("small:%d", i), "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		_ = c.Do(ctx, "CLUSTER", "NODES").Err()
+	}
+	return addr
+}
+
+// startTestBroker builds and runs cmd/rocketmq-testbroker: a broker and a
+// name server on free ports, a CommitLog lock stall of 1.2 s every 2 s, and
+// store.log / watermark.log in the returned directory.
+func startTestBroker(t *testing.T, dir string) (broker, namesrv, logDir string) {
+	t.Helper()
+	bin := filepath.Join(dir, "rocketmq-testbroker")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/rocketmq-testbroker")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build testbroker: %v\n%s", err, out)
+	}
+	broker, namesrv, logDir = freeAddr(t), freeAddr(t), filepath.Join(dir, "rocketmqlogs")
+	startProcess(t, "rocketmq-testbroker", exec.Command(bin, "-listen", broker, "-namesrv", namesrv,
+		"-stall-every", "2s", "-stall-for", "1200ms", "-log-dir", logDir))
+	for _, a := range []string{broker, namesrv} {
+		waitFor(t, 10*time.Second, "test broker on "+a, func() error {
+			c, err := net.Dial("tcp", a)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+	}
+	return broker, namesrv, logDir
+}
+
+// startProcess starts cmd, kills it when the test ends, and shows its
+// output if the test failed.
+func startProcess(t *testing.T, name string, cmd *exec.Cmd) {
+	t.Helper()
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, logs.String())
+		}
+	})
+}
+
+// waitFor polls cond every 200 ms until it returns nil or the time is up.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// promServer is a running Prometheus.
+type promServer struct{ url string }
+
+func startPrometheus(t *testing.T, bin, dir string, config []byte) *promServer {
+	t.Helper()
+	path := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(path, config, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	startProcess(t, "prometheus", exec.Command(bin, "--config.file="+path,
+		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address="+addr, "--log.level=warn"))
+	p := &promServer{url: "http://" + addr}
+	waitFor(t, 20*time.Second, "Prometheus ready", func() error {
+		resp, err := http.Get(p.url + "/-/ready")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s", resp.Status)
+		}
+		return nil
+	})
+	return p
+}
+
+// api calls a Prometheus HTTP API endpoint and decodes its data.
+func (p *promServer) api(path string, params url.Values, data any) error {
+	resp, err := http.Get(p.url + path + "?" + params.Encode())
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return fmt.Errorf("%s: %v: %s", path, err, body)
+	}
+	if r.Status != "success" {
+		return fmt.Errorf("%s", r.Error)
+	}
+	return json.Unmarshal(r.Data, data)
+}
+
+type promSample struct {
+	Metric map[string]string `json:"metric"`
+	Value  string
+}
+
+// query runs an instant query now and returns the result type and the
+// number of series (1 for a scalar).
+func (p *promServer) query(expr string) (string, []promSample, error) {
+	var d struct {
+		ResultType string          `json:"resultType"`
+		Result     json.RawMessage `json:"result"`
+	}
+	if err := p.api("/api/v1/query", url.Values{"query": {expr}}, &d); err != nil {
+		return "", nil, err
+	}
+	var out []promSample
+	switch d.ResultType {
+	case "vector":
+		var v []struct {
+			Metric map[string]string `json:"metric"`
+			Value  [2]any            `json:"value"`
+		}
+		if err := json.Unmarshal(d.Result, &v); err != nil {
+			return "", nil, err
+		}
+		for _, s := range v {
+			out = append(out, promSample{Metric: s.Metric, Value: fmt.Sprint(s.Value[1])})
+		}
+	case "scalar", "string":
+		out = append(out, promSample{})
+	case "matrix":
+		var m []struct {
+			Metric map[string]string `json:"metric"`
+		}
+		if err := json.Unmarshal(d.Result, &m); err != nil {
+			return "", nil, err
+		}
+		for _, s := range m {
+			out = append(out, promSample{Metric: s.Metric})
+		}
+	}
+	return d.ResultType, out, nil
+}
+
+func (p *promServer) vector(expr string) ([]promSample, error) {
+	_, v, err := p.query(expr)
+	return v, err
+}
+
+// answer evaluates expr: an error fails the test; with needData an empty
+// result is noted for recheck.
+func (p *promServer) answer(t *testing.T, what, expr string, needData bool, empty *[][2]string) {
+	t.Helper()
+	_, v, err := p.query(expr)
+	switch {
+	case err != nil:
+		t.Errorf("%s: %q: %v", what, expr, err)
+	case len(v) == 0 && needData:
+		*empty = append(*empty, [2]string{what, expr})
+	}
+}
+
+// recheck evaluates the queries that returned nothing once more, two scrape
+// intervals later (a series a slow scrape missed is briefly stale), and
+// fails those still empty.
+func (p *promServer) recheck(t *testing.T, empty [][2]string) {
+	t.Helper()
+	if len(empty) == 0 {
+		return
+	}
+	time.Sleep(2 * e2eInterval)
+	for _, q := range empty {
+		if _, v, err := p.query(q[1]); err != nil || len(v) == 0 {
+			t.Errorf("%s: %q returned no data (%v)", q[0], q[1], err)
+		}
+	}
+}
+
+// rulesEvaluated waits until Prometheus has loaded want rules and
+// evaluated each of them without error.
+func (p *promServer) rulesEvaluated(want int) func() error {
+	return func() error {
+		var d struct {
+			Groups []struct {
+				File  string `json:"file"`
+				Rules []struct {
+					Name           string    `json:"name"`
+					Health         string    `json:"health"`
+					LastError      string    `json:"lastError"`
+					LastEvaluation time.Time `json:"lastEvaluation"`
+				} `json:"rules"`
+			} `json:"groups"`
+		}
+		if err := p.api("/api/v1/rules", nil, &d); err != nil {
+			return err
+		}
+		n := 0
+		for _, g := range d.Groups {
+			for _, r := range g.Rules {
+				n++
+				if r.LastError != "" || r.Health == "err" {
+					return fmt.Errorf("rule %s (%s): %s", r.Name, g.File, r.LastError)
+				}
+				if r.LastEvaluation.IsZero() || r.Health != "ok" {
+					return fmt.Errorf("rule %s (%s) not evaluated yet", r.Name, g.File)
+				}
+			}
+		}
+		if n != want {
+			return fmt.Errorf("Prometheus loaded %d rules, alerts/*.yml define %d", n, want)
+		}
+		return nil
+	}
+}
+
+// metricNames returns the metric names Prometheus holds.
+func (p *promServer) metricNames(t *testing.T) map[string]bool {
+	t.Helper()
+	var names []string
+	if err := p.api("/api/v1/label/__name__/values", nil, &names); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out
+}
+
+// exercisedCollectors returns the collectors that succeeded in this run.
+func (p *promServer) exercisedCollectors(t *testing.T) map[string]bool {
+	t.Helper()
+	v, err := p.vector(`max by (collector) (max_over_time(stall_scrape_collector_success[5m])) == 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{"*": true} // the exporter's own metrics
+	for _, s := range v {
+		out[s.Metric["collector"]] = true
+	}
+	for _, c := range []string{"vmstat", "diskstats", "sampler", "kmsg", "redis", "rocketmq"} {
+		if !out[c] {
+			t.Errorf("collector %s never succeeded in the run", c)
+		}
+	}
+	return out
+}
+
+// resolveVariables evaluates a dashboard's query variables in order, as
+// Grafana does (each later one sees the earlier ones' values), and returns
+// the values to substitute in its queries: every variable at "All" (.+),
+// and every variable at all its values as a multi-value selection.
+func (p *promServer) resolveVariables(t *testing.T, file string, m *dashboards.Model, builtins map[string]string, check func(what, expr string) bool) (all, selected map[string]string) {
+	t.Helper()
+	all, selected = map[string]string{}, map[string]string{}
+	for k, v := range builtins {
+		all[k], selected[k] = v, v
+	}
+	for _, v := range m.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		what := fmt.Sprintf("%s variable %s", file, v.Name)
+		selector, label, ok := v.LabelValues()
+		if !ok {
+			t.Errorf("%s: query %q is not label_values(selector, label)", what, v.QueryString())
+			continue
+		}
+		expr, err := dashboards.Expand(selector, selected)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+			continue
+		}
+		check(what, expr)
+		var values []string
+		if err := p.api("/api/v1/label/"+label+"/values", url.Values{"match[]": {expr}}, &values); err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		if len(values) == 0 {
+			t.Errorf("%s: label_values(%s, %s) has no value", what, expr, label)
+		}
+		sort.Strings(values)
+		all[v.Name] = v.AllValue
+		selected[v.Name] = dashboards.RegexValue(values)
+	}
+	return all, selected
+}
+
+// docCollectors maps each metric of docs/metrics.md to the collectors its
+// section names in its heading ("## Redis (`redis`)"); the exporter's own
+// metrics (a heading without collectors) map to none and always count as
+// exercised by the caller's default.
+func docCollectors(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	heading := regexp.MustCompile("^## ")
+	name := regexp.MustCompile("`([a-z0-9_]+)`")
+	row := regexp.MustCompile("^\\| `(stall_[a-z0-9_]+)` \\|")
+	out := map[string][]string{}
+	var current []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		l := sc.Text()
+		if heading.MatchString(l) {
+			current = nil
+			for _, m := range name.FindAllStringSubmatch(l, -1) {
+				current = append(current, m[1])
+			}
+			if len(current) == 0 {
+				current = []string{"*"} // exporter-wide: always runs
+			}
+		}
+		if m := row.FindStringSubmatch(l); m != nil {
+			out[m[1]] = current
+		}
+	}
+	return out
+}
