@@ -435,7 +435,7 @@ func kustomize(t *testing.T, dir string) []any {
 	return decodeManifests(t, dir, out)
 }
 
-func only[T any](t *testing.T, objs []any) T {
+func onlyObject[T any](t *testing.T, objs []any) T {
 	t.Helper()
 	var found []T
 	for _, o := range objs {
@@ -494,10 +494,10 @@ func TestKubernetesManifests(t *testing.T) {
 	image := kust.Images[0].NewName + ":" + kust.Images[0].NewTag
 
 	objs := kustomize(t, dir)
-	ds := only[*appsv1.DaemonSet](t, objs)
-	sa := only[*corev1.ServiceAccount](t, objs)
-	svc := only[*corev1.Service](t, objs)
-	ns := only[*corev1.Namespace](t, objs)
+	ds := onlyObject[*appsv1.DaemonSet](t, objs)
+	sa := onlyObject[*corev1.ServiceAccount](t, objs)
+	svc := onlyObject[*corev1.Service](t, objs)
+	ns := onlyObject[*corev1.Namespace](t, objs)
 	pod := ds.Spec.Template
 	c := pod.Spec.Containers[0]
 	for _, ok := range []struct {
@@ -566,7 +566,7 @@ func TestKubernetesManifests(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(variant, "kustomization.yaml"), []byte(switched), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	hds := only[*appsv1.DaemonSet](t, kustomize(t, variant))
+	hds := onlyObject[*appsv1.DaemonSet](t, kustomize(t, variant))
 	hc := hds.Spec.Template.Spec.Containers[0]
 	if !hds.Spec.Template.Spec.HostNetwork || hds.Spec.Template.Spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet ||
 		len(hc.Ports) != 1 || hc.Ports[0].HostPort != hc.Ports[0].ContainerPort || hc.Image != image ||

@@ -95,7 +95,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	start := time.Now()
 
 	// Enough scrapes for a rate over $__rate_interval, and every rule evaluated.
-	waitFor(t, 40*time.Second, "6 scrapes of every target", func() error {
+	e2eWait(t, 40*time.Second, "6 scrapes of every target", func() error {
 		v, err := prom.vector(`count_over_time(up[1m]) < 6`)
 		if err != nil {
 			return err
@@ -109,7 +109,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		}
 		return nil
 	})
-	waitFor(t, 20*time.Second, "every rule evaluated", prom.rulesEvaluated(len(rulesWithExpr(rules))))
+	e2eWait(t, 20*time.Second, "every rule evaluated", prom.rulesEvaluated(len(rulesWithExpr(rules))))
 
 	// Every job of the deploy configuration scrapes, and the Kubernetes job
 	// names its instance after the node.
@@ -242,11 +242,11 @@ func startRedisServer(t *testing.T, bin, dir string) string {
 	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", dir, "--maxmemory", "64mb", "--protected-mode", "no", "--loglevel", "warning")
-	startProcess(t, "redis-server", cmd)
+	runProcess(t, "redis-server", cmd)
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	ctx := context.Background()
-	waitFor(t, 10*time.Second, "redis-server", func() error { return c.Ping(ctx).Err() })
+	e2eWait(t, 10*time.Second, "redis-server", func() error { return c.Ping(ctx).Err() })
 	if err := c.Set(ctx, "big", strings.Repeat("x", 1<<20), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -273,10 +273,10 @@ func startTestBroker(t *testing.T, dir string) (broker, namesrv, logDir string) 
 		t.Fatalf("go build testbroker: %v\n%s", err, out)
 	}
 	broker, namesrv, logDir = freeAddr(t), freeAddr(t), filepath.Join(dir, "rocketmqlogs")
-	startProcess(t, "rocketmq-testbroker", exec.Command(bin, "-listen", broker, "-namesrv", namesrv,
+	runProcess(t, "rocketmq-testbroker", exec.Command(bin, "-listen", broker, "-namesrv", namesrv,
 		"-stall-every", "2s", "-stall-for", "1200ms", "-log-dir", logDir))
 	for _, a := range []string{broker, namesrv} {
-		waitFor(t, 10*time.Second, "test broker on "+a, func() error {
+		e2eWait(t, 10*time.Second, "test broker on "+a, func() error {
 			c, err := net.Dial("tcp", a)
 			if err == nil {
 				c.Close()
@@ -287,9 +287,9 @@ func startTestBroker(t *testing.T, dir string) (broker, namesrv, logDir string) 
 	return broker, namesrv, logDir
 }
 
-// startProcess starts cmd, kills it when the test ends, and shows its
+// runProcess starts cmd, kills it when the test ends, and shows its
 // output if the test failed.
-func startProcess(t *testing.T, name string, cmd *exec.Cmd) {
+func runProcess(t *testing.T, name string, cmd *exec.Cmd) {
 	t.Helper()
 	var logs strings.Builder
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -305,8 +305,8 @@ func startProcess(t *testing.T, name string, cmd *exec.Cmd) {
 	})
 }
 
-// waitFor polls cond every 200 ms until it returns nil or the time is up.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() error) {
+// e2eWait polls cond every 200 ms until it returns nil or the time is up.
+func e2eWait(t *testing.T, limit time.Duration, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
@@ -331,10 +331,10 @@ func startPrometheus(t *testing.T, bin, dir string, config []byte) *promServer {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	startProcess(t, "prometheus", exec.Command(bin, "--config.file="+path,
+	runProcess(t, "prometheus", exec.Command(bin, "--config.file="+path,
 		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address="+addr, "--log.level=warn"))
 	p := &promServer{url: "http://" + addr}
-	waitFor(t, 20*time.Second, "Prometheus ready", func() error {
+	e2eWait(t, 20*time.Second, "Prometheus ready", func() error {
 		resp, err := http.Get(p.url + "/-/ready")
 		if err != nil {
 			return err
