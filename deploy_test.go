@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -427,7 +428,7 @@ func kustomize(t *testing.T, dir string) []any {
 	out, err := exec.Command(kubectl, "kustomize", dir).Output()
 	if err != nil {
 		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			stderr = ee.Stderr
 		}
 		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderr)
