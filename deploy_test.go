@@ -575,6 +575,25 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("hostNetwork variant: hostNetwork %v, dnsPolicy %s, ports %+v, image %s, args %v",
 			hds.Spec.Template.Spec.HostNetwork, hds.Spec.Template.Spec.DNSPolicy, hc.Ports, hc.Image, hc.Args)
 	}
+
+	// The documented DNS switch: the dns component under components:.
+	withDNS := strings.Replace(string(b), "# components:", "components:\n  - dns", 1)
+	if err := os.WriteFile(filepath.Join(variant, "kustomization.yaml"), []byte(withDNS), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dds := onlyObject[*appsv1.DaemonSet](t, kustomize(t, variant))
+	dc := dds.Spec.Template.Spec.Containers[0]
+	caps := dc.SecurityContext.Capabilities
+	if !dds.Spec.Template.Spec.HostNetwork || !slices.Contains(dc.Args, "--collector.dns") ||
+		!slices.Contains(dc.Args, "--dns.cgroup-root=/host/cgroup") || caps == nil ||
+		!slices.Contains(caps.Add, "NET_RAW") || !slices.Contains(caps.Add, "BPF") || !slices.Contains(caps.Add, "NET_ADMIN") {
+		t.Errorf("dns variant: hostNetwork %v, args %v, capabilities %+v", dds.Spec.Template.Spec.HostNetwork, dc.Args, caps)
+	}
+	for _, m := range dc.VolumeMounts {
+		if m.MountPath == "/host/cgroup" && !m.ReadOnly {
+			t.Error("dns variant mounts the host cgroup read-write")
+		}
+	}
 }
 
 // labelsMatch reports whether every selector label is on the pod.
