@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -211,7 +210,7 @@ func (c *scraper) scrapeBroker(ctx context.Context, b *broker, ch chan<- prometh
 				"broker", b.addr, "err", err)
 		}
 		b.down = true
-		if errors.Is(err, remoting.ErrMalformed) || errors.Is(err, remoting.ErrFrameTooLarge) || strings.HasPrefix(err.Error(), "runtime info body") {
+		if remoting.IsBadReply(err) {
 			c.cfg.Problems.Add("rocketmq runtime info reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
 		}
 		upDesc.Send(ch, 0, lv...)

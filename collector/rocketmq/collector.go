@@ -241,7 +241,7 @@ func (c *scraper) sampleOnce(ctx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
-				if errors.Is(err, remoting.ErrMalformed) || errors.Is(err, remoting.ErrFrameTooLarge) {
+				if remoting.IsBadReply(err) {
 					c.cfg.Problems.Add("rocketmq runtime info reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
 				}
 				b.sampleErrors++

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -123,8 +122,7 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 				c.cfg.Logger.Warn("rocketmq name server not answering GET_BROKER_CLUSTER_INFO; the last known brokers are scraped (logged again when it recovers)",
 					"namesrv", r.ns, "err", r.err)
 			}
-			var re *remoting.ResponseError
-			if !errors.As(r.err, &re) && (errors.Is(r.err, remoting.ErrMalformed) || strings.Contains(r.err.Error(), "cluster info")) {
+			if errors.Is(r.err, remoting.ErrMalformed) {
 				c.cfg.Problems.Add("rocketmq cluster info", 1, r.err)
 			}
 			continue

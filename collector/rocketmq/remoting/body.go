@@ -12,7 +12,8 @@ import (
 // ParseKVTable decodes the body of a GET_BROKER_RUNTIME_INFO reply,
 // {"table":{"key":"value",…}}. Every value the broker sends is a string;
 // numbers, booleans and null are accepted too and kept as their JSON text
-// (null as "null"), so one odd value never loses the table.
+// (null as "null"), so one odd value never loses the table. A body that is
+// not such a table is an error wrapping ErrMalformed.
 func ParseKVTable(body []byte) (map[string]string, error) {
 	// Fast path: the broker's own replies have only string values (a JSON
 	// null would silently become "" here, so bodies with one take the slow
@@ -29,17 +30,17 @@ func ParseKVTable(body []byte) (map[string]string, error) {
 		Table map[string]json.RawMessage `json:"table"`
 	}
 	if err := json.Unmarshal(body, &kv); err != nil {
-		return nil, fmt.Errorf("runtime info body: %w", err)
+		return nil, fmt.Errorf("%w: runtime info body: %v", ErrMalformed, err)
 	}
 	if kv.Table == nil {
-		return nil, fmt.Errorf("runtime info body: no \"table\" object")
+		return nil, fmt.Errorf("%w: runtime info body: no \"table\" object", ErrMalformed)
 	}
 	out := make(map[string]string, len(kv.Table))
 	for k, raw := range kv.Table {
 		var s string
 		if len(raw) > 0 && raw[0] == '"' {
 			if err := json.Unmarshal(raw, &s); err != nil {
-				return nil, fmt.Errorf("runtime info key %q: %w", k, err)
+				return nil, fmt.Errorf("%w: runtime info key %q: %v", ErrMalformed, k, err)
 			}
 		} else {
 			s = string(raw)
@@ -82,7 +83,8 @@ type BrokerAddr struct {
 // returns every broker of every cluster, masters and slaves, sorted by
 // cluster, name and id. fastjson writes the brokerAddrs map (a Java
 // Map<Long,String>) with unquoted integer keys, {0:"10.0.0.1:10911"}; those
-// are quoted before decoding.
+// are quoted before decoding. A body that cannot be read is an error
+// wrapping ErrMalformed.
 func ParseClusterInfo(body []byte) ([]BrokerAddr, error) {
 	var ci struct {
 		BrokerAddrTable map[string]struct {
@@ -93,7 +95,7 @@ func ParseClusterInfo(body []byte) ([]BrokerAddr, error) {
 		ClusterAddrTable map[string][]string `json:"clusterAddrTable"`
 	}
 	if err := json.Unmarshal(QuoteBareKeys(body), &ci); err != nil {
-		return nil, fmt.Errorf("cluster info body: %w", err)
+		return nil, fmt.Errorf("%w: cluster info body: %v", ErrMalformed, err)
 	}
 	clusterOf := map[string]string{}
 	for cluster, names := range ci.ClusterAddrTable {
@@ -114,7 +116,7 @@ func ParseClusterInfo(body []byte) ([]BrokerAddr, error) {
 		for idText, addr := range bd.BrokerAddrs {
 			id, err := strconv.ParseInt(strings.TrimSpace(idText), 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("cluster info: broker %q: id %q is not an integer", name, idText)
+				return nil, fmt.Errorf("%w: cluster info: broker %q: id %q is not an integer", ErrMalformed, name, idText)
 			}
 			out = append(out, BrokerAddr{Cluster: cluster, Name: name, ID: id, Addr: addr})
 		}

@@ -108,11 +108,21 @@ type Command struct {
 // IsResponse reports whether the response bit of the flag is set.
 func (c *Command) IsResponse() bool { return c.Flag&FlagResponse != 0 }
 
-// Errors of the decoder. Every decoding failure wraps ErrMalformed.
+// Errors of the decoders. Every failure to decode a frame, its header or a
+// reply body (ParseKVTable, ParseClusterInfo) wraps ErrMalformed; a length
+// word over the limit is ErrFrameTooLarge. IsBadReply tells both from
+// transport errors and well-formed error replies.
 var (
 	ErrMalformed     = errors.New("malformed remoting frame")
 	ErrFrameTooLarge = errors.New("remoting frame over the size limit")
 )
+
+// IsBadReply reports whether err means the peer sent bytes that are not a
+// valid reply (ErrMalformed, ErrFrameTooLarge): bad input to count, as
+// opposed to a timeout, a refused or reset connection, or a *ResponseError.
+func IsBadReply(err error) bool {
+	return errors.Is(err, ErrMalformed) || errors.Is(err, ErrFrameTooLarge)
+}
 
 // jsonHeader is the JSON header. Field order gives the same bytes as the
 // Go and Java clients for a plain request; decoding ignores unknown fields

@@ -162,8 +162,15 @@ func TestParseKVTableAndConfig(t *testing.T) {
 	if err != nil || kv["d"] != "null" || kv["a"] != "1" {
 		t.Errorf("string values and a null: %v, %v", kv, err)
 	}
-	if _, err := remoting.ParseKVTable([]byte(`{"other":{}}`)); err == nil {
-		t.Error("no table: want error")
+	for _, body := range []string{`{"other":{}}`, `{"table":`, `{"table":{"k":"\x"}}`} {
+		if _, err := remoting.ParseKVTable([]byte(body)); !errors.Is(err, remoting.ErrMalformed) {
+			t.Errorf("runtime info body %s: err = %v, want one wrapping ErrMalformed", body, err)
+		}
+	}
+	for _, body := range []string{`[]`, `{"brokerAddrTable":{"b":{"brokerAddrs":{x1:"h:1"}}}}`, `{"brokerAddrTable":{"b":{"brokerAddrs":{"x":"h:1"}}}}`} {
+		if _, err := remoting.ParseClusterInfo([]byte(body)); !errors.Is(err, remoting.ErrMalformed) {
+			t.Errorf("cluster info body %s: err = %v, want one wrapping ErrMalformed", body, err)
+		}
 	}
 	cfg, bad := remoting.ParseConfig([]byte("b=2\r\nnamesrvAddr=h:1;h:2\n\nnoequals\na=x=y\n"))
 	if want := map[string]string{"a": "x=y", "b": "2", "namesrvAddr": "h:1;h:2"}; !reflect.DeepEqual(cfg, want) || bad != 1 {
@@ -455,8 +462,12 @@ func FuzzParseBodies(f *testing.F) {
 	f.Add([]byte(rocketmqtest.Config49))
 	f.Add([]byte(`{0:{-1:"x"},"a":[1,{2:3}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		remoting.ParseClusterInfo(body)
-		remoting.ParseKVTable(body)
+		if _, err := remoting.ParseClusterInfo(body); err != nil && !errors.Is(err, remoting.ErrMalformed) {
+			t.Fatalf("cluster info error does not wrap ErrMalformed: %v", err)
+		}
+		if _, err := remoting.ParseKVTable(body); err != nil && !errors.Is(err, remoting.ErrMalformed) {
+			t.Fatalf("runtime info error does not wrap ErrMalformed: %v", err)
+		}
 		remoting.ParseConfig(body)
 		q := remoting.QuoteBareKeys(body)
 		if len(q) < len(body) {
