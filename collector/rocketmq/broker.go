@@ -386,13 +386,8 @@ func (b *broker) sendState(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstHistogram(putLatencyDesc, count, math.NaN(), buckets, lv...)
 	}
 	if b.lockN > 0 || b.sampleErrors > 0 {
-		buckets := make(map[float64]uint64, len(lockBounds))
-		var run uint64
-		for i, bound := range lockBounds {
-			run += b.lockCounts[i]
-			buckets[bound] = run
-		}
-		ch <- prometheus.MustNewConstHistogram(lockSampledDesc, b.lockN, b.lockSum, buckets, lv...)
+		buckets, count := cumulativeBuckets(b.lockCounts, lockBounds)
+		ch <- prometheus.MustNewConstHistogram(lockSampledDesc, count, b.lockSum, buckets, lv...)
 		sampleErrorsDesc.Send(ch, float64(b.sampleErrors), lv...)
 	}
 	for key, n := range b.keyErrors {

@@ -199,15 +199,8 @@ func (l *logFollower) send(ch chan<- prometheus.Metric) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.m.putWindows {
-		buckets := make(map[float64]uint64, 12)
-		var run uint64
-		for i, c := range l.m.putLatency {
-			run += c
-			if i < 12 {
-				buckets[distBounds[i]] = run
-			}
-		}
-		ch <- prometheus.MustNewConstHistogram(logPutLatencyDesc, run, math.NaN(), buckets)
+		buckets, count := cumulativeBuckets(l.m.putLatency[:], distBounds[:12])
+		ch <- prometheus.MustNewConstHistogram(logPutLatencyDesc, count, math.NaN(), buckets)
 	}
 }
 

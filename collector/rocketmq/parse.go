@@ -217,12 +217,21 @@ func (h *putHistogram) add(d [13]uint64) {
 // buckets returns the cumulative Prometheus buckets (without +Inf) and the
 // count.
 func (h *putHistogram) buckets() (map[float64]uint64, uint64) {
-	out := make(map[float64]uint64, 12)
+	return cumulativeBuckets(h.cum[:], distBounds[:12])
+}
+
+// cumulativeBuckets turns per-bucket counts into the cumulative buckets
+// prometheus.MustNewConstHistogram takes: counts[i] observations fell in
+// bucket i, whose upper bound is bounds[i]; counts past the last bound are
+// the +Inf bucket and only add to the total. It returns the buckets and the
+// total count.
+func cumulativeBuckets(counts []uint64, bounds []float64) (map[float64]uint64, uint64) {
+	out := make(map[float64]uint64, len(bounds))
 	var run uint64
-	for i, c := range h.cum {
+	for i, c := range counts {
 		run += c
-		if i < 12 {
-			out[distBounds[i]] = run
+		if i < len(bounds) {
+			out[bounds[i]] = run
 		}
 	}
 	return out, run
