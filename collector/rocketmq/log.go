@@ -374,19 +374,117 @@ func splitLogLine(line []byte) (time.Time, []byte, bool) {
 	return ts, rest[i+3:], true
 }
 
+// logLine is one kind of broker log line: a message containing tag is
+// handled by handle, which gets the text after the tag.
+type logLine struct {
+	tag    []byte
+	handle func(m *logMetrics, rest []byte) error
+}
+
+// logLines are the lines the follower turns into metrics, store.log's and
+// watermark.log's alike, in match order (the first tag found in a message
+// wins); a new spelling is one row. Lines matching no tag are only counted
+// in lines_total.
+var logLines = []logLine{
+	{[]byte("putMessage in lock cost time(ms)="), timed("lock_slow", lockHeldHist)},
+	{[]byte("putMessages in lock cost time(ms)="), timed("lock_slow", lockHeldHist)},
+	{[]byte("not in lock elapsed time(ms)="), timed("put_slow", putSlowHist)},
+	{[]byte("CommitLog#putMessage cost "), timed("put_slow", putSlowHist)},
+	{[]byte("create mappedFile spent time(ms) "), timed("mapped_file_slow", mappedFileHist)},
+	{[]byte("TransientStorePool is not enough"), counted("transient_store_pool_exhausted")},
+	{[]byte("[PAGECACHERT]"), pageCacheRT},
+	{[]byte("[WATERMARK] "), watermark},
+}
+
+// The histograms timed lines observe into.
 var (
-	tagInLockA   = []byte("putMessage in lock cost time(ms)=")
-	tagInLockB   = []byte("putMessages in lock cost time(ms)=")
-	tagNotLock   = []byte("not in lock elapsed time(ms)=")
-	tagPut5      = []byte("CommitLog#putMessage cost ")
-	tagMapped    = []byte("create mappedFile spent time(ms) ")
-	tagPoolLow   = []byte("TransientStorePool is not enough")
-	tagPageRT    = []byte("[PAGECACHERT]")
+	lockHeldHist   = func(m *logMetrics) *prometheus.HistogramVec { return m.lockHeld }
+	putSlowHist    = func(m *logMetrics) *prometheus.HistogramVec { return m.putSlow }
+	mappedFileHist = func(m *logMetrics) *prometheus.HistogramVec { return m.mappedFile }
+)
+
+// timed handles a line whose tag is followed by a duration in milliseconds:
+// it counts event and observes the duration in the histogram hist returns.
+func timed(event string, hist func(*logMetrics) *prometheus.HistogramVec) func(*logMetrics, []byte) error {
+	return func(m *logMetrics, rest []byte) error {
+		ms, err := leadingInt(rest)
+		if err != nil {
+			return fmt.Errorf("%s: %w", event, err)
+		}
+		m.events.WithLabelValues(event).Inc()
+		hist(m).WithLabelValues().Observe(float64(ms) / 1000)
+		return nil
+	}
+}
+
+// counted handles a line that is only counted, as event.
+func counted(event string) func(*logMetrics, []byte) error {
+	return func(m *logMetrics, _ []byte) error {
+		m.events.WithLabelValues(event).Inc()
+		return nil
+	}
+}
+
+var (
 	tagDist      = []byte("PutMessageDistributeTime ")
-	tagWatermark = []byte("[WATERMARK] ")
 	tagQueueSize = []byte(" Queue Size: ")
 	tagSlowTime  = []byte("SlowTimeMills: ")
 )
+
+// pageCacheRT handles the 60 s "[PAGECACHERT] TotalPut N,
+// PutMessageDistributeTime [<=0ms]:a … [10s~]:m " line of store.log.
+func pageCacheRT(m *logMetrics, rest []byte) error {
+	rest, ok := after(rest, tagDist)
+	if !ok {
+		return errors.New("[PAGECACHERT] without PutMessageDistributeTime")
+	}
+	dist, err := parseDistribution(string(rest))
+	if err != nil {
+		return fmt.Errorf("[PAGECACHERT]: %w", err)
+	}
+	m.events.WithLabelValues("pagecache_rt").Inc()
+	for i, c := range dist {
+		m.putLatency[i] += c
+	}
+	m.putWindows = true
+	return nil
+}
+
+// watermark handles watermark.log's "[WATERMARK] <Pool> Queue Size: N
+// SlowTimeMills: M" (4.9 writes only "Send" for the send pool).
+func watermark(m *logMetrics, rest []byte) error {
+	i := bytes.Index(rest, tagQueueSize)
+	if i < 0 {
+		return errors.New("[WATERMARK] without Queue Size")
+	}
+	pool := logPools[strings.ToLower(strings.ReplaceAll(string(rest[:i]), " ", ""))]
+	if pool == "" {
+		pool = "other"
+	}
+	size, err := leadingInt(rest[i+len(tagQueueSize):])
+	if err != nil {
+		return fmt.Errorf("[WATERMARK] size: %w", err)
+	}
+	slowAt, ok := after(rest, tagSlowTime)
+	if !ok {
+		return errors.New("[WATERMARK] without SlowTimeMills")
+	}
+	// A clock step could make the age negative: clamp it to 0.
+	neg := len(slowAt) > 0 && slowAt[0] == '-'
+	if neg {
+		slowAt = slowAt[1:]
+	}
+	slow, err := leadingInt(slowAt)
+	if err != nil {
+		return fmt.Errorf("[WATERMARK] slow time: %w", err)
+	}
+	if neg {
+		slow = 0
+	}
+	m.queueSize.WithLabelValues(pool).Set(float64(size))
+	m.queueWait.WithLabelValues(pool).Observe(float64(slow) / 1000)
+	return nil
+}
 
 // leadingInt parses the decimal digits at the start of b.
 func leadingInt(b []byte) (int64, error) {
@@ -408,99 +506,13 @@ func after(msg, tag []byte) ([]byte, bool) {
 	return msg[i+len(tag):], true
 }
 
-// message counts and measures one log message; lines it does not know are
-// ignored.
+// message counts and measures one log message by the first row of logLines
+// whose tag it contains; other messages are ignored.
 func (l *logFollower) message(msg []byte) error {
-	m := l.m
-	if rest, ok := after(msg, tagInLockA); ok || bytes.Contains(msg, tagInLockB) {
-		if !ok {
-			rest, _ = after(msg, tagInLockB)
+	for _, ll := range logLines {
+		if rest, ok := after(msg, ll.tag); ok {
+			return ll.handle(l.m, rest)
 		}
-		ms, err := leadingInt(rest)
-		if err != nil {
-			return fmt.Errorf("lock cost: %w", err)
-		}
-		m.events.WithLabelValues("lock_slow").Inc()
-		m.lockHeld.WithLabelValues().Observe(float64(ms) / 1000)
-		return nil
 	}
-	if rest, ok := after(msg, tagNotLock); ok {
-		return l.putSlow(rest)
-	}
-	if rest, ok := after(msg, tagPut5); ok {
-		return l.putSlow(rest)
-	}
-	if rest, ok := after(msg, tagMapped); ok {
-		ms, err := leadingInt(rest)
-		if err != nil {
-			return fmt.Errorf("mapped file: %w", err)
-		}
-		m.events.WithLabelValues("mapped_file_slow").Inc()
-		m.mappedFile.WithLabelValues().Observe(float64(ms) / 1000)
-		return nil
-	}
-	if bytes.Contains(msg, tagPoolLow) {
-		m.events.WithLabelValues("transient_store_pool_exhausted").Inc()
-		return nil
-	}
-	if bytes.Contains(msg, tagPageRT) {
-		rest, ok := after(msg, tagDist)
-		if !ok {
-			return errors.New("[PAGECACHERT] without PutMessageDistributeTime")
-		}
-		dist, err := parseDistribution(string(rest))
-		if err != nil {
-			return fmt.Errorf("[PAGECACHERT]: %w", err)
-		}
-		m.events.WithLabelValues("pagecache_rt").Inc()
-		for i, c := range dist {
-			m.putLatency[i] += c
-		}
-		m.putWindows = true
-		return nil
-	}
-	if rest, ok := after(msg, tagWatermark); ok {
-		i := bytes.Index(rest, tagQueueSize)
-		if i < 0 {
-			return errors.New("[WATERMARK] without Queue Size")
-		}
-		pool := logPools[strings.ToLower(strings.ReplaceAll(string(rest[:i]), " ", ""))]
-		if pool == "" {
-			pool = "other"
-		}
-		size, err := leadingInt(rest[i+len(tagQueueSize):])
-		if err != nil {
-			return fmt.Errorf("[WATERMARK] size: %w", err)
-		}
-		slowAt, ok := after(rest, tagSlowTime)
-		if !ok {
-			return errors.New("[WATERMARK] without SlowTimeMills")
-		}
-		// A clock step could make the age negative: clamp it to 0.
-		neg := len(slowAt) > 0 && slowAt[0] == '-'
-		if neg {
-			slowAt = slowAt[1:]
-		}
-		slow, err := leadingInt(slowAt)
-		if err != nil {
-			return fmt.Errorf("[WATERMARK] slow time: %w", err)
-		}
-		if neg {
-			slow = 0
-		}
-		m.queueSize.WithLabelValues(pool).Set(float64(size))
-		m.queueWait.WithLabelValues(pool).Observe(float64(slow) / 1000)
-		return nil
-	}
-	return nil
-}
-
-func (l *logFollower) putSlow(rest []byte) error {
-	ms, err := leadingInt(rest)
-	if err != nil {
-		return fmt.Errorf("put cost: %w", err)
-	}
-	l.m.events.WithLabelValues("put_slow").Inc()
-	l.m.putSlow.WithLabelValues().Observe(float64(ms) / 1000)
 	return nil
 }
