@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -633,6 +635,72 @@ func BenchmarkSample(b *testing.B) {
 	cpu := processCPU() - cpu0
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e9*100, "%core@1s")
+}
+
+// BenchmarkStalledAnnouncers: one scrape of five brokers that each answer
+// with a length word announcing a 16 MiB frame and then stall until the
+// scrape's timeout (issue 11 item 3). heap-MiB is the Go heap in use while
+// the five requests wait, over the heap before the scrape; rss-MiB the
+// process's resident set (VmRSS) at the same moment, over the RSS before.
+func BenchmarkStalledAnnouncers(b *testing.B) {
+	const peers = 5
+	var addrs []string
+	var brokers []*rocketmqtest.Broker
+	for range peers {
+		br, err := rocketmqtest.NewBroker("127.0.0.1:0", rocketmqtest.Runtime49(), "brokerName=b\n")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer br.Close()
+		br.Delay(time.Minute)
+		brokers, addrs = append(brokers, br), append(addrs, br.Addr())
+	}
+	c := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: addrs, Timeout: 300 * time.Millisecond})
+	var heap, rss float64
+	for i := 0; i < b.N; i++ {
+		sent := 0
+		for _, br := range brokers {
+			br.Inject(rocketmqtest.Announce)
+			sent += br.RequestCount(remoting.GetBrokerRuntimeInfo)
+		}
+		runtime.GC()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		rss0 := vmRSS(b)
+		done := make(chan struct{})
+		go func() { scrape(b, c); close(done) }()
+		for n := 0; n < sent+peers; {
+			time.Sleep(5 * time.Millisecond)
+			n = 0
+			for _, br := range brokers {
+				n += br.RequestCount(remoting.GetBrokerRuntimeInfo)
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // the announcements are read and the clients wait
+		runtime.ReadMemStats(&m1)
+		heap += float64(int64(m1.HeapInuse)-int64(m0.HeapInuse)) / (1 << 20)
+		rss += float64(vmRSS(b)-rss0) / (1 << 20)
+		<-done
+	}
+	b.ReportMetric(heap/float64(b.N), "heap-MiB")
+	b.ReportMetric(rss/float64(b.N), "rss-MiB")
+}
+
+// vmRSS is this process's resident set in bytes, from /proc/self/status.
+func vmRSS(b *testing.B) int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmRSS in /proc/self/status")
+	return 0
 }
 
 func processCPU() time.Duration {

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 )
 
@@ -192,8 +193,9 @@ func encodeBinaryHeader(c *Command) []byte {
 // ReadCommand reads one frame from r and decodes it. A frame whose length
 // word exceeds maxFrame (DefaultMaxFrame when ≤ 0) is refused with
 // ErrFrameTooLarge before anything is allocated; the stream is then out of
-// step and the connection must be closed. io.EOF is returned only when r
-// ends cleanly before a frame starts.
+// step and the connection must be closed. Memory is allocated as the frame's
+// bytes arrive, not as its length word promises (see readFrame). io.EOF is
+// returned only when r ends cleanly before a frame starts.
 func ReadCommand(r io.Reader, maxFrame int) (*Command, error) {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrame
@@ -209,14 +211,39 @@ func ReadCommand(r io.Reader, maxFrame int) (*Command, error) {
 	if n < 4 {
 		return nil, fmt.Errorf("%w: frame length %d is shorter than its header-length word", ErrMalformed, n)
 	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
+	buf, err := readFrame(r, int(n))
+	if err != nil {
 		return nil, err
 	}
 	return Decode(buf)
+}
+
+// readChunk is the first allocation for a frame's bytes; most replies
+// (runtime info is about 3 KB) fit in it.
+const readChunk = 64 << 10
+
+// readFrame reads the n bytes of a frame after its length word. The buffer
+// starts at readChunk and doubles only when the bytes already read fill it,
+// so a peer that announces a large frame and then stalls costs at most
+// max(readChunk, twice what it sent) — never the n it promised. A complete
+// frame of n bytes is allocated in steps that add up to less than 2n.
+func readFrame(r io.Reader, n int) ([]byte, error) {
+	buf := make([]byte, min(n, readChunk))
+	got := 0
+	for {
+		k, err := io.ReadFull(r, buf[got:])
+		got += k
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if got == n {
+			return buf, nil
+		}
+		buf = slices.Grow(buf, min(n, 2*got)-got)[:min(n, 2*got)]
+	}
 }
 
 // Decode decodes one frame without its leading length word: the

@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
@@ -110,6 +113,25 @@ func TestDecodeRejects(t *testing.T) {
 	_, err = remoting.ReadCommand(bytes.NewReader([]byte{0, 0, 0, 100, 0, 0}), 0)
 	if err == nil || errors.Is(err, remoting.ErrFrameTooLarge) {
 		t.Errorf("truncated frame: err = %v", err)
+	}
+}
+
+// Frames larger than the first read chunk arrive whole whatever the reads
+// return at a time.
+func TestReadCommandLargeFrameInPieces(t *testing.T) {
+	body := bytes.Repeat([]byte("0123456789abcdef"), 40_000) // 640,000 bytes: several doublings
+	frame, err := remoting.Encode(&remoting.Command{Code: 0, Flag: remoting.FlagResponse, Opaque: 5, Language: "JAVA", Body: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]io.Reader{
+		"half reads": iotest.HalfReader(bytes.NewReader(frame)),
+		"one byte":   iotest.OneByteReader(bytes.NewReader(frame)),
+	} {
+		c, err := remoting.ReadCommand(r, 0)
+		if err != nil || c.Opaque != 5 || !bytes.Equal(c.Body, body) {
+			t.Errorf("%s: opaque %v, body equal %v, err %v", name, c != nil && c.Opaque == 5, c != nil && bytes.Equal(c.Body, body), err)
+		}
 	}
 }
 
@@ -474,4 +496,40 @@ func FuzzParseBodies(f *testing.F) {
 			t.Fatalf("QuoteBareKeys lost bytes")
 		}
 	})
+}
+
+// A peer that announces a 16 MiB frame and stalls costs the client what it
+// sent, not what it promised (issue 11 item 3): five such brokers, asked
+// concurrently, must not make the clients allocate 5 × 16 MiB while they
+// wait. Before the fix each request allocated the announced 16 MiB at once.
+func TestStalledAnnouncersCostWhatTheySent(t *testing.T) {
+	const peers = 5
+	clients := make([]*remoting.Client, peers)
+	for i := range clients {
+		b := newBroker(t)
+		b.Delay(time.Minute) // released by the broker's Close at cleanup
+		b.Inject(rocketmqtest.Announce)
+		clients[i] = remoting.NewClient(b.Addr(), remoting.Options{Timeout: 300 * time.Millisecond})
+		defer clients[i].Close()
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	errs := make(chan error, peers)
+	for _, c := range clients {
+		go func() { _, err := c.RuntimeInfo(context.Background()); errs <- err }()
+	}
+	for range peers {
+		if err := <-errs; err == nil || !strings.Contains(err.Error(), "timeout") {
+			t.Errorf("stalled peer: err = %v, want a timeout", err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	// Each waiting request may hold its 64 KiB connection buffer and one
+	// 64 KiB frame chunk; 1 MiB per peer leaves room for everything else the
+	// test process allocates meanwhile.
+	if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(peers<<20); got > limit {
+		t.Errorf("%d stalled peers made the process allocate %d bytes, want under %d (the announced %d bytes each must not be allocated up front)",
+			peers, got, limit, remoting.DefaultMaxFrame)
+	}
 }

@@ -7,7 +7,8 @@
 // "null" distribution in the first minute, human-readable sizes, unquoted
 // integer map keys in cluster info. Faults can be queued for the next
 // requests: a slow reply, a reset connection, a garbage frame, a frame that
-// announces 1 GiB, a SYSTEM_BUSY answer.
+// announces 1 GiB, one that announces 16 MiB and stalls, a SYSTEM_BUSY
+// answer.
 package rocketmqtest
 
 import (
@@ -46,6 +47,11 @@ const (
 	// Interleave first sends a server-initiated request frame and a response
 	// with another opaque, then the real answer.
 	Interleave
+	// Announce sends a length word promising a 16 MiB frame (the default
+	// limit, so a client accepts it) and 4 more bytes, then nothing until the
+	// Delay passes or the server closes, then closes the connection: a peer
+	// that makes a client wait with a frame buffer it never fills.
+	Announce
 )
 
 // Handler answers one request with a body, or an error code and remark.
@@ -229,6 +235,13 @@ func (s *Server) serve(c net.Conn) {
 			continue
 		case Huge:
 			c.Write([]byte{0x40, 0, 0, 0, 0, 0, 0, 0})
+			return
+		case Announce:
+			c.Write([]byte{0x01, 0, 0, 0, 0, 0, 0, 0x10})
+			select {
+			case <-time.After(delay):
+			case <-s.done:
+			}
 			return
 		case Busy:
 			resp.Code, resp.Remark = remoting.SystemBusy,
