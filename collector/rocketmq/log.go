@@ -81,7 +81,7 @@ var slowBuckets = []float64{0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30}
 // The log follower's metric families.
 var (
 	logEventsFamily = logFamily{name: "events_total", typ: "counter", labels: []string{"event"},
-		help: "Broker log lines by event: lock_slow ([NOTIFYME]putMessage(s) in lock cost time(ms), lock held > 500 ms), put_slow (4.9 'putMessage not in lock elapsed time', 5.x 'CommitLog#putMessage cost', whole put > 500 ms), mapped_file_slow ('create mappedFile spent time(ms)', > 10 ms), transient_store_pool_exhausted ('TransientStorePool is not enough'), pagecache_rt (the 60 s [PAGECACHERT] line); from store.log."}
+		help: "Broker log lines by event: lock_slow ('putMessage(s) in lock cost time(ms)', 3.x 'in lock eclipse time(ms)'; lock held > 500 ms), put_slow ('not in lock elapsed/eclipse time(ms)', 5.x 'CommitLog#putMessage cost'; whole put > 500 ms), mapped_file_slow ('create mappedFile spent time(ms)', > 10 ms), transient_store_pool_exhausted ('TransientStorePool is not enough'), pagecache_rt (the 60 s [PAGECACHERT] line); from store.log."}
 	logLinesFamily = logFamily{name: "lines_total", typ: "counter", labels: []string{"file"},
 		help: "Lines read from each followed broker log file (store.log, watermark.log)."}
 	logRotationsFamily = logFamily{name: "rotations_total", typ: "counter", labels: []string{"file"},
@@ -89,9 +89,9 @@ var (
 	logLastTimeFamily = logFamily{name: "last_line_timestamp_seconds", typ: "gauge", labels: []string{"file"},
 		help: "Unix time of the newest timestamped line read from each log file (the broker writes GMT+8 whatever the host zone)."}
 	logLockHeldFamily = logFamily{name: "lock_held_seconds", typ: "histogram", buckets: slowBuckets,
-		help: "Exact CommitLog put-lock holds over 500 ms, from store.log '[NOTIFYME]putMessage(s) in lock cost time(ms)=N'."}
+		help: "Exact CommitLog put-lock holds over 500 ms, from store.log '[NOTIFYME]putMessage(s) in lock cost time(ms)=N' (3.x 'putMessage in lock eclipse time(ms) N', over 1 s before 3.5)."}
 	logPutSlowFamily = logFamily{name: "put_slow_seconds", typ: "histogram", buckets: slowBuckets,
-		help: "Whole puts over 500 ms, from store.log 'putMessage not in lock elapsed time(ms)=N' (4.9) or 'CommitLog#putMessage cost Nms' (5.x)."}
+		help: "Whole puts over 500 ms, from store.log 'putMessage not in lock elapsed time(ms)=N' (4.7–4.9), 'not in lock eclipse time(ms)=N' (before 4.7, and 5.x batches) or 'CommitLog#putMessage cost Nms' (5.x)."}
 	logMappedFileFamily = logFamily{name: "mapped_file_create_seconds", typ: "histogram",
 		buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10},
 		help:    "Creations of a CommitLog mapped file over 10 ms, from store.log 'create mappedFile spent time(ms) N'."}
@@ -411,12 +411,24 @@ type logLine struct {
 // watermark.log's alike, in match order (the first tag found in a message
 // wins); a new spelling is one row. Lines matching no tag are only counted
 // in lines_total.
+//
+// The slow-lock and slow-put warnings changed spelling over the versions
+// (read from the broker's CommitLog.java and DefaultMessageStore.java):
+// 3.x writes "putMessage in lock eclipse time(ms) N" (3.5+ with a
+// [NOTIFYME] prefix) and "putMessage not in lock eclipse time(ms) N" (both
+// over 1 s), 4.0–4.6 "[NOTIFYME]putMessage(s) in lock cost time(ms)=N" and
+// "putMessage not in lock eclipse time(ms)=N", 4.7–4.9 "… not in lock
+// elapsed time(ms)=N", 5.x "CommitLog#putMessage cost Nms" for single
+// messages and still "not in lock eclipse time(ms)=N" for batches.
 var logLines = []logLine{
 	{[]byte("putMessage in lock cost time(ms)="), timed("lock_slow", lockHeldHist)},
 	{[]byte("putMessages in lock cost time(ms)="), timed("lock_slow", lockHeldHist)},
+	{[]byte("putMessage in lock eclipse time(ms)"), timed("lock_slow", lockHeldHist)},
 	{[]byte("not in lock elapsed time(ms)="), timed("put_slow", putSlowHist)},
+	{[]byte("not in lock eclipse time(ms)"), timed("put_slow", putSlowHist)},
 	{[]byte("CommitLog#putMessage cost "), timed("put_slow", putSlowHist)},
 	{[]byte("create mappedFile spent time(ms) "), timed("mapped_file_slow", mappedFileHist)},
+	{[]byte("create mapedFile spent time(ms) "), timed("mapped_file_slow", mappedFileHist)}, // 3.x
 	{[]byte("TransientStorePool is not enough"), counted("transient_store_pool_exhausted")},
 	{[]byte("[PAGECACHERT]"), pageCacheRT},
 	{[]byte("[WATERMARK] "), watermark},
@@ -429,10 +441,14 @@ var (
 	mappedFileHist = func(m *logMetrics) *prometheus.HistogramVec { return m.mappedFile }
 )
 
-// timed handles a line whose tag is followed by a duration in milliseconds:
-// it counts event and observes the duration in the histogram hist returns.
+// timed handles a line whose tag is followed by a duration in milliseconds
+// (after one '=' or ' ', for the spellings whose tag ends before it): it
+// counts event and observes the duration in the histogram hist returns.
 func timed(event string, hist func(*logMetrics) *prometheus.HistogramVec) func(*logMetrics, []byte) error {
 	return func(m *logMetrics, rest []byte) error {
+		if len(rest) > 0 && (rest[0] == '=' || rest[0] == ' ') {
+			rest = rest[1:]
+		}
 		ms, err := leadingInt(rest)
 		if err != nil {
 			return fmt.Errorf("%s: %w", event, err)

@@ -269,6 +269,48 @@ func TestLogMalformedLine(t *testing.T) {
 	}
 }
 
+// Brokers before 4.7 spell the slow-put and slow-lock warnings differently
+// ("eclipse", 3.x without '='), and 5.x still writes the 4.x spelling for
+// batches; every real spelling counts (issue 11 item 9). The lines and
+// the versions that print them: testdata/README.md.
+func TestLogOldSpellings(t *testing.T) {
+	r := newLogRig(t, true)
+	r.append("store.log", "")
+	r.append("watermark.log", "")
+	r.start()
+	data, err := os.ReadFile(filepath.Join("testdata", "store-3.x-4.6.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.append("store.log", string(data))
+	got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_lines_total")
+	expect(t, got, `
+stall_rocketmq_log_events_total{event="lock_slow"} 3
+stall_rocketmq_log_events_total{event="mapped_file_slow"} 1
+stall_rocketmq_log_events_total{event="pagecache_rt"} 0
+stall_rocketmq_log_events_total{event="put_slow"} 3
+stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 0
+stall_rocketmq_log_lines_total{file="store.log"} 8
+stall_rocketmq_log_lines_total{file="watermark.log"} 0
+`)
+	got = r.scrape("stall_rocketmq_log_put_slow_seconds", "stall_rocketmq_log_lock_held_seconds", "stall_rocketmq_log_mapped_file_create_seconds")
+	for _, want := range []string{
+		`stall_rocketmq_log_put_slow_seconds_bucket{le="1"} 1`, // 812 ms
+		`stall_rocketmq_log_put_slow_seconds_bucket{le="3"} 2`, // 1195 ms
+		`stall_rocketmq_log_put_slow_seconds_bucket{le="5"} 3`, // 3019 ms, the line of issue 11
+		"stall_rocketmq_log_put_slow_seconds_count 3",
+		"stall_rocketmq_log_lock_held_seconds_sum 3.085", // 1382 + 620 + 1083 ms
+		"stall_rocketmq_log_mapped_file_create_seconds_sum 0.24",
+	} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("missing %s in\n%s", want, got)
+		}
+	}
+	if n := r.cfg.Problems.Count(); n != 0 {
+		t.Errorf("%d problems on real spellings", n)
+	}
+}
+
 func TestLogTimestampIsGMT8(t *testing.T) {
 	ts, msg, ok := splitLogLine([]byte("2024-01-01 08:00:00,500 INFO main - hello - world"))
 	if !ok || !ts.Equal(time.Date(2024, 1, 1, 0, 0, 0, 500e6, time.UTC)) || string(msg) != "hello - world" {
@@ -279,6 +321,8 @@ func TestLogTimestampIsGMT8(t *testing.T) {
 // FuzzLogLine feeds arbitrary lines to the log parser.
 func FuzzLogLine(f *testing.F) {
 	for _, l := range []string{lineLock, lineLocks, lineNotLock, linePut5, lineMapped, linePool, linePageRT,
+		"2019-01-28 21:22:04 WARN SendMessageThread_8 - putMessage not in lock eclipse time(ms)=3019, bodyLength=520\n",
+		"2018-05-16 13:36:23 WARN SendMessageThread_101 - putMessage in lock eclipse time(ms) 1382\n",
 		"2024-05-06 14:23:02 INFO WaterMark - [WATERMARK] Send Queue Size: 12 SlowTimeMills: -35\n"} {
 		f.Add(strings.TrimSuffix(l, "\n"))
 	}
@@ -322,11 +366,11 @@ stall_rocketmq_log_queue_size{pool="transaction"} 0
 stall_rocketmq_log_events_total{event="lock_slow"} 1
 stall_rocketmq_log_events_total{event="mapped_file_slow"} 0
 stall_rocketmq_log_events_total{event="pagecache_rt"} 1
-stall_rocketmq_log_events_total{event="put_slow"} 1
+stall_rocketmq_log_events_total{event="put_slow"} 2
 stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 0
 stall_rocketmq_log_last_line_timestamp_seconds{file="store.log"} 1.71497706e+09
 stall_rocketmq_log_last_line_timestamp_seconds{file="watermark.log"} 1.714977e+09
-stall_rocketmq_log_lines_total{file="store.log"} 4
+stall_rocketmq_log_lines_total{file="store.log"} 5
 stall_rocketmq_log_lines_total{file="watermark.log"} 5
 stall_rocketmq_log_queue_size{pool="ack"} 1
 stall_rocketmq_log_queue_size{pool="heartbeat"} 0
@@ -335,7 +379,7 @@ stall_rocketmq_log_queue_size{pool="pull"} 0
 stall_rocketmq_log_queue_size{pool="send"} 3
 `, []string{
 			"stall_rocketmq_log_lock_held_seconds_sum 0.702",
-			"stall_rocketmq_log_put_slow_seconds_sum 0.73",
+			"stall_rocketmq_log_put_slow_seconds_sum 1.542", // single 730 ms, batch 812 ms
 			`stall_rocketmq_log_put_latency_seconds_bucket{le="1"} 7`,
 			`stall_rocketmq_log_put_latency_seconds_bucket{le="0.5"} 5`,
 		}},
