@@ -44,7 +44,7 @@ const maxLogLine = 64 << 10
 // whatever the host's zone.
 var logTZ = time.FixedZone("GMT+8", 8*3600)
 
-var logEvents = []string{"lock_slow", "put_slow", "mapped_file_slow", "transient_store_pool_exhausted", "pagecache_rt"}
+var logEvents = []string{"lock_slow", "put_slow", "mapped_file_slow", "transient_store_pool_exhausted", "pagecache_rt", "page_cache_busy"}
 
 var logPools = map[string]string{"send": "send", "pull": "pull", "litepull": "lite_pull", "query": "query",
 	"transaction": "transaction", "endtransaction": "transaction", "ack": "ack", "heartbeat": "heartbeat",
@@ -81,7 +81,7 @@ var slowBuckets = []float64{0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30}
 // The log follower's metric families.
 var (
 	logEventsFamily = logFamily{name: "events_total", typ: "counter", labels: []string{"event"},
-		help: "Broker log lines by event: lock_slow ('putMessage(s) in lock cost time(ms)', 3.x 'in lock eclipse time(ms)'; lock held > 500 ms), put_slow ('not in lock elapsed/eclipse time(ms)', 5.x 'CommitLog#putMessage cost'; whole put > 500 ms), mapped_file_slow ('create mappedFile spent time(ms)', > 10 ms), transient_store_pool_exhausted ('TransientStorePool is not enough'), pagecache_rt (the 60 s [PAGECACHERT] line); from store.log."}
+		help: "Broker log lines by event: lock_slow ('putMessage(s) in lock cost time(ms)', 3.x 'in lock eclipse time(ms)'; lock held > 500 ms), put_slow ('not in lock elapsed/eclipse time(ms)', 5.x 'CommitLog#putMessage cost'; whole put > 500 ms), mapped_file_slow ('create mappedFile spent time(ms)', > 10 ms), transient_store_pool_exhausted ('TransientStorePool is not enough'), pagecache_rt (the 60 s [PAGECACHERT] line), page_cache_busy ('[NOTIFYME]page cache is busy, … lock time(ms)=N'); from store.log."}
 	logLinesFamily = logFamily{name: "lines_total", typ: "counter", labels: []string{"file"},
 		help: "Lines read from each followed broker log file (store.log, watermark.log)."}
 	logRotationsFamily = logFamily{name: "rotations_total", typ: "counter", labels: []string{"file"},
@@ -90,6 +90,8 @@ var (
 		help: "Unix time of the newest timestamped line read from each log file (the broker writes GMT+8 whatever the host zone)."}
 	logLockHeldFamily = logFamily{name: "lock_held_seconds", typ: "histogram", buckets: slowBuckets,
 		help: "Exact CommitLog put-lock holds over 500 ms, from store.log '[NOTIFYME]putMessage(s) in lock cost time(ms)=N' (3.x 'putMessage in lock eclipse time(ms) N', over 1 s before 3.5)."}
+	logPageCacheBusyFamily = logFamily{name: "page_cache_busy_lock_held_seconds", typ: "histogram", buckets: slowBuckets,
+		help: "How long the CommitLog put lock had been held when the broker logged '[NOTIFYME]page cache is busy, … lock time(ms)=N' in store.log: a hold still in progress, so the same hold is logged again, whole, in stall_rocketmq_log_lock_held_seconds."}
 	logPutSlowFamily = logFamily{name: "put_slow_seconds", typ: "histogram", buckets: slowBuckets,
 		help: "Whole puts over 500 ms, from store.log 'putMessage not in lock elapsed time(ms)=N' (4.7–4.9), 'not in lock eclipse time(ms)=N' (before 4.7, and 5.x batches) or 'CommitLog#putMessage cost Nms' (5.x)."}
 	logMappedFileFamily = logFamily{name: "mapped_file_create_seconds", typ: "histogram",
@@ -110,7 +112,7 @@ var (
 // logFamilies is every family above, documented for docs/metrics.md at
 // init whether or not a follower is configured.
 var logFamilies = []logFamily{logEventsFamily, logLinesFamily, logRotationsFamily, logLastTimeFamily, logLockHeldFamily,
-	logPutSlowFamily, logMappedFileFamily, logQueueSizeFamily, logQueueWaitFamily, logPutLatencyFamily}
+	logPageCacheBusyFamily, logPutSlowFamily, logMappedFileFamily, logQueueSizeFamily, logQueueWaitFamily, logPutLatencyFamily}
 
 func init() {
 	for _, f := range logFamilies {
@@ -126,6 +128,7 @@ type logMetrics struct {
 	rotations  *prometheus.CounterVec
 	lastTime   *prometheus.GaugeVec
 	lockHeld   *prometheus.HistogramVec
+	busyHeld   *prometheus.HistogramVec
 	putSlow    *prometheus.HistogramVec
 	mappedFile *prometheus.HistogramVec
 	queueSize  *prometheus.GaugeVec
@@ -141,6 +144,7 @@ func newLogMetrics() *logMetrics {
 		rotations:  logRotationsFamily.counter(),
 		lastTime:   logLastTimeFamily.gauge(),
 		lockHeld:   logLockHeldFamily.histogram(),
+		busyHeld:   logPageCacheBusyFamily.histogram(),
 		putSlow:    logPutSlowFamily.histogram(),
 		mappedFile: logMappedFileFamily.histogram(),
 		queueSize:  logQueueSizeFamily.gauge(),
@@ -218,6 +222,7 @@ func (l *logFollower) send(ch chan<- prometheus.Metric) {
 	l.m.rotations.Collect(ch)
 	l.m.lastTime.Collect(ch)
 	l.m.lockHeld.Collect(ch)
+	l.m.busyHeld.Collect(ch)
 	l.m.putSlow.Collect(ch)
 	l.m.mappedFile.Collect(ch)
 	l.m.queueSize.Collect(ch)
@@ -430,6 +435,7 @@ var logLines = []logLine{
 	{[]byte("create mappedFile spent time(ms) "), timed("mapped_file_slow", mappedFileHist)},
 	{[]byte("create mapedFile spent time(ms) "), timed("mapped_file_slow", mappedFileHist)}, // 3.x
 	{[]byte("TransientStorePool is not enough"), counted("transient_store_pool_exhausted")},
+	{[]byte("page cache is busy"), pageCacheBusy},
 	{[]byte("[PAGECACHERT]"), pageCacheRT},
 	{[]byte("[WATERMARK] "), watermark},
 }
@@ -465,6 +471,27 @@ func counted(event string) func(*logMetrics, []byte) error {
 		m.events.WithLabelValues(event).Inc()
 		return nil
 	}
+}
+
+var tagBusyLockTime = []byte("lock time(ms)=")
+
+// pageCacheBusy handles "[NOTIFYME]page cache is busy, CPUBusyFlag=…,
+// OSPageCacheBusyFlag=…, lock time(ms)=N": the broker saw the put lock held
+// for N ms and declared the page cache busy (incident 5). N is a hold still
+// in progress; it goes to its own histogram, since the same hold is logged
+// again, whole, by the "in lock cost" line when it ends.
+func pageCacheBusy(m *logMetrics, rest []byte) error {
+	rest, ok := after(rest, tagBusyLockTime)
+	if !ok {
+		return errors.New("page cache busy without lock time(ms)")
+	}
+	ms, err := leadingInt(rest)
+	if err != nil {
+		return fmt.Errorf("page cache busy lock time: %w", err)
+	}
+	m.events.WithLabelValues("page_cache_busy").Inc()
+	m.busyHeld.WithLabelValues().Observe(float64(ms) / 1000)
+	return nil
 }
 
 var (

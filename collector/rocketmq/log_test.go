@@ -96,6 +96,7 @@ func TestLogEventsFromTheEnd(t *testing.T) {
 	expect(t, got, `
 stall_rocketmq_log_events_total{event="lock_slow"} 2
 stall_rocketmq_log_events_total{event="mapped_file_slow"} 1
+stall_rocketmq_log_events_total{event="page_cache_busy"} 0
 stall_rocketmq_log_events_total{event="pagecache_rt"} 1
 stall_rocketmq_log_events_total{event="put_slow"} 2
 stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 1
@@ -183,6 +184,7 @@ func TestLogRotation(t *testing.T) {
 	expect(t, got, `
 stall_rocketmq_log_events_total{event="lock_slow"} 3
 stall_rocketmq_log_events_total{event="mapped_file_slow"} 0
+stall_rocketmq_log_events_total{event="page_cache_busy"} 0
 stall_rocketmq_log_events_total{event="pagecache_rt"} 0
 stall_rocketmq_log_events_total{event="put_slow"} 0
 stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 0
@@ -287,6 +289,7 @@ func TestLogOldSpellings(t *testing.T) {
 	expect(t, got, `
 stall_rocketmq_log_events_total{event="lock_slow"} 3
 stall_rocketmq_log_events_total{event="mapped_file_slow"} 1
+stall_rocketmq_log_events_total{event="page_cache_busy"} 0
 stall_rocketmq_log_events_total{event="pagecache_rt"} 0
 stall_rocketmq_log_events_total{event="put_slow"} 3
 stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 0
@@ -311,6 +314,38 @@ stall_rocketmq_log_lines_total{file="watermark.log"} 0
 	}
 }
 
+// The broker's page-cache-busy warning (the line incident 5's write-up
+// quotes) counts an event and the lock hold it reports (issue 11 item 10);
+// one without its lock time is bad input.
+func TestLogPageCacheBusy(t *testing.T) {
+	r := newLogRig(t, true)
+	r.append("store.log", "")
+	r.append("watermark.log", "")
+	r.start()
+	r.append("store.log",
+		"2024-05-06 14:22:05 WARN SendMessageThread_1 - [NOTIFYME]page cache is busy, CPUBusyFlag=false, OSPageCacheBusyFlag=true, lock time(ms)=1250\n",
+		"2024-05-06 14:22:06 WARN SendMessageThread_2 - [NOTIFYME]page cache is busy, CPUBusyFlag=true, OSPageCacheBusyFlag=false, lock time(ms)=\n")
+	got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_page_cache_busy_lock_held_seconds", "stall_rocketmq_log_lock_held_seconds")
+	for _, want := range []string{
+		`stall_rocketmq_log_events_total{event="page_cache_busy"} 1`,
+		`stall_rocketmq_log_events_total{event="lock_slow"} 0`,
+		`stall_rocketmq_log_page_cache_busy_lock_held_seconds_bucket{le="1"} 0`,
+		`stall_rocketmq_log_page_cache_busy_lock_held_seconds_bucket{le="1.5"} 1`,
+		`stall_rocketmq_log_page_cache_busy_lock_held_seconds_sum 1.25`,
+		`stall_rocketmq_log_page_cache_busy_lock_held_seconds_count 1`,
+	} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("missing %s in\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "stall_rocketmq_log_lock_held_seconds") {
+		t.Errorf("a hold in progress was counted as a whole hold:\n%s", got)
+	}
+	if n := r.cfg.Problems.Count(); n != 1 {
+		t.Errorf("problems = %d, want 1 (the line without its lock time)", n)
+	}
+}
+
 func TestLogTimestampIsGMT8(t *testing.T) {
 	ts, msg, ok := splitLogLine([]byte("2024-01-01 08:00:00,500 INFO main - hello - world"))
 	if !ok || !ts.Equal(time.Date(2024, 1, 1, 0, 0, 0, 500e6, time.UTC)) || string(msg) != "hello - world" {
@@ -323,6 +358,7 @@ func FuzzLogLine(f *testing.F) {
 	for _, l := range []string{lineLock, lineLocks, lineNotLock, linePut5, lineMapped, linePool, linePageRT,
 		"2019-01-28 21:22:04 WARN SendMessageThread_8 - putMessage not in lock eclipse time(ms)=3019, bodyLength=520\n",
 		"2018-05-16 13:36:23 WARN SendMessageThread_101 - putMessage in lock eclipse time(ms) 1382\n",
+		"2024-05-06 14:22:05 WARN SendMessageThread_1 - [NOTIFYME]page cache is busy, CPUBusyFlag=false, OSPageCacheBusyFlag=true, lock time(ms)=1250\n",
 		"2024-05-06 14:23:02 INFO WaterMark - [WATERMARK] Send Queue Size: 12 SlowTimeMills: -35\n"} {
 		f.Add(strings.TrimSuffix(l, "\n"))
 	}
@@ -343,6 +379,7 @@ func TestLogFixtures(t *testing.T) {
 		{"4.9", `
 stall_rocketmq_log_events_total{event="lock_slow"} 2
 stall_rocketmq_log_events_total{event="mapped_file_slow"} 1
+stall_rocketmq_log_events_total{event="page_cache_busy"} 0
 stall_rocketmq_log_events_total{event="pagecache_rt"} 1
 stall_rocketmq_log_events_total{event="put_slow"} 1
 stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 1
@@ -365,6 +402,7 @@ stall_rocketmq_log_queue_size{pool="transaction"} 0
 		{"5.x", `
 stall_rocketmq_log_events_total{event="lock_slow"} 1
 stall_rocketmq_log_events_total{event="mapped_file_slow"} 0
+stall_rocketmq_log_events_total{event="page_cache_busy"} 0
 stall_rocketmq_log_events_total{event="pagecache_rt"} 1
 stall_rocketmq_log_events_total{event="put_slow"} 2
 stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 0
