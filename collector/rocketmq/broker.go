@@ -221,6 +221,9 @@ func (c *scraper) scrapeBroker(ctx context.Context, b *broker, ch chan<- prometh
 		c.cfg.Logger.Info("rocketmq broker answering again", "broker", b.addr)
 		b.down = false
 	}
+	// The broker answers again: the sampler's backoff (sampleOnce) ends now,
+	// not when its up to 30 s run out.
+	b.sampleFails, b.nextSample = 0, time.Time{}
 	upDesc.Send(ch, 1, lv...)
 	b.emitRuntime(ch, kv, c.now(), c.cfg.Problems)
 	b.sendState(ch)

@@ -367,6 +367,32 @@ stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",cluster="c"} 0
 	}
 }
 
+// A scrape that reaches the broker again ends the sampler's backoff: the
+// next tick samples (issue 11 item 15; sampling used to resume only when
+// the backoff of up to 30 s ran out, 8 s after up 1 in the report).
+func TestScrapeEndsSamplerBackoff(t *testing.T) {
+	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
+	clock := time.Unix(1_800_000_000, 0)
+	c := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: []string{b.Addr()}, SampleInterval: time.Second})
+	c.now = func() time.Time { return clock }
+	c.sampleOnce(context.Background()) // dial
+	// Five failed samples, each tick after the last backoff: 2, 4, 8, 16, 30 s.
+	for range 5 {
+		b.Inject(rocketmqtest.Garbage) // a bad reply is not retried
+		c.sampleOnce(context.Background())
+		clock = clock.Add(31 * time.Second)
+	}
+	clock = clock.Add(-31 * time.Second).Add(time.Second) // 1 s after the last failure: 29 s of backoff left
+	if got, _ := scrape(t, c, "stall_rocketmq_up"); !strings.HasSuffix(got, "} 1\n") {
+		t.Fatalf("scrape: %s", got)
+	}
+	before := b.RequestCount(remoting.GetBrokerRuntimeInfo)
+	c.sampleOnce(context.Background())
+	if n := b.RequestCount(remoting.GetBrokerRuntimeInfo) - before; n != 1 {
+		t.Errorf("the tick after a scrape reached the broker sent %d samples, want 1 (backoff ended)", n)
+	}
+}
+
 func TestPutHistogramWindows(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	w1 := [13]uint64{1, 2}
