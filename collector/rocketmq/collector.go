@@ -68,6 +68,7 @@ type scraper struct {
 	discovered    bool                        // some round got an answer
 	discovering   chan struct{}               // closed when the running round ends; nil when none runs
 	ready         chan struct{}               // closed at the running round's first answer or its end
+	roundWaited   bool                        // a scrape has waited for the running round
 	roundFailed   bool                        // no name server answered the last finished round
 }
 
@@ -147,12 +148,13 @@ func (c *scraper) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 	deadline := c.scrapeDeadline(ctx, start)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	if done, wait := c.refreshTopology(); wait {
+	if done, wait := c.refreshTopology(true); wait {
 		// Wait for the name servers at most half the budget; after that
 		// the last known brokers are scraped and the round finishes in the
 		// background for the next scrape. No wait at all while the name
-		// servers failed the last round: the scrape is not delayed for them
-		// again and again.
+		// servers failed the last round, or when another scrape already
+		// waited for this round: the scrapes are not delayed for them again
+		// and again.
 		t := time.NewTimer(deadline.Sub(start) / 2)
 		select {
 		case <-done:
@@ -213,7 +215,7 @@ func (c *scraper) Run(ctx context.Context) {
 // interval. A broker that fails is skipped for a backoff of 2^n intervals
 // (up to 30 s) so a dead broker is not redialled every second.
 func (c *scraper) sampleOnce(ctx context.Context) {
-	c.refreshTopology()
+	c.refreshTopology(false)
 	brokers := c.knownBrokers()
 	interval := c.opts.SampleInterval
 	if interval <= 0 {

@@ -14,24 +14,38 @@ import (
 )
 
 // refreshTopology starts a discovery round in the background when one is
-// due (--rocketmq.discovery-interval after the last round, or at once while
-// no name server has ever answered) and none is running. It returns a
-// channel closed when the running round ends (nil when none runs), and
-// whether a scrape should wait for it: not when every name server failed
-// the last round. A round is bounded by --rocketmq.timeout and never by a
-// scrape, so a silent name server delays no scrape by more than the wait
-// Update chooses, and only until its first failure is known.
-func (c *scraper) refreshTopology() (<-chan struct{}, bool) {
+// due and none is running: --rocketmq.discovery-interval after the last
+// round, or, while no name server has ever answered, at every scrape
+// (byScrape) — never at the sampler's ticks, which would ask a dead name
+// server every --rocketmq.sample-interval. It returns a channel closed when
+// the running round has the brokers a scrape needs (nil when none runs),
+// and whether this scrape should wait for it: not when every name server
+// failed the last round, and not when the round already delayed a scrape.
+// So a silent name server delays at most one scrape per round, and none
+// once its failure is known. A round is bounded by --rocketmq.timeout and
+// never by a scrape.
+func (c *scraper) refreshTopology(byScrape bool) (<-chan struct{}, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.discovering != nil {
-		return c.ready, !c.roundFailed
+	if c.discovering == nil {
+		due := len(c.opts.Namesrv) > 0 && (c.discovered && c.now().Sub(c.lastDiscovery) >= c.opts.DiscoveryInterval ||
+			!c.discovered && byScrape)
+		if !due {
+			return nil, false
+		}
+		c.startRound()
 	}
-	if len(c.opts.Namesrv) == 0 || c.discovered && c.now().Sub(c.lastDiscovery) < c.opts.DiscoveryInterval {
-		return nil, false
+	if !byScrape || c.roundFailed || c.roundWaited {
+		return c.ready, false
 	}
+	c.roundWaited = true
+	return c.ready, true
+}
+
+// startRound starts a discovery round in the background; c.mu must be held.
+func (c *scraper) startRound() {
 	done, ready := make(chan struct{}), make(chan struct{})
-	c.discovering, c.ready = done, ready
+	c.discovering, c.ready, c.roundWaited = done, ready, false
 	c.lastDiscovery = c.now()
 	var once sync.Once
 	markReady := func() { once.Do(func() { close(ready) }) }
@@ -45,7 +59,6 @@ func (c *scraper) refreshTopology() (<-chan struct{}, bool) {
 		c.mu.Unlock()
 		close(done)
 	}()
-	return ready, !c.roundFailed
 }
 
 // knownBrokers returns the brokers to scrape, sorted by address.

@@ -99,6 +99,63 @@ stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 	}
 }
 
+// Until a name server has answered, it is asked once per scrape, never by
+// the background sampler's ticks (issue 11 item 14: 12 requests in 10 s with
+// two scrapes, one per 1 s tick).
+func TestUnansweredNamesrvAskedOncePerScrape(t *testing.T) {
+	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	for range 500 {
+		ns.Inject(rocketmqtest.Unsupported) // a well-formed refusal, as from a 5.x Proxy
+	}
+	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns.Addr()}, Timeout: time.Second,
+		SampleInterval: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	for range 2 {
+		collectortest.Expose(t, context.Background(), c)
+		time.Sleep(300 * time.Millisecond) // about 30 sampler ticks
+	}
+	cancel()
+	<-done
+	if n := ns.RequestCount(remoting.GetBrokerClusterInfo); n != 2 {
+		t.Errorf("name server asked %d times over 2 scrapes and ~60 sampler ticks, want 2 (once per scrape)", n)
+	}
+}
+
+// A name server that never answers delays at most one scrape: a scrape
+// that comes while the round it delayed is still running does not wait
+// for it again (issue 11 item 14).
+func TestSilentNamesrvDelaysOneScrape(t *testing.T) {
+	good := startBroker(t, rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
+	ns := collectortest.SilentListener(t)
+	const timeout = 2 * time.Second
+	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns}, Brokers: []string{good.Addr()}, Timeout: timeout})
+	first := collectortest.Expose(t, context.Background(), c)
+	c.mu.Lock()
+	running := c.discovering != nil
+	c.mu.Unlock()
+	if !running {
+		t.Fatal("the discovery round ended before the second scrape: the test proves nothing")
+	}
+	second := collectortest.Expose(t, context.Background(), c) // the first round is still waiting for the name server
+	if first.Elapsed < timeout/4 {
+		t.Errorf("first scrape took %v: it should wait for the name server's first answer for a while", first.Elapsed)
+	}
+	if second.Elapsed > timeout/8 {
+		t.Errorf("second scrape took %v, want no wait for a round that already delayed a scrape", second.Elapsed)
+	}
+	for i, r := range []collectortest.Exposition{first, second} {
+		if !strings.Contains(r.Families("stall_rocketmq_up"), `stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1`) {
+			t.Errorf("scrape %d: %s", i+1, r.Families("stall_rocketmq_up"))
+		}
+	}
+}
+
 // Brokers found through a name server keep their labels when the name
 // server later stops answering; five bad brokers and two silent name
 // servers still end the scrape within one --rocketmq.timeout.
