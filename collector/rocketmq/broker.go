@@ -231,11 +231,15 @@ func (c *scraper) scrapeBroker(ctx context.Context, b *broker, ch chan<- prometh
 }
 
 // readConfig reads GET_BROKER_CONFIG; a failure keeps the last config and
-// labels and is retried at the next scrape.
+// labels and is retried at the next scrape. A bad reply is also counted as
+// bad input.
 func (c *scraper) readConfig(ctx context.Context, b *broker) {
 	cfg, bad, err := b.client.BrokerConfig(ctx)
 	if bad > 0 {
 		c.cfg.Problems.Add("rocketmq broker config line", bad, fmt.Errorf("broker %s: %d config lines without '='", b.addr, bad))
+	}
+	if remoting.IsBadReply(err) {
+		c.cfg.Problems.Add("rocketmq broker config reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

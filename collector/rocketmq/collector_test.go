@@ -300,7 +300,8 @@ func TestBrokerFaults(t *testing.T) {
 	for _, tc := range []struct {
 		fault    rocketmqtest.Fault
 		problems uint64
-	}{{rocketmqtest.Slow, 0}, {rocketmqtest.Reset, 0}, {rocketmqtest.Garbage, 1}, {rocketmqtest.Huge, 1}, {rocketmqtest.Busy, 0}} {
+	}{{rocketmqtest.Slow, 0}, {rocketmqtest.Reset, 0}, {rocketmqtest.Garbage, 1}, {rocketmqtest.Huge, 1}, {rocketmqtest.Busy, 0},
+		{rocketmqtest.Truncated, 1}, {rocketmqtest.Noise, 1}} {
 		before := cfg.Problems.Count()
 		b.Inject(tc.fault)
 		if tc.fault == rocketmqtest.Reset {
@@ -789,6 +790,49 @@ stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
 `)
 	if n := ns.RequestCount(remoting.GetBrokerClusterInfo); n != 4 {
 		t.Errorf("%d cluster-info requests, want 4 (the failed discovery was sent twice: reused connection, then a fresh one)", n)
+	}
+}
+
+// Bad replies from a name server — garbage, a length over the limit, noise
+// starting with a 0x7fffffff length, half a frame and a close — are bad
+// input: each is counted in stall_collector_parse_errors_total (issue 11
+// item 13), and the last known brokers are still scraped.
+func TestNamesrvBadRepliesCounted(t *testing.T) {
+	a := startBroker(t, rocketmqtest.Runtime49(), "")
+	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	clock := time.Unix(1_800_000_000, 0)
+	cfg := collectortest.Config("rocketmq", nil)
+	c := newScraper(cfg, options{Namesrv: []string{ns.Addr()}, Timeout: time.Second, DiscoveryInterval: 30 * time.Second})
+	c.now = func() time.Time { return clock }
+	scrapeAndEndRound := func() string {
+		t.Helper()
+		got, _ := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_namesrv_up")
+		c.mu.Lock()
+		done := c.discovering
+		c.mu.Unlock()
+		if done != nil {
+			<-done
+		}
+		return got
+	}
+	scrapeAndEndRound()
+	for _, f := range []rocketmqtest.Fault{rocketmqtest.Garbage, rocketmqtest.Huge, rocketmqtest.Noise, rocketmqtest.Truncated} {
+		before := cfg.Problems.Count()
+		ns.Inject(f)
+		clock = clock.Add(31 * time.Second)
+		scrapeAndEndRound()
+		got := scrapeAndEndRound()
+		if d := cfg.Problems.Count() - before; d != 1 {
+			t.Errorf("fault %d from the name server: %d problems counted, want 1", f, d)
+		}
+		if !strings.Contains(got, `stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 0`) ||
+			!strings.Contains(got, `stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1`) {
+			t.Errorf("fault %d: %s", f, got)
+		}
 	}
 }
 

@@ -2,7 +2,6 @@ package rocketmq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -135,7 +134,7 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 				c.cfg.Logger.Warn("rocketmq name server not answering GET_BROKER_CLUSTER_INFO; the last known brokers are scraped (logged again when it recovers)",
 					"namesrv", r.ns, "err", r.err)
 			}
-			if errors.Is(r.err, remoting.ErrMalformed) {
+			if remoting.IsBadReply(r.err) {
 				c.cfg.Problems.Add("rocketmq cluster info", 1, r.err)
 			}
 			continue

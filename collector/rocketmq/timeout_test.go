@@ -382,6 +382,19 @@ stall_rocketmq_up{broker="direct",broker_id="2",cluster="c"} 1
 	if n := b.RequestCount(remoting.GetBrokerConfig); n != 3 {
 		t.Errorf("%d config requests, want 3 (the failed re-read was sent twice: reused connection, then a fresh one)", n)
 	}
+	// A config reply cut short is bad input from the broker: counted, and
+	// the last config is still kept.
+	clock = clock.Add(2 * time.Minute)
+	b.Inject(rocketmqtest.None, rocketmqtest.Truncated)
+	before := c.cfg.Problems.Count()
+	r = collectortest.Expose(t, context.Background(), c)
+	expect(t, r.Families("stall_rocketmq_up"), want)
+	if d := c.cfg.Problems.Count() - before; d != 1 {
+		t.Errorf("truncated config reply: %d problems counted, want 1", d)
+	}
+	if !strings.Contains(r.Text, `flush_disk_type="SYNC_FLUSH"`) {
+		t.Errorf("last config lost after a truncated reply:\n%s", r.Families("stall_rocketmq_broker_config_info"))
+	}
 }
 
 // A name server that answers with an empty topology is not a failure.

@@ -129,10 +129,14 @@ func (c *Client) Invoke(ctx context.Context, code int, ext map[string]string, bo
 }
 
 // staleConn reports errors that mean the peer had closed a reused
-// connection: EOF or a reset on read, a broken pipe or reset on write.
+// connection: EOF before any byte of a reply or a reset on read, a broken
+// pipe or reset on write. A peer that closes inside a reply (IsBadReply)
+// did answer, badly: that is not retried.
 func staleConn(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+	if IsBadReply(err) {
+		return false
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // roundTrip sends one request on the current connection, dialling one if

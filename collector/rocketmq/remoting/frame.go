@@ -110,8 +110,9 @@ type Command struct {
 func (c *Command) IsResponse() bool { return c.Flag&FlagResponse != 0 }
 
 // Errors of the decoders. Every failure to decode a frame, its header or a
-// reply body (ParseKVTable, ParseClusterInfo) wraps ErrMalformed; a length
-// word over the limit is ErrFrameTooLarge. IsBadReply tells both from
+// reply body (ParseKVTable, ParseClusterInfo), and a frame cut short by the
+// end of the stream, wraps ErrMalformed; a length word over the limit is
+// ErrFrameTooLarge. IsBadReply tells both from
 // transport errors and well-formed error replies.
 var (
 	ErrMalformed     = errors.New("malformed remoting frame")
@@ -119,8 +120,9 @@ var (
 )
 
 // IsBadReply reports whether err means the peer sent bytes that are not a
-// valid reply (ErrMalformed, ErrFrameTooLarge): bad input to count, as
-// opposed to a timeout, a refused or reset connection, or a *ResponseError.
+// valid reply (ErrMalformed, including a frame cut short, or
+// ErrFrameTooLarge): bad input to count, as opposed to a timeout, a refused
+// or reset connection, a clean close, or a *ResponseError.
 func IsBadReply(err error) bool {
 	return errors.Is(err, ErrMalformed) || errors.Is(err, ErrFrameTooLarge)
 }
@@ -195,13 +197,18 @@ func encodeBinaryHeader(c *Command) []byte {
 // ErrFrameTooLarge before anything is allocated; the stream is then out of
 // step and the connection must be closed. Memory is allocated as the frame's
 // bytes arrive, not as its length word promises (see readFrame). io.EOF is
-// returned only when r ends cleanly before a frame starts.
+// returned only when r ends cleanly before a frame starts; a stream that
+// ends inside a frame (or its length word) is an error wrapping both
+// ErrMalformed and io.ErrUnexpectedEOF.
 func ReadCommand(r io.Reader, maxFrame int) (*Command, error) {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrame
 	}
 	var lw [4]byte
-	if _, err := io.ReadFull(r, lw[:]); err != nil {
+	if k, err := io.ReadFull(r, lw[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return nil, fmt.Errorf("%w: connection closed after %d bytes of a length word: %w", ErrMalformed, k, err)
+		}
 		return nil, err
 	}
 	n := binary.BigEndian.Uint32(lw[:])
@@ -234,8 +241,10 @@ func readFrame(r io.Reader, n int) ([]byte, error) {
 		k, err := io.ReadFull(r, buf[got:])
 		got += k
 		if err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				// The peer closed inside a frame it had announced: it
+				// answered, badly. Not a clean close before the frame.
+				return nil, fmt.Errorf("%w: connection closed after %d of %d bytes: %w", ErrMalformed, got, n, io.ErrUnexpectedEOF)
 			}
 			return nil, err
 		}

@@ -110,9 +110,17 @@ func TestDecodeRejects(t *testing.T) {
 	if !errors.Is(err, remoting.ErrFrameTooLarge) {
 		t.Errorf("1 GiB frame: err = %v, want ErrFrameTooLarge", err)
 	}
-	_, err = remoting.ReadCommand(bytes.NewReader([]byte{0, 0, 0, 100, 0, 0}), 0)
-	if err == nil || errors.Is(err, remoting.ErrFrameTooLarge) {
-		t.Errorf("truncated frame: err = %v", err)
+	// A stream that ends inside a frame or its length word is a bad reply
+	// (ErrMalformed), and says so (io.ErrUnexpectedEOF); one that ends
+	// before a frame starts is a clean io.EOF.
+	for _, stream := range [][]byte{{0, 0, 0, 100, 0, 0}, {0, 0}} {
+		_, err = remoting.ReadCommand(bytes.NewReader(stream), 0)
+		if !errors.Is(err, remoting.ErrMalformed) || !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("truncated stream % x: err = %v", stream, err)
+		}
+	}
+	if _, err = remoting.ReadCommand(bytes.NewReader(nil), 0); err != io.EOF {
+		t.Errorf("empty stream: err = %v, want io.EOF", err)
 	}
 }
 
@@ -311,6 +319,18 @@ func TestClientFaultsRedial(t *testing.T) {
 	b.Inject(rocketmqtest.Huge)
 	check("huge", func(err error) bool { return errors.Is(err, remoting.ErrFrameTooLarge) })
 	expectDials("huge", 1)
+
+	// Half a frame, then a close: bad input, not a restarted peer, so it is
+	// neither retried nor taken for a network failure (issue 11 item 13).
+	b.Inject(rocketmqtest.Truncated)
+	check("truncated frame", func(err error) bool {
+		return remoting.IsBadReply(err) && errors.Is(err, io.ErrUnexpectedEOF)
+	})
+	expectDials("truncated", 1)
+
+	b.Inject(rocketmqtest.Noise)
+	check("noise", remoting.IsBadReply)
+	expectDials("noise", 1)
 
 	b.Inject(rocketmqtest.Busy)
 	check("busy", func(err error) bool {

@@ -7,8 +7,8 @@
 // "null" distribution in the first minute, human-readable sizes, unquoted
 // integer map keys in cluster info. Faults can be queued for the next
 // requests: a slow reply, a reset connection, a garbage frame, a frame that
-// announces 1 GiB, one that announces 16 MiB and stalls, a SYSTEM_BUSY
-// answer.
+// announces 1 GiB, one that announces 16 MiB and stalls, half a frame and a
+// close, noise, a SYSTEM_BUSY answer.
 package rocketmqtest
 
 import (
@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sort"
 	"strconv"
@@ -52,7 +53,24 @@ const (
 	// Delay passes or the server closes, then closes the connection: a peer
 	// that makes a client wait with a frame buffer it never fills.
 	Announce
+	// Truncated sends the first half of a well-formed answer, then closes
+	// the connection: the client reads "unexpected EOF" inside a frame.
+	Truncated
+	// Noise sends 64 bytes of noise (the same bytes every time, starting
+	// with a 0x7fffffff length word), then closes the connection.
+	Noise
 )
+
+// noise is what Noise sends: a length word of 0x7fffffff, then bytes of a
+// fixed pseudo-random sequence.
+var noise = func() []byte {
+	b := []byte{0x7f, 0xff, 0xff, 0xff}
+	r := rand.New(rand.NewPCG(11, 13))
+	for len(b) < 64 {
+		b = append(b, byte(r.Uint32()))
+	}
+	return b
+}()
 
 // Handler answers one request with a body, or an error code and remark.
 type Handler func(req *remoting.Command) (body []byte, code int, remark string)
@@ -236,6 +254,9 @@ func (s *Server) serve(c net.Conn) {
 		case Huge:
 			c.Write([]byte{0x40, 0, 0, 0, 0, 0, 0, 0})
 			return
+		case Noise:
+			c.Write(noise)
+			return
 		case Announce:
 			c.Write([]byte{0x01, 0, 0, 0, 0, 0, 0, 0x10})
 			select {
@@ -257,7 +278,7 @@ func (s *Server) serve(c net.Conn) {
 		case Unsupported:
 			resp.Code, resp.Remark = remoting.RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code)
 		}
-		if fault == None || fault == Slow || fault == Interleave {
+		if fault == None || fault == Slow || fault == Interleave || fault == Truncated {
 			if acl != nil && !validSignature(acl, req) {
 				resp.Code, resp.Remark = remoting.NoPermission, "signature mismatch or unknown AccessKey"
 			} else {
@@ -266,6 +287,10 @@ func (s *Server) serve(c net.Conn) {
 		}
 		frame, err := remoting.Encode(resp)
 		if err != nil {
+			return
+		}
+		if fault == Truncated {
+			c.Write(frame[:len(frame)/2])
 			return
 		}
 		if _, err := c.Write(frame); err != nil {
