@@ -61,7 +61,8 @@ type scraper struct {
 	now  func() time.Time
 
 	mu            sync.Mutex
-	brokers       map[string]*broker          // by address
+	brokers       map[brokerKey]*broker       // discovered by cluster, name and id; named directly by address
+	sharedAddrs   map[string]string           // addresses announced for several brokers, as last logged
 	namesrvErr    map[string]error            // result of the last discovery per name server (nil: answered)
 	nsClients     map[string]*remoting.Client // one reused connection per name server
 	lastDiscovery time.Time                   // start of the last discovery round
@@ -83,12 +84,13 @@ func newScraper(cfg collector.Config, opts options) *scraper {
 		opts.DiscoveryInterval = 30 * time.Second
 	}
 	c := &scraper{cfg: cfg, opts: opts, now: time.Now,
-		brokers: map[string]*broker{}, namesrvErr: map[string]error{}, nsClients: map[string]*remoting.Client{}}
+		brokers: map[brokerKey]*broker{}, sharedAddrs: map[string]string{}, namesrvErr: map[string]error{},
+		nsClients: map[string]*remoting.Client{}}
 	for _, ns := range opts.Namesrv {
 		c.nsClients[ns] = remoting.NewClient(ns, remoting.Options{Timeout: opts.Timeout, MaxFrame: opts.MaxFrame})
 	}
 	for _, a := range opts.Brokers {
-		c.brokers[a] = c.newBroker(a, true, [3]string{"", labelValue(a), ""})
+		c.brokers[brokerKey{direct: a}] = c.newBroker(a, true, [3]string{"", labelValue(a), ""})
 	}
 	if opts.LogDir != "" {
 		c.logs = newLogFollower(cfg.Paths.Root(opts.LogDir), cfg.Problems, cfg.Logger)

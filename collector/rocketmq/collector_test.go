@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -833,6 +835,67 @@ func TestNamesrvBadRepliesCounted(t *testing.T) {
 			!strings.Contains(got, `stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1`) {
 			t.Errorf("fault %d: %s", f, got)
 		}
+	}
+}
+
+// A master and a slave that the name server announces at one address are
+// two brokers: each keeps its own series and labels, and the shared address
+// is logged once (issue 11 item 12: they collapsed into one series labelled
+// as the slave, silently).
+func TestBrokersSharingAnAddress(t *testing.T) {
+	b := startBroker(t, rocketmqtest.Runtime49(), "")
+	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{
+		{Cluster: "c", Name: "broker-a", ID: 0, Addr: b.Addr()},
+		{Cluster: "c", Name: "broker-a", ID: 1, Addr: b.Addr()},
+		{Cluster: "c", Name: "broker-b", ID: 0, Addr: "127.0.0.1:2"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
+	cfg := collectortest.Config("rocketmq", nil)
+	cfg.Logger = slog.New(h)
+	clock := time.Unix(1_800_000_000, 0)
+	c := newScraper(cfg, options{Namesrv: []string{ns.Addr()}, Timeout: time.Second, DiscoveryInterval: 30 * time.Second})
+	c.now = func() time.Time { return clock }
+	for range 2 {
+		got, _ := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_broker_info")
+		expect(t, got, `
+stall_rocketmq_broker_info{address="`+b.Addr()+`",broker="broker-a",broker_id="0",cluster="c",version="V4_9_7"} 1
+stall_rocketmq_broker_info{address="`+b.Addr()+`",broker="broker-a",broker_id="1",cluster="c",version="V4_9_7"} 1
+stall_rocketmq_up{broker="broker-a",broker_id="0",cluster="c"} 1
+stall_rocketmq_up{broker="broker-a",broker_id="1",cluster="c"} 1
+stall_rocketmq_up{broker="broker-b",broker_id="0",cluster="c"} 0
+`)
+		clock = clock.Add(31 * time.Second) // the second scrape runs a new round: logged only once
+	}
+	var shared []string
+	for _, r := range h.take() {
+		if strings.Contains(r, "one address") {
+			shared = append(shared, r)
+		}
+	}
+	if len(shared) != 1 || !strings.Contains(shared[0], "address="+b.Addr()) ||
+		!strings.Contains(shared[0], "c/broker-a/0") || !strings.Contains(shared[0], "c/broker-a/1") {
+		t.Errorf("want one warning naming the shared address and both brokers, got %q", shared)
+	}
+	// The slave moves to an address of its own: same series, new address.
+	b2 := startBroker(t, rocketmqtest.Runtime5(), "")
+	ns.SetBrokers([]remoting.BrokerAddr{{Cluster: "c", Name: "broker-a", ID: 0, Addr: b.Addr()}, {Cluster: "c", Name: "broker-a", ID: 1, Addr: b2.Addr()}})
+	got, _ := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_broker_info")
+	for _, want := range []string{
+		`stall_rocketmq_broker_info{address="` + b.Addr() + `",broker="broker-a",broker_id="0",cluster="c",version="V4_9_7"} 1`,
+		`stall_rocketmq_broker_info{address="` + b2.Addr() + `",broker="broker-a",broker_id="1",cluster="c",version="V5_3_3"} 1`,
+		`stall_rocketmq_up{broker="broker-a",broker_id="0",cluster="c"} 1`,
+		`stall_rocketmq_up{broker="broker-a",broker_id="1",cluster="c"} 1`,
+	} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("after the slave moved: missing %s in\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, "\n"); n != 4 {
+		t.Errorf("after the slave moved: %d series, want 4:\n%s", n, got)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,15 +61,39 @@ func (c *scraper) startRound() {
 	}()
 }
 
-// knownBrokers returns the brokers to scrape, sorted by address.
+// brokerKey identifies a broker across scrapes. A discovered broker is its
+// cluster, name and id, as labelled: a master and its slave may be
+// announced at one address and must stay two brokers with their own series.
+// A directly named broker (--rocketmq.broker, /probe) is its address: who
+// it is, it says only in its config.
+type brokerKey struct {
+	direct string    // the address of a directly named broker; empty for a discovered one
+	labels [3]string // cluster, broker, broker_id of a discovered one
+}
+
+func discoveredKey(ba remoting.BrokerAddr) brokerKey {
+	return brokerKey{labels: [3]string{labelValue(ba.Cluster), labelValue(ba.Name), strconv.FormatInt(ba.ID, 10)}}
+}
+
+// knownBrokers returns the brokers to scrape, sorted by address, then key.
 func (c *scraper) knownBrokers() []*broker {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]*broker, 0, len(c.brokers))
-	for _, b := range c.brokers {
-		out = append(out, b)
+	keys := make([]brokerKey, 0, len(c.brokers))
+	for k := range c.brokers {
+		keys = append(keys, k)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].addr < out[j].addr })
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := c.brokers[keys[i]].addr, c.brokers[keys[j]].addr
+		if a != b {
+			return a < b
+		}
+		return strings.Join(keys[i].labels[:], "/") < strings.Join(keys[j].labels[:], "/")
+	})
+	out := make([]*broker, len(keys))
+	for i, k := range keys {
+		out[i] = c.brokers[k]
+	}
 	return out
 }
 
@@ -123,7 +148,8 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	found := map[string]remoting.BrokerAddr{}
+	found := map[brokerKey]bool{}
+	atAddr := map[string][]string{} // the brokers announced at each address
 	failed := 0
 	for _, r := range results {
 		prev, seen := c.namesrvErr[r.ns]
@@ -143,7 +169,11 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 			c.cfg.Logger.Info("rocketmq name server answering again", "namesrv", r.ns)
 		}
 		for _, b := range r.brokers {
-			found[b.Addr] = b
+			k := discoveredKey(b)
+			if !found[k] {
+				found[k] = true
+				atAddr[b.Addr] = append(atAddr[b.Addr], strings.Join(k.labels[:], "/"))
+			}
 		}
 	}
 	c.roundFailed = failed == len(results)
@@ -151,10 +181,10 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 		return
 	}
 	c.discovered = true
-	for addr, b := range c.brokers {
-		if _, ok := found[addr]; !ok && !b.direct {
+	for k, b := range c.brokers {
+		if !found[k] && !b.direct {
 			b.client.Close()
-			delete(c.brokers, addr)
+			delete(c.brokers, k)
 		}
 	}
 	for _, r := range results {
@@ -162,23 +192,52 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 			c.addBrokers(r.brokers)
 		}
 	}
+	c.logSharedAddrs(atAddr)
 }
 
-// addBrokers adds discovered brokers and updates the labels of known ones
-// (directly named brokers keep the labels from their config); c.mu must be
-// held.
+// addBrokers adds discovered brokers, keyed by cluster, name and id; a
+// broker announced at a new address gets a new client there. An address
+// that is also named directly is skipped: that broker is scraped once, and
+// labelled from its own config. c.mu must be held.
 func (c *scraper) addBrokers(found []remoting.BrokerAddr) {
 	for _, ba := range found {
-		labels := [3]string{labelValue(ba.Cluster), labelValue(ba.Name), strconv.FormatInt(ba.ID, 10)}
-		if b, ok := c.brokers[ba.Addr]; ok {
-			b.mu.Lock()
-			if !b.direct {
-				b.labels = labels
-			}
-			b.mu.Unlock()
+		if _, direct := c.brokers[brokerKey{direct: ba.Addr}]; direct {
 			continue
 		}
-		c.brokers[ba.Addr] = c.newBroker(ba.Addr, false, labels)
+		k := discoveredKey(ba)
+		if b, ok := c.brokers[k]; ok {
+			if b.addr == ba.Addr {
+				continue
+			}
+			b.client.Close() // moved: the old address's state goes with it
+		}
+		c.brokers[k] = c.newBroker(ba.Addr, false, k.labels)
+	}
+}
+
+// logSharedAddrs warns, once per address and set of brokers, when the name
+// servers announce several brokers at one address (a master and its slave,
+// say, by a configuration mistake or a NAT): each keeps its own series, but
+// all are read from the one process listening there. c.mu must be held.
+func (c *scraper) logSharedAddrs(atAddr map[string][]string) {
+	for addr, ids := range atAddr {
+		if len(ids) < 2 {
+			delete(c.sharedAddrs, addr)
+			continue
+		}
+		sort.Strings(ids)
+		desc := strings.Join(ids, ", ")
+		if c.sharedAddrs[addr] == desc {
+			continue
+		}
+		c.sharedAddrs[addr] = desc
+		c.cfg.Logger.Warn("rocketmq name servers announce several brokers at one address; each keeps its own series (cluster/broker/broker_id), but all are read from the one process listening there",
+			"address", addr, "brokers", desc)
+	}
+	for addr := range c.sharedAddrs {
+		if _, ok := atAddr[addr]; !ok {
+			delete(c.sharedAddrs, addr)
+		}
 	}
 }
 
