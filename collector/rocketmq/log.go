@@ -26,10 +26,12 @@ import (
 // store.log and watermark.log as they grow, from their end at exporter start,
 // across rotation, and turns the few lines that matter into metrics.
 //
-// Rotation: logback renames the file away (4.x: store.<n>.log; 5.x: an
-// archive that it then gzips) and creates a new one. The follower notices the
-// new inode at the path, reads what is left in the old file, and continues
-// with the new one from its start. A file that shrinks under the same inode
+// Rotation: logback renames the file away, or (the broker's shipped
+// configuration) gzips it into otherdays/store.<n>.log.gz and deletes it,
+// and creates a new one. The follower notices the new inode at the path,
+// reads what is left in the old file (still open), then any file rotated
+// away entirely since the last look (logrotation.go), and continues with the
+// new one from its start. A file that shrinks under the same inode
 // (truncated or rewritten in place) is read again from its start. A missing
 // directory or file, a line cut short by rotation or longer than
 // maxLogLine, and a matching line whose number cannot be read are each
@@ -246,6 +248,7 @@ type tail struct {
 	partial    []byte
 	skipping   bool // inside an overlong line, dropping bytes up to its newline
 	buf        []byte
+	seen       map[fileID]bool // rotated-away files present when the followed file was opened
 }
 
 func (t *tail) close() {
@@ -276,10 +279,14 @@ func (t *tail) poll(l *logFollower) {
 		return
 	case inode(fi) != t.ino:
 		t.drain(l) // lines written between the read and the rename
-		if len(t.partial) > 0 || t.skipping {
-			l.problems.Add("rocketmq log line truncated", 1, fmt.Errorf("%s: last line of the rotated file has no newline", t.path))
+		t.endOfFile(l, t.path)
+		// Files created and rotated away since the last poll (more than one
+		// rotation between two polls): read whole, oldest first.
+		for _, p := range t.middleFiles(l) {
+			t.readWhole(l, p)
+			t.endOfFile(l, p)
+			l.m.rotations.WithLabelValues(t.name).Inc()
 		}
-		t.partial, t.skipping = t.partial[:0], false
 		t.close()
 		l.m.rotations.WithLabelValues(t.name).Inc()
 		if t.open(l) {
@@ -321,22 +328,40 @@ func (t *tail) open(l *logFollower) bool {
 		}
 	}
 	t.opened = true
+	t.seen = t.rotatedFiles(l)
 	return true
+}
+
+// endOfFile ends the file that was being read: a last line without its
+// newline was cut short.
+func (t *tail) endOfFile(l *logFollower, path string) {
+	if len(t.partial) > 0 || t.skipping {
+		l.problems.Add("rocketmq log line truncated", 1, fmt.Errorf("%s: last line of the rotated file has no newline", path))
+	}
+	t.partial, t.skipping = t.partial[:0], false
 }
 
 // drain reads to the current end of the open file, handing complete lines
 // to l.line.
 func (t *tail) drain(l *logFollower) {
+	t.off += t.consume(l, t.f, t.path)
+}
+
+// consume reads r to its end, handing complete lines to l.line, and returns
+// the number of bytes read. A line may continue from the previous call
+// (t.partial).
+func (t *tail) consume(l *logFollower, r io.Reader, path string) int64 {
+	var total int64
 	for {
-		n, err := t.f.Read(t.buf)
-		t.off += int64(n)
+		n, err := r.Read(t.buf)
+		total += int64(n)
 		data := t.buf[:n]
 		for len(data) > 0 {
 			i := bytes.IndexByte(data, '\n')
 			if i < 0 {
 				if !t.skipping {
 					if len(t.partial)+len(data) > maxLogLine {
-						l.problems.Add("rocketmq log line truncated", 1, fmt.Errorf("%s: line over %d bytes skipped", t.path, maxLogLine))
+						l.problems.Add("rocketmq log line truncated", 1, fmt.Errorf("%s: line over %d bytes skipped", path, maxLogLine))
 						t.partial, t.skipping = t.partial[:0], true
 					} else {
 						t.partial = append(t.partial, data...)
@@ -349,7 +374,7 @@ func (t *tail) drain(l *logFollower) {
 			} else if len(t.partial) > 0 {
 				t.partial = append(t.partial, data[:i]...)
 				if len(t.partial) > maxLogLine {
-					l.problems.Add("rocketmq log line truncated", 1, fmt.Errorf("%s: line over %d bytes skipped", t.path, maxLogLine))
+					l.problems.Add("rocketmq log line truncated", 1, fmt.Errorf("%s: line over %d bytes skipped", path, maxLogLine))
 				} else {
 					l.line(t.name, t.partial)
 				}
@@ -361,9 +386,9 @@ func (t *tail) drain(l *logFollower) {
 		}
 		if err != nil || n == 0 {
 			if err != nil && err != io.EOF {
-				l.problems.Add("rocketmq log read", 1, err)
+				l.problems.Add("rocketmq log read", 1, fmt.Errorf("%s: %w", path, err))
 			}
-			return
+			return total
 		}
 	}
 }

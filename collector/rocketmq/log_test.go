@@ -1,6 +1,8 @@
 package rocketmq
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -207,6 +209,118 @@ stall_rocketmq_log_rotations_total{file="watermark.log"} 0
 	if !strings.Contains(got, `{event="put_slow"} 1`) || !strings.Contains(got, `{event="mapped_file_slow"} 1`) ||
 		!strings.Contains(got, `stall_rocketmq_log_rotations_total{file="store.log"} 2`) {
 		t.Errorf("after the archive rotation:\n%s", got)
+	}
+}
+
+// Two rotations between two polls: the middle file, created and rotated
+// away entirely between them, is read too (issue 11 item 16: its lines were
+// lost). First logback's plain rename-and-create.
+func TestLogTwoRotationsInOnePollRenamed(t *testing.T) {
+	r := newLogRig(t, true)
+	r.append("store.log", lineChatter)
+	r.append("watermark.log", "")
+	r.start()
+	r.append("store.log", lineLock)
+	r.c.logs.poll()
+	r.append("store.log", lineLock) // the first file's last line, unread at the rotation
+	rename := func(to string) {
+		t.Helper()
+		if err := os.Rename(filepath.Join(r.dir, "store.log"), filepath.Join(r.dir, to)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rename("store.2024-05-06.0.log")
+	r.append("store.log", lineLocks, linePut5) // the middle file
+	rename("store.2024-05-06.1.log")
+	r.append("store.log", lineMapped)
+	got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_rotations_total", "stall_rocketmq_log_lines_total")
+	expect(t, got, `
+stall_rocketmq_log_events_total{event="lock_slow"} 3
+stall_rocketmq_log_events_total{event="mapped_file_slow"} 1
+stall_rocketmq_log_events_total{event="page_cache_busy"} 0
+stall_rocketmq_log_events_total{event="pagecache_rt"} 0
+stall_rocketmq_log_events_total{event="put_slow"} 1
+stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 0
+stall_rocketmq_log_lines_total{file="store.log"} 5
+stall_rocketmq_log_lines_total{file="watermark.log"} 0
+stall_rocketmq_log_rotations_total{file="store.log"} 2
+stall_rocketmq_log_rotations_total{file="watermark.log"} 0
+`)
+	// A third poll finds nothing new: no file is read twice.
+	got = r.scrape("stall_rocketmq_log_lines_total")
+	if !strings.Contains(got, `stall_rocketmq_log_lines_total{file="store.log"} 5`) {
+		t.Errorf("after another poll:\n%s", got)
+	}
+	if n := r.cfg.Problems.Count(); n != 0 {
+		t.Errorf("%d problems", n)
+	}
+}
+
+// The same with the broker's shipped logback configuration: each rotated
+// file is gzipped into otherdays/store.N.log.gz (the older archives shifted
+// up by one) and deleted before the new store.log is created, so the middle
+// file exists only as an archive.
+func TestLogTwoRotationsInOnePollGzipped(t *testing.T) {
+	r := newLogRig(t, true)
+	r.append("store.log", lineChatter)
+	r.append("watermark.log", "")
+	archives := filepath.Join(r.dir, "otherdays")
+	if err := os.MkdirAll(archives, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// An archive from before the exporter started: never read.
+	gzipTo(t, filepath.Join(archives, "store.1.log.gz"), strings.Repeat(lineLock, 3))
+	r.start()
+	r.append("store.log", lineLock)
+	r.c.logs.poll()
+	r.append("store.log", lineLock)
+	rollover := func() {
+		t.Helper()
+		for i := 9; i >= 1; i-- {
+			os.Rename(filepath.Join(archives, fmt.Sprintf("store.%d.log.gz", i)), filepath.Join(archives, fmt.Sprintf("store.%d.log.gz", i+1)))
+		}
+		data, err := os.ReadFile(filepath.Join(r.dir, "store.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gzipTo(t, filepath.Join(archives, "store.1.log.gz"), string(data))
+		if err := os.Remove(filepath.Join(r.dir, "store.log")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rollover()
+	r.append("store.log", lineLocks, linePut5) // the middle file
+	rollover()
+	r.append("store.log", lineMapped)
+	got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_rotations_total", "stall_rocketmq_log_lines_total")
+	expect(t, got, `
+stall_rocketmq_log_events_total{event="lock_slow"} 3
+stall_rocketmq_log_events_total{event="mapped_file_slow"} 1
+stall_rocketmq_log_events_total{event="page_cache_busy"} 0
+stall_rocketmq_log_events_total{event="pagecache_rt"} 0
+stall_rocketmq_log_events_total{event="put_slow"} 1
+stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 0
+stall_rocketmq_log_lines_total{file="store.log"} 5
+stall_rocketmq_log_lines_total{file="watermark.log"} 0
+stall_rocketmq_log_rotations_total{file="store.log"} 2
+stall_rocketmq_log_rotations_total{file="watermark.log"} 0
+`)
+	if n := r.cfg.Problems.Count(); n != 0 {
+		t.Errorf("%d problems", n)
+	}
+}
+
+// gzipTo writes text gzipped to path, as logback's compressor does.
+func gzipTo(t *testing.T, path, text string) {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	zw.Write([]byte(text))
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
