@@ -28,8 +28,8 @@ func (c *scraper) refreshTopology(byScrape bool) (<-chan struct{}, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.discovering == nil {
-		due := len(c.opts.Namesrv) > 0 && (c.discovered && c.now().Sub(c.lastDiscovery) >= c.opts.DiscoveryInterval ||
-			!c.discovered && byScrape)
+		due := len(c.opts.Namesrv) > 0 &&
+			((c.discovered && c.now().Sub(c.lastDiscovery) >= c.opts.DiscoveryInterval) || (!c.discovered && byScrape))
 		if !due {
 			return nil, false
 		}
@@ -209,7 +209,7 @@ func (c *scraper) addBrokers(found []remoting.BrokerAddr) {
 			if b.addr == ba.Addr {
 				continue
 			}
-			b.client.Close() // moved: the old address's state goes with it
+			b.client.Close() // moved: read at the new address from now on, with fresh state
 		}
 		c.brokers[k] = c.newBroker(ba.Addr, false, k.labels)
 	}

@@ -87,7 +87,7 @@ var (
 	logLinesFamily = logFamily{name: "lines_total", typ: "counter", labels: []string{"file"},
 		help: "Lines read from each followed broker log file (store.log, watermark.log)."}
 	logRotationsFamily = logFamily{name: "rotations_total", typ: "counter", labels: []string{"file"},
-		help: "Times each followed log file was replaced by a new file at its path (logback rename-and-create, 5.x archives)."}
+		help: "Times each followed log file was replaced by a new file at its path (logback rename-and-create, or gzip into otherdays/ and delete), counting files rotated in and out between two polls."}
 	logLastTimeFamily = logFamily{name: "last_line_timestamp_seconds", typ: "gauge", labels: []string{"file"},
 		help: "Unix time of the newest timestamped line read from each log file (the broker writes GMT+8 whatever the host zone)."}
 	logLockHeldFamily = logFamily{name: "lock_held_seconds", typ: "histogram", buckets: slowBuckets,

@@ -112,8 +112,8 @@ func (c *Command) IsResponse() bool { return c.Flag&FlagResponse != 0 }
 // Errors of the decoders. Every failure to decode a frame, its header or a
 // reply body (ParseKVTable, ParseClusterInfo), and a frame cut short by the
 // end of the stream, wraps ErrMalformed; a length word over the limit is
-// ErrFrameTooLarge. IsBadReply tells both from
-// transport errors and well-formed error replies.
+// ErrFrameTooLarge. IsBadReply tells both from transport errors and
+// well-formed error replies.
 var (
 	ErrMalformed     = errors.New("malformed remoting frame")
 	ErrFrameTooLarge = errors.New("remoting frame over the size limit")
