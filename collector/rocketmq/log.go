@@ -249,6 +249,7 @@ type tail struct {
 	skipping   bool // inside an overlong line, dropping bytes up to its newline
 	buf        []byte
 	seen       map[fileID]bool // rotated-away files present when the followed file was opened
+	done       []readFile      // the last files read to their end, newest last
 }
 
 func (t *tail) close() {
@@ -280,11 +281,12 @@ func (t *tail) poll(l *logFollower) {
 	case inode(fi) != t.ino:
 		t.drain(l) // lines written between the read and the rename
 		t.endOfFile(l, t.path)
+		t.doneWith(t.ino, t.off)
 		// Files created and rotated away since the last poll (more than one
 		// rotation between two polls): read whole, oldest first.
-		for _, p := range t.middleFiles(l) {
-			t.readWhole(l, p)
-			t.endOfFile(l, p)
+		for _, f := range t.middleFiles(l) {
+			t.readWhole(l, f)
+			t.endOfFile(l, f.path)
 			l.m.rotations.WithLabelValues(t.name).Inc()
 		}
 		t.close()

@@ -251,6 +251,23 @@ stall_rocketmq_log_rotations_total{file="watermark.log"} 0
 	if !strings.Contains(got, `stall_rocketmq_log_lines_total{file="store.log"} 5`) {
 		t.Errorf("after another poll:\n%s", got)
 	}
+	// The renamed files are compressed later (a time-based policy gzips in
+	// the background), then the current file rotates: the archives of files
+	// already read are not read again.
+	for _, name := range []string{"store.2024-05-06.0.log", "store.2024-05-06.1.log"} {
+		data, err := os.ReadFile(filepath.Join(r.dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gzipTo(t, filepath.Join(r.dir, name+".gz"), string(data))
+		os.Remove(filepath.Join(r.dir, name))
+	}
+	rename("store.2024-05-06.2.log")
+	r.append("store.log", lineLock)
+	got = r.scrape("stall_rocketmq_log_lines_total", "stall_rocketmq_log_rotations_total")
+	if !strings.Contains(got, `stall_rocketmq_log_lines_total{file="store.log"} 6`) || !strings.Contains(got, `stall_rocketmq_log_rotations_total{file="store.log"} 3`) {
+		t.Errorf("after a third rotation, with the earlier files compressed since:\n%s", got)
+	}
 	if n := r.cfg.Problems.Count(); n != 0 {
 		t.Errorf("%d problems", n)
 	}

@@ -16,7 +16,8 @@ import (
 // one of two rotations) was never opened. So when the follower opens a
 // file it notes the rotated-away files then present (tail.seen), and after
 // a rotation it reads whole every rotated-away file that is new since then,
-// except the one it was following.
+// except the files it has already read: the one it was following, and the
+// last few before it (tail.done), which logback may have compressed since.
 //
 // Rotated-away files are <base>.* (store.1.log, store.2024-05-06.0.log,
 // store.3.log.gz …) in the log directory and in its otherdays/ directory,
@@ -37,6 +38,41 @@ type fileID struct {
 	ino   uint64
 	size  int64
 	mtime int64
+}
+
+// readFile is a file the follower has read to its end: its inode, and how
+// many bytes it held (what a gzip trailer records for its archive).
+type readFile struct {
+	ino  uint64
+	size int64
+}
+
+// keepDone is how many read files a tail remembers.
+const keepDone = 4
+
+// doneWith records a file read to its end.
+func (t *tail) doneWith(ino uint64, size int64) {
+	t.done = append(t.done, readFile{ino, size})
+	if len(t.done) > keepDone {
+		t.done = t.done[len(t.done)-keepDone:]
+	}
+}
+
+// alreadyRead reports whether a rotated-away file is one the follower has
+// read: the same inode (renamed), or, for a gzip archive, the same size in
+// its trailer (compressed, under a new inode).
+func (t *tail) alreadyRead(f rotatedFile) bool {
+	var isize uint32
+	gz := false
+	if strings.HasSuffix(f.path, ".gz") {
+		isize, gz = gzipSize(f.path)
+	}
+	for _, d := range t.done {
+		if f.id.ino == d.ino || gz && isize == uint32(d.size) {
+			return true
+		}
+	}
+	return false
 }
 
 type rotatedFile struct {
@@ -81,50 +117,39 @@ func (t *tail) listRotated(l *logFollower) []rotatedFile {
 }
 
 // middleFiles returns the rotated-away files that are new since the
-// followed file was opened, other than the followed file itself (inode
-// t.ino, t.off bytes long), oldest first. Must be called before t.ino and
-// t.off move to the next file.
-func (t *tail) middleFiles(l *logFollower) []string {
+// followed file was opened and were not read already (the followed file
+// itself must be in t.done), oldest first.
+func (t *tail) middleFiles(l *logFollower) []rotatedFile {
 	var out []rotatedFile
 	for _, f := range t.listRotated(l) {
-		if t.seen[f.id] || f.id.ino == t.ino {
-			continue
+		if !t.seen[f.id] && !t.alreadyRead(f) {
+			out = append(out, f)
 		}
-		if strings.HasSuffix(f.path, ".gz") {
-			if n, ok := gzipSize(f.path); ok && n == uint32(t.off) {
-				continue // the followed file, compressed: already read through its descriptor
-			}
-		}
-		out = append(out, f)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].id.mtime < out[j].id.mtime })
-	paths := make([]string, len(out))
-	for i, f := range out {
-		paths[i] = f.path
-	}
-	return paths
+	return out
 }
 
 // readWhole reads a rotated-away file (gzipped when it ends in .gz) from
-// its start, handing its lines to l.line.
-func (t *tail) readWhole(l *logFollower, path string) {
-	f, err := os.Open(path)
+// its start, handing its lines to l.line, and records it as read.
+func (t *tail) readWhole(l *logFollower, rf rotatedFile) {
+	f, err := os.Open(rf.path)
 	if err != nil {
 		l.problems.Add("rocketmq log archive unreadable", 1, err)
 		return
 	}
 	defer f.Close()
-	if !strings.HasSuffix(path, ".gz") {
-		t.consume(l, f, path)
+	if !strings.HasSuffix(rf.path, ".gz") {
+		t.doneWith(rf.id.ino, t.consume(l, f, rf.path))
 		return
 	}
 	zr, err := gzip.NewReader(f)
 	if err != nil {
-		l.problems.Add("rocketmq log archive unreadable", 1, fmt.Errorf("%s: %w", path, err))
+		l.problems.Add("rocketmq log archive unreadable", 1, fmt.Errorf("%s: %w", rf.path, err))
 		return
 	}
 	defer zr.Close()
-	t.consume(l, zr, path)
+	t.doneWith(rf.id.ino, t.consume(l, zr, rf.path))
 }
 
 // gzipSize returns the uncompressed size modulo 2^32 that a gzip file's
