@@ -608,6 +608,7 @@ func labelsMatch(selector, labels map[string]string) bool {
 	}
 	return true
 }
+
 // TestDeploySystemdUnits checks every unit in deploy/systemd with the real
 // systemd-analyze verify: unknown keys, bad values and sections fail. The
 // binaries they start are not installed here, so only that complaint is
