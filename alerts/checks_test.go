@@ -71,6 +71,27 @@ func TestChecksCatchMistakes(t *testing.T) {
 	replayLeads(&got, rules, tests)
 	got.expect(t, "assert it silent at 4m45s too", "lead alert A fires at 5m, not before the failure at 4m",
 		"lead alert C is never asserted firing")
+
+	// A detection delay: the lead alert must fire at or after the failure, within the bound.
+	silentBefore := alertTest{EvalTime: "4m45s", Alertname: "A"}
+	delayed := func(failure, bound time.Duration) []testFile {
+		return []testFile{{
+			Path: "tests/incident-9.yml", Incident: 9, Failure: failure, Lead: []string{"A"},
+			DelayBound: bound, DelayText: "the sign is the failure",
+			Groups: []testGroup{{Name: "storm", AlertRuleTest: []alertTest{silentBefore, firing}}},
+		}}
+	}
+	got = nil
+	replayLeads(&got, rules, delayed(4*time.Minute, 2*time.Minute))
+	if len(got) != 0 {
+		t.Errorf("a lead alert 1m after the failure, within a 2m detection-delay bound, was reported: %v", got)
+	}
+	got = nil
+	replayLeads(&got, rules, delayed(6*time.Minute, 2*time.Minute))
+	got.expect(t, "lead alert A fires at 5m, before the failure at 6m: a lead, not a detection delay")
+	got = nil
+	replayLeads(&got, rules, delayed(2*time.Minute, 2*time.Minute))
+	got.expect(t, "lead alert A fires 3m after the failure, later than the detection-delay bound of 2m")
 }
 
 // TestStrictVersionCatchesUnexpectedAlerts checks that the generated assertions bite: the

@@ -120,7 +120,11 @@ type testFile struct {
 	Failure      time.Duration // eval_time of the incident's failure moment
 	FailureText  string
 	AfterTheFact string // non-empty: the replay's alerts come after the failure, and why
-	Lead         []string
+	// DelayBound and DelayText (a "# detection-delay:" line): the failure cannot be led, because
+	// the sign is the failure itself; the lead alerts must fire at or after it, within DelayBound.
+	DelayBound time.Duration
+	DelayText  string
+	Lead       []string
 }
 
 type testGroup struct {
@@ -150,7 +154,7 @@ func (a alertTest) at(rep reporter, file string) time.Duration {
 	return time.Duration(d)
 }
 
-var headerLine = regexp.MustCompile(`^# (incident|baseline|clock|failure|after-the-fact|lead): (.+)$`)
+var headerLine = regexp.MustCompile(`^# (incident|baseline|clock|failure|after-the-fact|detection-delay|lead): (.+)$`)
 
 func loadTests(t *testing.T) []testFile {
 	t.Helper()
@@ -201,6 +205,13 @@ func loadTests(t *testing.T) []testFile {
 				tf.Failure, tf.FailureText = time.Duration(d), strings.TrimSpace(text)
 			case "after-the-fact":
 				tf.AfterTheFact = v
+			case "detection-delay":
+				at, text, _ := strings.Cut(v, " ")
+				d, err := model.ParseDuration(at)
+				if err != nil || d <= 0 || strings.TrimSpace(text) == "" {
+					t.Fatalf("%s: detection-delay %q: want a bound (a duration) and why the failure cannot be led", p, v)
+				}
+				tf.DelayBound, tf.DelayText = time.Duration(d), strings.TrimSpace(text)
 			case "lead":
 				for _, a := range strings.Split(v, ",") {
 					tf.Lead = append(tf.Lead, strings.TrimSpace(a))
@@ -346,6 +357,9 @@ func TestTestFileShape(t *testing.T) {
 			}
 			if len(tf.Groups) != 1 {
 				t.Errorf("%s: an incident replay is one timeline (one test group), has %d", tf.Path, len(tf.Groups))
+			}
+			if tf.AfterTheFact != "" && tf.DelayBound != 0 {
+				t.Errorf("%s: after-the-fact and detection-delay exclude each other", tf.Path)
 			}
 		case tf.Baseline:
 			for _, g := range tf.Groups {
@@ -643,7 +657,13 @@ func replayLeads(t reporter, rules []rule, tests []testFile) (rows []leadRow, in
 			switch {
 			case !ok:
 				t.Errorf("%s: lead alert %s is never asserted firing", tf.Path, l)
-			case tf.AfterTheFact == "" && f >= tf.Failure:
+			case tf.DelayBound != 0 && f < tf.Failure:
+				t.Errorf("%s: lead alert %s fires at %s, before the failure at %s: a lead, not a detection delay; remove the detection-delay line",
+					tf.Path, l, model.Duration(f), model.Duration(tf.Failure))
+			case tf.DelayBound != 0 && f-tf.Failure > tf.DelayBound:
+				t.Errorf("%s: lead alert %s fires %s after the failure, later than the detection-delay bound of %s",
+					tf.Path, l, model.Duration(f-tf.Failure), model.Duration(tf.DelayBound))
+			case tf.AfterTheFact == "" && tf.DelayBound == 0 && f >= tf.Failure:
 				t.Errorf("%s: lead alert %s fires at %s, not before the failure at %s",
 					tf.Path, l, model.Duration(f), model.Duration(tf.Failure))
 			}
@@ -751,8 +771,11 @@ func leadTable(rows []leadRow, incidents map[int]testFile) string {
 			default:
 				leadText = fmtDuration(-lead) + " after"
 			}
-			if tf.AfterTheFact != "" {
+			switch {
+			case tf.AfterTheFact != "":
 				leadText += "; **after the fact** " + tf.AfterTheFact
+			case tf.DelayBound != 0 && contains(tf.Lead, r.alert):
+				leadText += fmt.Sprintf("; **detection delay** (bound %s): %s", fmtDuration(tf.DelayBound), tf.DelayText)
 			}
 			name := "`" + r.alert + "`"
 			if contains(tf.Lead, r.alert) {
