@@ -29,10 +29,7 @@ var update = flag.Bool("update", false, "rewrite the generated tables of docs/al
 
 // pendingIncidents are the incidents of docs/alerts.md without a replay yet, with the reason. A
 // replay file for one of them must come with the removal of its entry here.
-var pendingIncidents = map[int]string{
-	4: "reverse-DNS lookup per consumed message (PTR storm): the DNS collector is not merged yet; " +
-		"its rule, replay and the busy-but-healthy DNS baseline come with it",
-}
+var pendingIncidents = map[int]string{}
 
 const (
 	// numIncidents is the number of incidents the rules are written for (docs/alerts.md).
