@@ -15,12 +15,17 @@ const (
 	GroupByName                   // CLIENT SETNAME name (2.6.9+)
 	GroupByLibName                // CLIENT SETINFO lib-name (7.2+)
 	GroupByUser                   // ACL user (6.0+)
+	// GroupByPool is PoolOf(name) — the name without its instance part —,
+	// else lib-name, else host: the client pool (a Deployment, a
+	// StatefulSet, a worker fleet) rather than each of its members.
+	GroupByPool
 )
 
-// GroupByNames lists the accepted values of ParseGroupBy, in flag order.
-var GroupByNames = []string{"host", "name", "lib-name", "user"}
+// GroupByNames lists the accepted values of ParseGroupBy, in GroupBy order.
+var GroupByNames = []string{"host", "name", "lib-name", "user", "pool"}
 
-// ParseGroupBy maps "host", "name", "lib-name" or "user" to a GroupBy.
+// ParseGroupBy maps "host", "name", "lib-name", "user" or "pool" to a
+// GroupBy.
 func ParseGroupBy(s string) (GroupBy, error) {
 	for i, n := range GroupByNames {
 		if s == n {
@@ -45,23 +50,25 @@ type Group struct {
 }
 
 // ClientListStats is the aggregate of one CLIENT LIST reply. Byte values
-// come from the omem (output buffer, list part), tot-mem (all memory the
-// client uses, 6.0+) and oll (reply list length, blocks) fields.
+// come from the omem (output buffer, list part; 2.6+), tot-mem (all memory
+// the client uses, 6.0.9+) and oll (reply list length, blocks) fields.
 type ClientListStats struct {
 	Clients              int    // client lines aggregated (replicas excluded)
 	Replicas             int    // replica connections (flags contain S), not aggregated
-	OutputBufferBytes    uint64 // sum of omem
+	OutputBufferBytes    uint64 // sum of omem; meaningful only if HasOutputBuffer
+	HasOutputBuffer      bool   // the server reports omem (2.6+; Redis 2.4 does not)
 	TotalMemoryBytes     uint64 // sum of tot-mem; meaningful only if HasTotalMemory
-	HasTotalMemory       bool   // the server reports tot-mem (6.0+)
-	MaxOutputBufferBytes uint64 // the largest single omem
+	HasTotalMemory       bool   // the server reports tot-mem (6.0.9+)
+	MaxOutputBufferBytes uint64 // the largest single omem; meaningful only if HasOutputBuffer
 	PendingClients       int    // clients with oll > 0 or omem > 0
 	OutputListBlocks     uint64 // sum of oll
 	// Groups holds the top K groups with non-zero omem, largest first,
 	// followed by an OtherGroup entry for every remaining client (always
-	// present, possibly zero).
+	// present, possibly zero). Nil without omem: groups are ranked by it.
 	Groups []Group
 	// Commands holds omem by the client's last command (the cmd field), the
-	// top K commands with non-zero omem followed by OtherGroup.
+	// top K commands with non-zero omem followed by OtherGroup; nil without
+	// omem.
 	Commands []Group
 	// Malformed counts lines or fields that could not be read: a line
 	// without addr, a non-numeric omem, oll or tot-mem. Fields the
@@ -125,7 +132,7 @@ func (a *Aggregator) Aggregate(reply string) ClientListStats {
 		if line == "" {
 			continue
 		}
-		c, bad := parseClientLine(line, a.GroupBy)
+		c, bad := parseClientLine(line)
 		st.Malformed += bad
 		if !c.ok {
 			st.Malformed++
@@ -139,6 +146,7 @@ func (a *Aggregator) Aggregate(reply string) ClientListStats {
 			continue
 		}
 		st.Clients++
+		st.HasOutputBuffer = st.HasOutputBuffer || c.hasOmem
 		st.OutputBufferBytes += c.omem
 		st.OutputListBlocks += c.oll
 		if c.hasTotMem {
@@ -151,7 +159,7 @@ func (a *Aggregator) Aggregate(reply string) ClientListStats {
 		if c.omem > 0 || c.oll > 0 {
 			st.PendingClients++
 		}
-		g := c.group
+		g := c.group(a.GroupBy)
 		if g == "" {
 			g = NoneGroup
 		}
@@ -162,8 +170,10 @@ func (a *Aggregator) Aggregate(reply string) ClientListStats {
 		}
 		a.cmds.add(cmd, c.omem)
 	}
-	st.Groups = a.top(a.groups.vals)
-	st.Commands = a.top(a.cmds.vals)
+	if st.HasOutputBuffer {
+		st.Groups = a.top(a.groups.vals)
+		st.Commands = a.top(a.cmds.vals)
+	}
 	return st
 }
 
@@ -211,18 +221,42 @@ type client struct {
 	ok        bool // the line had the fields every version prints (addr)
 	replica   bool // flags contain S: a replica fed by this server
 	omem      uint64
+	hasOmem   bool // 2.4 has no omem field
 	oll       uint64
 	totMem    uint64
 	hasTotMem bool
 	cmd       string
-	group     string
+	addr      string
+	name      string
+	libName   string
+	user      string
+}
+
+// group is the client's grouping attribute; "" when it is empty.
+func (c *client) group(by GroupBy) string {
+	switch by {
+	case GroupByName:
+		return c.name
+	case GroupByLibName:
+		return c.libName
+	case GroupByUser:
+		return c.user
+	case GroupByPool:
+		if p := PoolOf(c.name); p != "" {
+			return p
+		}
+		if c.libName != "" {
+			return c.libName
+		}
+	}
+	return hostOf(c.addr)
 }
 
 // parseClientLine reads one "k=v k=v ..." line. Values never contain spaces
 // (Redis refuses client names with spaces) but may contain '=': a token's
 // key ends at its first '='. Unknown fields are ignored. It returns the
 // number of malformed values.
-func parseClientLine(line string, by GroupBy) (c client, bad int) {
+func parseClientLine(line string) (c client, bad int) {
 	for len(line) > 0 {
 		var tok string
 		if i := strings.IndexByte(line, ' '); i >= 0 {
@@ -262,34 +296,26 @@ func parseClientLine(line string, by GroupBy) (c client, bad int) {
 		if len(tok) <= len(key) || tok[len(key)] != '=' || tok[:len(key)] != key {
 			continue // another field with the same first letter (age, laddr, …)
 		}
-		bad += c.field(key, tok[len(key)+1:], by)
+		bad += c.field(key, tok[len(key)+1:])
 	}
 	return c, bad
 }
 
 // field stores one key=value pair; it returns 1 for an unreadable number.
-func (c *client) field(key, val string, by GroupBy) int {
+func (c *client) field(key, val string) int {
 	switch key {
 	case "addr":
 		c.ok = true
-		if by == GroupByHost {
-			c.group = hostOf(val)
-		}
+		c.addr = val
 	case "name":
-		if by == GroupByName {
-			c.group = val
-		}
+		c.name = val
 	case "lib-name":
-		if by == GroupByLibName {
-			c.group = val
-		}
+		c.libName = val
 	case "user":
-		if by == GroupByUser {
-			c.group = val
-		}
+		c.user = val
 	case "omem":
 		n, ok := parseUint(val)
-		c.omem = n
+		c.omem, c.hasOmem = n, true
 		if !ok {
 			return 1
 		}

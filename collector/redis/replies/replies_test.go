@@ -24,8 +24,9 @@ func readFixture(t testing.TB, name string) string {
 }
 
 // Every CLIENT LIST fixture (2.4 … 8.0) holds two pending clients of the
-// "reader" kind with 5 MiB and 10 MiB of omem after a GET, plus clients
-// with nothing pending.
+// "reader" kind with 5 MiB and 10 MiB of omem after a GET (2.4 prints no
+// omem: only their oll), plus clients with nothing pending. A fixture's
+// name is the first version that prints its layout.
 func TestClientListFixtures(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(fixtures, "clientlist-*.txt"))
 	if err != nil || len(files) < 8 {
@@ -44,8 +45,27 @@ func TestClientListFixtures(t *testing.T) {
 			if st.Clients != lines {
 				t.Errorf("clients %d, want %d", st.Clients, lines)
 			}
-			if st.OutputBufferBytes != 15<<20 || st.MaxOutputBufferBytes != 10<<20 || st.PendingClients != 2 || st.OutputListBlocks != 3 {
-				t.Errorf("omem %d max %d pending %d oll %d", st.OutputBufferBytes, st.MaxOutputBufferBytes, st.PendingClients, st.OutputListBlocks)
+			if st.PendingClients != 2 || st.OutputListBlocks != 3 {
+				t.Errorf("pending %d oll %d", st.PendingClients, st.OutputListBlocks)
+			}
+			v := fixtureVersion(name)
+			// omem came with client-output-buffer-limit in 2.6; tot-mem
+			// (and argv-mem) in 6.0.9 (release notes: "Memory reporting
+			// of clients argv (#7874)"), not 6.2.
+			if wantOmem := v >= 2_06_00; st.HasOutputBuffer != wantOmem {
+				t.Fatalf("HasOutputBuffer %v", st.HasOutputBuffer)
+			}
+			if wantTot := v >= 6_00_09; st.HasTotalMemory != wantTot {
+				t.Errorf("HasTotalMemory %v", st.HasTotalMemory)
+			}
+			if !st.HasOutputBuffer {
+				if st.OutputBufferBytes != 0 || st.MaxOutputBufferBytes != 0 || st.Groups != nil || st.Commands != nil {
+					t.Errorf("omem aggregates without omem: %+v", st)
+				}
+				return
+			}
+			if st.OutputBufferBytes != 15<<20 || st.MaxOutputBufferBytes != 10<<20 {
+				t.Errorf("omem %d max %d", st.OutputBufferBytes, st.MaxOutputBufferBytes)
 			}
 			if len(st.Groups) != 2 || st.Groups[0].OutputBufferBytes != 15<<20 || st.Groups[0].Clients != 2 ||
 				st.Groups[1].Name != OtherGroup || st.Groups[1].Clients != lines-2 || st.Groups[1].OutputBufferBytes != 0 {
@@ -54,12 +74,20 @@ func TestClientListFixtures(t *testing.T) {
 			if len(st.Commands) != 2 || st.Commands[0] != (Group{Name: "get", Clients: 2, OutputBufferBytes: 15 << 20}) {
 				t.Errorf("commands %+v", st.Commands)
 			}
-			v, _ := ParseVersion(strings.TrimSuffix(strings.TrimPrefix(name, "clientlist-"), ".txt") + ".0")
-			if wantTot := v >= 6 && !strings.Contains(name, "6.0"); st.HasTotalMemory != wantTot {
-				t.Errorf("HasTotalMemory %v", st.HasTotalMemory)
-			}
 		})
 	}
+}
+
+// fixtureVersion reads "clientlist-6.0.9.txt" as 6_00_09, "…-7.2.txt" as
+// 7_02_00.
+func fixtureVersion(name string) int {
+	v := strings.TrimSuffix(strings.TrimPrefix(name, "clientlist-"), ".txt")
+	n := 0
+	for i, p := range append(strings.Split(v, "."), "0", "0")[:3] {
+		d, _ := strconv.Atoi(p)
+		n += d * []int{10000, 100, 1}[i]
+	}
+	return n
 }
 
 func TestClientListGroupings(t *testing.T) {
@@ -71,9 +99,10 @@ func TestClientListGroupings(t *testing.T) {
 		{"clientlist-2.8.txt", GroupByHost, "10.1.0.6"},
 		{"clientlist-5.0.txt", GroupByHost, "2001:db8::6"},
 		{"clientlist-2.6.txt", GroupByName, "reader"},
-		{"clientlist-6.0.txt", GroupByUser, "app"},
+		{"clientlist-6.0.0.txt", GroupByUser, "app"},
 		{"clientlist-7.2.txt", GroupByLibName, "redis-py"},
-		{"clientlist-2.4.txt", GroupByName, NoneGroup}, // 2.4 has no names
+		{"clientlist-2.6.txt", GroupByPool, "reader"},
+		{"clientlist-7.2.txt", GroupByPool, "reader"},
 	}
 	for _, c := range cases {
 		agg := Aggregator{GroupBy: c.by, TopK: 3}
@@ -356,6 +385,12 @@ func FuzzClientList(f *testing.F) {
 		for by := range GroupByNames {
 			agg := Aggregator{GroupBy: GroupBy(by), TopK: 2}
 			st := agg.Aggregate(s)
+			if !st.HasOutputBuffer {
+				if st.Groups != nil || st.Commands != nil || st.OutputBufferBytes != 0 {
+					t.Fatalf("omem aggregates without omem: %+v", st)
+				}
+				continue
+			}
 			var sum uint64
 			clients := 0
 			for _, g := range st.Groups {
@@ -420,8 +455,9 @@ func FuzzMemoryStats(f *testing.F) {
 
 // clientListReply builds a CLIENT LIST reply of n clients in the 7.2
 // layout, spread over 200 hosts, 5 names and 4 commands; every 10th client
-// has a pending 5 MiB reply.
-func clientListReply(n int) string {
+// has a pending 5 MiB reply. With pods, the names are those of the pods of
+// 5 Deployments ("svc-3-7d9f8b6c5d-x2x9z"), each pod its own.
+func clientListReply(n int, pods bool) string {
 	var b strings.Builder
 	cmds := []string{"get", "set", "hgetall", "cluster|nodes"}
 	for i := 0; i < n; i++ {
@@ -429,30 +465,36 @@ func clientListReply(n int) string {
 		if i%10 == 0 {
 			omem, oll = 5<<20, 1
 		}
-		fmt.Fprintf(&b, "id=%d addr=10.%d.%d.%d:%d laddr=10.0.0.1:6379 fd=%d name=svc-%d age=100 idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 "+
+		pod := ""
+		if pods {
+			pod = "-7d9f8b6c5d-" + string([]byte{podAlphabet[i%27], podAlphabet[i/27%27], 'x', '2', podAlphabet[i/729%27]})
+		}
+		fmt.Fprintf(&b, "id=%d addr=10.%d.%d.%d:%d laddr=10.0.0.1:6379 fd=%d name=svc-%d%s age=100 idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 "+
 			"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=%d omem=%d tot-mem=%d events=r cmd=%s user=default redir=-1 resp=2 lib-name=redis-py lib-ver=5.0.1\n",
-			i+1, (i%200)/100, i%200, i%7, 30000+i%30000, i+8, i%5, oll, omem, omem+22000, cmds[i%4])
+			i+1, (i%200)/100, i%200, i%7, 30000+i%30000, i+8, i%5, pod, oll, omem, omem+22000, cmds[i%4])
 	}
 	return b.String()
 }
 
 func TestClientListAllocations(t *testing.T) {
-	small, large := clientListReply(1000), clientListReply(10000)
-	agg := Aggregator{GroupBy: GroupByHost, TopK: 10}
-	agg.Aggregate(large) // warm the maps
-	a1 := testing.AllocsPerRun(5, func() { agg.Aggregate(small) })
-	a2 := testing.AllocsPerRun(5, func() { agg.Aggregate(large) })
-	// Same number of groups: the allocation count must not grow with the
-	// number of clients.
-	if a2 > a1+2 {
-		t.Errorf("allocations grow with clients: %v for 1k, %v for 10k", a1, a2)
+	small, large := clientListReply(1000, true), clientListReply(10000, true)
+	for _, by := range []GroupBy{GroupByHost, GroupByPool} {
+		agg := Aggregator{GroupBy: by, TopK: 10}
+		agg.Aggregate(large) // warm the maps
+		a1 := testing.AllocsPerRun(5, func() { agg.Aggregate(small) })
+		a2 := testing.AllocsPerRun(5, func() { agg.Aggregate(large) })
+		// Same number of groups: the allocation count must not grow with
+		// the number of clients.
+		if a2 > a1+2 {
+			t.Errorf("by %s: allocations grow with clients: %v for 1k, %v for 10k", GroupByNames[by], a1, a2)
+		}
 	}
 }
 
 func BenchmarkAggregateClientList10k(b *testing.B) {
-	for _, by := range []GroupBy{GroupByHost, GroupByName} {
+	for _, by := range []GroupBy{GroupByHost, GroupByName, GroupByPool} {
 		b.Run(GroupByNames[by], func(b *testing.B) {
-			reply := clientListReply(10000)
+			reply := clientListReply(10000, by == GroupByPool)
 			agg := Aggregator{GroupBy: by, TopK: 10}
 			b.SetBytes(int64(len(reply)))
 			b.ReportAllocs()
