@@ -1,0 +1,180 @@
+package resplimit
+
+import (
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+)
+
+// Replies as Redis 2.4 … 8.x and RESP3 servers send them.
+var validReplies = []string{
+	"+OK\r\n",
+	"-ERR unknown command 'HELLO'\r\n",
+	"-ERR Syntax error, try CLIENT (LIST | KILL ip:port)\r\n",
+	":1024\r\n",
+	"$-1\r\n",
+	"*-1\r\n",
+	"$0\r\n\r\n",
+	"$5\r\nhello\r\n",
+	"*2\r\n$26\r\nclient-output-buffer-limit\r\n$4\r\nx y \r\n",
+	"*3\r\n$4\r\npeak\r\n:123\r\n*2\r\n:1\r\n$-1\r\n", // nested, as MEMORY STATS
+	"%2\r\n+a\r\n:1\r\n+b\r\n,3.14\r\n",             // RESP3 map and double
+	"~1\r\n#t\r\n",                                   // set, boolean
+	"_\r\n",                                          // null
+	"(3492890328409238509324850943850943825024385\r\n",
+	"=15\r\ntxt:Some string\r\n",                  // verbatim
+	"!21\r\nSYNTAX invalid syntax\r\n",            // blob error
+	">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n", // push
+	"|1\r\n+key\r\n+val\r\n*0\r\n",                // attribute then empty array
+}
+
+func TestLexerValid(t *testing.T) {
+	all := strings.Join(validReplies, "")
+	l := Lexer{Limit: 1 << 20}
+	if err := l.Feed([]byte(all)); err != nil {
+		t.Fatalf("valid stream refused: %v", err)
+	}
+	if l.st != stType {
+		t.Errorf("stream ended mid-value (state %d)", l.st)
+	}
+	// Byte by byte: the same verdict and the same charge.
+	b := Lexer{Limit: 1 << 20}
+	for i := range len(all) {
+		if err := b.Feed([]byte{all[i]}); err != nil {
+			t.Fatalf("byte %d: %v", i, err)
+		}
+	}
+	if b.Charged() != l.Charged() {
+		t.Errorf("charged %d byte by byte, %d at once", b.Charged(), l.Charged())
+	}
+}
+
+func TestLexerLimits(t *testing.T) {
+	cases := []struct {
+		name  string
+		limit int64
+		in    string
+		want  error
+	}{
+		{"800 MB bulk announced", 64 << 20, "$838860800\r\n", ErrTooLarge},
+		{"bulk exactly at the limit", 14, "$8\r\n12345678\r\n", nil}, // 4 header bytes + 8 + CRLF
+		{"bulk one byte over", 13, "$8\r\n12345678\r\n", ErrTooLarge},
+		{"huge array", 64 << 20, "*100000000\r\n", ErrTooLarge},
+		{"huge map counts pairs", 1000, "%20\r\n", ErrTooLarge},
+		{"map within", 2000, "%20\r\n", nil},
+		{"endless simple string", 1 << 30, "+" + strings.Repeat("a", MaxLine+1), ErrProtocol},
+		{"bytes beyond the budget", 100, strings.Repeat(":1\r\n", 30), ErrTooLarge},
+		{"unknown type", 100, "?x\r\n", ErrProtocol},
+		{"streamed aggregate", 100, "*?\r\n", ErrProtocol},
+		{"negative length", 100, "$-2\r\n", ErrProtocol},
+		{"empty length", 100, "$\r\n", ErrProtocol},
+		{"minus only", 100, "*-\r\n", ErrProtocol},
+		{"no LF", 100, "$1\rx", ErrProtocol},
+		{"long header", 1 << 40, "$0000000000000000000000001\r\n", ErrProtocol},
+		{"length overflow", 1 << 62, "$9999999999999999999\r\n", ErrProtocol},
+		{"HTTP answer", 1 << 20, "HTTP/1.1 400 Bad Request\r\n", ErrProtocol},
+	}
+	for _, c := range cases {
+		l := Lexer{Limit: c.limit}
+		err := l.Feed([]byte(c.in))
+		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+		if err != nil && !errors.Is(l.Feed([]byte("+OK\r\n")), c.want) {
+			t.Errorf("%s: the error is not sticky", c.name)
+		}
+	}
+}
+
+// TestLexerReset: the budget is per command; a Write (Reset) between two
+// replies gives each the whole budget, a pipeline shares it.
+func TestLexerReset(t *testing.T) {
+	reply := "$30\r\n" + strings.Repeat("x", 30) + "\r\n" // charged 5 + 32
+	l := Lexer{Limit: 60}
+	if err := l.Feed([]byte(reply)); err != nil {
+		t.Fatal(err)
+	}
+	l.Reset()
+	if err := l.Feed([]byte(reply)); err != nil {
+		t.Fatalf("second command: %v", err)
+	}
+	if err := l.Feed([]byte(reply)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("two replies to one command within 60 bytes: %v", err)
+	}
+}
+
+// TestConn: through a real socket pair, the read carrying the oversized
+// header fails, the connection is closed and OnLimit runs once; a Write
+// resets the budget.
+func TestConn(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	hits := 0
+	c := NewConn(a, 100, func() { hits++ })
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, err := b.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	send := func(s string) { go func() { _, _ = b.Write([]byte(s)) }() }
+
+	buf := make([]byte, 256)
+	for range 3 { // 3 × 87 bytes: fine with a Write before each
+		if _, err := c.Write([]byte("PING\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		send("$80\r\n" + strings.Repeat("y", 80) + "\r\n")
+		if _, err := io.ReadFull(c, buf[:87]); err != nil {
+			t.Fatalf("reply within the budget: %v", err)
+		}
+	}
+	send("$838860800\r\n")
+	_, err := c.Read(buf)
+	if !errors.Is(err, ErrTooLarge) || hits != 1 {
+		t.Fatalf("oversized header: err %v, OnLimit ran %d times", err, hits)
+	}
+	if _, err := c.Write([]byte("PING\r\n")); err == nil {
+		t.Error("the connection was not closed")
+	}
+	if _, err := c.Read(buf); err == nil || hits != 1 {
+		t.Errorf("read after the refusal: %v, OnLimit %d", err, hits)
+	}
+}
+
+func FuzzLexer(f *testing.F) {
+	f.Add([]byte(strings.Join(validReplies, "")), uint16(7), uint32(1<<20))
+	f.Add([]byte("$838860800\r\n"), uint16(3), uint32(1<<26))
+	f.Add([]byte("*3\r\n$1\r\na\r\n%1\r\n+k\r\n:1\r\n_\r\n"), uint16(1), uint32(200))
+	f.Add([]byte("$-1\r\n*-1\r\n$-2\r\n"), uint16(2), uint32(100))
+	f.Fuzz(func(t *testing.T, data []byte, split uint16, limit uint32) {
+		if limit == 0 {
+			limit = 1
+		}
+		whole := Lexer{Limit: int64(limit)}
+		errWhole := whole.Feed(data)
+		if errWhole == nil && whole.Charged() > whole.Limit {
+			t.Fatalf("charged %d over the limit %d without an error", whole.Charged(), whole.Limit)
+		}
+		if errWhole != nil && !errors.Is(errWhole, ErrTooLarge) && !errors.Is(errWhole, ErrProtocol) {
+			t.Fatalf("unexpected error kind %v", errWhole)
+		}
+		// The verdict must not depend on how the stream is cut.
+		step := int(split%64) + 1
+		parts := Lexer{Limit: int64(limit)}
+		var errParts error
+		for i := 0; i < len(data) && errParts == nil; i += step {
+			errParts = parts.Feed(data[i:min(i+step, len(data))])
+		}
+		if (errWhole == nil) != (errParts == nil) || errWhole != nil && errWhole.Error() != errParts.Error() {
+			t.Fatalf("at once: %v; in %d-byte pieces: %v", errWhole, step, errParts)
+		}
+		if errWhole == nil && (whole.Charged() != parts.Charged() || whole.st != parts.st) {
+			t.Fatalf("charged %d/%d, state %d/%d", whole.Charged(), parts.Charged(), whole.st, parts.st)
+		}
+	})
+}
