@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
@@ -24,25 +24,8 @@ import (
 )
 
 var (
-	bigkeysEnableFlag = kingpin.Flag("redis.bigkeys.enable",
-		"Scan --redis.addr targets in the background (SCAN + MEMORY USAGE, Redis 4.0+) and export the largest keys.").Default("false").Bool()
-	bigkeysRateFlag = kingpin.Flag("redis.bigkeys.keys-per-second",
-		"Keys measured per second (MEMORY USAGE calls), per target.").Default("100").Float64()
-	bigkeysTopFlag = kingpin.Flag("redis.bigkeys.top",
-		"Number of largest keys exported per target.").Default("10").Int()
-	bigkeysReplicaFlag = kingpin.Flag("redis.bigkeys.prefer-replica",
-		"Scan an online replica listed in the master's INFO replication instead of the master, when one answers (same credentials and TLS).").Default("true").Bool()
-	bigkeysHashFlag = kingpin.Flag("redis.bigkeys.hash-names",
-		"Export sha256:<16 hex digits> of each key name instead of the name (for key names that carry personal data).").Default("false").Bool()
-	bigkeysIntervalFlag = kingpin.Flag("redis.bigkeys.interval",
-		"Pause between the end of one full scan and the start of the next.").Default("1h").Duration()
-	bigkeysSamplesFlag = kingpin.Flag("redis.bigkeys.samples",
-		"MEMORY USAGE SAMPLES: nested values sampled per key (0 = all, exact but slow on big collections).").Default("5").Int()
-)
-
-var (
 	bigKeyDesc = collector.NewMetric("redis_big_key_bytes",
-		"The largest keys of the last complete background scan (MEMORY USAGE; top --redis.bigkeys.top per target; key is the name, or sha256:… with --redis.bigkeys.hash-names).",
+		"The largest keys of at least --redis.bigkeys.min-bytes in the last complete background scan (MEMORY USAGE; at most --redis.bigkeys.top per target; key is the name, or sha256:… with --redis.bigkeys.hash-names).",
 		prometheus.GaugeValue, "addr", "db", "key")
 	bigKeysScannedDesc = collector.NewMetric("redis_big_keys_scanned_total",
 		"Keys measured with MEMORY USAGE by the background big-key scan.", prometheus.CounterValue, "addr")
@@ -54,23 +37,12 @@ type bigKeySettings struct {
 	enabled       bool
 	keysPerSecond float64
 	top           int
+	minBytes      int64 // keys below are not exported
 	preferReplica bool
 	hashNames     bool
 	interval      time.Duration
 	samples       int
 	scanCount     int64
-}
-
-func bigKeySettingsFromFlags() (bigKeySettings, error) {
-	s := bigKeySettings{
-		enabled: *bigkeysEnableFlag, keysPerSecond: *bigkeysRateFlag, top: *bigkeysTopFlag,
-		preferReplica: *bigkeysReplicaFlag, hashNames: *bigkeysHashFlag, interval: *bigkeysIntervalFlag,
-		samples: *bigkeysSamplesFlag, scanCount: 100,
-	}
-	if s.keysPerSecond <= 0 || s.top <= 0 || s.samples < 0 || s.interval < 0 {
-		return s, fmt.Errorf("--redis.bigkeys.keys-per-second and --redis.bigkeys.top must be positive, --redis.bigkeys.samples and --redis.bigkeys.interval ≥ 0")
-	}
-	return s, nil
 }
 
 // errBigKeysUnsupported stops the scanner of a server without MEMORY USAGE.
@@ -163,7 +135,13 @@ func (b *bigKeyScanner) scanSource(ctx context.Context) (*redis.Options, string,
 	if in.Fields["redis_mode"] == "cluster" {
 		// Keys on a cluster replica are readable only after READONLY;
 		// without it every MEMORY USAGE would be a MOVED redirect.
+		named := opts.OnConnect
 		opts.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+			if named != nil {
+				if err := named(ctx, cn); err != nil {
+					return err
+				}
+			}
 			return cn.ReadOnly(ctx).Err()
 		}
 	}
@@ -266,7 +244,9 @@ func (b *bigKeyScanner) scanDB(ctx context.Context, c *redis.Client, db int) err
 					continue // key expired or deleted between SCAN and MEMORY USAGE
 				}
 				b.scanned++
-				b.partial = insertTop(b.partial, bigKey{db: db, key: k, bytes: v}, b.s.top, b.labelFor)
+				if v >= b.s.minBytes {
+					b.partial = insertTop(b.partial, bigKey{db: db, key: k, bytes: v}, b.s.top, b.labelFor)
+				}
 			}
 			b.mu.Unlock()
 			keys = keys[n:]
@@ -278,27 +258,40 @@ func (b *bigKeyScanner) scanDB(ctx context.Context, c *redis.Client, db int) err
 	}
 }
 
-// insertTop keeps at most n keys, largest first; the key name is turned
-// into its label value only when it enters the list.
+// insertTop keeps at most n keys, largest first. Equal sizes are ordered
+// by db and label, so an unchanged keyspace exports the same keys in every
+// pass whatever order SCAN returns them in (SCAN's order changes with
+// rehashing). Keys with the same label — names equal in their first
+// maxKeyLabel bytes, or equal hashes — are one series: the larger wins.
+// The name is turned into its label only when it may enter the list.
 func insertTop(top []bigKey, k bigKey, n int, label func(string) string) []bigKey {
-	if len(top) >= n && k.bytes <= top[len(top)-1].bytes {
+	if len(top) >= n && k.bytes < top[len(top)-1].bytes {
 		return top
 	}
 	k.key = label(k.key)
-	i, _ := slices.BinarySearchFunc(top, k.bytes, func(e bigKey, v int64) int {
-		switch {
-		case e.bytes > v:
-			return -1
-		case e.bytes < v:
-			return 1
+	if i := slices.IndexFunc(top, func(e bigKey) bool { return e.db == k.db && e.key == k.key }); i >= 0 {
+		if top[i].bytes >= k.bytes {
+			return top
 		}
-		return 0
-	})
+		top = slices.Delete(top, i, i+1)
+	}
+	i, _ := slices.BinarySearchFunc(top, k, compareBigKeys)
 	top = slices.Insert(top, i, k)
 	if len(top) > n {
 		top = top[:n]
 	}
 	return top
+}
+
+// compareBigKeys orders by size (largest first), then db, then label.
+func compareBigKeys(a, b bigKey) int {
+	switch {
+	case a.bytes != b.bytes:
+		return cmp.Compare(b.bytes, a.bytes)
+	case a.db != b.db:
+		return cmp.Compare(a.db, b.db)
+	}
+	return strings.Compare(a.key, b.key)
 }
 
 // maxKeyLabel bounds the length of a key name used as a label value.

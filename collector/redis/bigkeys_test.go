@@ -3,6 +3,10 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -182,5 +186,97 @@ func TestBigKeysForbidden(t *testing.T) {
 	case <-done:
 	case <-ctx.Done():
 		t.Fatal("run kept going on a server that refuses MEMORY USAGE")
+	}
+}
+
+// TestBigKeysOnlyBig is issue 11's item 18: two 6 MB strings, a 300 KB
+// list and 2,000 50-byte strings. Only the three keys a user calls big
+// are exported — before, seven of the top 10 were arbitrary 120-byte keys
+// — and two passes over the unchanged keyspace export the same set.
+func TestBigKeysOnlyBig(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t)
+	ctx := context.Background()
+	admin := r.client()
+	for _, k := range []string{"blob:a", "blob:b"} {
+		if err := admin.Set(ctx, k, strings.Repeat("x", 6_000_000), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items := make([]any, 3000)
+	for i := range items {
+		items[i] = strings.Repeat("l", 100)
+	}
+	if err := admin.RPush(ctx, "queue", items...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pipe := admin.Pipeline()
+	for i := range 2000 {
+		pipe.Set(ctx, "small:"+strconv.Itoa(i), strings.Repeat("s", 50), 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := testSettings()
+	s.bigkeys.enabled = true
+	s.bigkeys.top = 10
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), r.addr)
+	var sets []string
+	for range 2 {
+		if err := c.bigkeys[0].pass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		res := collectortest.Scrape(t, c, 3*time.Second)
+		var keys []string
+		for _, m := range res.Metrics {
+			if m.Name == "stall_redis_big_key_bytes" {
+				keys = append(keys, m.Labels["key"])
+			}
+		}
+		sets = append(sets, strings.Join(keys, " "))
+	}
+	if sets[0] != "blob:a blob:b queue" {
+		t.Errorf("exported %q, want the two blobs and the queue", sets[0])
+	}
+	if sets[1] != sets[0] {
+		t.Errorf("second pass exported %q, first %q", sets[1], sets[0])
+	}
+}
+
+// TestInsertTopStable: keys of equal size are kept in (db, name) order,
+// so the exported set does not depend on the order SCAN returns them in;
+// two keys with the same label are one series.
+func TestInsertTopStable(t *testing.T) {
+	id := func(s string) string { return s }
+	var keys []bigKey
+	for i := range 12 {
+		keys = append(keys, bigKey{db: i % 2, key: fmt.Sprintf("k%02d", i), bytes: 100 << 10})
+	}
+	keys = append(keys, bigKey{key: "huge", bytes: 1 << 20})
+	var want string
+	for seed := range 5 {
+		shuffled := slices.Clone(keys)
+		rand.New(rand.NewPCG(uint64(seed), 1)).Shuffle(len(shuffled), reflect.Swapper(shuffled))
+		var top []bigKey
+		for _, k := range shuffled {
+			top = insertTop(top, k, 5, id)
+		}
+		got := fmt.Sprint(top)
+		if seed == 0 {
+			want = got
+		} else if got != want {
+			t.Errorf("order %d: %s, order 0: %s", seed, got, want)
+		}
+	}
+	if want != "[{0 huge 1048576} {0 k00 102400} {0 k02 102400} {0 k04 102400} {0 k06 102400}]" {
+		t.Errorf("top 5: %s", want)
+	}
+	// Same label (names cut to the same 200 bytes): the larger wins.
+	cut := func(string) string { return "same" }
+	top := insertTop(nil, bigKey{key: "a", bytes: 5}, 3, cut)
+	top = insertTop(top, bigKey{key: "b", bytes: 9}, 3, cut)
+	top = insertTop(top, bigKey{key: "c", bytes: 7}, 3, cut)
+	if len(top) != 1 || top[0].bytes != 9 {
+		t.Errorf("same label: %+v", top)
 	}
 }

@@ -17,59 +17,22 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
-)
-
-var (
-	addrsFlag = kingpin.Flag("redis.addr",
-		"Redis target scraped on /metrics (repeatable): host:port, redis://[user@]host:port, rediss://… (TLS), unix:///path.sock. "+
-			"Per-target options: ?password_file=PATH or ?password_env=VAR (credentials), ?bigkeys_replica=HOST:PORT. Without any target, the redis collector reports no data.").Strings()
-	userFlag         = kingpin.Flag("redis.user", "ACL user name for targets that do not name one (Redis 6+).").Default("").String()
-	passwordFileFlag = kingpin.Flag("redis.password-file", "File holding the password of targets without their own password source; read on every new connection.").Default("").String()
-	passwordEnvFlag  = kingpin.Flag("redis.password-env", "Environment variable holding the password of targets without their own password source.").Default("").String()
-	tlsCAFlag        = kingpin.Flag("redis.tls.ca-file", "CA bundle (PEM) that verifies rediss:// servers; default: system roots.").Default("").String()
-	tlsCertFlag      = kingpin.Flag("redis.tls.cert-file", "Client certificate (PEM) for rediss:// targets that require one.").Default("").String()
-	tlsKeyFlag       = kingpin.Flag("redis.tls.key-file", "Key (PEM) of --redis.tls.cert-file.").Default("").String()
-	tlsServerFlag    = kingpin.Flag("redis.tls.server-name", "Server name expected in the certificate of rediss:// targets; default: the target host.").Default("").String()
-	tlsInsecureFlag  = kingpin.Flag("redis.tls.insecure-skip-verify", "Do not verify rediss:// server certificates (testing only).").Default("false").Bool()
-	dialTimeoutFlag  = kingpin.Flag("redis.dial-timeout", "Time limit for connecting to a target (TCP, TLS and AUTH).").Default("2s").Duration()
-	timeoutFlag      = kingpin.Flag("redis.timeout",
-		"Time limit of one target's scrape (every command); a target that does not answer within it reports stall_redis_up 0. Also capped by --collector.timeout.").
-		Default("3s").Duration()
-	configRefreshFlag = kingpin.Flag("redis.config-refresh-interval",
-		"How long CONFIG GET client-output-buffer-limit / maxmemory results are reused.").Default("5m").Duration()
-	clModeFlag = kingpin.Flag("redis.client-list.mode",
-		"When to run CLIENT LIST (O(clients) on Redis' main thread): auto (when INFO shows non-trivial output buffers, once more after they shrink, and every Nth scrape), always, never.").
-		Default("auto").Enum("auto", "always", "never")
-	clEveryFlag = kingpin.Flag("redis.client-list.every",
-		"In auto mode, also run CLIENT LIST on every Nth scrape of a target; 0 disables the periodic run.").Default("10").Int()
-	clOutputThresholdFlag = kingpin.Flag("redis.client-list.output-buffer-threshold",
-		"In auto mode, run CLIENT LIST when INFO client_recent_max_output_buffer reaches this many bytes.").Default("1MiB").Bytes()
-	clClientsMemThresholdFlag = kingpin.Flag("redis.client-list.clients-memory-threshold",
-		"In auto mode, run CLIENT LIST when the memory of normal clients (MEMORY STATS clients.normal / INFO mem_clients_normal) reaches this many bytes.").
-		Default("512MiB").Bytes()
-	groupByFlag = kingpin.Flag("redis.client-group-by",
-		"Client attribute CLIENT LIST aggregates are grouped by: host (peer IP), name, lib-name (7.2+) or user (6.0+).").
-		Default("host").Enum(replies.GroupByNames...)
-	topKFlag = kingpin.Flag("redis.client-list.top-k",
-		"Number of client groups and of last commands exported by output-buffer size; the rest is summed in group/cmd=\"other\".").Default("10").Int()
-	probeAllowedFlag = kingpin.Flag("redis.probe.allowed-targets",
-		"Target allowed on /probe?module=redis (repeatable; --redis.addr syntax). --redis.addr targets are always allowed. "+
-			"A probe request names host:port only; the scheme, TLS settings and user configured here are used.").Strings()
-	probeAllowedREFlag = kingpin.Flag("redis.probe.allowed-targets-regexp",
-		"Anchored regular expression over host:port (or the socket path) of targets allowed on /probe?module=redis.").Default("").String()
-	probeSchemeFlag = kingpin.Flag("redis.probe.scheme",
-		"Scheme of targets allowed only by --redis.probe.allowed-targets-regexp: redis or rediss (TLS, --redis.tls.*).").Default("redis").Enum("redis", "rediss")
+	"github.com/stall-exporter/stall_exporter/collector/redis/resplimit"
 )
 
 var (
 	upDesc = collector.NewMetric("redis_up",
-		"1 if the last scrape of the Redis target answered INFO within --redis.timeout, else 0.", prometheus.GaugeValue, "addr")
+		"1 if the last scrape of the Redis target answered INFO within --redis.timeout, else 0 (stall_redis_down_reason says why).", prometheus.GaugeValue, "addr")
+	downReasonDesc = collector.NewMetric("redis_down_reason",
+		"1 for why the last scrape of a target that is down failed: auth, permission, refused, timeout, dns, tls, reply_too_large, protocol, loading, busy, error_reply or network; absent while the target is up.",
+		prometheus.GaugeValue, "addr", "reason")
+	oversizedDesc = collector.NewMetric("redis_oversized_replies_total",
+		"Replies refused because the sizes their headers announced exceeded --redis.max-reply-bytes; each closed its connection.", prometheus.CounterValue, "addr")
 	scrapeSecondsDesc = collector.NewMetric("redis_scrape_duration_seconds",
 		"Wall time of this target's last scrape (all commands, parsing included), as measured by the exporter.", prometheus.GaugeValue, "addr")
 	infoDesc = collector.NewMetric("redis_server_info",
@@ -130,7 +93,7 @@ var (
 	clMaxOmemDesc = collector.NewMetric("redis_client_max_output_buffer_bytes",
 		"The largest single client output buffer list (CLIENT LIST omem, last run).", prometheus.GaugeValue, "addr")
 	clTotMemDesc = collector.NewMetric("redis_client_memory_bytes",
-		"Sum of all memory used by clients (CLIENT LIST tot-mem, 6.0+, last run).", prometheus.GaugeValue, "addr")
+		"Sum of all memory used by clients (CLIENT LIST tot-mem, 6.0.9+, last run).", prometheus.GaugeValue, "addr")
 	clPendingDesc = collector.NewMetric("redis_client_pending_output_clients",
 		"Clients with replies waiting to be written: oll > 0 or omem > 0 (CLIENT LIST, last run).", prometheus.GaugeValue, "addr")
 	clOllDesc = collector.NewMetric("redis_client_output_list_blocks",
@@ -165,61 +128,8 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-// settings is everything the flags decide, read once.
-type settings struct {
-	conn            connSettings
-	timeout         time.Duration
-	configRefresh   time.Duration
-	clMode          string
-	clEvery         int
-	clOutThreshold  uint64
-	clClientsMemThr uint64
-	groupBy         replies.GroupBy
-	topK            int
-	bigkeys         bigKeySettings
-	now             func() time.Time
-}
-
-func settingsFromFlags() (settings, error) {
-	switch {
-	case *timeoutFlag <= 0:
-		return settings{}, fmt.Errorf("--redis.timeout must be positive, not %v", *timeoutFlag)
-	case *dialTimeoutFlag <= 0:
-		return settings{}, fmt.Errorf("--redis.dial-timeout must be positive, not %v", *dialTimeoutFlag)
-	case *configRefreshFlag <= 0:
-		return settings{}, fmt.Errorf("--redis.config-refresh-interval must be positive, not %v", *configRefreshFlag)
-	case *topKFlag < 1:
-		return settings{}, fmt.Errorf("--redis.client-list.top-k must be at least 1, not %d", *topKFlag)
-	case *clEveryFlag < 0:
-		return settings{}, fmt.Errorf("--redis.client-list.every must be 0 or more, not %d", *clEveryFlag)
-	}
-	gb, err := replies.ParseGroupBy(*groupByFlag)
-	if err != nil {
-		return settings{}, err
-	}
-	bk, err := bigKeySettingsFromFlags()
-	if err != nil {
-		return settings{}, err
-	}
-	return settings{
-		conn: connSettings{
-			user: *userFlag, passwordFile: *passwordFileFlag, passwordEnv: *passwordEnvFlag,
-			dialTimeout: *dialTimeoutFlag,
-			tls: tlsSettings{caFile: *tlsCAFlag, certFile: *tlsCertFlag, keyFile: *tlsKeyFlag,
-				serverName: *tlsServerFlag, insecureSkipVerify: *tlsInsecureFlag},
-		},
-		timeout:         *timeoutFlag,
-		configRefresh:   *configRefreshFlag,
-		clMode:          *clModeFlag,
-		clEvery:         *clEveryFlag,
-		clOutThreshold:  uint64(*clOutputThresholdFlag),
-		clClientsMemThr: uint64(*clClientsMemThresholdFlag),
-		groupBy:         gb,
-		topK:            *topKFlag,
-		bigkeys:         bk,
-		now:             time.Now,
-	}, nil
-}
+// settingsFromFlags validates the process's flags.
+func settingsFromFlags() (settings, error) { return flags.settings() }
 
 // scraper scrapes the --redis.addr targets concurrently.
 type scraper struct {
@@ -238,7 +148,7 @@ func newCollector(cfg collector.Config) (collector.Collector, error) {
 	if _, err := probeAllowlistFromFlags(s.conn); err != nil {
 		return nil, err
 	}
-	return newScraper(cfg, s, *addrsFlag)
+	return newScraper(cfg, s, *flags.addrs)
 }
 
 func newScraper(cfg collector.Config, s settings, addrs []string) (*scraper, error) {
@@ -317,7 +227,10 @@ type target struct {
 	logger   *slog.Logger
 	problems *collector.Problems
 
-	sem chan struct{} // one scrape at a time
+	mu       sync.Mutex
+	inflight *sharedRun // the run concurrent scrapes wait for; nil when idle
+
+	sem chan struct{} // held by the run in progress, and by close
 
 	// Guarded by sem.
 	major, minor    int // server version, 0.0 until known
@@ -330,6 +243,15 @@ type target struct {
 	agg             replies.Aggregator
 	cl              clientListResult
 	lastDownLog     time.Time
+	lastDownReason  string
+}
+
+// sharedRun is one scrape of a target whose result every scrape that
+// arrived while it ran receives.
+type sharedRun struct {
+	done    chan struct{} // closed when metrics and err are final
+	metrics []prometheus.Metric
+	err     error
 }
 
 type clientListResult struct {
@@ -363,28 +285,90 @@ func (t *target) close() {
 }
 
 // collect scrapes the target and sends its series; stall_redis_up is sent
-// in every case, before ctx's deadline.
+// in every case, before ctx's deadline. Scrapes of the same target that
+// arrive while one runs do not start their own: they wait for that run
+// and send its series and error. Whoever can reach the exporter therefore
+// cannot multiply the INFO and CLIENT LIST work done on Redis' main
+// thread by sending concurrent requests.
 func (t *target) collect(ctx context.Context, ch chan<- prometheus.Metric) error {
 	tctx, cancel := t.scrapeContext(ctx)
 	defer cancel()
+	t.mu.Lock()
+	r := t.inflight
+	leader := r == nil
+	if leader {
+		r = &sharedRun{done: make(chan struct{})}
+		t.inflight = r
+	}
+	t.mu.Unlock()
+	if leader {
+		r.metrics, r.err = t.run(tctx)
+		t.mu.Lock()
+		t.inflight = nil
+		t.mu.Unlock()
+		close(r.done)
+	} else {
+		select {
+		case <-r.done:
+		case <-tctx.Done():
+			upDesc.Send(ch, 0, t.spec.label)
+			downReasonDesc.Send(ch, 1, t.spec.label, reasonTimeout)
+			return fmt.Errorf("redis %s: the scrape in progress did not end within this scrape's time limit", t.spec.label)
+		}
+	}
+	for _, m := range r.metrics {
+		ch <- m
+	}
+	return r.err
+}
+
+// run scrapes the target once and returns the series to send.
+func (t *target) run(ctx context.Context) ([]prometheus.Metric, error) {
+	buf := make(chan prometheus.Metric, 64)
+	var metrics []prometheus.Metric
+	collected := make(chan struct{})
+	go func() {
+		for m := range buf {
+			metrics = append(metrics, m)
+		}
+		close(collected)
+	}()
+	err := t.runLocked(ctx, buf)
+	close(buf)
+	<-collected
+	return metrics, err
+}
+
+func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) error {
+	l := t.spec.label
 	select {
 	case t.sem <- struct{}{}:
-	case <-tctx.Done():
-		upDesc.Send(ch, 0, t.spec.label)
-		return fmt.Errorf("redis %s: previous scrape still running", t.spec.label)
+	case <-ctx.Done():
+		upDesc.Send(ch, 0, l)
+		downReasonDesc.Send(ch, 1, l, reasonTimeout)
+		return fmt.Errorf("redis %s: the target is closing", l)
 	}
 	defer func() { <-t.sem }()
 	start := time.Now()
-	err := t.scrape(tctx, ch)
-	scrapeSecondsDesc.Send(ch, time.Since(start).Seconds(), t.spec.label)
+	err := t.scrape(ctx, ch)
+	scrapeSecondsDesc.Send(ch, time.Since(start).Seconds(), l)
+	oversizedDesc.Send(ch, float64(t.spec.oversized.Load()), l)
 	var after errAfterUp
 	if errors.As(err, &after) {
-		upDesc.Send(ch, 1, t.spec.label)
+		upDesc.Send(ch, 1, l)
+		if downReason(after.error) == reasonProtocol {
+			t.problems.Add("redis reply", 1, after.error)
+		}
 		t.logger.Debug("redis scrape incomplete", "err", after.error)
-		return fmt.Errorf("redis %s: %w", t.spec.label, after.error)
+		return fmt.Errorf("redis %s: %w", l, after.error)
 	}
 	if err != nil {
-		upDesc.Send(ch, 0, t.spec.label)
+		reason := downReason(err)
+		upDesc.Send(ch, 0, l)
+		downReasonDesc.Send(ch, 1, l, reason)
+		if reason == reasonProtocol {
+			t.problems.Add("redis reply", 1, err)
+		}
 		if !isErrorReply(err) {
 			// Start the next scrape on a fresh pool: go-redis' pool would
 			// otherwise keep answering with the last dial error for a while
@@ -393,13 +377,15 @@ func (t *target) collect(ctx context.Context, ch chan<- prometheus.Metric) error
 			t.client = t.spec.newClient()
 		}
 		now := t.s.now()
-		if now.Sub(t.lastDownLog) > time.Minute {
-			t.lastDownLog = now
-			t.logger.Warn("redis target not answering (logged at most once a minute)", "err", err)
+		// A flapping target logs at most once a minute; a new reason (a
+		// password change after a network outage) at once.
+		if reason != t.lastDownReason || now.Sub(t.lastDownLog) > time.Minute {
+			t.lastDownLog, t.lastDownReason = now, reason
+			t.logger.Warn(downMessages[reason]+" (the same reason is logged at most once a minute)", "reason", reason, "err", err)
 		}
-		return fmt.Errorf("redis %s: %w", t.spec.label, err)
+		return fmt.Errorf("redis %s: %s: %w", l, reason, err)
 	}
-	upDesc.Send(ch, 1, t.spec.label)
+	upDesc.Send(ch, 1, l)
 	return nil
 }
 
@@ -452,7 +438,7 @@ func (t *target) scrape(ctx context.Context, ch chan<- prometheus.Metric) error 
 		if execErr != nil {
 			return execErr
 		}
-		return errors.New("empty INFO reply")
+		return errEmptyInfo
 	}
 	info := replies.ParseInfo(infoCmds[0].Val())
 	for _, c := range infoCmds[1:] {
@@ -501,6 +487,9 @@ func (t *target) scrape(ctx context.Context, ch chan<- prometheus.Metric) error 
 	}
 	return nil
 }
+
+// errEmptyInfo is an INFO reply without a single field.
+var errEmptyInfo = fmt.Errorf("%w: empty INFO reply", resplimit.ErrProtocol)
 
 // errAfterUp is a failure after the target answered INFO: stall_redis_up
 // stays 1.
@@ -708,8 +697,11 @@ func (t *target) sendClientList(ch chan<- prometheus.Metric) {
 	clDurationDesc.Send(ch, t.cl.duration.Seconds(), l)
 	clReplyBytesDesc.Send(ch, float64(t.cl.replyBytes), l)
 	clClientsDesc.Send(ch, float64(st.Clients), l)
-	clOmemDesc.Send(ch, float64(st.OutputBufferBytes), l)
-	clMaxOmemDesc.Send(ch, float64(st.MaxOutputBufferBytes), l)
+	if st.HasOutputBuffer {
+		// Redis 2.4 prints no omem: absent, not a measured 0.
+		clOmemDesc.Send(ch, float64(st.OutputBufferBytes), l)
+		clMaxOmemDesc.Send(ch, float64(st.MaxOutputBufferBytes), l)
+	}
 	if st.HasTotalMemory {
 		clTotMemDesc.Send(ch, float64(st.TotalMemoryBytes), l)
 	}

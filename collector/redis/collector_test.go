@@ -2,10 +2,15 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -417,7 +422,7 @@ func TestMinimalACL(t *testing.T) {
 		"+config|get", "+memory|stats", "+client|list", "+scan", "+select", "+memory|usage", "%R~*")
 	admin := r.client()
 	ctx := context.Background()
-	admin.Set(ctx, "k", strings.Repeat("v", 4096), 0)
+	admin.Set(ctx, "k", strings.Repeat("v", 100<<10), 0) // ≥ --redis.bigkeys.min-bytes
 	t.Setenv("STALL_TEST_MIN_ACL", "pw")
 	s := testSettings()
 	s.clMode = "always"
@@ -437,5 +442,148 @@ func TestMinimalACL(t *testing.T) {
 	}
 	if n := commandCalls(t, admin, "memory|stats"); n == 0 {
 		t.Error("MEMORY STATS was not used")
+	}
+}
+
+// TestConcurrentScrapesShareRun: scrapes of one target that arrive while
+// a scrape of it runs share that run, so N concurrent requests cost Redis
+// one INFO and one CLIENT LIST, not N (issue 11, item 4). CLIENT PAUSE
+// holds the first run for a second, so that all of them overlap whatever
+// the machine's load; the CLIENT LIST calls are counted by Redis itself.
+func TestConcurrentScrapesShareRun(t *testing.T) {
+	r := startRedis(t)
+	admin := r.client()
+	ctx := context.Background()
+	s := testSettings()
+	s.clMode = "always"
+	s.timeout = 8 * time.Second
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), r.addr)
+	collectortest.Scrape(t, c, 10*time.Second) // connects, caches CONFIG
+	base := commandCalls(t, admin, "client|list")
+
+	if err := admin.ClientPause(ctx, time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	results := make([]collectortest.Result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = collectortest.Scrape(t, c, 10*time.Second)
+		}()
+	}
+	wg.Wait()
+	runs := commandCalls(t, admin, "client|list") - base
+	t.Logf("%d concurrent scrapes: %d CLIENT LIST", n, runs)
+	if runs != 1 {
+		t.Errorf("%d concurrent scrapes ran CLIENT LIST %d times, want 1", n, runs)
+	}
+	first := results[0].Must(t, "stall_redis_client_list_runs_total")
+	for i, res := range results {
+		if res.Err != nil || res.Must(t, "stall_redis_up") != 1 {
+			t.Errorf("scrape %d: %v", i, res.Err)
+		}
+		if v := res.Must(t, "stall_redis_client_list_runs_total"); v != first {
+			t.Errorf("scrape %d saw %v runs, scrape 0 %v: not the same run", i, v, first)
+		}
+	}
+	// A scrape after the shared run starts a run of its own.
+	collectortest.Scrape(t, c, 10*time.Second)
+	if got := commandCalls(t, admin, "client|list") - base; got != 2 {
+		t.Errorf("CLIENT LIST calls after one more scrape: %d, want 2", got)
+	}
+}
+
+// TestDownReasons: stall_redis_down_reason and the log say why a target
+// is down — an authentication failure is not a network failure (issue 11,
+// item 5).
+func TestDownReasons(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "redis.sock")
+	r := startRedis(t, "--requirepass", "right-pw", "--unixsocket", sock,
+		"--user", "noinfo", "on", ">pw", "~*", "-@all", "+ping", "+hello", "+client|setname")
+	port := strings.Split(r.addr, ":")[1]
+	// A TLS server whose certificate no configured CA signs.
+	_, srvCert, srvKey, _, _ := testPKI(t, t.TempDir())
+	cert, err := tls.LoadX509KeyPair(srvCert, srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tl.Close() })
+	go func() {
+		for {
+			c, err := tl.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _ = c.(*tls.Conn).Handshake(); c.Close() }()
+		}
+	}()
+	loading := startScriptedRedis(t, func(w io.Writer) error {
+		_, err := io.WriteString(w, "-LOADING Redis is loading the dataset in memory\r\n")
+		return err
+	})
+	http := startScriptedRedis(t, func(w io.Writer) error {
+		_, err := io.WriteString(w, "HTTP/1.1 400 Bad Request\r\n\r\n")
+		return err
+	})
+	t.Setenv("STALL_TEST_WRONG_PW", "wrong-pw")
+	t.Setenv("STALL_TEST_NOINFO_PW", "pw")
+	targets := map[string]string{
+		"redis://127.0.0.1:" + port + "?password_env=STALL_TEST_WRONG_PW": reasonAuth,
+		"redis://localhost:" + port:                                       reasonAuth, // no password sent
+		"unix://noinfo@" + sock + "?password_env=STALL_TEST_NOINFO_PW":    reasonPermission,
+		"redis://127.0.0.1:" + strconv.Itoa(freePort(t)):                  reasonRefused,
+		"unix://" + filepath.Join(t.TempDir(), "no.sock"):                 reasonRefused,
+		"redis://" + collectortest.SilentListener(t):                      reasonTimeout,
+		"rediss://" + tl.Addr().String():                                  reasonTLS,
+		"redis://" + loading.addr:                                         reasonLoading,
+		"redis://" + http.addr:                                            reasonProtocol,
+		"redis://no-such-host.invalid:6379":                               reasonDNS,
+	}
+	var addrs []string
+	for a := range targets {
+		addrs = append(addrs, a)
+	}
+	logs := &collectortest.LogBuffer{}
+	s := testSettings()
+	s.timeout = 1500 * time.Millisecond
+	c := newTestScraper(t, s, collectortest.Config("redis", logs), addrs...)
+	res := collectortest.Scrape(t, c, 4*time.Second)
+	for _, t0 := range c.targets {
+		want := targets[t0.spec.label]
+		if want == "" { // labels drop the user and query
+			for a, w := range targets {
+				if spec, _ := parseTarget(a, s.conn); spec != nil && spec.label == t0.spec.label {
+					want = w
+				}
+			}
+		}
+		l := t0.spec.label
+		if v := res.Must(t, "stall_redis_up", "addr", l); v != 0 {
+			t.Errorf("%s: up %v", l, v)
+			continue
+		}
+		var got []string
+		for _, m := range res.Metrics {
+			if m.Name == "stall_redis_down_reason" && m.Labels["addr"] == l {
+				got = append(got, m.Labels["reason"])
+			}
+		}
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("%s: reasons %v, want %s (err in the log:\n%s)", l, got, want, logs)
+		}
+	}
+	out := logs.String()
+	if !strings.Contains(out, "refused authentication") || !strings.Contains(out, "reason=auth") {
+		t.Errorf("no authentication failure in the log:\n%s", out)
+	}
+	if strings.Contains(out, "right-pw") || strings.Contains(out, "wrong-pw") {
+		t.Errorf("a password in the log:\n%s", out)
 	}
 }

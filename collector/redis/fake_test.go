@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,9 +27,10 @@ import (
 type fakeOldRedis struct {
 	addr       string
 	info       string // INFO without arguments (commandstats section removed)
-	cmdstats   string // INFO commandstats
+	cmdstats   string // INFO commandstats; "": INFO takes no argument (2.4)
 	memStats   []byte // raw RESP reply of MEMORY STATS, nil: unknown command
 	clientList string
+	noSetName  bool // before 2.6.9: CLIENT has only LIST and KILL
 
 	mu   sync.Mutex
 	seen []string
@@ -47,10 +49,12 @@ func startFakeOldRedis(t *testing.T, infoFixture, memFixture, clientListFixture 
 	t.Helper()
 	full := readFixtureFile(t, infoFixture)
 	f := &fakeOldRedis{clientList: readFixtureFile(t, clientListFixture)}
-	i := strings.Index(full, "# Commandstats")
-	j := strings.Index(full[i:], "# Keyspace")
-	f.info = full[:i] + full[i+j:]
-	f.cmdstats = full[i : i+j]
+	f.info = full
+	if i := strings.Index(full, "# Commandstats"); i >= 0 {
+		j := strings.Index(full[i:], "# Keyspace")
+		f.info = full[:i] + full[i+j:]
+		f.cmdstats = full[i : i+j]
+	}
 	if memFixture != "" {
 		f.memStats = []byte(readFixtureFile(t, memFixture))
 	}
@@ -100,6 +104,9 @@ func (f *fakeOldRedis) serve(c net.Conn) {
 			reply = "+PONG\r\n"
 		case cmd == "info":
 			reply = bulk(f.info)
+		case cmd == "info commandstats" && f.cmdstats == "":
+			// 2.4's INFO has arity 1.
+			reply = "-ERR wrong number of arguments for 'info' command\r\n"
 		case cmd == "info commandstats":
 			reply = bulk(f.cmdstats)
 		case cmd == "memory stats" && f.memStats != nil:
@@ -110,6 +117,9 @@ func (f *fakeOldRedis) serve(c net.Conn) {
 			reply = "*2\r\n" + bulk("maxmemory") + bulk("3221225472")
 		case cmd == "client list":
 			reply = bulk(f.clientList)
+		case strings.HasPrefix(cmd, "client setname") && f.noSetName:
+			// The real reply of 2.4 and 2.6.0–2.6.8.
+			reply = "-ERR Syntax error, try CLIENT (LIST | KILL ip:port)\r\n"
 		case strings.HasPrefix(cmd, "client setname"):
 			reply = "+OK\r\n"
 		default:
@@ -196,6 +206,7 @@ func TestOldVersions(t *testing.T) {
 	t.Run("4.0", func(t *testing.T) {
 		f := startFakeOldRedis(t, "info-4.0.txt", "memorystats-4.0.resp", "clientlist-5.0.txt")
 		s := testSettings()
+		s.groupBy = replies.GroupByHost
 		c := newTestScraper(t, s, collectortest.Config("redis", nil), f.addr)
 		collectortest.Scrape(t, c, 3*time.Second) // learns the version
 		res := collectortest.Scrape(t, c, 3*time.Second)
@@ -223,6 +234,70 @@ func TestOldVersions(t *testing.T) {
 			t.Errorf("IPv6 group %v", v)
 		}
 	})
+}
+
+// TestServersWithoutSetName: Redis 2.4 and 2.6.0–2.6.8 refuse CLIENT
+// SETNAME, which the exporter sends when it connects; the target must be
+// up anyway (issue 11, item 7). 2.4's CLIENT LIST has no omem: the output
+// buffer aggregates are absent, not 0, while the oll-based ones remain
+// (item 8).
+func TestServersWithoutSetName(t *testing.T) {
+	t.Run("2.4", func(t *testing.T) {
+		f := startFakeOldRedis(t, "info-2.4.txt", "", "clientlist-2.4.txt", func(f *fakeOldRedis) { f.noSetName = true })
+		res := scrapeOld(t, f)
+		for _, name := range []string{"stall_redis_client_output_buffer_bytes", "stall_redis_client_max_output_buffer_bytes",
+			"stall_redis_client_group_output_buffer_bytes", "stall_redis_client_group_clients", "stall_redis_client_output_buffer_by_command_bytes"} {
+			if _, ok := res.Get(name); ok {
+				t.Errorf("%s exported, but 2.4's CLIENT LIST has no omem", name)
+			}
+		}
+		if v := res.Must(t, "stall_redis_client_pending_output_clients"); v != 2 {
+			t.Errorf("pending clients (oll > 0) %v, want 2", v)
+		}
+		if v := res.Must(t, "stall_redis_client_output_list_blocks"); v != 3 {
+			t.Errorf("oll %v, want 3", v)
+		}
+		if v := res.Must(t, "stall_redis_client_list_clients"); v != 4 {
+			t.Errorf("clients %v, want 4", v)
+		}
+	})
+	t.Run("2.6.0", func(t *testing.T) {
+		f := startFakeOldRedis(t, "info-2.8.txt", "", "clientlist-2.6.txt", func(f *fakeOldRedis) {
+			f.noSetName = true
+			f.info = strings.Replace(f.info, "redis_version:2.8.24", "redis_version:2.6.0", 1)
+			// name= came with CLIENT SETNAME in 2.6.9.
+			f.clientList = regexp.MustCompile(` name=[^ ]*`).ReplaceAllString(f.clientList, "")
+		})
+		res := scrapeOld(t, f)
+		if v := res.Must(t, "stall_redis_client_output_buffer_bytes"); v != 15<<20 {
+			t.Errorf("omem %v", v)
+		}
+		if v := res.Must(t, "stall_redis_commands_total", "cmd", "cluster"); v != 12000 {
+			t.Errorf("cluster calls %v", v)
+		}
+	})
+}
+
+// scrapeOld scrapes a fake server twice with CLIENT LIST on every scrape
+// and checks that it is up, named or not.
+func scrapeOld(t *testing.T, f *fakeOldRedis) collectortest.Result {
+	t.Helper()
+	s := testSettings()
+	s.clMode = "always"
+	logs := &collectortest.LogBuffer{}
+	c := newTestScraper(t, s, collectortest.Config("redis", logs), f.addr)
+	collectortest.Scrape(t, c, 3*time.Second)
+	res := collectortest.Scrape(t, c, 3*time.Second)
+	if v := res.Must(t, "stall_redis_up"); v != 1 || res.Err != nil {
+		t.Fatalf("up %v, err %v; commands %q\n%s", v, res.Err, f.commands(), logs)
+	}
+	if !contains(f.commands(), "client setname stall_exporter") {
+		t.Errorf("CLIENT SETNAME not tried: %q", f.commands())
+	}
+	if v := res.Must(t, "stall_redis_uptime_seconds"); v <= 0 {
+		t.Errorf("uptime %v", v)
+	}
+	return res
 }
 
 func contains(list []string, s string) bool {

@@ -94,8 +94,8 @@ func (pc *probeCache) get(cfg collector.Config, target string) (collector.Collec
 // --redis.addr and --redis.probe.allowed-targets entry with its configured
 // scheme, TLS and user, and the regexp with --redis.probe.scheme.
 func probeAllowlistFromFlags(conn connSettings) (*allowlist, error) {
-	entries := append(append([]string(nil), *addrsFlag...), *probeAllowedFlag...)
-	return newAllowlist(entries, *probeAllowedREFlag, *probeSchemeFlag, conn)
+	entries := append(append([]string(nil), *flags.addrs...), *flags.probeAllowed...)
+	return newAllowlist(entries, *flags.probeAllowedRE, *flags.probeScheme, conn)
 }
 
 // configure sets the probe settings; tests call it directly.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stall-exporter/stall_exporter/collector"
@@ -148,21 +149,24 @@ func commandCalls(t testing.TB, c *redis.Client, cmd string) uint64 {
 	return 0
 }
 
-// testSettings are the flag defaults, for tests to adjust.
+// testSettings are the flag defaults (parsed from an empty command line),
+// with shorter timeouts and a faster, exact big-key scan.
 func testSettings() settings {
-	return settings{
-		conn:            connSettings{dialTimeout: time.Second},
-		timeout:         2 * time.Second,
-		configRefresh:   5 * time.Minute,
-		clMode:          "auto",
-		clEvery:         10,
-		clOutThreshold:  1 << 20,
-		clClientsMemThr: 512 << 20,
-		groupBy:         replies.GroupByHost,
-		topK:            10,
-		bigkeys:         bigKeySettings{keysPerSecond: 10000, top: 5, samples: 0, scanCount: 100, interval: time.Hour},
-		now:             time.Now,
+	app := kingpin.New("test", "")
+	f := registerFlags(app)
+	if _, err := app.Parse(nil); err != nil {
+		panic(err)
 	}
+	s, err := f.settings()
+	if err != nil {
+		panic(err)
+	}
+	s.conn.dialTimeout = time.Second
+	s.timeout = 2 * time.Second
+	s.bigkeys.keysPerSecond = 10000
+	s.bigkeys.top = 5
+	s.bigkeys.samples = 0
+	return s
 }
 
 // newTestScraper builds the /metrics collector for addrs.

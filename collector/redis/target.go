@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/redis/resplimit"
 )
 
 // targetSpec is one parsed target: the go-redis options plus the label
@@ -34,6 +36,9 @@ type targetSpec struct {
 	// bigKeysReplica is the ?bigkeys_replica=host:port of a --redis.addr:
 	// the replica the big-key scan should use (same credentials and TLS).
 	bigKeysReplica string
+	// oversized counts replies refused by --redis.max-reply-bytes on any
+	// connection made with opts (scrapes and big-key scans).
+	oversized *atomic.Uint64
 }
 
 // credentialSource says where a target's password comes from. Files and
@@ -55,7 +60,7 @@ func (c credentialSource) provider() func(ctx context.Context) (string, string, 
 			b, err := os.ReadFile(c.passwordFile)
 			if err != nil {
 				// The error names the file, never its content.
-				return "", "", fmt.Errorf("redis password file: %w", err)
+				return "", "", fmt.Errorf("%w: %w", errPasswordSource, err)
 			}
 			return c.user, strings.TrimRight(string(b), "\r\n"), nil
 		case c.passwordEnv != "":
@@ -69,8 +74,19 @@ func (c credentialSource) provider() func(ctx context.Context) (string, string, 
 type connSettings struct {
 	user, passwordFile, passwordEnv string
 	dialTimeout                     time.Duration
+	maxReplyBytes                   int64 // --redis.max-reply-bytes; 0: defaultMaxReplyBytes
 	tls                             tlsSettings
 }
+
+// defaultMaxReplyBytes is the --redis.max-reply-bytes default: CLIENT LIST
+// of 100,000 clients is 30–45 MB (Redis 7.0 prints about 300 bytes per
+// client with a pod-style name, 8.x with lib-name, io-thread and IPv6
+// peers up to about 450; docs/redis.md has the measurement).
+const defaultMaxReplyBytes = 64 << 20
+
+// clientName is what the exporter's connections call themselves in
+// CLIENT LIST.
+const clientName = "stall_exporter"
 
 type tlsSettings struct {
 	caFile, certFile, keyFile, serverName string
@@ -114,6 +130,13 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	if e := q.Get("password_env"); e != "" {
 		cred.passwordEnv, cred.passwordFile = e, ""
 	}
+	if cred.passwordEnv != "" {
+		// An unset variable would silently mean "no password": the server
+		// then refuses every scrape, or — worse — accepts the default user.
+		if _, ok := os.LookupEnv(cred.passwordEnv); !ok {
+			return nil, fmt.Errorf("redis target %s: password variable %s is not set in the exporter's environment", redactedURL(u), cred.passwordEnv)
+		}
+	}
 	bigKeysReplica := q.Get("bigkeys_replica")
 	q.Del("password_file")
 	q.Del("password_env")
@@ -133,7 +156,8 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis target %s: %w", redactedURL(u), err)
 	}
-	spec := &targetSpec{opts: opts, scheme: u.Scheme, user: cred.user, passwordInURL: cred.urlPassword != "", bigKeysReplica: bigKeysReplica}
+	spec := &targetSpec{opts: opts, scheme: u.Scheme, user: cred.user, passwordInURL: cred.urlPassword != "",
+		bigKeysReplica: bigKeysReplica, oversized: new(atomic.Uint64)}
 	switch u.Scheme {
 	case "unix":
 		spec.label = "unix://" + opts.Addr
@@ -151,7 +175,12 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	opts.Username, opts.Password = "", ""
 	opts.CredentialsProviderContext = cred.provider()
 	opts.Protocol = 2
-	opts.ClientName = "stall_exporter"
+	// The name is set by OnConnect, not by go-redis' own setup: Redis 2.4
+	// and 2.6.0–2.6.8 have no CLIENT SETNAME ("-ERR Syntax error, try
+	// CLIENT (LIST | KILL ip:port)"), and go-redis fails the connection
+	// when its setup command is refused, so those servers were always down.
+	opts.ClientName = ""
+	opts.OnConnect = setClientName
 	opts.DisableIdentity = true
 	opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	opts.ContextTimeoutEnabled = true
@@ -172,7 +201,31 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 		}
 		opts.TLSConfig = tc
 	}
+	limit := s.maxReplyBytes
+	if limit <= 0 {
+		limit = defaultMaxReplyBytes
+	}
+	// go-redis allocates what a reply header announces before reading
+	// it; the reply limit is enforced on the headers as they arrive, under
+	// go-redis' reader (package resplimit).
+	dial := redis.NewDialer(opts) // TCP or TLS, opts.DialTimeout
+	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return resplimit.NewConn(c, limit, func() { spec.oversized.Add(1) }), nil
+	}
 	return spec, nil
+}
+
+// setClientName names a new connection; a server that does not know CLIENT
+// SETNAME (before 2.6.9) or an ACL that forbids it leaves it unnamed.
+func setClientName(ctx context.Context, cn *redis.Conn) error {
+	if err := cn.ClientSetName(ctx, clientName).Err(); err != nil && !isErrorReply(err) {
+		return err
+	}
+	return nil
 }
 
 // redactedURL prints a URL without its password.

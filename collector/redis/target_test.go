@@ -16,6 +16,7 @@ import (
 )
 
 func TestParseTarget(t *testing.T) {
+	t.Setenv("PW", "pw")
 	s := connSettings{dialTimeout: time.Second, passwordFile: "/etc/default-pw"}
 	cases := []struct {
 		in, label, hostPort string

@@ -1,0 +1,80 @@
+package redis
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+)
+
+// parseFlags parses a command line with the redis collector's flags and
+// validates it, as the start of the exporter does.
+func parseFlags(args ...string) (settings, error) {
+	app := kingpin.New("test", "")
+	f := registerFlags(app)
+	if _, err := app.Parse(args); err != nil {
+		return settings{}, err
+	}
+	return f.settings()
+}
+
+// TestFlagValidation: a negative, zero or non-numeric value of any redis
+// flag refuses the start with an error naming the flag (issue 11, item
+// 6), and so does --redis.password-env naming a variable that is not set
+// (item 5): it used to mean "no password".
+func TestFlagValidation(t *testing.T) {
+	t.Setenv("STALL_TEST_PW_SET", "pw")
+	t.Setenv("STALL_TEST_PW_EMPTY", "")
+	if _, err := parseFlags(); err != nil {
+		t.Fatalf("the defaults are refused: %v", err)
+	}
+	for _, arg := range []string{
+		"--redis.client-list.output-buffer-threshold=-1MiB",
+		"--redis.client-list.clients-memory-threshold=-5",
+		"--redis.client-list.output-buffer-threshold=lots",
+		"--redis.max-reply-bytes=-64MiB",
+		"--redis.max-reply-bytes=1KiB",
+		"--redis.bigkeys.min-bytes=-64KiB",
+		"--redis.timeout=-1s",
+		"--redis.timeout=0s",
+		"--redis.dial-timeout=-2s",
+		"--redis.config-refresh-interval=-5m",
+		"--redis.client-list.every=-1",
+		"--redis.client-list.top-k=0",
+		"--redis.bigkeys.keys-per-second=NaN",
+		"--redis.bigkeys.keys-per-second=+Inf",
+		"--redis.bigkeys.keys-per-second=-3",
+		"--redis.bigkeys.top=0",
+		"--redis.bigkeys.samples=-1",
+		"--redis.bigkeys.interval=-1h",
+		"--redis.client-group-by=pods",
+		"--redis.password-env=STALL_TEST_PW_UNSET",
+	} {
+		_, err := parseFlags(arg)
+		flag, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+		if err == nil {
+			t.Errorf("%s accepted", arg)
+		} else if !strings.Contains(err.Error(), flag) && !strings.Contains(arg, "client-group-by") {
+			t.Errorf("%s: the error does not name the flag: %v", arg, err)
+		}
+	}
+	s, err := parseFlags("--redis.password-env=STALL_TEST_PW_SET", "--redis.client-list.output-buffer-threshold=2MiB",
+		"--redis.max-reply-bytes=16MiB", "--redis.bigkeys.min-bytes=1MB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.clOutThreshold != 2<<20 || s.conn.maxReplyBytes != 16<<20 || s.bigkeys.minBytes != 1<<20 {
+		t.Errorf("parsed %d %d %d", s.clOutThreshold, s.conn.maxReplyBytes, s.bigkeys.minBytes)
+	}
+	// A variable that is set but empty is a choice (no password), not a typo.
+	if _, err := parseFlags("--redis.password-env=STALL_TEST_PW_EMPTY"); err != nil {
+		t.Errorf("an empty but set variable: %v", err)
+	}
+	// The same for a target's own ?password_env=.
+	_, err = newScraper(collectortest.Config("redis", nil), testSettings(), []string{"redis://127.0.0.1:1?password_env=STALL_TEST_PW_UNSET"})
+	if err == nil || !strings.Contains(err.Error(), "STALL_TEST_PW_UNSET") {
+		t.Errorf("?password_env= naming an unset variable: %v", err)
+	}
+}

@@ -1,0 +1,108 @@
+package redis
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/stall-exporter/stall_exporter/collector/redis/resplimit"
+)
+
+// Why a target is down: the reason label of stall_redis_down_reason, a
+// fixed set.
+const (
+	reasonAuth       = "auth"            // AUTH/HELLO refused, a password required, or the password file unreadable
+	reasonPermission = "permission"      // the ACL user may not run INFO (NOPERM)
+	reasonRefused    = "refused"         // nothing listens on the port, or no such Unix socket
+	reasonTimeout    = "timeout"         // no answer within --redis.dial-timeout or --redis.timeout
+	reasonDNS        = "dns"             // the host name does not resolve
+	reasonTLS        = "tls"             // TLS handshake or certificate verification failed
+	reasonTooLarge   = "reply_too_large" // a reply larger than --redis.max-reply-bytes
+	reasonProtocol   = "protocol"        // the peer does not speak RESP (or sent an empty INFO)
+	reasonLoading    = "loading"         // LOADING: the server is loading its dataset
+	reasonBusy       = "busy"            // BUSY: a script or function is running
+	reasonErrorReply = "error_reply"     // another error reply to INFO
+	reasonNetwork    = "network"         // any other connection failure (reset, unreachable, closed)
+)
+
+// downMessages are the log lines for a target going down, by reason.
+var downMessages = map[string]string{
+	reasonAuth:       "redis target refused authentication: check the ACL user and the password source",
+	reasonPermission: "redis user may not run INFO (NOPERM)",
+	reasonRefused:    "redis target refused the connection",
+	reasonTimeout:    "redis target not answering within the time limit",
+	reasonDNS:        "redis target host name does not resolve",
+	reasonTLS:        "redis target TLS handshake failed",
+	reasonTooLarge:   "redis target sent a reply larger than --redis.max-reply-bytes; connection dropped",
+	reasonProtocol:   "redis target does not speak the Redis protocol",
+	reasonLoading:    "redis target is loading its dataset",
+	reasonBusy:       "redis target is busy running a script",
+	reasonErrorReply: "redis target answered INFO with an error",
+	reasonNetwork:    "redis target connection failed",
+}
+
+// errPasswordSource marks a password file that cannot be read.
+var errPasswordSource = errors.New("redis password file unreadable")
+
+// downReason classifies a failed scrape.
+func downReason(err error) string {
+	var (
+		re       redis.Error
+		dnsErr   *net.DNSError
+		recErr   tls.RecordHeaderError
+		alertErr tls.AlertError
+		certErr  *tls.CertificateVerificationError
+		netErr   net.Error
+	)
+	switch {
+	case errors.Is(err, resplimit.ErrTooLarge):
+		return reasonTooLarge
+	case errors.Is(err, resplimit.ErrProtocol):
+		return reasonProtocol
+	case errors.As(err, &re) && !errors.Is(err, redis.Nil):
+		return errorReplyReason(re.Error())
+	case errors.Is(err, errPasswordSource):
+		return reasonAuth
+	case errors.As(err, &dnsErr):
+		return reasonDNS
+	case errors.As(err, &recErr), errors.As(err, &alertErr), errors.As(err, &certErr),
+		strings.Contains(err.Error(), "tls: "):
+		return reasonTLS
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
+		return reasonRefused
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
+		errors.As(err, &netErr) && netErr.Timeout():
+		return reasonTimeout
+	case strings.Contains(err.Error(), "redis: can't parse"), strings.Contains(err.Error(), "redis: invalid reply"):
+		return reasonProtocol
+	}
+	return reasonNetwork
+}
+
+// errorReplyReason classifies an error reply by its code (the first word)
+// and, for servers before 6.0 that have no WRONGPASS, by its text.
+func errorReplyReason(msg string) string {
+	code, _, _ := strings.Cut(msg, " ")
+	lower := strings.ToLower(msg)
+	switch {
+	case code == "WRONGPASS", code == "NOAUTH",
+		strings.Contains(lower, "invalid password"),                       // 2.x–5.x wrong password
+		strings.Contains(lower, "no password is set"),                     // AUTH to a server without requirepass, before 6.0
+		strings.Contains(lower, "called without any password configured"), // the same, 6.0+
+		strings.Contains(lower, "invalid username-password pair"):         // 6.0 AUTH
+		return reasonAuth
+	case code == "NOPERM":
+		return reasonPermission
+	case code == "LOADING":
+		return reasonLoading
+	case code == "BUSY":
+		return reasonBusy
+	}
+	return reasonErrorReply
+}
