@@ -142,7 +142,7 @@ func (b *byteSize) String() string { return units.Base2Bytes(b.n).String() }
 
 // minReplyLimit keeps --redis.max-reply-bytes above what every scrape
 // needs: INFO of a 7.x server with a few hundred commands in commandstats
-// is about 30 kB.
+// is a few tens of kB.
 const minReplyLimit = 256 << 10
 
 // settings validates the flag values. Every refusal names its flag, so a
