@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
 
@@ -420,18 +421,19 @@ func decodeManifests(t *testing.T, name string, data []byte) []any {
 	return objs
 }
 
-// kustomize renders a kustomization directory with the real kustomize in
-// kubectl and decodes the result strictly.
+// kustomize renders a kustomization directory with kustomize's own Go API
+// (krusty, the engine of `kustomize build` and `kubectl kustomize`, on the
+// real file system with its default load restrictions) and decodes the
+// result strictly. No outside binary is needed.
 func kustomize(t *testing.T, dir string) []any {
 	t.Helper()
-	kubectl := requireTool(t, "kubectl")
-	out, err := exec.Command(kubectl, "kustomize", dir).Output()
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
-		var stderr []byte
-		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderr)
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	out, err := res.AsYaml()
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
 	return decodeManifests(t, dir, out)
 }
