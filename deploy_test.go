@@ -630,3 +630,162 @@ func TestDeploySystemdUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestSystemdDNSDropIn combines the unit with the dns drop-in as systemd
+// would load them once installed (stall_exporter.service and
+// stall_exporter.service.d/dns.conf on SYSTEMD_UNIT_PATH), verifies the
+// pair, rates it, and checks that the combined SystemCallFilter lets
+// through every system call the dns collector makes — which the base
+// unit's filter alone does not.
+func TestSystemdDNSDropIn(t *testing.T) {
+	analyze := requireTool(t, "systemd-analyze")
+	dir := t.TempDir()
+	// verify checks that ExecStart's binary exists and is executable; any
+	// executable will do, so the test binary stands in for the exporter.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := func(src, dst string) string {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(b), "/usr/local/bin/stall_exporter", self)
+		if err := os.WriteFile(dst, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return text
+	}
+	base := install("deploy/systemd/stall_exporter.service", filepath.Join(dir, "stall_exporter.service"))
+	dropIn := install("deploy/systemd/stall_exporter-dns.conf", filepath.Join(dir, "stall_exporter.service.d", "dns.conf"))
+	systemd := func(args ...string) ([]byte, error) {
+		cmd := exec.Command(analyze, args...)
+		cmd.Dir = dir
+		// The trailing colon keeps the default unit path after ours, for
+		// the targets the unit orders itself after.
+		cmd.Env = append(os.Environ(), "SYSTEMD_UNIT_PATH="+dir+":")
+		return cmd.CombinedOutput()
+	}
+
+	out, err := systemd("verify", "--man=no", "stall_exporter.service")
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("systemd-analyze verify (unit + dns drop-in): %v\n%s", err, out)
+	}
+	out, err = systemd("security", "--offline=true", "--threshold=30", "stall_exporter.service")
+	score := regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`).FindSubmatch(out)
+	if err != nil || score == nil {
+		t.Fatalf("systemd-analyze security rates the unit with the dns drop-in above 3.0 (or failed): %v\n%s", err, out)
+	}
+	// The rating must be of the pair: the drop-in's packet sockets and
+	// CAP_BPF show up as exposures the base unit does not have.
+	for _, want := range []string{"RestrictAddressFamilies=~AF_PACKET", "CapabilityBoundingSet=~CAP_BPF"} {
+		if !regexp.MustCompile(`✗ ` + regexp.QuoteMeta(want) + ` `).Match(out) {
+			t.Errorf("systemd-analyze security does not show the drop-in's %s: was dns.conf loaded?\n%s", want, out)
+		}
+	}
+	t.Logf("systemd-analyze security, unit + dns drop-in: exposure %s", score[1])
+
+	// Every system call the exporter made in a run with --collector.dns
+	// (strace -f -c, lookups captured, eBPF attribution attached, /proc
+	// read): among them the capture socket with its filter, buffer and
+	// statistics (socket, bind, setsockopt, getsockopt, recvmsg), the
+	// interface list over netlink (sendto, recvfrom), the BPF maps,
+	// programs and cgroup links (bpf), and cilium/ebpf's RLIMIT_MEMLOCK
+	// probe and raise (prlimit64; Go never calls setrlimit on Linux).
+	needs := []string{
+		"accept4", "access", "arch_prctl", "bind", "bpf", "brk", "clone3", "close", "epoll_create1",
+		"epoll_ctl", "epoll_pwait", "eventfd2", "execve", "fcntl", "fstat", "futex", "getpid",
+		"getrandom", "getsockname", "getsockopt", "gettid", "listen", "madvise", "mmap", "mprotect",
+		"munmap", "nanosleep", "newfstatat", "openat", "prctl", "pread64", "prlimit64", "read",
+		"readlinkat", "recvfrom", "recvmsg", "rseq", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn",
+		"sched_getaffinity", "sched_yield", "sendto", "set_robust_list", "set_tid_address", "setsockopt",
+		"sigaltstack", "socket", "statfs", "tgkill", "uname", "write",
+	}
+	expand := syscallSets(t, analyze)
+	combined := combinedSyscallFilter(t, expand, base, dropIn)
+	for _, sc := range needs {
+		if !combined[sc] {
+			t.Errorf("the combined SystemCallFilter denies %s, which the exporter with the dns collector calls", sc)
+		}
+	}
+	// Without the drop-in, bpf() is denied (@privileged): the drop-in is
+	// what puts it back, and this test can fail.
+	if alone := combinedSyscallFilter(t, expand, base); alone["bpf"] || !alone["socket"] {
+		t.Errorf("the base unit alone: bpf allowed %v, socket allowed %v; want false, true", alone["bpf"], alone["socket"])
+	}
+}
+
+// syscallSets returns a function that expands a SystemCallFilter item (a
+// system call or a @set) into system calls, as `systemd-analyze
+// syscall-filter` lists them, sets within sets included.
+func syscallSets(t *testing.T, analyze string) func(item string) []string {
+	cache := map[string][]string{}
+	var expand func(item string) []string
+	expand = func(item string) []string {
+		if !strings.HasPrefix(item, "@") {
+			return []string{item}
+		}
+		if s, ok := cache[item]; ok {
+			return s
+		}
+		out, err := exec.Command(analyze, "syscall-filter", item).Output()
+		if err != nil {
+			t.Fatalf("systemd-analyze syscall-filter %s: %v", item, err)
+		}
+		var calls []string
+		for i, l := range strings.Split(string(out), "\n") {
+			l = strings.TrimSpace(l)
+			if i == 0 || l == "" || strings.HasPrefix(l, "#") {
+				continue // the set's name, its description, blank lines
+			}
+			calls = append(calls, expand(l)...)
+		}
+		if len(calls) == 0 {
+			t.Fatalf("systemd-analyze syscall-filter %s lists no system call", item)
+		}
+		cache[item] = calls
+		return calls
+	}
+	return expand
+}
+
+// combinedSyscallFilter applies the SystemCallFilter= lines of unit files
+// in order, as systemd.exec(5) says: the first line sets an allow list, a
+// later line adds to it, a line starting with ~ removes from it, an empty
+// one resets it. It returns the allowed system calls.
+func combinedSyscallFilter(t *testing.T, expand func(string) []string, units ...string) map[string]bool {
+	t.Helper()
+	var allowed map[string]bool
+	for _, u := range units {
+		for _, l := range strings.Split(u, "\n") {
+			v, ok := strings.CutPrefix(strings.TrimSpace(l), "SystemCallFilter=")
+			if !ok {
+				continue
+			}
+			deny := strings.HasPrefix(v, "~")
+			v = strings.TrimPrefix(v, "~")
+			switch {
+			case strings.TrimSpace(v) == "":
+				allowed = nil
+				continue
+			case allowed == nil && deny:
+				t.Fatalf("SystemCallFilter=~%s starts a deny list; the unit is meant to allow a list", v)
+			case allowed == nil:
+				allowed = map[string]bool{}
+			}
+			for _, item := range strings.Fields(v) {
+				for _, sc := range expand(item) {
+					allowed[sc] = !deny
+				}
+			}
+		}
+	}
+	if allowed == nil {
+		t.Fatal("no SystemCallFilter= in the unit")
+	}
+	return allowed
+}
