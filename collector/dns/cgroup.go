@@ -2,11 +2,21 @@ package dns
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 // cgroup2Root finds where the cgroup v2 hierarchy is mounted, from
@@ -70,4 +80,337 @@ func findCgroup2Root(path string) (string, string, error) {
 		return "", "", fmt.Errorf("%s: %w", path, err)
 	}
 	return mp, root, nil
+}
+
+// cgroupNames turns the cgroup v2 ids the eBPF programs record into
+// bounded names (cgroupName). A cgroup v2 id is the inode number of the
+// cgroup's directory, so an id is resolved
+//   - from the cache of the last walk, else
+//   - for a live process, from /proc/<tgid>/cgroup, confirmed by the inode
+//     of that directory, else
+//   - by walking the cgroup2 mount (at most maxCgroupWalk directories, at
+//     most once per drain, never twice for the same id): the lookups of a
+//     command that has exited come from a cgroup that usually still
+//     exists (a service, a container), which the walk finds.
+//
+// An id not found (its cgroup removed before the drain, or a kernel that
+// records none and a process already gone) is named "unknown". Not safe for
+// concurrent use.
+type cgroupNames struct {
+	root     string // the cgroup2 mount the programs are attached to
+	procPath func(elem ...string) string
+	byID     map[uint64]string // id → path under root ("/" for root itself)
+	missed   map[uint64]bool   // ids a walk did not find: not walked for again
+	walked   bool              // a walk in this drain already
+	walks    int               // walks so far (tests)
+}
+
+// maxCgroupWalk bounds a walk of the cgroup hierarchy, and with it the
+// cache: a host with more cgroups names the rest "unknown".
+const maxCgroupWalk = 65536
+
+// unknownCgroup names a cgroup that could not be resolved.
+const unknownCgroup = "unknown"
+
+func newCgroupNames(root string, procPath func(elem ...string) string) *cgroupNames {
+	return &cgroupNames{root: root, procPath: procPath, byID: map[uint64]string{}, missed: map[uint64]bool{}}
+}
+
+// startDrain allows one walk in the drain that follows.
+func (c *cgroupNames) startDrain() { c.walked = false }
+
+// name returns the bounded name of cgroup id, which process tgid (live or
+// not) was in at its first lookup. id 0 means the kernel recorded none.
+func (c *cgroupNames) name(id uint64, tgid uint32, live bool) string {
+	if p, ok := c.byID[id]; ok && id != 0 {
+		return cgroupName(p)
+	}
+	if live {
+		if p, ok := procCgroup(c.procPath(strconv.FormatUint(uint64(tgid), 10), "cgroup")); ok {
+			if id == 0 {
+				return cgroupName(p)
+			}
+			if ino, err := dirInode(filepath.Join(c.root, p)); err == nil && ino == id {
+				c.remember(id, p)
+				return cgroupName(p)
+			}
+		}
+	}
+	if id == 0 || c.missed[id] || c.walked {
+		return unknownCgroup
+	}
+	c.walk()
+	if p, ok := c.byID[id]; ok {
+		return cgroupName(p)
+	}
+	if len(c.missed) >= maxCgroupWalk {
+		clear(c.missed)
+	}
+	c.missed[id] = true
+	return unknownCgroup
+}
+
+func (c *cgroupNames) remember(id uint64, path string) {
+	if len(c.byID) >= maxCgroupWalk {
+		clear(c.byID)
+	}
+	c.byID[id] = path
+}
+
+// walk replaces the cache with the directories under the cgroup2 mount:
+// their inode numbers and names straight from getdents(2) (linux_dirent64's
+// d_ino and d_type), so a cgroup costs one open and one read of its
+// directory, and only subdirectories' names are kept; cgroupfs' interface
+// files are skipped without a stat or an allocation. Errors (a cgroup
+// removed while walked, an unreadable directory) skip that directory.
+func (c *cgroupNames) walk() {
+	c.walked = true
+	c.walks++
+	found := make(map[uint64]string, len(c.byID))
+	if ino, err := dirInode(c.root); err == nil {
+		found[ino] = "/"
+	}
+	buf := make([]byte, 32<<10)
+	type sub struct {
+		ino  uint64
+		name string
+	}
+	var visit func(dir, rel string, depth int)
+	visit = func(dir, rel string, depth int) {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return
+		}
+		var subs []sub
+		for {
+			n, err := unix.ReadDirent(fd, buf)
+			if err != nil || n <= 0 {
+				break
+			}
+			for off := 0; off+19 < n; {
+				// struct linux_dirent64: u64 d_ino, s64 d_off, u16 d_reclen, u8 d_type, char d_name[].
+				reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
+				if reclen < 20 || off+reclen > n {
+					break
+				}
+				name := buf[off+19 : off+reclen]
+				if i := bytes.IndexByte(name, 0); i >= 0 {
+					name = name[:i]
+				}
+				isDir := buf[off+18] == unix.DT_DIR
+				if buf[off+18] == unix.DT_UNKNOWN { // a file system without d_type
+					var st unix.Stat_t
+					isDir = unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
+				}
+				if isDir && string(name) != "." && string(name) != ".." {
+					subs = append(subs, sub{binary.NativeEndian.Uint64(buf[off:]), string(name)})
+				}
+				off += reclen
+			}
+		}
+		unix.Close(fd)
+		for _, s := range subs {
+			if len(found) >= maxCgroupWalk {
+				return
+			}
+			path := rel + "/" + s.name
+			found[s.ino] = path
+			if depth < maxCgroupDepth {
+				visit(dir+"/"+s.name, path, depth+1)
+			}
+		}
+	}
+	visit(c.root, "", 1)
+	c.byID = found
+}
+
+// maxCgroupDepth bounds the walk's recursion (cgroup.max.depth is
+// unlimited by default; systemd and the kubelet nest 5 or 6 levels).
+const maxCgroupDepth = 32
+
+func dirInode(path string) (uint64, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
+}
+
+// procCgroup reads a process's cgroup v2 path from /proc/<pid>/cgroup (its
+// "0::/path" line, cgroups(7)); ok is false when the process is gone or
+// has none.
+func procCgroup(path string) (string, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok && strings.HasPrefix(p, "/") {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// maxCgroupLen bounds a cgroup label value.
+const maxCgroupLen = 64
+
+// cgroupName turns a cgroup v2 path into a bounded name that says what
+// runs there:
+//   - a Kubernetes pod's container: "pod:<pod UID>/<container ID, 12 hex>"
+//     ("pod:<UID>" for the pod's own cgroup), for both cgroup drivers
+//     (kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<UID>.slice/cri-containerd-<ID>.scope
+//     and kubepods/burstable/pod<UID>/<ID>);
+//   - another container: "<runtime>:<ID, 12 hex>" (docker-<ID>.scope,
+//     cri-containerd-, crio-, libpod- as podman; /docker/<ID>);
+//   - a systemd unit: the innermost one (cron.service, session-3.scope,
+//     user@1000.service), else the innermost slice;
+//   - anything else: the path, its last 64 bytes if longer; "/" is the root.
+func cgroupName(path string) string {
+	parts := strings.FieldsFunc(path, func(r rune) bool { return r == '/' })
+	// Read from inside another cgroup namespace, /proc/<pid>/cgroup starts
+	// with a ".." per level above the namespace's root.
+	for len(parts) > 0 && (parts[0] == ".." || parts[0] == ".") {
+		parts = parts[1:]
+	}
+	if len(parts) == 0 {
+		return "/"
+	}
+	if name, ok := kubernetesName(parts); ok {
+		return name
+	}
+	for i := len(parts) - 1; i >= 0; i-- {
+		parent := ""
+		if i > 0 {
+			parent = parts[i-1]
+		}
+		if rt, id, ok := containerID(parts[i], parent); ok {
+			return rt + ":" + id
+		}
+	}
+	slice := ""
+	for i := len(parts) - 1; i >= 0; i-- {
+		switch {
+		case isUnit(parts[i]):
+			return collector.LabelValue(parts[i], maxCgroupLen)
+		case slice == "" && strings.HasSuffix(parts[i], ".slice"):
+			slice = parts[i]
+		}
+	}
+	if slice != "" {
+		return collector.LabelValue(slice, maxCgroupLen)
+	}
+	// The tail says more than the head of a long path.
+	path = collector.LabelValue("/"+strings.Join(parts, "/"), 0)
+	if len(path) > maxCgroupLen {
+		cut := len(path) - maxCgroupLen
+		for !utf8.RuneStart(path[cut]) {
+			cut++
+		}
+		path = "…" + path[cut:]
+	}
+	return path
+}
+
+// isUnit reports whether a cgroup directory is named after a systemd unit
+// other than a slice.
+func isUnit(s string) bool {
+	for _, suffix := range []string{".service", ".scope", ".socket", ".mount", ".swap"} {
+		if strings.HasSuffix(s, suffix) && len(s) > len(suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// containerRuntimes maps the scope prefixes of container runtimes under
+// systemd to the runtime's name.
+var containerRuntimes = []struct{ prefix, name string }{
+	{"cri-containerd-", "containerd"},
+	{"docker-", "docker"},
+	{"crio-", "crio"},
+	{"libpod-", "podman"},
+}
+
+// containerID recognises a container's cgroup directory: a runtime's
+// systemd scope "<prefix><64 hex>.scope", or a bare "<64 hex>" directory
+// (the cgroupfs driver) named by its parent ("docker") or "container". It
+// returns the runtime and the short (12 hex) id.
+func containerID(dir, parent string) (runtime, id string, ok bool) {
+	if isHexID(dir) {
+		switch {
+		case parent == "docker":
+			return "docker", dir[:12], true
+		case strings.HasPrefix(parent, "libpod"):
+			return "podman", dir[:12], true
+		}
+		return "container", dir[:12], true
+	}
+	scope, ok := strings.CutSuffix(dir, ".scope")
+	if !ok {
+		return "", "", false
+	}
+	for _, r := range containerRuntimes {
+		if hex, ok := strings.CutPrefix(scope, r.prefix); ok && isHexID(hex) {
+			return r.name, hex[:12], true
+		}
+	}
+	return "", "", false
+}
+
+// isHexID reports whether s is a 64-digit lowercase hex container id.
+func isHexID(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// kubernetesName names a cgroup under the kubelet's hierarchy: the pod by
+// its UID, and the container within it by its short id.
+func kubernetesName(parts []string) (string, bool) {
+	if !strings.HasPrefix(parts[0], "kubepods") {
+		return "", false
+	}
+	for i, p := range parts {
+		uid, ok := podUID(p)
+		if !ok {
+			continue
+		}
+		name := "pod:" + uid
+		if i+1 < len(parts) {
+			if _, id, ok := containerID(parts[i+1], p); ok {
+				name += "/" + id
+			}
+		}
+		return name, true
+	}
+	return "", false
+}
+
+// podUID extracts the pod UID from "kubepods-burstable-pod<UID with _>.slice"
+// (systemd driver) or "pod<UID>" (cgroupfs driver).
+func podUID(dir string) (string, bool) {
+	if s, ok := strings.CutSuffix(dir, ".slice"); ok {
+		i := strings.LastIndex(s, "-pod")
+		if i < 0 {
+			return "", false
+		}
+		dir = strings.ReplaceAll(s[i+1:], "_", "-")
+	}
+	uid, ok := strings.CutPrefix(dir, "pod")
+	if !ok || len(uid) != 36 || strings.Count(uid, "-") != 4 {
+		return "", false
+	}
+	for _, r := range uid {
+		if !(r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
+			return "", false
+		}
+	}
+	return uid, true
 }

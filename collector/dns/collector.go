@@ -42,7 +42,7 @@ var (
 	maxResolversFlag = kingpin.Flag("dns.max-resolvers",
 		"Resolver addresses with their own resolver label, in the order first queried; later ones are \"other\".").Default("8").Int()
 	maxProcessesFlag = kingpin.Flag("dns.max-processes",
-		"Process names with their own stall_dns_process_lookups_total series; the rest are \"other\".").Default("20").Int()
+		"(Process name, cgroup) pairs with their own stall_dns_process_lookups_total series; the rest are \"other\".").Default("20").Int()
 	attributionFlag = kingpin.Flag("dns.attribution",
 		"Per-process attribution: auto (ebpf, else proc), ebpf (cgroup sock_addr hooks; needs CAP_BPF and CAP_NET_ADMIN, or CAP_SYS_ADMIN before 5.8, and cgroup v2), proc (sample /proc; a lower bound), none.").
 		Default("auto").Enum("auto", "ebpf", "proc", "none")
@@ -221,6 +221,9 @@ func (c *Collector) startEBPF() (attribution, error) {
 		c.logger.Warn("eBPF attribution attached, but not the egress program: stall_dns_process_queries_total (query types per process) is not exported", "cgroup", root, "err", a.typeErr)
 	} else {
 		c.logger.Info("eBPF attribution attached", "cgroup", root)
+	}
+	if a.cgroupErr != nil {
+		c.logger.Warn("the kernel does not give the eBPF programs the caller's cgroup id (before 5.7): the cgroup label is read from /proc for processes still running, and is \"unknown\" for those that have exited", "err", a.cgroupErr)
 	}
 	return a, nil
 }

@@ -21,7 +21,8 @@ import (
 // the cgroup v2 root, run inside connect(2) and sendmsg(2) of every task on
 // the host: on a connect (TCP or UDP) or an unconnected UDP sendmsg to port
 // 53 they add one to the calling process's count in a hash map keyed by
-// tgid, recording the calling thread's comm when they create the entry.
+// tgid, recording the calling thread's comm and cgroup v2 id when they
+// create the entry.
 // They always allow the call. They are assembled here with cilium/ebpf's
 // asm package: no C compiler, no object files.
 //
@@ -34,7 +35,7 @@ import (
 // processMapEntries bounds the kernel map: processes that looked something
 // up since the last drain (every scrape and every 5 s). When it is full, a
 // new process's lookups are counted in the overflow slot and reported as
-// comm="other". 8192 entries cost about 1.1 MiB of kernel memory.
+// comm="other". 8192 entries cost about 1.2 MiB of kernel memory.
 const processMapEntries = 8192
 
 // socketMapEntries bounds the socket-cookie → tgid map that joins a query
@@ -43,18 +44,22 @@ const processMapEntries = 8192
 const socketMapEntries = 16384
 
 // processValue is the map's value: the lookup count, the comm of the thread
-// that made the first one (TASK_COMM_LEN, NUL-padded), and the UDP queries
-// the process sent, by qtype label index (egress program).
+// that made the first one (TASK_COMM_LEN, NUL-padded), the UDP queries the
+// process sent, by qtype label index (egress program), and the cgroup v2
+// id of the thread that made the first lookup (the inode number of its
+// cgroup directory; 0 where the kernel does not give it).
 type processValue struct {
 	Count   uint64
 	Comm    [16]byte
 	Queries [numQTypes]uint64
+	Cgroup  uint64
 }
 
 const (
-	processValueSize = 8 + 16 + 8*numQTypes
+	processValueSize = 8 + 16 + 8*numQTypes + 8
 	valueComm        = 8
 	valueQueries     = 24
+	valueCgroup      = valueQueries + 8*numQTypes
 )
 
 // Offsets in struct bpf_sock_addr and struct __sk_buff
@@ -72,7 +77,7 @@ const (
 	stTgid   = -4   // u32 map key
 	stZero   = -8   // u32 0, the overflow map's key
 	stCookie = -16  // u64 socket cookie
-	stValue  = -128 // processValue, 104 bytes
+	stValue  = -136 // processValue, 112 bytes
 )
 
 var sockAddrHooks = []ebpf.AttachType{
@@ -88,8 +93,10 @@ func be16(v uint16) int32 {
 }
 
 // lookupProgram returns the sock_addr program body. With socks non-nil it
-// also records the socket's cookie → tgid, for the egress program.
-func lookupProgram(counts, overflow, socks *ebpf.Map) asm.Instructions {
+// also records the socket's cookie → tgid, for the egress program; with
+// cgroupID it records the caller's cgroup v2 id in a new entry
+// (bpf_get_current_cgroup_id, which sock_addr programs may call since 5.7).
+func lookupProgram(counts, overflow, socks *ebpf.Map, cgroupID bool) asm.Instructions {
 	// user_port as the kernel loads it: the port's two network-order bytes
 	// at the start of a little- or big-endian word.
 	port53 := int32(binary.NativeEndian.Uint32([]byte{0, 53, 0, 0}))
@@ -117,7 +124,8 @@ func lookupProgram(counts, overflow, socks *ebpf.Map) asm.Instructions {
 		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
 		asm.Ja.Label("record"),
 
-		// A new process: value {1, comm, zeros}, inserted only if absent.
+		// A new process: value {1, comm, zeros, cgroup}, inserted only if
+		// absent.
 		asm.Mov.Imm(asm.R1, 0).WithSymbol("create"),
 	)
 	for off := int16(valueQueries); off < processValueSize; off += 8 {
@@ -131,6 +139,12 @@ func lookupProgram(counts, overflow, socks *ebpf.Map) asm.Instructions {
 		asm.Mov.Imm(asm.R2, 16),
 		asm.FnGetCurrentComm.Call(),
 	)
+	if cgroupID {
+		ins = append(ins,
+			asm.FnGetCurrentCgroupId.Call(),
+			asm.StoreMem(asm.RFP, stValue+valueCgroup, asm.R0, asm.DWord),
+		)
+	}
 	ins = append(ins, mapArgs(counts, stTgid)...)
 	ins = append(ins,
 		asm.Mov.Reg(asm.R3, asm.RFP),
@@ -330,6 +344,10 @@ type ebpfAttribution struct {
 	// attached (typeErr says why): only lookups per process are counted.
 	byType  bool
 	typeErr error
+	// cgroupErr says why the programs record no cgroup id (a kernel
+	// before 5.7): cgroups are then named from /proc for live processes.
+	cgroupErr error
+	cgroups   *cgroupNames
 
 	last         map[uint32]processValue // per tgid, the counts already reported
 	lastOverflow uint64
@@ -343,7 +361,7 @@ func newEBPFAttribution(cgroupRoot string, procPath func(elem ...string) string)
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK for BPF maps (kernels before 5.11): %w", err)
 	}
-	a := &ebpfAttribution{procPath: procPath, last: map[uint32]processValue{}}
+	a := &ebpfAttribution{procPath: procPath, last: map[uint32]processValue{}, cgroups: newCgroupNames(cgroupRoot, procPath)}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -364,15 +382,24 @@ func newEBPFAttribution(cgroupRoot string, procPath func(elem ...string) string)
 		a.typeErr = err
 		err = nil
 	}
-	progs, err := a.loadSockAddr()
+	// The richest programs the kernel accepts: without cgroup ids where
+	// bpf_get_current_cgroup_id is refused, without the socket map (and
+	// so without query types) where bpf_get_socket_cookie is.
+	progs, err := a.loadSockAddr(true)
+	if err != nil {
+		a.cgroupErr = err
+		progs, err = a.loadSockAddr(false)
+	}
 	if err != nil && a.socks != nil {
-		// Perhaps bpf_get_socket_cookie is missing for sock_addr programs:
-		// count lookups without query types.
 		a.typeErr = fmt.Errorf("sock_addr programs with socket cookies: %w", err)
 		egress = nil // closed with the rest by Close
 		a.socks.Close()
 		a.socks = nil
-		progs, err = a.loadSockAddr()
+		a.cgroupErr = nil
+		if progs, err = a.loadSockAddr(true); err != nil {
+			a.cgroupErr = err
+			progs, err = a.loadSockAddr(false)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -416,15 +443,16 @@ func (a *ebpfAttribution) loadEgress() (*ebpf.Program, error) {
 	return prog, nil
 }
 
-// loadSockAddr loads one program per sock_addr hook.
-func (a *ebpfAttribution) loadSockAddr() ([]*ebpf.Program, error) {
+// loadSockAddr loads one program per sock_addr hook, recording cgroup ids
+// if cgroupID.
+func (a *ebpfAttribution) loadSockAddr(cgroupID bool) ([]*ebpf.Program, error) {
 	var out []*ebpf.Program
 	for _, hook := range sockAddrHooks {
 		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 			Name:         "stall_dns_" + hookName(hook),
 			Type:         ebpf.CGroupSockAddr,
 			AttachType:   hook,
-			Instructions: lookupProgram(a.counts, a.overflow, a.socks),
+			Instructions: lookupProgram(a.counts, a.overflow, a.socks, cgroupID),
 			License:      "Dual MIT/GPL",
 		})
 		if err != nil {
@@ -469,9 +497,11 @@ func (a *ebpfAttribution) mode() string { return "ebpf" }
 // drain adds the lookups counted since the last drain to pt, named by the
 // process's name (/proc/<tgid>/comm: a JVM is "java" whichever thread
 // looked up) or, once the process is gone, by the comm the kernel recorded
-// (the thread's, which for a short-lived command is its name). Entries of
+// (the thread's, which for a short-lived command is its name), and by its
+// cgroup (the id the kernel recorded, resolved by cgroupNames). Entries of
 // processes that are gone are deleted, so the map holds only live ones.
 func (a *ebpfAttribution) drain(pt *processTable) error {
+	a.cgroups.startDrain()
 	var (
 		tgid  uint32
 		v     processValue
@@ -487,12 +517,16 @@ func (a *ebpfAttribution) drain(pt *processTable) error {
 		}
 		alive[tgid] = live
 		prev := a.last[tgid]
+		var cgroup string
+		if v.Count != prev.Count || v.Queries != prev.Queries {
+			cgroup = a.cgroups.name(v.Cgroup, tgid, live)
+		}
 		if d := v.Count - prev.Count; d > 0 {
-			pt.add(name, d)
+			pt.add(name, cgroup, d)
 		}
 		for q := range numQTypes {
 			if d := v.Queries[q] - prev.Queries[q]; d > 0 {
-				pt.addQueries(name, q, d)
+				pt.addQueries(name, cgroup, q, d)
 			}
 		}
 		a.last[tgid] = v

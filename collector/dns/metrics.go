@@ -56,11 +56,11 @@ var (
 		"1 for the active per-process attribution mode: ebpf (cgroup sock_addr hooks count every connect/sendmsg to port 53), proc (sampling /proc for sockets connected to port 53, a lower bound), none (stall_dns_process_lookups_total is not exported).",
 		prometheus.GaugeValue, "mode")
 	processLookupsDesc = collector.NewMetric("dns_process_lookups_total",
-		"Lookups to port 53 by process name (the process's comm): in ebpf mode every connect() or unconnected sendmsg() to port 53 (cgroup sock_addr hooks), in proc mode each socket connected to port 53 seen by the /proc sampler. The --dns.max-processes most recently active names have their own series; the rest count as other.",
-		prometheus.CounterValue, "comm")
+		"Lookups to port 53 by process name (the process's comm) and cgroup (named after its systemd unit, container or Kubernetes pod; docs/dns.md): in ebpf mode every connect() or unconnected sendmsg() to port 53 (cgroup sock_addr hooks), in proc mode each socket connected to port 53 seen by the /proc sampler. The --dns.max-processes most recently active (name, cgroup) pairs have their own series; the rest count as other.",
+		prometheus.CounterValue, "comm", "cgroup")
 	processQueriesDesc = collector.NewMetric("dns_process_queries_total",
-		"DNS queries sent over UDP by process name and question type, ebpf mode only: a cgroup_skb egress program reads each query's type and joins it to the process by the socket cookie recorded at connect/sendmsg. Names as in stall_dns_process_lookups_total; names over 40 labels and DNS over TCP are not counted.",
-		prometheus.CounterValue, "comm", "qtype")
+		"DNS queries sent over UDP by process name, cgroup and question type, ebpf mode only: a cgroup_skb egress program reads each query's type and joins it to the process by the socket cookie recorded at connect/sendmsg. Names and cgroups as in stall_dns_process_lookups_total; names over 40 labels and DNS over TCP are not counted.",
+		prometheus.CounterValue, "comm", "cgroup", "qtype")
 )
 
 const durationName = collector.Namespace + "_dns_lookup_duration_seconds"

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -270,21 +271,58 @@ func getentCopy(t *testing.T) string {
 	return dst
 }
 
+// testCgroup creates the cgroup v2 directory rel under the host's cgroup2
+// mount, removed at cleanup, and returns it opened: a child started with
+// inCgroup(cmd, f) begins its life there (clone3's CLONE_INTO_CGROUP), so
+// its first lookup is already made from it.
+func testCgroup(t *testing.T, rel string) *os.File {
+	t.Helper()
+	root, _, err := findCgroup2Root("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, rel)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.Close()
+		// Innermost first; a directory still holding a process stays.
+		for d := dir; d != root && strings.HasPrefix(d, root); d = filepath.Dir(d) {
+			_ = os.Remove(d)
+		}
+	})
+	return f
+}
+
+// inCgroup makes cmd start in the cgroup cg (nil: the test's own).
+func inCgroup(cmd *exec.Cmd, cg *os.File) *exec.Cmd {
+	if cg != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.Fd())}
+	}
+	return cmd
+}
+
 // getent runs `<getent> hosts <addr>` in the namespace (glibc's
-// gethostbyaddr, the JDK's path) and returns its output.
-func getent(ns, bin, addr string) string {
-	out, _ := exec.Command("ip", "netns", "exec", ns, bin, "hosts", addr).Output()
+// gethostbyaddr, the JDK's path), started in cgroup cg, and returns its
+// output.
+func getent(ns, bin, addr string, cg *os.File) string {
+	out, _ := inCgroup(exec.Command("ip", "netns", "exec", ns, bin, "hosts", addr), cg).Output()
 	return strings.TrimSpace(string(out))
 }
 
-// runGetents runs getent for every address concurrently and returns the
-// outputs in order.
-func runGetents(ns, bin string, addrs []string) []string {
+// runGetents runs getent for every address concurrently, in cgroup cg,
+// and returns the outputs in order.
+func runGetents(ns, bin string, addrs []string, cg *os.File) []string {
 	out := make([]string, len(addrs))
 	var wg sync.WaitGroup
 	for i, a := range addrs {
 		wg.Add(1)
-		go func() { defer wg.Done(); out[i] = getent(ns, bin, a) }()
+		go func() { defer wg.Done(); out[i] = getent(ns, bin, a, cg) }()
 	}
 	wg.Wait()
 	return out
@@ -294,7 +332,9 @@ func runGetents(ns, bin string, addrs []string) []string {
 // namespace, clients in another (glibc via getent, and Go's resolver in a
 // child process), the capture in the client's namespace, eBPF attribution
 // on the host's cgroup v2 root. It asserts exact query, response, timeout
-// and truncation counts, plausible latencies, and per-process attribution.
+// and truncation counts, plausible latencies, and per-process attribution
+// by name and cgroup: the getent children start in a cgroup named like a
+// systemd unit, the Go child in a nested cgroup of no known kind.
 func TestDNSNetns(t *testing.T) {
 	needRoot(t)
 	client, _ := clientServerNetns(t, "e", 3)
@@ -311,15 +351,19 @@ func TestDNSNetns(t *testing.T) {
 		addrs = append(addrs, fmt.Sprintf("203.0.113.%d", i))
 	}
 	addrs = append(addrs, "198.51.100.1", "198.51.100.2")
+	pid := os.Getpid()
+	unit := fmt.Sprintf("stall-dns-%d.scope", pid)
+	plain := fmt.Sprintf("/stdns%d/child", pid)
+	getentCg, childCg := testCgroup(t, unit), testCgroup(t, plain)
 	bin := getentCopy(t)
 	comm := filepath.Base(bin)
-	outs := runGetents(client, bin, addrs)
+	outs := runGetents(client, bin, addrs, getentCg)
 	for i := range 10 {
 		if !strings.Contains(outs[i], "host.test") {
 			t.Fatalf("getent hosts %s = %q, want host.test: the test resolver is not answering", addrs[i], outs[i])
 		}
 	}
-	child := exec.Command("ip", "netns", "exec", client, os.Args[0])
+	child := inCgroup(exec.Command("ip", "netns", "exec", client, os.Args[0]), childCg)
 	child.Env = append(os.Environ(), childEnv+"=1")
 	if out, err := child.CombinedOutput(); err != nil {
 		t.Fatalf("Go resolver child: %v\n%s", err, out)
@@ -381,26 +425,33 @@ func TestDNSNetns(t *testing.T) {
 		}
 	}
 	// Attribution: every getent connect()s once per lookup; the copy's
-	// name is this test's own, so its count is exact. Go's resolver
-	// connects at least once per query (6); other processes named dns.test
-	// would only add.
-	ge, gc := got["stall_dns_process_lookups_total{comm="+comm+"}"], got["stall_dns_process_lookups_total{comm=dns.test}"]
-	t.Logf("attributed: %s %v of 17, dns.test %v of 6", comm, ge, gc)
-	if ge < 0.9*17 || ge > 17 {
-		t.Errorf("getent (%s) lookups attributed %v, want at least 90%% of 17 and at most 17", comm, ge)
+	// name and both cgroups are this test's own, so the counts are exact.
+	// Go's resolver connects at least once per query (6).
+	geKey := "stall_dns_process_lookups_total{cgroup=" + unit + ",comm=" + comm + "}"
+	gcKey := "stall_dns_process_lookups_total{cgroup=" + plain + ",comm=dns.test}"
+	ge, gc := got[geKey], got[gcKey]
+	var geAll float64
+	for k, v := range got {
+		if strings.HasPrefix(k, "stall_dns_process_lookups_total{") && strings.HasSuffix(k, ",comm="+comm+"}") {
+			geAll += v
+		}
+	}
+	t.Logf("attributed: %s in %s %v of 17 (%v in any cgroup), dns.test in %s %v of 6", comm, unit, ge, geAll, plain, gc)
+	if ge < 0.9*17 || geAll > 17 {
+		t.Errorf("getent (%s) lookups attributed to cgroup %s: %v, want at least 90%% of 17; in any cgroup %v, want at most 17", comm, unit, ge, geAll)
 	}
 	if gc < 0.9*6 {
-		t.Errorf("Go child (dns.test) lookups attributed %v, want at least 90%% of 6", gc)
+		t.Errorf("Go child (dns.test) lookups attributed to cgroup %s: %v, want at least 90%% of 6", plain, gc)
 	}
 	// Query types per process, from the egress program: every UDP query
 	// the children sent (the Go child's TCP query is not joined).
 	for k, v := range map[string]float64{
-		"stall_dns_process_queries_total{comm=" + comm + ",qtype=PTR}": 17,
-		"stall_dns_process_queries_total{comm=dns.test,qtype=A}":       2,
-		"stall_dns_process_queries_total{comm=dns.test,qtype=AAAA}":    2,
-		"stall_dns_process_queries_total{comm=dns.test,qtype=TXT}":     1,
+		"stall_dns_process_queries_total{cgroup=" + unit + ",comm=" + comm + ",qtype=PTR}": 17,
+		"stall_dns_process_queries_total{cgroup=" + plain + ",comm=dns.test,qtype=A}":      2,
+		"stall_dns_process_queries_total{cgroup=" + plain + ",comm=dns.test,qtype=AAAA}":   2,
+		"stall_dns_process_queries_total{cgroup=" + plain + ",comm=dns.test,qtype=TXT}":    1,
 	} {
-		if got[k] < v || strings.Contains(k, comm) && got[k] != v {
+		if got[k] != v {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
 		}
 	}
@@ -409,7 +460,7 @@ func TestDNSNetns(t *testing.T) {
 // TestDNSProcFallback runs the /proc sampling mode against lookups that
 // hold their socket for the resolver timeout (5 s, the silent PTR ones; long
 // enough for a sample to complete on a loaded machine):
-// each is seen, and counted once, under getent.
+// each is seen, and counted once, under getent and the cgroup it ran in.
 func TestDNSProcFallback(t *testing.T) {
 	needRoot(t)
 	client, _ := clientServerNetns(t, "p", 5)
@@ -433,8 +484,9 @@ func TestDNSProcFallback(t *testing.T) {
 		t.Fatalf("attribution mode proc = %v, want 1", got)
 	}
 	bin := getentCopy(t)
-	key := "stall_dns_process_lookups_total{comm=" + filepath.Base(bin) + "}"
-	runGetents(client, bin, []string{"198.51.100.1", "198.51.100.2", "198.51.100.3"})
+	unit := fmt.Sprintf("stall-dns-proc-%d.service", os.Getpid())
+	key := "stall_dns_process_lookups_total{cgroup=" + unit + ",comm=" + filepath.Base(bin) + "}"
+	runGetents(client, bin, []string{"198.51.100.1", "198.51.100.2", "198.51.100.3"}, testCgroup(t, fmt.Sprintf("stdns%d.slice/%s", os.Getpid(), unit)))
 	waitFor(t, "three sampled lookups", func() bool { return gather(t, c)[key] >= 3 })
 	time.Sleep(200 * time.Millisecond)
 	if got := gather(t, c)[key]; got != 3 {

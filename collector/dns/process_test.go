@@ -1,51 +1,145 @@
 package dns
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestProcessTable(t *testing.T) {
 	now := time.Unix(1000, 0)
-	p := newProcessTable(2, 10*time.Minute)
+	p := newProcessTable(3, 10*time.Minute)
 	p.now = func() time.Time { return now }
-	p.add("java", 5)
-	p.add("getent", 1)
-	p.add("curl", 2) // full, nothing idle: other
-	p.add("", 1)     // no name: other
-	if p.other.n != 3 || p.names["java"].n != 5 || len(p.names) != 2 {
+	p.add("java", "pod:0b1c2d3e-0000-4000-8000-000000000001/3f2a9c1b7d4e", 5)
+	p.add("java", "kafka.service", 2) // the same name in another cgroup: its own series
+	p.add("getent", "cron.service", 1)
+	p.add("curl", "/", 2)        // full, nothing idle: other
+	p.add("", "cron.service", 1) // no name: other
+	if p.other.n != 3 || p.names[processKey{"java", "kafka.service"}].n != 2 || len(p.names) != 3 {
 		t.Fatalf("other %d names %v", p.other.n, p.names)
 	}
 	now = now.Add(11 * time.Minute)
-	p.add("java", 1)
-	p.add("storm", 300) // getent idle for 11 min: replaced
-	if _, ok := p.names["getent"]; ok || p.names["storm"].n != 300 || p.names["java"].n != 6 || p.other.n != 3 {
+	p.add("java", "kafka.service", 1)
+	p.addQueries("java", "pod:0b1c2d3e-0000-4000-8000-000000000001/3f2a9c1b7d4e", qtPTR, 4)
+	p.add("storm", "", 300) // getent idle for 11 min: replaced; no cgroup is "unknown"
+	if _, ok := p.names[processKey{"getent", "cron.service"}]; ok || p.names[processKey{"storm", unknownCgroup}].n != 300 ||
+		p.names[processKey{"java", "kafka.service"}].n != 3 || p.other.n != 3 {
 		t.Fatalf("after eviction: other %d names %v", p.other.n, p.names)
 	}
-	p.add(strings.Repeat("x", 100)+"\xff", 1) // bounded and valid UTF-8 even from /proc
+	now = now.Add(11 * time.Minute)
+	p.add(strings.Repeat("x", 100)+"\xff", strings.Repeat("y", 100)+"\xff", 1) // bounded and valid UTF-8 even from /proc
 	for k := range p.names {
-		if len(k) > maxCommLen+len("…") {
-			t.Errorf("label %q longer than %d bytes", k, maxCommLen)
+		if len(k.comm) > maxCommLen+len("…") || len(k.cgroup) > maxCgroupLen+len("…") {
+			t.Errorf("labels %q longer than %d/%d bytes", k, maxCommLen, maxCgroupLen)
 		}
 	}
 }
 
-func TestCgroup2Root(t *testing.T) {
-	for _, tc := range []struct {
-		name, mountinfo, mp, root string
-	}{
-		{"unified", "29 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n", "/sys/fs/cgroup", "/"},
-		{"hybrid", "30 22 0:27 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n31 30 0:28 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n40 30 0:37 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n", "/sys/fs/cgroup/unified", "/"},
-		{"container with the host's mounted", "500 400 0:30 /kubepods/pod1/abc /sys/fs/cgroup ro - cgroup2 cgroup rw\n501 400 0:30 / /host/sys/fs/cgroup ro - cgroup2 cgroup rw\n", "/host/sys/fs/cgroup", "/"},
-		{"escaped space", "40 30 0:37 / /mnt/cg\\040two rw - cgroup2 cgroup2 rw\n", "/mnt/cg two", "/"},
+func TestCgroupName(t *testing.T) {
+	const (
+		id  = "3f2a9c1b7d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8"
+		uid = "0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"
+		u_  = "0b1c2d3e_4f50_4a6b_8c7d_9e0f1a2b3c4d"
+	)
+	for path, want := range map[string]string{
+		"/":                          "/",
+		"":                           "/",
+		"/system.slice/cron.service": "cron.service",
+		"/system.slice/system-getty.slice/getty@tty1.service":                 "getty@tty1.service",
+		"/user.slice/user-1000.slice/session-3.scope":                         "session-3.scope",
+		"/user.slice/user-1000.slice/user@1000.service/app.slice/foo.service": "foo.service",
+		"/user.slice/user-1000.slice":                                         "user-1000.slice",
+		"/system.slice/docker-" + id + ".scope":                               "docker:3f2a9c1b7d4e",
+		"/docker/" + id:                                                       "docker:3f2a9c1b7d4e",
+		"/machine.slice/libpod-" + id + ".scope":                              "podman:3f2a9c1b7d4e",
+		"/system.slice/crio-" + id + ".scope":                                 "crio:3f2a9c1b7d4e",
+		"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + u_ + ".slice/cri-containerd-" + id + ".scope": "pod:" + uid + "/3f2a9c1b7d4e",
+		"/kubepods.slice/kubepods-pod" + u_ + ".slice/crio-" + id + ".scope":                                              "pod:" + uid + "/3f2a9c1b7d4e",
+		"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + u_ + ".slice":                               "pod:" + uid,
+		"/kubepods/burstable/pod" + uid + "/" + id:                                                                        "pod:" + uid + "/3f2a9c1b7d4e",
+		"/kubepods.slice/kubepods-burstable.slice":                                                                        "kubepods-burstable.slice",
+		"/../../kubepods/burstable/pod" + uid + "/" + id:                                                                  "pod:" + uid + "/3f2a9c1b7d4e",
+		"/stall-test/child":               "/stall-test/child",
+		"/lxc/" + strings.Repeat("a", 80): "…" + strings.Repeat("a", 64),
+		"/system.slice/docker-abc.scope":  "docker-abc.scope", // not a container id: a unit
 	} {
-		mp, root, err := cgroup2Root(strings.NewReader(tc.mountinfo))
-		if err != nil || mp != tc.mp || root != tc.root {
-			t.Errorf("%s: %q %q %v, want %q %q", tc.name, mp, root, err, tc.mp, tc.root)
+		if got := cgroupName(path); got != want {
+			t.Errorf("cgroupName(%q) = %q, want %q", path, got, want)
 		}
 	}
-	if _, _, err := cgroup2Root(strings.NewReader("31 30 0:28 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n")); err == nil {
-		t.Error("cgroup v1 only: no error")
+}
+
+// TestCgroupNames resolves ids (directory inodes) of a fake cgroup tree:
+// from /proc/<tgid>/cgroup for a live process, by a walk for an exited one,
+// at most one walk per drain and none for an id already missed.
+func TestCgroupNames(t *testing.T) {
+	root, proc := t.TempDir(), t.TempDir()
+	mkdir := func(rel string) uint64 {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
 	}
+	cron, kafka := mkdir("system.slice/cron.service"), mkdir("system.slice/kafka.service")
+	if err := os.MkdirAll(filepath.Join(proc, "42"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "42", "cgroup"), []byte("1:name=systemd:/x\n0::/system.slice/kafka.service\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newCgroupNames(root, func(elem ...string) string { return filepath.Join(append([]string{proc}, elem...)...) })
+
+	c.startDrain()
+	if got := c.name(kafka, 42, true); got != "kafka.service" || c.walks != 0 {
+		t.Errorf("live process: %q after %d walks, want kafka.service from /proc without a walk", got, c.walks)
+	}
+	if got := c.name(0, 42, true); got != "kafka.service" {
+		t.Errorf("no id, live process: %q", got)
+	}
+	if got := c.name(cron, 7, false); got != "cron.service" || c.walks != 1 {
+		t.Errorf("exited process: %q after %d walks, want cron.service by one walk", got, c.walks)
+	}
+	if got := c.name(999999999, 8, false); got != unknownCgroup || c.walks != 1 {
+		t.Errorf("unknown id in the same drain: %q after %d walks, want unknown without a second walk", got, c.walks)
+	}
+	c.startDrain()
+	if got := c.name(999999999, 8, false); got != unknownCgroup || c.walks != 2 {
+		t.Errorf("unknown id, next drain: %q after %d walks, want one more walk", got, c.walks)
+	}
+	c.startDrain()
+	if got := c.name(999999999, 8, false); got != unknownCgroup || c.walks != 2 {
+		t.Errorf("missed id: %q after %d walks, want no walk", got, c.walks)
+	}
+	if got := c.name(0, 9, false); got != unknownCgroup {
+		t.Errorf("no id, exited: %q", got)
+	}
+	// A live process whose recorded id is not its current cgroup's (it
+	// moved after its lookups): named by the id, not by /proc.
+	c.startDrain()
+	if got := c.name(cron, 42, true); got != "cron.service" {
+		t.Errorf("moved process: %q, want cron.service (the cgroup of its lookups)", got)
+	}
+}
+
+// FuzzCgroupName: any path gives a short, valid label value.
+func FuzzCgroupName(f *testing.F) {
+	f.Add("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b1c2d3e_4f50_4a6b_8c7d_9e0f1a2b3c4d.slice/cri-containerd-3f2a9c1b7d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8.scope")
+	f.Add("/system.slice/cron.service")
+	f.Add("/a/\xff\xfe/" + strings.Repeat("é", 50))
+	f.Fuzz(func(t *testing.T, path string) {
+		got := cgroupName(path)
+		if got == "" || len(got) > maxCgroupLen+len("…") || !utf8.ValidString(got) {
+			t.Fatalf("cgroupName(%q) = %q", path, got)
+		}
+	})
 }

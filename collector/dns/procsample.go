@@ -2,6 +2,7 @@ package dns
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -12,14 +13,16 @@ import (
 // --dns.proc-interval it lists the sockets of the exporter's network
 // namespace connected to port 53 (/proc/net/{udp,udp6,tcp,tcp6}) and, only
 // if there are any, finds their owners through /proc/<pid>/fd. Each socket
-// is counted once, for its owner's comm. It sees only sockets open at the
-// moment of a sample: a glibc lookup's socket lives one round trip (well
-// under a millisecond on a LAN), so at 1 s intervals it catches roughly
+// is counted once, for its owner's comm and cgroup (/proc/<pid>/cgroup).
+// It sees only sockets open at the moment of a sample: a glibc lookup's
+// socket lives one round trip (well under a millisecond on a LAN), so at
+// 1 s intervals it catches roughly
 // rate × round trip of them — a storm's process is named, but its count is
 // a small lower bound. Lookups that time out hold their socket for the whole
 // timeout and are caught almost every time. Unconnected UDP sockets (sendto
 // with an address) have no remote port in /proc/net/udp and are not seen.
 type procAttribution struct {
+	proc  string          // the procfs mount, for /proc/<pid>/cgroup
 	fs    procfs.FS       // processes
 	netfs procfs.FS       // socket tables: <netPath>/net/*
 	seen  map[uint64]bool // sockets counted in the previous sample
@@ -40,7 +43,7 @@ func newProcAttribution(procPath, netPath string) (*procAttribution, error) {
 	if _, err := netfs.NetUDP(); err != nil {
 		return nil, fmt.Errorf("reading %s/net/udp: %w", netPath, err)
 	}
-	return &procAttribution{fs: fs, netfs: netfs, seen: map[uint64]bool{}}, nil
+	return &procAttribution{proc: procPath, fs: fs, netfs: netfs, seen: map[uint64]bool{}}, nil
 }
 
 func (a *procAttribution) mode() string { return "proc" }
@@ -104,7 +107,11 @@ func (a *procAttribution) drain(pt *processTable) error {
 			if err != nil {
 				continue
 			}
-			pt.add(comm, 1)
+			cgroup, ok := procCgroup(filepath.Join(a.proc, strconv.Itoa(p.PID), "cgroup"))
+			if ok {
+				cgroup = cgroupName(cgroup)
+			}
+			pt.add(comm, cgroup, 1)
 			counted[ino] = true // a socket shared by several processes counts once
 			if want--; want == 0 {
 				return nil
