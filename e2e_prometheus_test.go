@@ -20,7 +20,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/net/dns/dnsmessage"
 
+	"github.com/stall-exporter/stall_exporter/collector/dns/dnstest"
 	"github.com/stall-exporter/stall_exporter/dashboards"
 	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
 )
@@ -42,7 +44,9 @@ var mayBeAbsent = map[string]string{
 }
 
 // TestPrometheusEndToEnd runs the real exporter against a real redis-server
-// and the RocketMQ test broker (and this machine's /proc), scraped by a real
+// and the RocketMQ test broker (and this machine's /proc), with the dns
+// collector capturing real lookups against a test resolver on loopback
+// (dnsTraffic), scraped by a real
 // Prometheus with deploy/prometheus/prometheus.yml (addresses substituted)
 // and the rules of alerts/*.yml. It then evaluates, through Prometheus'
 // HTTP API, every dashboard variable and query (Grafana's variables
@@ -54,6 +58,9 @@ var mayBeAbsent = map[string]string{
 func TestPrometheusEndToEnd(t *testing.T) {
 	promBin := requireTool(t, "prometheus")
 	redisBin := requireTool(t, "redis-server")
+	if os.Geteuid() != 0 {
+		t.Fatal("the end-to-end test runs the dns collector, which needs root (CAP_NET_RAW, CAP_BPF, port 53); run it as root, as `make test` and CI do")
+	}
 	tmp := t.TempDir()
 
 	redisAddr := startRedisServer(t, redisBin, tmp)
@@ -65,8 +72,10 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		"--redis.bigkeys.keys-per-second=1000",
 		"--rocketmq.namesrv="+namesrvAddr,
 		"--rocketmq.log-dir="+logDir,
-		"--rocketmq.probe.allowed-targets=127.0.0.1")
+		"--rocketmq.probe.allowed-targets=127.0.0.1",
+		"--collector.dns")
 	exporter := strings.TrimPrefix(exporterURL, "http://")
+	dnsTraffic(t, exporterURL)
 
 	files, rules := alertRules(t)
 	rulesDir := filepath.Join(tmp, "rules")
@@ -285,6 +294,81 @@ func startTestBroker(t *testing.T, dir string) (broker, namesrv, logDir string) 
 		})
 	}
 	return broker, namesrv, logDir
+}
+
+// dnsTraffic waits until the exporter's dns collector captures with eBPF
+// attribution, then makes real lookups against a dnstest resolver on a
+// loopback address of its own (port 53), with Go's resolver and a raw
+// socket, so that every DNS series the dashboards read exists: PTR
+// answered (NOERROR), unknown (NXDOMAIN) and never answered (a timeout
+// after --dns.timeout, 5 s), A and AAAA, a TXT truncated over UDP and
+// asked again over TCP, and a query sent twice (a retransmission). The
+// lookups come from this test process, so the per-process series name it.
+func dnsTraffic(t *testing.T, exporterURL string) {
+	t.Helper()
+	e2eWait(t, 15*time.Second, "the dns collector capturing, with ebpf attribution", func() error {
+		m := scrape(t, exporterURL)
+		for _, want := range []string{"stall_dns_capture_up 1", `stall_dns_attribution_mode{mode="ebpf"} 1`} {
+			if !strings.Contains(m, "\n"+want+"\n") {
+				return fmt.Errorf("no %q in the exporter's metrics", want)
+			}
+		}
+		return nil
+	})
+	pid := os.Getpid()
+	addr := net.JoinHostPort(fmt.Sprintf("127.53.%d.%d", pid>>8&255, pid%250+1), "53")
+	srv, err := dnstest.Listen(addr)
+	if err != nil {
+		t.Fatalf("test resolver on %s: %v", addr, err)
+	}
+	t.Cleanup(srv.Close)
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+	ctx := context.Background()
+	for i := 1; i <= 5; i++ {
+		if names, err := r.LookupAddr(ctx, fmt.Sprintf("192.0.2.%d", i)); err != nil || len(names) == 0 {
+			t.Fatalf("PTR of 192.0.2.%d from the test resolver: %v %v", i, names, err)
+		}
+	}
+	if _, err := r.LookupAddr(ctx, "203.0.113.1"); err == nil {
+		t.Fatal("PTR of 203.0.113.1 resolved; the test resolver answers NXDOMAIN")
+	}
+	if _, err := r.LookupIPAddr(ctx, "ok.test."); err != nil {
+		t.Fatalf("ok.test: %v", err)
+	}
+	if txt, err := r.LookupTXT(ctx, "big.test."); err != nil || len(txt) == 0 {
+		t.Fatalf("big.test TXT (truncated over UDP, then TCP): %v %v", txt, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := r.LookupAddr(short, "198.51.100.1"); err == nil {
+		t.Fatal("PTR of 198.51.100.1 resolved; the test resolver never answers it")
+	}
+	// A retransmission: the same query (addresses, ports, ID) twice.
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 4242, RecursionDesired: true})
+	if err := b.StartQuestions(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName("2.100.51.198.in-addr.arpa."), Type: dnsmessage.TypePTR, Class: dnsmessage.ClassINET}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := c.Write(q); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // runProcess starts cmd, kills it when the test ends, and shows its
@@ -513,7 +597,7 @@ func (p *promServer) exercisedCollectors(t *testing.T) map[string]bool {
 	for _, s := range v {
 		out[s.Metric["collector"]] = true
 	}
-	for _, c := range []string{"vmstat", "diskstats", "sampler", "kmsg", "redis", "rocketmq"} {
+	for _, c := range []string{"vmstat", "diskstats", "sampler", "kmsg", "redis", "rocketmq", "dns"} {
 		if !out[c] {
 			t.Errorf("collector %s never succeeded in the run", c)
 		}
