@@ -85,5 +85,22 @@ func overview() *dashboard.DashboardBuilder {
 	b.WithPanel(count("RocketMQ brokers not answering",
 		"Brokers whose runtime info did not answer within --rocketmq.timeout in the last scrape. Above 0: the broker is down or unreachable, and the other RocketMQ panels miss it.",
 		`count(stall_rocketmq_up{SEL} == 0) or vector(0)`))
+
+	b.WithRow(row("DNS"))
+	b.WithPanel(worst("PTR queries per second",
+		"Reverse (PTR) lookups leaving each host (the opt-in dns collector). A few per second is normal; hundreds per second is incident 4 — a consumer resolving the sender of every message, which halved its throughput. The DNS dashboard names the process. Worst hosts first.",
+		"ops",
+		`sort_desc(topk(10, sum by (job, instance) (rate(stall_dns_queries_total{SEL,qtype="PTR"}[$__rate_interval]))))`, "{{instance}}",
+		steps("green", 50.0, "orange", 200.0, "red")))
+	b.WithPanel(worst("PTR queries per second by process",
+		"The processes sending the most reverse lookups, with their cgroup (service, container or pod): the one at the top of a storm is the one to fix. Needs the collector's ebpf attribution. Worst first.",
+		"ops",
+		`sort_desc(topk(10, sum by (job, instance, comm, cgroup) (rate(stall_dns_process_queries_total{SEL,qtype="PTR"}[$__rate_interval]))))`, "{{instance}} {{comm}} {{cgroup}}",
+		steps("green", 50.0, "orange", 200.0, "red")))
+	b.WithPanel(worst("DNS timeouts per second",
+		"Lookups that got no answer within --dns.timeout (5 s). Each one stalls its caller for the whole timeout; above 0 means some resolver or some reverse zone is not answering. Worst hosts first.",
+		"ops",
+		`sort_desc(topk(10, sum by (job, instance) (rate(stall_dns_timeouts_total{SEL}[$__rate_interval]))))`, "{{instance}}",
+		steps("green", 0.01, "orange", 1.0, "red")))
 	return b
 }
