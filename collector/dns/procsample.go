@@ -16,11 +16,11 @@ import (
 // is counted once, for its owner's comm and cgroup (/proc/<pid>/cgroup).
 // It sees only sockets open at the moment of a sample: a glibc lookup's
 // socket lives one round trip (well under a millisecond on a LAN), so at
-// 1 s intervals it catches roughly
-// rate × round trip of them — a storm's process is named, but its count is
-// a small lower bound. Lookups that time out hold their socket for the whole
-// timeout and are caught almost every time. Unconnected UDP sockets (sendto
-// with an address) have no remote port in /proc/net/udp and are not seen.
+// 1 s intervals it catches roughly rate × round trip of them — a storm's
+// process is named, but its count is a small lower bound. Lookups that time
+// out hold their socket for the whole timeout and are caught almost every
+// time. Unconnected UDP sockets (sendto with an address) have no remote
+// port in /proc/net/udp and are not seen.
 type procAttribution struct {
 	proc  string          // the procfs mount, for /proc/<pid>/cgroup
 	fs    procfs.FS       // processes
