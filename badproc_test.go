@@ -27,7 +27,7 @@ func scrapeHost(t *testing.T, procfs, sysfs string) map[string]float64 {
 	}
 	e := NewExporter(built, 5*time.Second, logger)
 	rec := httptest.NewRecorder()
-	metricsHandler(e, 5*time.Second, 0, logger).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	testMetricsHandler(e, 5*time.Second, 0, logger).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	return samples(t, rec.Body.String())
 }
 

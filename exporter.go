@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/exposition"
 )
 
 var (
@@ -38,9 +39,15 @@ type Exporter struct {
 
 type entry struct {
 	name     string
+	target   string // /probe only: the probed target, for log lines
 	c        collector.Collector
 	problems *collector.Problems
+	*runState
+}
 
+// runState outlives one run: for /metrics an entry lives as long as the
+// exporter, for /probe it is kept per target across requests.
+type runState struct {
 	mu        sync.Mutex
 	abandoned int  // runs that overran their timeout and have not returned yet
 	failing   bool // the last run failed: log transitions, not every scrape
@@ -50,7 +57,7 @@ type entry struct {
 func NewExporter(built map[string]collector.Built, timeout time.Duration, logger *slog.Logger) *Exporter {
 	e := &Exporter{logger: logger, timeout: timeout}
 	for name, b := range built {
-		e.entries = append(e.entries, &entry{name: name, c: b.Collector, problems: b.Problems})
+		e.entries = append(e.entries, &entry{name: name, c: b.Collector, problems: b.Problems, runState: &runState{}})
 	}
 	sort.Slice(e.entries, func(i, j int) bool { return e.entries[i].name < e.entries[j].name })
 	return e
@@ -76,22 +83,58 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 }
 
 // CollectWithTimeout runs every collector concurrently with the given
-// per-collector timeout.
+// per-collector timeout and sends everything to ch (the registry path; the
+// /metrics handler uses gather).
 func (e *Exporter) CollectWithTimeout(ch chan<- prometheus.Metric, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	send := func(m prometheus.Metric) { ch <- m }
 	var wg sync.WaitGroup
 	for _, en := range e.entries {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e.run(en, ch, timeout)
-		}()
+		wg.Go(func() { e.run(ctx, en, send) })
 	}
 	wg.Wait()
 }
 
-func (e *Exporter) run(en *entry, ch chan<- prometheus.Metric, timeout time.Duration) {
+// collected is what one collector run produced: exposition samples (the
+// common case) and any other metric, for the registry path.
+type collected struct {
+	samples []*exposition.Sample
+	others  []prometheus.Metric
+}
+
+func (c *collected) add(m prometheus.Metric) {
+	if s, ok := m.(*exposition.Sample); ok {
+		c.samples = append(c.samples, s)
+		return
+	}
+	c.others = append(c.others, m)
+}
+
+func (c *collected) reset() {
+	clear(c.samples)
+	c.samples = c.samples[:0]
+	clear(c.others)
+	c.others = c.others[:0]
+}
+
+// gather runs every collector concurrently, all under one deadline, into
+// out (one slot per collector, in e.entries order; reused between scrapes).
+func (e *Exporter) gather(timeout time.Duration, out []collected) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, en := range e.entries {
+		c := &out[i]
+		c.reset()
+		wg.Go(func() { e.run(ctx, en, c.add) })
+	}
+	wg.Wait()
+}
+
+func (e *Exporter) run(ctx context.Context, en *entry, sink func(prometheus.Metric)) {
 	start := time.Now()
-	err := e.update(en, ch, timeout)
+	err := e.update(ctx, en, sink)
 	elapsed := time.Since(start).Seconds()
 	success := 1.0
 	failed := err != nil && !errors.Is(err, collector.ErrNoData)
@@ -102,18 +145,24 @@ func (e *Exporter) run(en *entry, ch chan<- prometheus.Metric, timeout time.Dura
 	was := en.failing
 	en.failing = failed
 	en.mu.Unlock()
-	switch {
-	case failed && !was:
-		e.logger.Warn("collector failed; repeats are logged at debug level until it recovers",
-			"collector", en.name, "duration_seconds", elapsed, "err", err)
-	case failed:
-		e.logger.Debug("collector failed", "collector", en.name, "duration_seconds", elapsed, "err", err)
-	case was:
-		e.logger.Info("collector recovered", "collector", en.name)
+	if failed || was {
+		logger := e.logger.With("collector", en.name)
+		if en.target != "" {
+			logger = logger.With("target", en.target)
+		}
+		switch {
+		case failed && !was:
+			logger.Warn("collector failed; repeats are logged at debug level until it recovers",
+				"duration_seconds", elapsed, "err", err)
+		case failed:
+			logger.Debug("collector failed", "duration_seconds", elapsed, "err", err)
+		default:
+			logger.Info("collector recovered")
+		}
 	}
-	scrapeDurationDesc.Send(ch, elapsed, en.name)
-	scrapeSuccessDesc.Send(ch, success, en.name)
-	en.problems.Send(ch)
+	sink(scrapeDurationDesc.New(elapsed, en.name))
+	sink(scrapeSuccessDesc.New(success, en.name))
+	sink(en.problems.Metric())
 }
 
 var (
@@ -121,9 +170,11 @@ var (
 	errPanicked     = errors.New("collector panicked (a bug; stack logged at debug level)")
 )
 
-// update runs one Update, forwarding its metrics to ch until it returns or
-// the timeout passes.
-func (e *Exporter) update(en *entry, ch chan<- prometheus.Metric, timeout time.Duration) error {
+// update runs one Update, passing its metrics to sink until it returns or
+// ctx is done. The collector sends on a channel of its own and this
+// goroutine forwards, so a collector that ignores ctx is cut off at the
+// deadline: its late metrics are drained and dropped in the background.
+func (e *Exporter) update(ctx context.Context, en *entry, sink func(prometheus.Metric)) error {
 	en.mu.Lock()
 	if en.abandoned > 0 {
 		en.mu.Unlock()
@@ -131,8 +182,6 @@ func (e *Exporter) update(en *entry, ch chan<- prometheus.Metric, timeout time.D
 	}
 	en.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	inner := make(chan prometheus.Metric, 64)
 	done := make(chan error, 1)
 	go func() {
@@ -155,13 +204,13 @@ func (e *Exporter) update(en *entry, ch chan<- prometheus.Metric, timeout time.D
 			if !ok {
 				return <-done
 			}
-			ch <- m
+			sink(m)
 		case <-ctx.Done():
 			en.mu.Lock()
 			en.abandoned++
 			en.mu.Unlock()
 			e.logger.Debug("collector timed out; metrics it sends from now on are dropped",
-				"collector", en.name, "timeout", timeout)
+				"collector", en.name)
 			go func() {
 				for range inner {
 				}

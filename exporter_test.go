@@ -52,9 +52,14 @@ func newTestExporter(cs ...*fakeCollector) *Exporter {
 	return NewExporter(built, 200*time.Millisecond, logger)
 }
 
+// testMetricsHandler is the /metrics handler with a budget of maxRequests.
+func testMetricsHandler(e *Exporter, timeout time.Duration, maxRequests int, logger *slog.Logger) http.Handler {
+	return newMetricsHandler(e, timeout, newLimiter("metrics", "--web.max-requests", maxRequests, logger), logger)
+}
+
 func collect(t *testing.T, e *Exporter) (map[string]float64, time.Duration) {
 	t.Helper()
-	srv := httptest.NewServer(metricsHandler(e, e.timeout, 0, e.logger))
+	srv := httptest.NewServer(testMetricsHandler(e, e.timeout, 0, e.logger))
 	defer srv.Close()
 	start := time.Now()
 	resp, err := http.Get(srv.URL)
@@ -150,7 +155,7 @@ func TestMaxRequests(t *testing.T) {
 	slow := &fakeCollector{name: "slow", block: block}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e := NewExporter(map[string]collector.Built{"slow": {Collector: slow, Problems: collector.NewProblems("slow", logger)}}, 5*time.Second, logger)
-	srv := httptest.NewServer(metricsHandler(e, 5*time.Second, 1, logger))
+	srv := httptest.NewServer(testMetricsHandler(e, 5*time.Second, 1, logger))
 	defer srv.Close()
 	first := make(chan int)
 	go func() {
@@ -189,7 +194,7 @@ func TestProbeRequests(t *testing.T) {
 		return &fakeCollector{name: "probed"}, nil
 	})
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h := &probeHandler{timeout: time.Second, logger: logger}
+	h := newProbeHandler(collector.Paths{}, time.Second, newLimiter("probe", "--web.max-probe-requests", 0, logger), logger)
 	for _, tc := range []struct {
 		query string
 		code  int

@@ -14,18 +14,13 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	kitlog "github.com/go-kit/log"
 	kitlevel "github.com/go-kit/log/level"
-	"github.com/prometheus/client_golang/prometheus"
-	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
@@ -85,11 +80,9 @@ func run() int {
 		return 1
 	}
 	logger.Info("starting stall_exporter", "version", version.Info(), "build_context", version.BuildContext())
+	paths := collector.Paths{Procfs: *procfs, Sysfs: *sysfs, Rootfs: *rootfs}
 
-	built, err := collector.Build(collector.Config{
-		Paths:  collector.Paths{Procfs: *procfs, Sysfs: *sysfs, Rootfs: *rootfs},
-		Logger: logger,
-	})
+	built, err := collector.Build(collector.Config{Paths: paths, Logger: logger})
 	if err != nil {
 		logger.Error("cannot build collectors", "err", err)
 		return 1
@@ -107,13 +100,13 @@ func run() int {
 	exp := NewExporter(built, *timeout, logger)
 	exp.Start(ctx)
 
-	http.Handle(*metricsPath, metricsHandler(exp, *timeout, *maxRequests, logger))
-	http.Handle("/probe", &probeHandler{
-		paths:   collector.Paths{Procfs: *procfs, Sysfs: *sysfs, Rootfs: *rootfs},
-		timeout: *timeout,
-		logger:  logger,
-		limit:   newLimiter(*maxRequests),
-	})
+	metricsLimit := newLimiter("metrics", "--web.max-requests", *maxRequests, logger)
+	probeLimit := newLimiter("probe", "--web.max-requests", *maxRequests, logger)
+	// Our own mux: http.DefaultServeMux also carries whatever a dependency
+	// registers in its init (golang.org/x/net/trace adds /debug/requests).
+	mux := http.NewServeMux()
+	mux.Handle(*metricsPath, newMetricsHandler(exp, *timeout, metricsLimit, logger))
+	mux.Handle("/probe", newProbeHandler(paths, *timeout, probeLimit, logger))
 	if *metricsPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "Stall Exporter",
@@ -129,10 +122,10 @@ func run() int {
 			logger.Error("cannot build landing page", "err", err)
 			return 1
 		}
-		http.Handle("/", landing)
+		mux.Handle("/", landing)
 	}
 
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, webConfig, logger) }()
 	select {
@@ -173,111 +166,4 @@ func newLogger(levelName, format string) *slog.Logger {
 		lvl = slog.LevelInfo
 	}
 	return slog.New(slogkit.NewGoKitHandler(kl, lvl))
-}
-
-// scrapeTimeout returns the per-collector timeout for one request: the flag,
-// lowered to Prometheus' X-Prometheus-Scrape-Timeout-Seconds minus a 0.5 s
-// margin when that is shorter, so a slow collector fails on its own instead
-// of failing the whole scrape.
-func scrapeTimeout(r *http.Request, flag time.Duration) time.Duration {
-	h := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds")
-	if h == "" {
-		return flag
-	}
-	s, err := strconv.ParseFloat(h, 64)
-	if err != nil || s <= 0 {
-		return flag
-	}
-	t := time.Duration(s*float64(time.Second)) - 500*time.Millisecond
-	if t < 100*time.Millisecond {
-		t = 100 * time.Millisecond
-	}
-	if t < flag {
-		return t
-	}
-	return flag
-}
-
-// timeoutCollector runs the exporter with one request's timeout.
-type timeoutCollector struct {
-	exp     *Exporter
-	timeout time.Duration
-}
-
-func (t timeoutCollector) Describe(chan<- *prometheus.Desc) {}
-func (t timeoutCollector) Collect(ch chan<- prometheus.Metric) {
-	t.exp.CollectWithTimeout(ch, t.timeout)
-}
-
-// metricsHandler serves /metrics: the host collectors plus build info and the
-// Go runtime and process metrics of the exporter itself.
-func metricsHandler(exp *Exporter, timeout time.Duration, maxRequests int, logger *slog.Logger) http.Handler {
-	base := prometheus.NewRegistry()
-	base.MustRegister(
-		versioncollector.NewCollector("stall_exporter"),
-		prometheus.NewGoCollector(),
-		prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
-	)
-	errLog := slog.NewLogLogger(logger.Handler(), slog.LevelError)
-	limit := newLimiter(maxRequests)
-	// One registry and handler per distinct timeout: a Prometheus server
-	// sends the same scrape-timeout header every time, so this map holds one
-	// or two entries and a scrape allocates no registry of its own.
-	var (
-		mu       sync.Mutex
-		handlers = map[time.Duration]http.Handler{}
-	)
-	handlerFor := func(t time.Duration) http.Handler {
-		mu.Lock()
-		defer mu.Unlock()
-		if h, ok := handlers[t]; ok {
-			return h
-		}
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(timeoutCollector{exp: exp, timeout: t})
-		h := promhttp.HandlerFor(prometheus.Gatherers{base, reg}, promhttp.HandlerOpts{
-			ErrorLog:      errLog,
-			ErrorHandling: promhttp.ContinueOnError,
-		})
-		if len(handlers) < 64 {
-			handlers[t] = h
-		}
-		return h
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !limit.acquire() {
-			http.Error(w, "too many concurrent scrapes (--web.max-requests)", http.StatusServiceUnavailable)
-			return
-		}
-		defer limit.release()
-		handlerFor(scrapeTimeout(r, timeout)).ServeHTTP(w, r)
-	})
-}
-
-// limiter bounds concurrent scrape requests; a zero limit disables it.
-type limiter chan struct{}
-
-func newLimiter(n int) limiter {
-	if n <= 0 {
-		return nil
-	}
-	return make(limiter, n)
-}
-
-func (l limiter) acquire() bool {
-	if l == nil {
-		return true
-	}
-	select {
-	case l <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
-func (l limiter) release() {
-	if l != nil {
-		<-l
-	}
 }

@@ -7,9 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/stall-exporter/stall_exporter/collector"
 )
 
@@ -22,13 +19,28 @@ const maxProbeTarget = 1024
 // The module's factory decides which targets are allowed; a refused target
 // gets 403 and no connection is attempted.
 type probeHandler struct {
-	paths   collector.Paths
-	timeout time.Duration
-	logger  *slog.Logger
-	limit   limiter
+	scrapeHandler
+	paths collector.Paths
+	limit *limiter
 
 	mu       sync.Mutex
 	problems map[string]*collector.Problems // one bad-input counter per module, kept across requests
+	states   map[probeKey]*runState         // per target: failure logging and stuck runs, across requests
+}
+
+type probeKey struct{ module, target string }
+
+// maxProbeStates bounds the per-target state map; targets are bounded by the
+// allowlists, this only guards against an allowlist pattern that matches
+// many spellings.
+const maxProbeStates = 4096
+
+func newProbeHandler(paths collector.Paths, timeout time.Duration, limit *limiter, logger *slog.Logger) *probeHandler {
+	return &probeHandler{
+		scrapeHandler: scrapeHandler{timeout: timeout, logger: logger, reg: newReplayRegistry()},
+		paths:         paths,
+		limit:         limit,
+	}
 }
 
 func (h *probeHandler) moduleProblems(module string) *collector.Problems {
@@ -43,6 +55,24 @@ func (h *probeHandler) moduleProblems(module string) *collector.Problems {
 		h.problems[module] = p
 	}
 	return p
+}
+
+// state returns the run state of one target, so that a target that keeps
+// failing is logged at warn level once, not on every probe, and a run stuck
+// past its timeout makes the next probes of that target fail fast.
+func (h *probeHandler) state(module, target string) *runState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := probeKey{module, target}
+	st, ok := h.states[k]
+	if !ok {
+		if h.states == nil || len(h.states) >= maxProbeStates {
+			h.states = map[probeKey]*runState{}
+		}
+		st = &runState{}
+		h.states[k] = st
+	}
+	return st
 }
 
 func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +93,7 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	target := q.Get("target")
 	if !h.limit.acquire() {
-		http.Error(w, "too many concurrent scrapes (--web.max-requests)", http.StatusServiceUnavailable)
+		h.limit.refuse(w, r)
 		return
 	}
 	defer h.limit.release()
@@ -80,8 +110,6 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	exp := &Exporter{logger: h.logger, timeout: h.timeout, entries: []*entry{{name: module, c: c, problems: problems}}}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(timeoutCollector{exp: exp, timeout: scrapeTimeout(r, h.timeout)})
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
+	en := &entry{name: module, target: target, c: c, problems: problems, runState: h.state(module, target)}
+	h.serve(w, r, &Exporter{logger: h.logger, timeout: h.timeout, entries: []*entry{en}})
 }

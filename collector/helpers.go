@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stall-exporter/stall_exporter/internal/exposition"
 )
 
 // Paths are the mount points every file read goes through, so the exporter
@@ -96,6 +98,7 @@ func Documented() []MetricInfo {
 type Metric struct {
 	Desc *prometheus.Desc
 	Type prometheus.ValueType
+	exp  *exposition.Desc // the same family, for samples written without the dto round trip
 }
 
 // NewMetric builds a descriptor for stall_<name> and documents it. help must
@@ -110,12 +113,25 @@ func NewMetric(name, help string, typ prometheus.ValueType, labels ...string) Me
 		kind = "info"
 	}
 	Document(fq, kind, labels...)
-	return Metric{Desc: prometheus.NewDesc(fq, help, labels, nil), Type: typ}
+	d := exposition.NewDesc(fq, help, typ, labels...)
+	return Metric{Desc: d.PromDesc(), Type: typ, exp: d}
 }
 
-// Send emits one sample. Label values must match the descriptor's labels.
+// Send emits one sample. Label values must match the descriptor's labels and
+// be valid UTF-8 (see LabelValue); otherwise it panics, as
+// prometheus.MustNewConstMetric does.
 func (m Metric) Send(ch chan<- prometheus.Metric, v float64, labelValues ...string) {
-	ch <- prometheus.MustNewConstMetric(m.Desc, m.Type, v, labelValues...)
+	ch <- m.New(v, labelValues...)
+}
+
+// New returns one sample; it panics like Send. The sample is an
+// exposition.Sample: one allocation, written to /metrics without the dto
+// round trip, and still a prometheus.Metric for any registry.
+func (m Metric) New(v float64, labelValues ...string) prometheus.Metric {
+	if m.exp == nil { // a Metric literal not made by NewMetric
+		return prometheus.MustNewConstMetric(m.Desc, m.Type, v, labelValues...)
+	}
+	return exposition.MustNewSample(m.exp, v, labelValues...)
 }
 
 var parseErrorsDesc = NewMetric("collector_parse_errors_total",
@@ -164,5 +180,10 @@ func (p *Problems) Count() uint64 {
 
 // Send emits stall_collector_parse_errors_total for this collector.
 func (p *Problems) Send(ch chan<- prometheus.Metric) {
-	parseErrorsDesc.Send(ch, float64(p.Count()), p.name)
+	ch <- p.Metric()
+}
+
+// Metric is stall_collector_parse_errors_total for this collector.
+func (p *Problems) Metric() prometheus.Metric {
+	return parseErrorsDesc.New(float64(p.Count()), p.name)
 }

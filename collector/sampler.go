@@ -3,10 +3,8 @@ package collector
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"os"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -29,9 +27,6 @@ const (
 	// jumped), the tick only re-baselines: an average over minutes is not a
 	// one-interval sample.
 	samplerMaxGapIntervals = 10
-	// samplerMaxReadBytes bounds the read buffers (a /proc/diskstats with
-	// thousands of devices is ~1 MiB).
-	samplerMaxReadBytes = 16 << 20
 )
 
 var samplerIntervalFlag = kingpin.Flag("sampler.interval",
@@ -65,8 +60,8 @@ func init() {
 		}
 		return newSampler(samplerOptions{
 			Interval: interval,
-			VMStat:   &procFileReader{path: cfg.Paths.Proc("vmstat")},
-			Disk:     &procFileReader{path: cfg.Paths.Proc("diskstats")},
+			VMStat:   NewProcFile(cfg.Paths.Proc("vmstat")),
+			Disk:     NewProcFile(cfg.Paths.Proc("diskstats")),
 			Filter:   filter,
 			Logger:   cfg.Logger,
 			Problems: cfg.Problems,
@@ -86,53 +81,6 @@ type snapshotReader interface {
 	// does not fit, and returns the filled slice.
 	Read(buf []byte) ([]byte, error)
 	Close() error
-}
-
-// procFileReader keeps one /proc file open and re-reads it from offset 0
-// with pread on every call: no open, no allocation per read. A read error
-// closes the file so the next call reopens it.
-type procFileReader struct {
-	path string
-	f    *os.File
-}
-
-func (r *procFileReader) Read(buf []byte) ([]byte, error) {
-	if r.f == nil {
-		f, err := os.Open(r.path)
-		if err != nil {
-			return buf[:0], err
-		}
-		r.f = f
-	}
-	if cap(buf) == 0 {
-		buf = make([]byte, 0, 16<<10)
-	}
-	for {
-		buf = buf[:cap(buf)]
-		// One ReadAt reads to EOF: seq_file hands over everything that
-		// fits in one call, so a file that fits is one consistent snapshot.
-		n, err := r.f.ReadAt(buf, 0)
-		if err == io.EOF || err == nil && n < len(buf) {
-			return buf[:n], nil
-		}
-		if err != nil {
-			r.Close()
-			return buf[:0], err
-		}
-		if len(buf) >= samplerMaxReadBytes {
-			return buf[:0], fmt.Errorf("%s is larger than %d bytes", r.path, samplerMaxReadBytes)
-		}
-		buf = make([]byte, 0, 2*len(buf)) // did not fit: grow and read again from the start
-	}
-}
-
-func (r *procFileReader) Close() error {
-	if r.f == nil {
-		return nil
-	}
-	err := r.f.Close()
-	r.f = nil
-	return err
 }
 
 type samplerOptions struct {

@@ -428,8 +428,8 @@ func TestSamplerRealProc(t *testing.T) {
 	}
 	s := newSampler(samplerOptions{
 		Interval: time.Second,
-		VMStat:   &procFileReader{path: "/proc/vmstat"},
-		Disk:     &procFileReader{path: "/proc/diskstats"},
+		VMStat:   NewProcFile("/proc/vmstat"),
+		Disk:     NewProcFile("/proc/diskstats"),
 		Filter:   filter,
 	})
 	defer s.opts.VMStat.Close()
@@ -590,8 +590,8 @@ func BenchmarkSamplerTick(b *testing.B) {
 	}
 	s := newSampler(samplerOptions{
 		Interval: time.Second,
-		VMStat:   &procFileReader{path: "/proc/vmstat"},
-		Disk:     &procFileReader{path: "/proc/diskstats"},
+		VMStat:   NewProcFile("/proc/vmstat"),
+		Disk:     NewProcFile("/proc/diskstats"),
 		Filter:   filter,
 	})
 	defer s.opts.VMStat.Close()
@@ -631,7 +631,7 @@ func (c samplerCPU) report(b *testing.B, period time.Duration) {
 // BenchmarkSamplerReadVMStat and BenchmarkSamplerParseVMStat split the
 // vmstat part of a tick into the kernel's read and our parse.
 func BenchmarkSamplerReadVMStat(b *testing.B) {
-	r := &procFileReader{path: "/proc/vmstat"}
+	r := NewProcFile("/proc/vmstat")
 	defer r.Close()
 	buf := make([]byte, 0, 16<<10)
 	b.ReportAllocs()
@@ -657,7 +657,7 @@ func BenchmarkSamplerParseVMStat(b *testing.B) {
 }
 
 func BenchmarkSamplerReadDiskstats(b *testing.B) {
-	r := &procFileReader{path: "/proc/diskstats"}
+	r := NewProcFile("/proc/diskstats")
 	defer r.Close()
 	buf := make([]byte, 0, 16<<10)
 	b.ReportAllocs()
@@ -682,8 +682,8 @@ func BenchmarkSamplerRunLoop(b *testing.B) {
 	ticks := make(chan time.Time)
 	s := newSampler(samplerOptions{
 		Interval: interval,
-		VMStat:   &procFileReader{path: "/proc/vmstat"},
-		Disk:     &procFileReader{path: "/proc/diskstats"},
+		VMStat:   NewProcFile("/proc/vmstat"),
+		Disk:     NewProcFile("/proc/diskstats"),
 		Filter:   filter,
 		Ticker: func(time.Duration) (<-chan time.Time, func()) {
 			return ticks, func() {}
