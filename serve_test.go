@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,4 +98,39 @@ func TestNegotiation(t *testing.T) {
 		strings.Contains(filtered, "stall_memory_total_bytes") {
 		t.Errorf("name[] filter:\n%s", filtered)
 	}
+}
+
+// TestConcurrentScrapes: scrapes running at once share collectors, buffers
+// and the registry; under -race this finds unsynchronised state, and every
+// scrape must see the same host series.
+func TestConcurrentScrapes(t *testing.T) {
+	fix := "collector/fixtures/linux-6.8"
+	h := hostHandler(t, fix+"/proc", fix+"/sys")
+	want := stableLines(get(t, h, "/metrics").Body.String())
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for range 5 {
+				hdr := []string{}
+				if i%2 == 0 {
+					hdr = []string{"Accept-Encoding", "gzip"}
+				}
+				rec := get(t, h, "/metrics", hdr...)
+				body := rec.Body.Bytes()
+				if rec.Header().Get("Content-Encoding") == "gzip" {
+					zr, err := gzip.NewReader(bytes.NewReader(body))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					body, _ = io.ReadAll(zr)
+				}
+				if got := stableLines(string(body)); got != want {
+					t.Errorf("concurrent scrape differs:\n%s", lineDiff(want, got))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -63,6 +63,19 @@ func (f *DeviceFilter) Ignored(name string) bool {
 	if v, ok := f.cache[name]; ok {
 		return v
 	}
+	return f.decideAndCache(name)
+}
+
+// ignoredBytes is Ignored for a name in a read buffer: no allocation once
+// the name is cached.
+func (f *DeviceFilter) ignoredBytes(name []byte) bool {
+	if v, ok := f.cache[string(name)]; ok {
+		return v
+	}
+	return f.decideAndCache(string(name))
+}
+
+func (f *DeviceFilter) decideAndCache(name string) bool {
 	v := f.decide(name)
 	if len(f.cache) > 4096 { // device churn (loop devices in CI) must not grow memory forever
 		clear(f.cache)

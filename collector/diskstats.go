@@ -2,13 +2,9 @@ package collector
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/procfs/blockdevice"
 )
 
 func init() {
@@ -50,68 +46,64 @@ var (
 )
 
 type diskstatsCollector struct {
-	fs       blockdevice.FS
-	filter   *DeviceFilter
 	problems *Problems
+
+	mu     sync.Mutex // concurrent scrapes share the file, buffer and filter cache
+	file   *ProcFile
+	buf    []byte
+	filter *DeviceFilter
 }
 
 func newDiskstatsCollector(cfg Config) (Collector, error) {
-	// Only /proc/diskstats is read through blockdevice; sysfs is consulted by
-	// the device filter, which copes without it. blockdevice insists that
-	// both mount points exist, so a container without /sys gets procfs twice.
-	sysfs := cfg.Paths.Sysfs
-	if _, err := os.Stat(sysfs); err != nil {
-		sysfs = cfg.Paths.Procfs
-	}
-	bfs, err := blockdevice.NewFS(cfg.Paths.Procfs, sysfs)
-	if err != nil {
-		return nil, fmt.Errorf("--path.procfs/--path.sysfs: %w", err)
-	}
 	filter, err := NewDeviceFilter(cfg.Paths)
 	if err != nil {
 		return nil, err
 	}
-	return &diskstatsCollector{fs: bfs, filter: filter, problems: cfg.Problems}, nil
+	return &diskstatsCollector{file: NewProcFile(cfg.Paths.Proc("diskstats")), filter: filter, problems: cfg.Problems}, nil
 }
 
-// Update reads /proc/diskstats with procfs blockdevice. The number of fields
-// per line tells the kernel generation: 14 (up to 4.17), 18 (discards,
-// 4.18+), 20 (flushes, 5.5+); counters a line lacks are absent.
+// Update reads /proc/diskstats with the parser the sampler uses
+// (diskstats_parse.go). The number of statistics per line tells the kernel
+// generation: 11 (up to 4.17), 15 (discards, 4.18+), 17 (flushes, 5.5+);
+// counters a line lacks are absent. A malformed line is counted and
+// skipped; the other lines are exported.
 func (c *diskstatsCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
-	stats, err := c.fs.ProcDiskstats()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	data, err := c.file.Read(c.buf)
+	c.buf = data[:0]
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return err // every procfs has diskstats: a wrong --path.procfs
-		}
-		// procfs stops at the first malformed line: count it and keep what
-		// came before it.
-		c.problems.Add("diskstats_line", 1, err)
-		if len(stats) == 0 {
-			return err
-		}
+		return err // every procfs has diskstats: a wrong --path.procfs
 	}
-	for _, d := range stats {
-		if c.filter.Ignored(d.DeviceName) {
+	sc := newDiskstatsScanner(data)
+	for sc.Next() {
+		d := &sc.Line
+		// The filter caches by name; string(d.Name) in a map index does
+		// not allocate, so look up before converting.
+		if c.filter.ignoredBytes(d.Name) {
 			continue
 		}
-		dev := d.DeviceName
-		diskReads.Send(ch, float64(d.ReadIOs), dev)
-		diskReadTime.Send(ch, float64(d.ReadTicks)/1000, dev)
+		dev := string(d.Name)
+		diskReads.Send(ch, float64(d.Reads), dev)
+		diskReadTime.Send(ch, float64(d.ReadMs)/1000, dev)
 		diskReadBytes.Send(ch, float64(d.ReadSectors)*diskSectorBytes, dev)
-		diskWrites.Send(ch, float64(d.WriteIOs), dev)
-		diskWriteTime.Send(ch, float64(d.WriteTicks)/1000, dev)
+		diskWrites.Send(ch, float64(d.Writes), dev)
+		diskWriteTime.Send(ch, float64(d.WriteMs)/1000, dev)
 		diskWrittenBytes.Send(ch, float64(d.WriteSectors)*diskSectorBytes, dev)
-		diskInProgress.Send(ch, float64(d.IOsInProgress), dev)
-		diskIOTime.Send(ch, float64(d.IOsTotalTicks)/1000, dev)
-		diskIOWeighted.Send(ch, float64(d.WeightedIOTicks)/1000, dev)
-		if d.IoStatsCount >= 18 {
-			diskDiscards.Send(ch, float64(d.DiscardIOs), dev)
-			diskDiscardTime.Send(ch, float64(d.DiscardTicks)/1000, dev)
+		diskInProgress.Send(ch, float64(d.InFlight), dev)
+		diskIOTime.Send(ch, float64(d.IOMs)/1000, dev)
+		diskIOWeighted.Send(ch, float64(d.WeightedMs)/1000, dev)
+		if d.Stats >= 15 {
+			diskDiscards.Send(ch, float64(d.Discards), dev)
+			diskDiscardTime.Send(ch, float64(d.DiscardMs)/1000, dev)
 		}
-		if d.IoStatsCount >= 20 {
-			diskFlushes.Send(ch, float64(d.FlushRequestsCompleted), dev)
-			diskFlushTime.Send(ch, float64(d.TimeSpentFlushing)/1000, dev)
+		if d.Stats >= 17 {
+			diskFlushes.Send(ch, float64(d.Flushes), dev)
+			diskFlushTime.Send(ch, float64(d.FlushMs)/1000, dev)
 		}
+	}
+	if sc.Bad > 0 {
+		c.problems.Add("diskstats_line", sc.Bad, sc.FirstErr)
 	}
 	return nil
 }

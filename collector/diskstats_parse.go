@@ -6,29 +6,39 @@ import (
 	"unicode/utf8"
 )
 
-// This file holds the sampler's own /proc/diskstats reader. The diskstats
-// collector uses procfs' blockdevice package, which is right for a scrape
-// every 15 s but parses each line with fmt.Sscanf and builds a struct per
-// device, allocating a few kilobytes per read. The sampler reads the file
-// every second for the life of the process, so it needs a reader that does
-// not allocate at all: diskstatsScanner walks the bytes of one read in
-// place and decodes only the five fields the sampler uses.
+// This file holds the one /proc/diskstats parser of the exporter, used by the
+// diskstats collector at scrape time and by the sampler every second.
+// diskstatsScanner walks the bytes of one read in place and allocates
+// nothing (procfs' blockdevice parses each line with fmt.Sscanf and builds
+// a struct per device: a few kilobytes and ~80 % of a 1,000-disk scrape).
 
-// diskstatsLine is the part of one /proc/diskstats line the sampler uses.
-// Name aliases the scanned buffer and is valid until the next Next call.
+// diskstatsLine is one /proc/diskstats line. Name aliases the scanned buffer
+// and is valid until the next Next call. Stats is the number of statistics
+// after the name: 11 (kernels before 4.18), 15 (4.18+, discards) or 17
+// (5.5+, flushes); fields a line lacks are 0.
 //
 // The kernel prints the count fields as unsigned long (64 bits on 64-bit
-// kernels, 32 on 32-bit ones) and the millisecond fields as unsigned int
-// (32 bits everywhere), so the millisecond fields wrap at 2^32 ms (about 49.7
-// days of accumulated time, much sooner on a busy device with a deep queue).
+// kernels, 32 on 32-bit ones) and the millisecond fields and the in-flight
+// count as unsigned int (32 bits everywhere), so the millisecond fields wrap
+// at 2^32 ms (about 49.7 days of accumulated time, much sooner on a busy
+// device with a deep queue).
 type diskstatsLine struct {
 	Major, Minor uint64
 	Name         []byte
+	Stats        int
 	Reads        uint64 // field 1: reads completed
+	ReadSectors  uint64 // field 3: 512-byte sectors read
 	ReadMs       uint64 // field 4: milliseconds spent reading (sum over requests)
 	Writes       uint64 // field 5: writes completed
+	WriteSectors uint64 // field 7: 512-byte sectors written
 	WriteMs      uint64 // field 8: milliseconds spent writing (sum over requests)
+	InFlight     uint64 // field 9: I/Os in flight now
 	IOMs         uint64 // field 10: milliseconds with at least one request in flight
+	WeightedMs   uint64 // field 11: milliseconds × requests in flight
+	Discards     uint64 // field 12: discards completed (4.18+)
+	DiscardMs    uint64 // field 15: milliseconds spent discarding (4.18+)
+	Flushes      uint64 // field 16: flush requests completed (5.5+)
+	FlushMs      uint64 // field 17: milliseconds spent flushing (5.5+)
 }
 
 // diskstatsScanner iterates over the lines of one /proc/diskstats read
@@ -105,6 +115,7 @@ func (sc *diskstatsScanner) parse(l []byte) string {
 	if sc.Line.Minor, ok = parseUint(samplerNextField(&rest)); !ok {
 		return "minor number is missing or not an unsigned integer"
 	}
+	sc.Line = diskstatsLine{Major: sc.Line.Major, Minor: sc.Line.Minor}
 	sc.Line.Name = samplerNextField(&rest)
 	if len(sc.Line.Name) == 0 {
 		return "device name missing"
@@ -123,14 +134,30 @@ func (sc *diskstatsScanner) parse(l []byte) string {
 		switch n {
 		case 1:
 			dst = &sc.Line.Reads
+		case 3:
+			dst = &sc.Line.ReadSectors
 		case 4:
 			dst = &sc.Line.ReadMs
 		case 5:
 			dst = &sc.Line.Writes
+		case 7:
+			dst = &sc.Line.WriteSectors
 		case 8:
 			dst = &sc.Line.WriteMs
+		case 9:
+			dst = &sc.Line.InFlight
 		case 10:
 			dst = &sc.Line.IOMs
+		case 11:
+			dst = &sc.Line.WeightedMs
+		case 12:
+			dst = &sc.Line.Discards
+		case 15:
+			dst = &sc.Line.DiscardMs
+		case 16:
+			dst = &sc.Line.Flushes
+		case 17:
+			dst = &sc.Line.FlushMs
 		}
 		if dst != nil {
 			if *dst, ok = parseUint(f); !ok {
@@ -144,6 +171,7 @@ func (sc *diskstatsScanner) parse(l []byte) string {
 	case n < 11:
 		return "fewer than 11 statistics after the device name"
 	}
+	sc.Line.Stats = n
 	return ""
 }
 

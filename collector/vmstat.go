@@ -2,10 +2,8 @@ package collector
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -75,50 +73,27 @@ var (
 )
 
 type vmstatCollector struct {
-	path     string
 	pageSize float64
 	problems *Problems
-	buf      []byte
+
+	mu   sync.Mutex // concurrent scrapes share the file and buffer
+	file *ProcFile  // the sampler reads /proc/vmstat the same way, with its own
+	buf  []byte
 }
 
 func newVMStatCollector(cfg Config) (Collector, error) {
 	if err := checkPageSize(); err != nil {
 		return nil, err
 	}
-	return &vmstatCollector{path: cfg.Paths.Proc("vmstat"), pageSize: float64(PageSize()), problems: cfg.Problems}, nil
+	return &vmstatCollector{file: NewProcFile(cfg.Paths.Proc("vmstat")), pageSize: float64(PageSize()), problems: cfg.Problems}, nil
 }
 
-// ReadFileInto reads a whole (small, /proc or /sys) file into buf, reusing
-// and growing it, and returns the filled slice. /proc files report size 0,
-// so it reads until EOF.
-func ReadFileInto(path string, buf []byte) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return buf[:0], err
-	}
-	defer f.Close()
-	buf = buf[:0]
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return buf, nil
-			}
-			return buf, err
-		}
-		if n == 0 {
-			return buf, nil
-		}
-	}
-}
-
+// Update reads /proc/vmstat with ParseVMStat, the parser the sampler uses.
 func (c *vmstatCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
-	data, err := ReadFileInto(c.path, c.buf)
-	c.buf = data
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	data, err := c.file.Read(c.buf)
+	c.buf = data[:0]
 	if err != nil {
 		// Every Linux procfs has /proc/vmstat: missing means a wrong --path.procfs.
 		return err
@@ -128,7 +103,7 @@ func (c *vmstatCollector) Update(_ context.Context, ch chan<- prometheus.Metric)
 		c.problems.Add("vmstat_line", bad, perr)
 	}
 	if v.Len() == 0 {
-		return fmt.Errorf("%s: no known field", c.path)
+		return fmt.Errorf("%s: no known field", c.file.Path())
 	}
 	pages := func(m Metric, f VMField) {
 		if x, ok := v.Get(f); ok {

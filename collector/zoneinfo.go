@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -175,26 +176,30 @@ func internZoneString(b []byte) string {
 }
 
 type zoneinfoCollector struct {
-	path     string
 	pageSize float64
 	problems *Problems
-	buf      []byte
-	zones    []Zone
+
+	mu    sync.Mutex // concurrent scrapes share the file, buffer and zones
+	file  *ProcFile
+	buf   []byte
+	zones []Zone
 }
 
 func newZoneinfoCollector(cfg Config) (Collector, error) {
 	if err := checkPageSize(); err != nil {
 		return nil, err
 	}
-	return &zoneinfoCollector{path: cfg.Paths.Proc("zoneinfo"), pageSize: float64(PageSize()), problems: cfg.Problems}, nil
+	return &zoneinfoCollector{file: NewProcFile(cfg.Paths.Proc("zoneinfo")), pageSize: float64(PageSize()), problems: cfg.Problems}, nil
 }
 
 // Update reads /proc/zoneinfo. Zones without managed pages (an empty Movable
 // or Device zone) are skipped: they carry no headroom and only add series.
 // A container without /proc/zoneinfo is "no data".
 func (c *zoneinfoCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
-	data, err := ReadFileInto(c.path, c.buf)
-	c.buf = data
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	data, err := c.file.Read(c.buf)
+	c.buf = data[:0]
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%w: %v", ErrNoData, err)
