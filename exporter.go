@@ -182,7 +182,9 @@ func (e *Exporter) update(ctx context.Context, en *entry, sink func(prometheus.M
 	}
 	en.mu.Unlock()
 
-	inner := make(chan prometheus.Metric, 64)
+	// 256 buffered metrics: a collector rarely waits for the forwarder, and
+	// the two goroutines hand over in batches rather than per metric.
+	inner := make(chan prometheus.Metric, 256)
 	done := make(chan error, 1)
 	go func() {
 		var err error
@@ -199,6 +201,11 @@ func (e *Exporter) update(ctx context.Context, en *entry, sink func(prometheus.M
 		err = en.c.Update(ctx, inner)
 	}()
 	for {
+		// Take what is buffered without a select (the common case), and
+		// select only to wait.
+		for n := len(inner); n > 0; n-- {
+			sink(<-inner)
+		}
 		select {
 		case m, ok := <-inner:
 			if !ok {

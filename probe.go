@@ -37,7 +37,7 @@ const maxProbeStates = 4096
 
 func newProbeHandler(paths collector.Paths, timeout time.Duration, limit *limiter, logger *slog.Logger) *probeHandler {
 	return &probeHandler{
-		scrapeHandler: scrapeHandler{timeout: timeout, logger: logger, reg: newReplayRegistry()},
+		scrapeHandler: scrapeHandler{timeout: timeout, logger: logger},
 		paths:         paths,
 		limit:         limit,
 	}

@@ -19,7 +19,7 @@ func TestProcessMetricsMatchClientGolang(t *testing.T) {
 	p := newProcessMetrics(slog.New(slog.DiscardHandler))
 	var sc exposition.Scrape
 	p.add(&sc)
-	out, errs := sc.Encode(expfmt.NewFormat(expfmt.TypeTextPlain), nil, nil)
+	out, errs := sc.Encode(expfmt.NewFormat(expfmt.TypeTextPlain), nil)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

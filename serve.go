@@ -11,18 +11,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/stall-exporter/stall_exporter/internal/exposition"
 )
 
 // The scrape path. A request runs the collectors (exporter.go), writes
-// their exposition.Samples straight to text, and gathers everything else
-// (the Go runtime metrics, build info, histograms) through one long-lived
-// prometheus.Registry, so the output is what promhttp would write. All
-// per-request memory (sample lists, the output buffer, a gzip writer) is
-// reused between requests.
+// their exposition.Samples straight to text, and everything else (the Go
+// runtime metrics, build info, histograms) through client_golang's protobuf
+// form and expfmt, merged into the one sorted exposition promhttp would
+// write, without a registry. All per-request memory (sample lists, the
+// output buffer, a gzip writer) is reused between requests.
 
 // scrapeTimeout returns the per-collector timeout for one request: the flag,
 // lowered to Prometheus' X-Prometheus-Scrape-Timeout-Seconds minus a 0.5 s
@@ -86,49 +85,29 @@ func (l *limiter) refuse(w http.ResponseWriter, _ *http.Request) {
 	http.Error(w, "too many concurrent scrapes ("+l.flag+")", http.StatusServiceUnavailable)
 }
 
-// replayRegistry gathers the metrics that are not exposition.Samples
-// through a prometheus.Registry (which checks and sorts them and knows their
-// HELP and TYPE), together with the registry's own collectors. One registry
-// is reused by every request; gather serialises on it.
-type replayRegistry struct {
-	mu      sync.Mutex
-	reg     *prometheus.Registry
-	pending []prometheus.Metric
-	always  bool // the registry has collectors of its own: gather even with nothing pending
-}
-
-func newReplayRegistry(cs ...prometheus.Collector) *replayRegistry {
-	r := &replayRegistry{reg: prometheus.NewRegistry(), always: len(cs) > 0}
-	r.reg.MustRegister(cs...)
-	r.reg.MustRegister(replayCollector{r})
-	return r
-}
-
-type replayCollector struct{ r *replayRegistry }
-
-func (replayCollector) Describe(chan<- *prometheus.Desc) {} // unchecked
-func (c replayCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range c.r.pending {
-		ch <- m
+// collectInto runs client_golang collectors (the Go runtime metrics, build
+// info) and adds what they send to sc. Collect may send any number of
+// metrics, so it runs in a goroutine of its own while this one receives.
+func collectInto(sc *exposition.Scrape, cs []prometheus.Collector) {
+	if len(cs) == 0 {
+		return
 	}
-}
-
-func (r *replayRegistry) gather(ms []prometheus.Metric) ([]*dto.MetricFamily, error) {
-	if len(ms) == 0 && !r.always {
-		return nil, nil
+	ch := make(chan prometheus.Metric, 64)
+	go func() {
+		defer close(ch)
+		for _, c := range cs {
+			c.Collect(ch)
+		}
+	}()
+	for m := range ch {
+		sc.AddMetric(m)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.pending = ms
-	defer func() { r.pending = nil }()
-	return r.reg.Gather()
 }
 
 // scrapeState is the reusable memory of one request.
 type scrapeState struct {
-	sc   exposition.Scrape
-	out  []collected
-	slow []prometheus.Metric
+	sc  exposition.Scrape
+	out []collected
 }
 
 var scrapeStates = sync.Pool{New: func() any { return new(scrapeState) }}
@@ -143,8 +122,8 @@ var gzipWriters = make(chan *gzip.Writer, 2)
 type scrapeHandler struct {
 	timeout time.Duration
 	logger  *slog.Logger
-	reg     *replayRegistry          // gathers what is not a Sample, plus its own collectors
-	extra   func(*exposition.Scrape) // adds samples of the handler's own (process metrics, refusals)
+	self    []prometheus.Collector   // client_golang collectors of the handler's own (Go runtime, build info)
+	extra   func(*exposition.Scrape) // adds samples of the handler's own (process metrics)
 }
 
 // serve runs exp's collectors under the request's timeout and writes the
@@ -153,8 +132,6 @@ func (h *scrapeHandler) serve(w http.ResponseWriter, r *http.Request, exp *Expor
 	st := scrapeStates.Get().(*scrapeState)
 	defer func() {
 		st.sc.Reset()
-		clear(st.slow)
-		st.slow = st.slow[:0]
 		scrapeStates.Put(st)
 	}()
 	if n := len(exp.entries); len(st.out) < n {
@@ -166,15 +143,14 @@ func (h *scrapeHandler) serve(w http.ResponseWriter, r *http.Request, exp *Expor
 		for _, s := range out[i].samples {
 			st.sc.Add(s)
 		}
-		st.slow = append(st.slow, out[i].others...)
+		for _, m := range out[i].others {
+			st.sc.AddMetric(m)
+		}
 		out[i].reset()
 	}
+	collectInto(&st.sc, h.self)
 	if h.extra != nil {
 		h.extra(&st.sc)
-	}
-	mfs, err := h.reg.gather(st.slow)
-	if err != nil {
-		h.logger.Error("error gathering metrics", "err", err)
 	}
 	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
 	var names map[string]bool
@@ -186,7 +162,7 @@ func (h *scrapeHandler) serve(w http.ResponseWriter, r *http.Request, exp *Expor
 			}
 		}
 	}
-	body, errs := st.sc.Encode(format, mfs, names)
+	body, errs := st.sc.Encode(format, names)
 	for _, err := range errs {
 		h.logger.Error("error gathering metrics", "err", err)
 	}
@@ -262,10 +238,10 @@ func newMetricsHandler(exp *Exporter, timeout time.Duration, limit *limiter, log
 		scrapeHandler: scrapeHandler{
 			timeout: timeout,
 			logger:  logger,
-			reg: newReplayRegistry(
+			self: []prometheus.Collector{
 				versioncollector.NewCollector("stall_exporter"),
 				prometheus.NewGoCollector(),
-			),
+			},
 			extra: func(sc *exposition.Scrape) {
 				proc.add(sc)
 			},

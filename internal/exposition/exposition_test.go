@@ -43,24 +43,22 @@ func viaRegistry(t *testing.T, format expfmt.Format, ms ...prometheus.Metric) ([
 	return b.Bytes(), gerr
 }
 
-// viaScrape writes the samples with a Scrape, and others through a registry
-// merged in, as the /metrics handler does.
+// viaScrape writes the samples and the other metrics with a Scrape, as the
+// /metrics handler does.
 func viaScrape(t *testing.T, format expfmt.Format, samples []*Sample, others ...prometheus.Metric) ([]byte, []error) {
 	t.Helper()
 	var sc Scrape
-	for _, s := range samples {
-		sc.Add(s)
-	}
-	var gathered []*dto.MetricFamily
-	if len(others) > 0 {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(replay(others))
-		var err error
-		if gathered, err = reg.Gather(); err != nil {
-			t.Fatal(err)
+	for i, s := range samples {
+		if i%2 == 0 {
+			sc.Add(s)
+		} else {
+			sc.AddMetric(s)
 		}
 	}
-	b, errs := sc.Encode(format, gathered, nil)
+	for _, m := range others {
+		sc.AddMetric(m)
+	}
+	b, errs := sc.Encode(format, nil)
 	return bytes.Clone(b), errs
 }
 
@@ -113,10 +111,10 @@ func TestTextMatchesPromhttp(t *testing.T) {
 	}
 }
 
-// TestMergeWithGathered: samples and gathered families (a histogram, a
+// TestMergeWithOtherMetrics: samples and other metrics (a histogram, a
 // const metric of another family, and a const metric of a Sample's own
 // family) come out as one sorted exposition, as one registry would write it.
-func TestMergeWithGathered(t *testing.T) {
+func TestMergeWithOtherMetrics(t *testing.T) {
 	ss := testSamples()
 	hist := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "test_m_seconds", Help: "A histogram.", Buckets: []float64{0.1, 1}})
 	hist.Observe(0.5)
@@ -173,6 +171,48 @@ func decodeDelimited(t *testing.T, b []byte) []*dto.MetricFamily {
 		out = append(out, mf)
 	}
 	return out
+}
+
+// TestClientGolangCollectors: the Go runtime collector's and a summary's and
+// vectors' metrics, written through AddMetric, come out as a registry
+// writes them; every descriptor's name and HELP is read correctly.
+func TestClientGolangCollectors(t *testing.T) {
+	summary := prometheus.NewSummaryVec(prometheus.SummaryOpts{Name: "test_summary_seconds", Help: "A \"quoted\" summary.",
+		Objectives: map[float64]float64{0.5: 0.05, 0.99: 0.001}, ConstLabels: prometheus.Labels{"const": "c"}}, []string{"k"})
+	summary.WithLabelValues("b").Observe(1)
+	summary.WithLabelValues("a").Observe(2)
+	counters := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "test_counter_total", Help: "Counts."}, []string{"z", "a"})
+	counters.WithLabelValues("1", "2").Inc()
+	counters.WithLabelValues("0", "3").Add(5)
+	var ms []prometheus.Metric
+	for _, c := range []prometheus.Collector{prometheus.NewGoCollector(), summary, counters} {
+		ch := make(chan prometheus.Metric, 1000)
+		c.Collect(ch)
+		close(ch)
+		for m := range ch {
+			ms = append(ms, m)
+		}
+	}
+	want, err := viaRegistry(t, text, ms...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, errs := viaScrape(t, text, nil, ms...)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("text differs\n--- got\n%s--- want\n%s", got, want)
+	}
+	for _, m := range ms {
+		name, _, err := describe(m.Desc())
+		if err != nil || !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "test_") {
+			t.Errorf("%s: name %q, %v", m.Desc(), name, err)
+		}
+	}
+	if _, _, err := describe(prometheus.NewDesc("test_bad", "h", []string{"a", "a"}, nil)); err == nil {
+		t.Error("an invalid descriptor was accepted")
+	}
 }
 
 // TestDuplicatesAndConflicts: what a registry refuses is reported and left
@@ -234,7 +274,7 @@ func TestReuse(t *testing.T) {
 		if extra {
 			sc.Add(MustNewSample(a2, 3, "z"))
 		}
-		out, errs := sc.Encode(text, nil, nil)
+		out, errs := sc.Encode(text, nil)
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}
@@ -254,7 +294,7 @@ func TestReuse(t *testing.T) {
 		for _, s := range ss {
 			sc.Add(s)
 		}
-		sc.Encode(text, nil, nil)
+		sc.Encode(text, nil)
 	})
 	if allocs > 0 {
 		t.Errorf("steady state allocates %v times per exposition, want 0", allocs)
@@ -267,7 +307,7 @@ func TestNameFilter(t *testing.T) {
 	for _, s := range ss {
 		sc.Add(s)
 	}
-	out, _ := sc.Encode(text, nil, map[string]bool{"test_plain": true})
+	out, _ := sc.Encode(text, map[string]bool{"test_plain": true})
 	if string(out) != "# HELP test_plain No labels.\n# TYPE test_plain untyped\ntest_plain NaN\n" {
 		t.Errorf("filtered output:\n%s", out)
 	}
