@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -66,8 +67,10 @@ func run() int {
 	var (
 		metricsPath = kingpin.Flag("web.telemetry-path", "Path under which to expose metrics.").
 				Default("/metrics").String()
-		maxRequests = kingpin.Flag("web.max-requests", "Maximum number of parallel scrape requests; 0 disables the limit.").
+		maxRequests = kingpin.Flag("web.max-requests", "Maximum number of parallel /metrics requests; 0 disables the limit. /probe has a budget of its own (--web.max-probe-requests), so probes of slow targets cannot starve the host metrics.").
 				Default("40").Int()
+		maxProbeRequests = kingpin.Flag("web.max-probe-requests", "Maximum number of parallel /probe requests; 0 disables the limit.").
+					Default("40").Int()
 		procfs = kingpin.Flag("path.procfs", "procfs mount point.").Default("/proc").String()
 		sysfs  = kingpin.Flag("path.sysfs", "sysfs mount point.").Default("/sys").String()
 		rootfs = kingpin.Flag("path.rootfs", "Host root file system mount point (for /dev/kmsg and log directories).").
@@ -84,12 +87,13 @@ func run() int {
 	kingpin.Parse()
 
 	logger := newLogger(*logLevel, *logFormat)
-	if *timeout <= 0 {
-		logger.Error("--collector.timeout must be positive", "value", *timeout)
+	if err := checkFlags(*metricsPath, *maxRequests, *maxProbeRequests, *timeout); err != nil {
+		logger.Error("invalid flags", "err", err)
 		return 1
 	}
 	logger.Info("starting stall_exporter", "version", version.Info(), "build_context", version.BuildContext())
 	paths := collector.Paths{Procfs: *procfs, Sysfs: *sysfs, Rootfs: *rootfs}
+	warnMissingSysfs(paths, logger)
 
 	built, err := collector.Build(collector.Config{Paths: paths, Logger: logger})
 	if err != nil {
@@ -110,11 +114,11 @@ func run() int {
 	exp.Start(ctx)
 
 	metricsLimit := newLimiter("metrics", "--web.max-requests", *maxRequests, logger)
-	probeLimit := newLimiter("probe", "--web.max-requests", *maxRequests, logger)
+	probeLimit := newLimiter("probe", "--web.max-probe-requests", *maxProbeRequests, logger)
 	// Our own mux: http.DefaultServeMux also carries whatever a dependency
 	// registers in its init (golang.org/x/net/trace adds /debug/requests).
 	mux := http.NewServeMux()
-	mux.Handle(*metricsPath, newMetricsHandler(exp, *timeout, metricsLimit, logger))
+	mux.Handle(*metricsPath, newMetricsHandler(exp, *timeout, metricsLimit, logger, metricsLimit, probeLimit))
 	mux.Handle("/probe", newProbeHandler(paths, *timeout, probeLimit, logger))
 	if *metricsPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
@@ -149,6 +153,38 @@ func run() int {
 			logger.Warn("HTTP shutdown", "err", err)
 		}
 		return 0
+	}
+}
+
+// checkFlags refuses flag values that would otherwise panic at the first
+// request (a path without a leading slash, one that collides with /probe)
+// or silently mean something else (a negative limit).
+func checkFlags(metricsPath string, maxRequests, maxProbeRequests int, timeout time.Duration) error {
+	switch {
+	case !strings.HasPrefix(metricsPath, "/"):
+		return fmt.Errorf("--web.telemetry-path=%s must start with /", metricsPath)
+	case metricsPath == "/probe" || strings.HasPrefix(metricsPath, "/probe/"):
+		return fmt.Errorf("--web.telemetry-path=%s collides with /probe", metricsPath)
+	case maxRequests < 0:
+		return fmt.Errorf("--web.max-requests=%d must be 0 (no limit) or positive", maxRequests)
+	case maxProbeRequests < 0:
+		return fmt.Errorf("--web.max-probe-requests=%d must be 0 (no limit) or positive", maxProbeRequests)
+	case timeout <= 0:
+		return fmt.Errorf("--collector.timeout=%s must be positive", timeout)
+	}
+	return nil
+}
+
+// warnMissingSysfs says once, at start, when --path.sysfs has no
+// class/block directory. The exporter still starts: only the device filter
+// reads sysfs (is a block device a partition?) and it falls back to device
+// names, and a container without /sys is legitimate, if unusual. Refusing
+// to start would turn a degraded device filter into the loss of every host
+// signal.
+func warnMissingSysfs(paths collector.Paths, logger *slog.Logger) {
+	if _, err := os.Stat(paths.Sys("class", "block")); err != nil {
+		logger.Warn("--path.sysfs has no class/block directory, so partitions are recognised by their names (sda1, nvme0n1p2 …); mount the host's /sys there if this is a container",
+			"path.sysfs", paths.Sysfs, "err", err)
 	}
 }
 

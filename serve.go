@@ -7,12 +7,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/internal/exposition"
 )
 
@@ -22,6 +24,10 @@ import (
 // form and expfmt, merged into the one sorted exposition promhttp would
 // write, without a registry. All per-request memory (sample lists, the
 // output buffer, a gzip writer) is reused between requests.
+
+var refusedDesc = collector.NewMetric("exporter_requests_refused_total",
+	"HTTP requests answered 503 because the handler's concurrency budget was in use: --web.max-requests for handler=\"metrics\", --web.max-probe-requests for handler=\"probe\".",
+	prometheus.CounterValue, "handler")
 
 // scrapeTimeout returns the per-collector timeout for one request: the flag,
 // lowered to Prometheus' X-Prometheus-Scrape-Timeout-Seconds minus a 0.5 s
@@ -46,16 +52,30 @@ func scrapeTimeout(r *http.Request, flag time.Duration) time.Duration {
 	return flag
 }
 
-// limiter bounds one handler's concurrent requests.
+// limiter is one handler's concurrency budget. A refused request is
+// answered 503, counted in stall_exporter_requests_refused_total, and
+// logged: the first refusal at once, later ones as one summary line per
+// minute at most, so a flood cannot flood the log.
 type limiter struct {
-	handler string // metrics, probe
+	handler string // label value: metrics, probe
 	flag    string // the flag that sets the budget, for messages
 	slots   chan struct{}
+	logger  *slog.Logger
+	now     func() time.Time
+
+	refused atomic.Uint64
+
+	mu       sync.Mutex
+	loggedAt time.Time
+	pending  uint64 // refusals since the last log line
 }
 
+// refusalLogInterval is the least time between two refusal log lines.
+const refusalLogInterval = time.Minute
+
 // newLimiter allows n concurrent requests; n == 0 means no limit.
-func newLimiter(handler, flag string, n int, _ *slog.Logger) *limiter {
-	l := &limiter{handler: handler, flag: flag}
+func newLimiter(handler, flag string, n int, logger *slog.Logger) *limiter {
+	l := &limiter{handler: handler, flag: flag, logger: logger, now: time.Now}
 	if n > 0 {
 		l.slots = make(chan struct{}, n)
 	}
@@ -80,9 +100,22 @@ func (l *limiter) release() {
 	}
 }
 
-// refuse answers 503 to a request over the budget.
-func (l *limiter) refuse(w http.ResponseWriter, _ *http.Request) {
-	http.Error(w, "too many concurrent scrapes ("+l.flag+")", http.StatusServiceUnavailable)
+// refuse answers 503, counts and logs one refused request.
+func (l *limiter) refuse(w http.ResponseWriter, r *http.Request) {
+	l.refused.Add(1)
+	l.mu.Lock()
+	l.pending++
+	now := l.now()
+	var n uint64
+	if l.loggedAt.IsZero() || now.Sub(l.loggedAt) >= refusalLogInterval {
+		n, l.pending, l.loggedAt = l.pending, 0, now
+	}
+	l.mu.Unlock()
+	if n > 0 {
+		l.logger.Warn("refusing requests over the concurrency limit (at most one line per minute; every refusal is counted in stall_exporter_requests_refused_total)",
+			"handler", l.handler, "limit", cap(l.slots), "flag", l.flag, "refused_since_last_line", n, "remote", r.RemoteAddr)
+	}
+	http.Error(w, "too many concurrent requests ("+l.flag+")", http.StatusServiceUnavailable)
 }
 
 // collectInto runs client_golang collectors (the Go runtime metrics, build
@@ -230,9 +263,9 @@ type metricsHandler struct {
 }
 
 // newMetricsHandler serves /metrics: exp's collectors, the exporter's own
-// process and Go runtime metrics and its build info. limit is /metrics'
-// concurrency budget.
-func newMetricsHandler(exp *Exporter, timeout time.Duration, limit *limiter, logger *slog.Logger) http.Handler {
+// process and Go runtime metrics, its build info, and the refusal counters
+// of the given limiters. limit is /metrics' own concurrency budget.
+func newMetricsHandler(exp *Exporter, timeout time.Duration, limit *limiter, logger *slog.Logger, refusals ...*limiter) http.Handler {
 	proc := newProcessMetrics(logger)
 	return &metricsHandler{
 		scrapeHandler: scrapeHandler{
@@ -244,6 +277,9 @@ func newMetricsHandler(exp *Exporter, timeout time.Duration, limit *limiter, log
 			},
 			extra: func(sc *exposition.Scrape) {
 				proc.add(sc)
+				for _, l := range refusals {
+					sc.AddMetric(refusedDesc.New(float64(l.refused.Load()), l.handler))
+				}
 			},
 		},
 		exp:   exp,

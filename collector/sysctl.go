@@ -45,6 +45,9 @@ type sysctlCollector struct {
 }
 
 func newSysctlCollector(cfg Config) (Collector, error) {
+	if *sysctlRefresh < 0 {
+		return nil, fmt.Errorf("--sysctl.refresh-interval=%s must be 0 (every scrape) or positive", *sysctlRefresh)
+	}
 	pfs, err := procfs.NewFS(cfg.Paths.Procfs)
 	if err != nil {
 		return nil, fmt.Errorf("--path.procfs: %w", err)

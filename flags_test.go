@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestBadFlags: flag values that used to panic at the first request or be
+// accepted silently (issue 11) stop the exporter at start with exit status
+// 1 and a message naming the flag.
+func TestBadFlags(t *testing.T) {
+	bin := buildBinary(t)
+	for _, tc := range []struct {
+		flag, want string
+	}{
+		{"--web.telemetry-path=metrics", "--web.telemetry-path=metrics must start with /"},
+		{"--web.telemetry-path=/probe", "collides with /probe"},
+		{"--web.max-requests=-3", "--web.max-requests=-3 must be 0 (no limit) or positive"},
+		{"--web.max-probe-requests=-1", "--web.max-probe-requests=-1 must be 0 (no limit) or positive"},
+		{"--sysctl.refresh-interval=-1m", "--sysctl.refresh-interval=-1m0s must be 0 (every scrape) or positive"},
+		{"--collector.timeout=0s", "--collector.timeout=0s must be positive"},
+	} {
+		cmd := exec.Command(bin, "--web.listen-address="+freeAddr(t), tc.flag)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		done := make(chan error, 1)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { done <- cmd.Wait() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("%s: the exporter started", tc.flag)
+			continue
+		}
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			t.Errorf("%s: exit %v, want status 1", tc.flag, err)
+		}
+		if out := stderr.String(); !strings.Contains(out, tc.want) || strings.Contains(out, "panic") {
+			t.Errorf("%s: stderr does not say %q (or panics):\n%s", tc.flag, tc.want, out)
+		}
+	}
+}
+
+// TestMissingSysfsWarns: a --path.sysfs that does not exist is a clear
+// warning at start, not silence; the exporter still serves (issue 11). And
+// only our handlers are served: nothing a dependency registers on
+// http.DefaultServeMux (golang.org/x/net/trace's /debug/requests).
+func TestMissingSysfsWarns(t *testing.T) {
+	bin := buildBinary(t)
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, "--web.listen-address="+addr, "--path.sysfs=/nonexistent")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	url := "http://" + addr
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(url + "/metrics")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("/metrics: %s", resp.Status)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out := stderr.String(); !strings.Contains(out, "level=warn") || !strings.Contains(out, "path.sysfs=/nonexistent") {
+		t.Errorf("no warning about --path.sysfs:\n%s", out)
+	}
+	for _, path := range []string{"/debug/requests", "/debug/events", "/debug/pprof/"} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s: %s, want 404", path, resp.Status)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
