@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -44,6 +45,42 @@ func TestWrongProcfs(t *testing.T) {
 		if got := s[`stall_scrape_collector_success{collector="`+c+`"}`]; got != want {
 			t.Errorf("%s success = %v on an empty procfs, want %v", c, got, want)
 		}
+	}
+}
+
+// TestWrongProcfsSampler: the sampler on an empty procfs says it is blind
+// (issue 11: it reported success 1 while vmstat, meminfo and diskstats
+// reported 0).
+func TestWrongProcfsSampler(t *testing.T) {
+	empty := t.TempDir()
+	logger := slog.New(slog.DiscardHandler)
+	built, err := collector.Build(collector.Config{
+		Paths:  collector.Paths{Procfs: empty, Sysfs: empty, Rootfs: "/"},
+		Logger: logger,
+	}, "sampler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewExporter(built, 5*time.Second, logger)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.Start(ctx)
+	h := testMetricsHandler(e, 5*time.Second, 0, logger)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		s := samples(t, rec.Body.String())
+		if s["stall_sampler_ticks_total"] >= 1 {
+			if got := s[`stall_scrape_collector_success{collector="sampler"}`]; got != 0 {
+				t.Errorf("sampler success = %v on an empty procfs, want 0", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sampler did not tick")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -114,6 +115,9 @@ type sampler struct {
 	noThresholds   bool
 
 	hasThrottle atomic.Bool // the kernel reported the dirty thresholds at least once
+	// The last tick's read errors, for Update: a sampler that cannot read
+	// its files must not report success.
+	vmErr, diskErr atomic.Pointer[error]
 
 	await            *prometheus.HistogramVec
 	util             *prometheus.HistogramVec
@@ -233,6 +237,7 @@ func (s *sampler) tick() {
 func (s *sampler) sampleVM() {
 	buf, err := s.opts.VMStat.Read(s.vmBuf)
 	s.vmBuf = buf[:0]
+	storeErr(&s.vmErr, err)
 	if err != nil {
 		if !s.vmFailing {
 			s.logger.Warn("sampler cannot read /proc/vmstat; the dirty throttle ratio is not sampled until it can", "err", err)
@@ -266,6 +271,7 @@ func (s *sampler) sampleVM() {
 func (s *sampler) sampleDisks() {
 	buf, err := s.opts.Disk.Read(s.diskBuf)
 	s.diskBuf = buf[:0]
+	storeErr(&s.diskErr, err)
 	if err != nil {
 		if !s.diskFailing {
 			s.logger.Warn("sampler cannot read /proc/diskstats; disk await and utilization are not sampled until it can", "err", err)
@@ -419,7 +425,25 @@ func msDelta(prev, cur uint64) (uint64, bool) {
 	return 0, false
 }
 
-// Update sends the sampler's histograms and counters.
+// storeErr records a tick's read error (nil when the read worked); it
+// allocates only when the state changes.
+func storeErr(p *atomic.Pointer[error], err error) {
+	if err == nil {
+		if p.Load() != nil {
+			p.Store(nil)
+		}
+		return
+	}
+	if old := p.Load(); old == nil || (*old).Error() != err.Error() {
+		e := err // only this copy escapes, and only here
+		p.Store(&e)
+	}
+}
+
+// Update sends the sampler's histograms and counters. It fails while the
+// last tick could not read /proc/vmstat or /proc/diskstats: the histograms
+// then stop getting observations, and stall_scrape_collector_success 0 says
+// the sampler is blind instead of looking healthy.
 func (s *sampler) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	s.await.Collect(ch)
 	s.util.Collect(ch)
@@ -429,6 +453,16 @@ func (s *sampler) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 	}
 	s.ticks.Collect(ch)
 	s.overruns.Collect(ch)
+	var errs []error
+	if p := s.vmErr.Load(); p != nil {
+		errs = append(errs, fmt.Errorf("the last tick could not read /proc/vmstat (no dirty throttle ratio): %w", *p))
+	}
+	if p := s.diskErr.Load(); p != nil {
+		errs = append(errs, fmt.Errorf("the last tick could not read /proc/diskstats (no await, no utilization): %w", *p))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	return ctx.Err()
 }
 

@@ -86,9 +86,9 @@ type samplerUpdateCollector struct{ c Collector }
 
 func (samplerUpdateCollector) Describe(chan<- *prometheus.Desc) {}
 func (u samplerUpdateCollector) Collect(ch chan<- prometheus.Metric) {
-	if err := u.c.Update(context.Background(), ch); err != nil {
-		panic(err)
-	}
+	// Update fails when a tick could not read a file; many rigs have no
+	// /proc/vmstat on purpose. TestSamplerBlindFails tests the error.
+	_ = u.c.Update(context.Background(), ch)
 }
 
 // samplerHist returns the histogram of family name with the given device
@@ -723,3 +723,46 @@ type samplerPanicReader struct{}
 
 func (samplerPanicReader) Read([]byte) ([]byte, error) { panic("injected") }
 func (samplerPanicReader) Close() error                { return nil }
+
+// TestSamplerBlindFails: a sampler that cannot read its files reports
+// failure (issue 11: with an empty procfs it reported success 1 while
+// vmstat, meminfo and diskstats reported 0), names what it cannot read, and
+// recovers when the files appear.
+func TestSamplerBlindFails(t *testing.T) {
+	dir := t.TempDir()
+	s := newSampler(samplerOptions{
+		Interval: time.Second,
+		VMStat:   NewProcFile(filepath.Join(dir, "vmstat")),
+		Disk:     NewProcFile(filepath.Join(dir, "diskstats")),
+	})
+	defer s.opts.VMStat.Close()
+	defer s.opts.Disk.Close()
+	update := func() error {
+		ch := make(chan prometheus.Metric, 100)
+		defer close(ch)
+		return s.Update(context.Background(), ch)
+	}
+	if err := update(); err != nil {
+		t.Errorf("before the first tick: %v", err)
+	}
+	s.tick()
+	err := update()
+	if err == nil || !strings.Contains(err.Error(), "/proc/vmstat") || !strings.Contains(err.Error(), "/proc/diskstats") {
+		t.Fatalf("blind sampler: %v, want an error naming both files", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "diskstats"), []byte("   8       0 sda 1 2 3 4 5 6 7 8 9 10 11\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.tick()
+	if err := update(); err == nil || strings.Contains(err.Error(), "diskstats") {
+		t.Errorf("diskstats readable, vmstat not: %v, want an error about vmstat only", err)
+	}
+	vm := samplerReadFixture(t, "excursion", "0", "vmstat")
+	if err := os.WriteFile(filepath.Join(dir, "vmstat"), vm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.tick()
+	if err := update(); err != nil {
+		t.Errorf("both files readable: %v", err)
+	}
+}
