@@ -48,7 +48,7 @@ var (
 		"Kernel log records overwritten in the kernel's ring buffer before the reader got them (gaps in the /dev/kmsg sequence numbers, signalled by EPIPE); events in them are not counted.",
 		prometheus.CounterValue)
 	kmsgUpDesc = NewMetric("kernel_log_reader_up",
-		"1 while the /dev/kmsg reader is open and reading, 0 while it is reopening after an error (with backoff from 1 s to 1 min) and when the kernel log cannot be read at all (no CAP_SYSLOG under kernel.dmesg_restrict=1, or no /dev/kmsg in the container; logged once at start, no event counters are exported then).",
+		"1 while the /dev/kmsg reader is open and reading, 0 while it cannot open or read it (no CAP_SYSLOG under kernel.dmesg_restrict=1, no /dev/kmsg in the container, a read error); it retries with backoff from 1 s to 1 min, and no event counters are exported before the first successful open.",
 		prometheus.GaugeValue)
 )
 
@@ -117,8 +117,8 @@ type kmsgCollector struct {
 	logger   *slog.Logger
 	problems *Problems
 
-	src      kmsgSource // opened at construction, handed to Run
-	disabled bool       // no permission or no device at start: said once, only reader_up 0 exported
+	src    kmsgSource  // opened at construction, handed to Run
+	opened atomic.Bool // the kernel log was opened at least once: counters mean something
 
 	buf     []byte
 	lastSeq uint64
@@ -132,8 +132,10 @@ type kmsgCollector struct {
 
 // newKmsgCollector opens the kernel log at once, so a missing device or
 // missing permission (dmesg_restrict without CAP_SYSLOG) is reported once at
-// start; the collector then exports only stall_kernel_log_reader_up 0, so the
-// blind spot is visible, and the rest of the exporter runs. Other open errors are retried by Run.
+// start. Run then retries with backoff (1 s to 1 min), so granting the
+// capability or mounting the device later takes effect without a restart;
+// until the first successful open the collector exports only
+// stall_kernel_log_reader_up 0, so the blind spot is visible.
 func newKmsgCollector(o kmsgOptions) *kmsgCollector {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -158,10 +160,10 @@ func newKmsgCollector(o kmsgOptions) *kmsgCollector {
 	switch {
 	case err == nil:
 		k.src = src
+		k.opened.Store(true)
 		k.up.Store(true)
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.EPERM):
-		k.disabled = true
-		k.logger.Warn("cannot read the kernel log, so kernel log events are not counted (needs CAP_SYSLOG when kernel.dmesg_restrict=1, and /dev/kmsg in the container)",
+		k.logger.Warn("cannot read the kernel log, so kernel log events are not counted until it can (needs CAP_SYSLOG when kernel.dmesg_restrict=1, and /dev/kmsg in the container); retrying with backoff up to once a minute",
 			"path", o.Path, "err", err)
 	default:
 		k.logger.Warn("cannot open the kernel log; retrying with backoff", "path", o.Path, "err", err)
@@ -174,9 +176,6 @@ func newKmsgCollector(o kmsgOptions) *kmsgCollector {
 // skips those already counted, so nothing is counted twice and records lost
 // meanwhile show up as a sequence gap.
 func (k *kmsgCollector) Run(ctx context.Context) {
-	if k.disabled {
-		return
-	}
 	src := k.src
 	k.src = nil
 	backoff := kmsgMinBackoff
@@ -191,7 +190,11 @@ func (k *kmsgCollector) Run(ctx context.Context) {
 				backoff = min(2*backoff, kmsgMaxBackoff)
 				continue
 			}
-			k.logger.Info("kernel log reader reopened", "path", k.opts.Path)
+			if k.opened.Swap(true) {
+				k.logger.Info("kernel log reader reopened", "path", k.opts.Path)
+			} else {
+				k.logger.Info("kernel log reader opened; kernel log events are counted from now on", "path", k.opts.Path)
+			}
 		}
 		k.up.Store(true)
 		n, err := k.readAll(ctx, src)
@@ -282,7 +285,7 @@ func (k *kmsgCollector) handle(b []byte) {
 // Update sends the counters. Every event is sent, zero or not, so rates and
 // increase() work from the first scrape.
 func (k *kmsgCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	if k.disabled {
+	if !k.opened.Load() {
 		kmsgUpDesc.Send(ch, 0)
 		return nil
 	}

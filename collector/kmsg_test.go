@@ -450,9 +450,6 @@ func TestKmsgReopenAfterErrors(t *testing.T) {
 
 func TestKmsgBackoffCaps(t *testing.T) {
 	r := newKmsgRig(t, false, nil, nil) // the first open fails with EIO: retried
-	if r.k.disabled {
-		t.Fatal("an EIO at start disabled the collector; it must retry")
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
 	r.k.opts.Sleep = func(_ context.Context, d time.Duration) bool {
@@ -492,19 +489,33 @@ func (h *kmsgLogCounter) Handle(_ context.Context, r slog.Record) error {
 func (h *kmsgLogCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *kmsgLogCounter) WithGroup(string) slog.Handler      { return h }
 
+// TestKmsgNoPermission: without permission or device at start, the
+// collector exports only stall_kernel_log_reader_up 0 and warns once; it
+// retries with backoff, so granting CAP_SYSLOG later works without a
+// restart (issue 11: it never retried), and reader_up follows.
 func TestKmsgNoPermission(t *testing.T) {
 	for _, err := range []error{os.ErrPermission, syscall.EPERM, os.ErrNotExist} {
 		logs := &kmsgLogCounter{}
+		var mu sync.Mutex
+		granted := false
+		src := newKmsgFakeSource(4)
+		var sleeps []time.Duration
 		k := newKmsgCollector(kmsgOptions{Path: "/dev/kmsg", Open: func(bool) (kmsgSource, error) {
-			return nil, &os.PathError{Op: "open", Path: "/dev/kmsg", Err: err}
-		}, Logger: slog.New(logs)})
-		done := make(chan struct{})
-		go func() { k.Run(context.Background()); close(done) }()
-		select {
-		case <-done: // Run returns at once: nothing to retry
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%v: Run kept running without permission", err)
-		}
+			mu.Lock()
+			defer mu.Unlock()
+			if !granted {
+				return nil, &os.PathError{Op: "open", Path: "/dev/kmsg", Err: err}
+			}
+			return src, nil
+		}, Logger: slog.New(logs), Sleep: func(ctx context.Context, d time.Duration) bool {
+			mu.Lock()
+			sleeps = append(sleeps, d)
+			if len(sleeps) == 3 {
+				granted = true // e.g. the DaemonSet gained CAP_SYSLOG
+			}
+			mu.Unlock()
+			return ctx.Err() == nil
+		}})
 		ch := make(chan prometheus.Metric, 16)
 		if uerr := k.Update(context.Background(), ch); uerr != nil {
 			t.Errorf("%v: Update = %v, want nil", err, uerr)
@@ -518,8 +529,31 @@ func TestKmsgNoPermission(t *testing.T) {
 		if werr := m.Write(&pb); werr != nil || pb.GetGauge().GetValue() != 0 || !strings.Contains(m.Desc().String(), "stall_kernel_log_reader_up") {
 			t.Errorf("%v: sent %v (%v), want stall_kernel_log_reader_up 0", err, m.Desc(), werr)
 		}
+
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { k.Run(ctx); close(done) }()
+		src.items <- kmsgFakeItem{rec: []byte("3,1,1,-;INFO: task java:1 blocked for more than 120 seconds.\n")}
+		deadline := time.Now().Add(10 * time.Second)
+		for k.records.Load() == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		mfs := samplerGather(t, k)
+		if got := kmsgGauge(mfs, "stall_kernel_log_reader_up"); got != 1 {
+			t.Errorf("%v: reader_up = %v after the permission was granted, want 1", err, got)
+		}
+		if got := samplerCounter(mfs, "stall_kernel_log_records_total"); got != 1 {
+			t.Errorf("%v: records = %v after the permission was granted, want 1", err, got)
+		}
+		cancel()
+		<-done
+		mu.Lock()
+		if got := fmt.Sprint(sleeps); got != "[1s 2s 4s]" {
+			t.Errorf("%v: retries after %s, want [1s 2s 4s]", err, got)
+		}
+		mu.Unlock()
 		if len(logs.msgs) != 1 {
-			t.Errorf("%v: %d warnings logged, want exactly 1: %q", err, len(logs.msgs), logs.msgs)
+			t.Errorf("%v: %d warnings logged, want exactly 1 (the retries at debug level): %q", err, len(logs.msgs), logs.msgs)
 		}
 	}
 }
@@ -585,7 +619,7 @@ func TestKmsgRealDevice(t *testing.T) {
 					}
 					counted++
 				}})
-			if k.disabled {
+			if !k.opened.Load() {
 				t.Skip("cannot read /dev/kmsg")
 			}
 			ctx, cancel := context.WithCancel(context.Background())
