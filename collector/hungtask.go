@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/procfs"
 )
 
 // The hungtask collector reads the kernel's own hung-task detector state
@@ -33,42 +31,55 @@ var (
 
 func init() {
 	Register("hungtask", true, func(cfg Config) (Collector, error) {
-		return &hungTaskCollector{paths: cfg.Paths, problems: cfg.Problems}, nil
+		return newHungTaskCollector(cfg.Paths, cfg.Problems), nil
 	})
 }
 
+func newHungTaskCollector(paths Paths, problems *Problems) *hungTaskCollector {
+	c := &hungTaskCollector{problems: problems}
+	for i, f := range hungTaskFiles {
+		c.files[i] = NewProcFile(paths.Proc("sys", "kernel", f.name))
+	}
+	return c
+}
+
+// hungTaskFiles are the detector's files under /proc/sys/kernel.
+var hungTaskFiles = [...]struct {
+	name string
+	m    Metric
+}{
+	{"hung_task_detect_count", hungTaskDetectedDesc},
+	{"hung_task_warnings", hungTaskWarningsDesc},
+	{"hung_task_timeout_secs", hungTaskTimeoutDesc},
+}
+
 type hungTaskCollector struct {
-	paths    Paths
 	problems *Problems
+
+	mu    sync.Mutex // concurrent scrapes share the files and buffer
+	files [len(hungTaskFiles)]*ProcFile
+	buf   []byte
 }
 
 // Update sends what the kernel has of the three files; a kernel built
 // without CONFIG_DETECT_HUNG_TASK has none of them (ErrNoData).
 func (c *hungTaskCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	sent := 0
-	fsys, err := procfs.NewFS(c.paths.Procfs)
-	if err != nil {
-		return fmt.Errorf("procfs at %s: %w", c.paths.Procfs, err)
-	}
-	hung, err := fsys.KernelHung()
-	switch {
-	case err == nil && hung.HungTaskDetectCount != nil:
-		hungTaskDetectedDesc.Send(ch, float64(*hung.HungTaskDetectCount))
-		sent++
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		c.problems.Add("hung_task_detect_count", 1, err)
-	}
-	for _, f := range []struct {
-		name string
-		m    Metric
-	}{{"hung_task_warnings", hungTaskWarningsDesc}, {"hung_task_timeout_secs", hungTaskTimeoutDesc}} {
-		v, err := hungTaskReadInt(c.paths.Proc("sys", "kernel", f.name))
+	for i, f := range hungTaskFiles {
+		data, err := c.files[i].Read(c.buf)
+		c.buf = data[:0]
+		var v int64
+		if err == nil {
+			v, err = parseSysctlInt(data)
+		}
 		switch {
 		case err == nil:
 			f.m.Send(ch, float64(v))
 			sent++
 		case !errors.Is(err, fs.ErrNotExist):
-			c.problems.Add(f.name, 1, err)
+			c.problems.Add(f.name, 1, fmt.Errorf("/proc/sys/kernel/%s: %w", f.name, err))
 		}
 	}
 	if sent == 0 {
@@ -77,15 +88,20 @@ func (c *hungTaskCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 	return ctx.Err()
 }
 
-// hungTaskReadInt reads a /proc/sys file holding one signed decimal integer.
-func hungTaskReadInt(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
+// parseSysctlInt parses a /proc/sys file holding one signed decimal
+// integer and a newline.
+func parseSysctlInt(b []byte) (int64, error) {
+	b = bytes.TrimSpace(b)
+	neg := false
+	if len(b) > 0 && b[0] == '-' {
+		neg, b = true, b[1:]
 	}
-	v, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
+	u, ok := parseUint(b)
+	if !ok || u > 1<<63 || !neg && u == 1<<63 {
+		return 0, fmt.Errorf("not an integer: %q", truncate(b))
 	}
-	return v, nil
+	if neg {
+		return -int64(u), nil
+	}
+	return int64(u), nil
 }

@@ -24,14 +24,11 @@ func hungTaskProc(t *testing.T, files map[string]string) Paths {
 }
 
 func TestHungTask(t *testing.T) {
-	c := &hungTaskCollector{
-		paths: hungTaskProc(t, map[string]string{
-			"hung_task_detect_count": "17\n",
-			"hung_task_warnings":     "0\n", // the kernel has stopped reporting
-			"hung_task_timeout_secs": "240\n",
-		}),
-		problems: NewProblems("hungtask", slog.New(slog.DiscardHandler)),
-	}
+	c := newHungTaskCollector(hungTaskProc(t, map[string]string{
+		"hung_task_detect_count": "17\n",
+		"hung_task_warnings":     "0\n", // the kernel has stopped reporting
+		"hung_task_timeout_secs": "240\n",
+	}), NewProblems("hungtask", slog.New(slog.DiscardHandler)))
 	mfs := samplerGather(t, c)
 	if got := samplerCounter(mfs, "stall_kernel_hung_task_detected_total"); got != 17 {
 		t.Errorf("detected = %v, want 17", got)
@@ -46,10 +43,7 @@ func TestHungTask(t *testing.T) {
 
 func TestHungTaskOlderKernel(t *testing.T) {
 	// Before 6.11 there is no detect count; warnings -1 is unlimited.
-	c := &hungTaskCollector{
-		paths:    hungTaskProc(t, map[string]string{"hung_task_warnings": "-1\n", "hung_task_timeout_secs": "120\n"}),
-		problems: NewProblems("hungtask", slog.New(slog.DiscardHandler)),
-	}
+	c := newHungTaskCollector(hungTaskProc(t, map[string]string{"hung_task_warnings": "-1\n", "hung_task_timeout_secs": "120\n"}), NewProblems("hungtask", slog.New(slog.DiscardHandler)))
 	mfs := samplerGather(t, c)
 	if _, ok := mfs["stall_kernel_hung_task_detected_total"]; ok {
 		t.Error("detect count exported by a kernel without the file")
@@ -63,14 +57,12 @@ func TestHungTaskOlderKernel(t *testing.T) {
 }
 
 func TestHungTaskAbsentAndMalformed(t *testing.T) {
-	c := &hungTaskCollector{
-		paths:    hungTaskProc(t, nil), // CONFIG_DETECT_HUNG_TASK=n
-		problems: NewProblems("hungtask", slog.New(slog.DiscardHandler)),
-	}
+	// CONFIG_DETECT_HUNG_TASK=n: none of the files.
+	c := newHungTaskCollector(hungTaskProc(t, nil), NewProblems("hungtask", slog.New(slog.DiscardHandler)))
 	if err := c.Update(context.Background(), nil); !errors.Is(err, ErrNoData) {
 		t.Errorf("Update without the files = %v, want ErrNoData", err)
 	}
-	c.paths = hungTaskProc(t, map[string]string{"hung_task_detect_count": "many\n", "hung_task_warnings": "10\n", "hung_task_timeout_secs": "x"})
+	c = newHungTaskCollector(hungTaskProc(t, map[string]string{"hung_task_detect_count": "many\n", "hung_task_warnings": "10\n", "hung_task_timeout_secs": "x"}), c.problems)
 	mfs := samplerGather(t, c)
 	if got := kmsgGauge(mfs, "stall_kernel_hung_task_warnings_remaining"); got != 10 {
 		t.Errorf("warnings remaining = %v, want 10 next to malformed files", got)
@@ -84,7 +76,7 @@ func TestHungTaskRealProc(t *testing.T) {
 	if _, err := os.Stat("/proc/sys/kernel/hung_task_timeout_secs"); err != nil {
 		t.Skip("kernel without the hung task detector")
 	}
-	c := &hungTaskCollector{paths: Paths{Procfs: "/proc"}, problems: NewProblems("hungtask", slog.New(slog.DiscardHandler))}
+	c := newHungTaskCollector(Paths{Procfs: "/proc"}, NewProblems("hungtask", slog.New(slog.DiscardHandler)))
 	mfs := samplerGather(t, c)
 	if _, ok := mfs["stall_kernel_hung_task_timeout_seconds"]; !ok {
 		t.Error("no timeout exported from this machine's /proc")
