@@ -14,6 +14,7 @@ import (
 
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/internal/exposition"
+	"github.com/stall-exporter/stall_exporter/internal/scan"
 )
 
 // The exporter's own process metrics: the nine process_* series
@@ -158,7 +159,7 @@ func (p *processMetrics) readStat() (procStat, error) {
 	rest := b[i+1:]
 	// Field numbers as in proc(5): 3 is the state, right after the ')'.
 	for n := 3; n <= 24; n++ {
-		f := nextField(&rest)
+		f := scan.Field(&rest)
 		if len(f) == 0 {
 			return st, fmt.Errorf("/proc/self/stat: %d fields, want at least 24", n-1)
 		}
@@ -176,7 +177,7 @@ func (p *processMetrics) readStat() (procStat, error) {
 			dst = &st.rss
 		}
 		if dst != nil {
-			v, ok := parseDecimal(f)
+			v, ok := scan.Uint(f)
 			if !ok {
 				return st, fmt.Errorf("/proc/self/stat field %d is not an unsigned integer", n)
 			}
@@ -201,7 +202,7 @@ func (p *processMetrics) startTime() (float64, bool) {
 	}
 	for line := range bytes.Lines(data) {
 		if v, ok := bytes.CutPrefix(line, []byte("btime ")); ok {
-			if btime, ok := parseDecimal(bytes.TrimSpace(v)); ok {
+			if btime, ok := scan.Uint(bytes.TrimSpace(v)); ok {
 				return float64(btime) + float64(st.starttime)/userHZ, true
 			}
 		}
@@ -275,49 +276,19 @@ func (p *processMetrics) readNetstat() (in, out float64, err error) {
 		}
 		values := line[len(prefix):]
 		for {
-			name, v := nextField(&names), nextField(&values)
+			name, v := scan.Field(&names), scan.Field(&values)
 			if len(name) == 0 || len(v) == 0 {
 				return in, out, nil
 			}
 			switch string(name) { // no allocation: a comparison
 			case "InOctets":
-				x, _ := parseDecimal(v)
+				x, _ := scan.Uint(v)
 				in = float64(x)
 			case "OutOctets":
-				x, _ := parseDecimal(v)
+				x, _ := scan.Uint(v)
 				out = float64(x)
 			}
 		}
 	}
 	return 0, 0, errors.New("/proc/self/net/netstat has no IpExt lines")
-}
-
-// nextField returns the next space-separated token of *b (a trailing
-// newline ends a token too).
-func nextField(b *[]byte) []byte {
-	s := *b
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\n') {
-		s = s[1:]
-	}
-	i := 0
-	for i < len(s) && s[i] != ' ' && s[i] != '\n' {
-		i++
-	}
-	*b = s[i:]
-	return s[:i]
-}
-
-// parseDecimal parses an unsigned decimal integer of at most 19 digits.
-func parseDecimal(b []byte) (uint64, bool) {
-	if len(b) == 0 || len(b) > 19 {
-		return 0, false
-	}
-	var x uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		x = x*10 + uint64(c-'0')
-	}
-	return x, true
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/stall-exporter/stall_exporter/internal/scan"
 )
 
 // This file holds the one /proc/diskstats parser of the exporter, used by the
@@ -85,19 +87,8 @@ func (sc *diskstatsScanner) Next() bool {
 	return false
 }
 
-// samplerNextField returns the next space- or tab-separated token of *l.
-func samplerNextField(l *[]byte) []byte {
-	b := *l
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	i := 0
-	for i < len(b) && b[i] != ' ' && b[i] != '\t' {
-		i++
-	}
-	*l = b[i:]
-	return b[:i]
-}
+// samplerNextField returns the next whitespace-separated token of *l.
+func samplerNextField(l *[]byte) []byte { return scan.Field(l) }
 
 // parse decodes one line into sc.Line. It returns "" for a good line,
 // "skip" for a line to pass over silently, else what is wrong. The messages

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math/bits"
+
+	"github.com/stall-exporter/stall_exporter/internal/scan"
 )
 
 // VMField names one /proc/vmstat counter that stall_exporter reads. Fields
@@ -217,23 +219,7 @@ var vmZonePrefixes = [...]struct {
 }
 
 // parseUint parses an unsigned decimal without allocating.
-func parseUint(b []byte) (uint64, bool) {
-	if len(b) == 0 || len(b) > 20 {
-		return 0, false
-	}
-	var x uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if x > (1<<64-1-d)/10 {
-			return 0, false
-		}
-		x = x*10 + d
-	}
-	return x, true
-}
+func parseUint(b []byte) (uint64, bool) { return scan.Uint(b) }
 
 func truncate(b []byte) string {
 	const max = 80
