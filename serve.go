@@ -214,8 +214,9 @@ func (h *scrapeHandler) serve(w http.ResponseWriter, r *http.Request, exp *Expor
 	case z = <-gzipWriters:
 		z.Reset(w)
 	default:
-		// BestSpeed: a quarter of the default level's CPU for a body ~15 %
-		// larger, and none of its 640 KB table clearing per request.
+		// BestSpeed: less than half the default level's instructions for a
+		// body ~18 % larger, and none of its 640 KB table clearing per
+		// request (docs/benchmarks.md).
 		z, _ = gzip.NewWriterLevel(w, gzip.BestSpeed)
 	}
 	_, _ = z.Write(body)
