@@ -29,11 +29,19 @@ import (
 
 const childEnv = "STALL_DNS_TEST_CHILD"
 
+// shortNamesMode is childEnv's value for the child of
+// TestEgressCountsShortQuestionNames.
+const shortNamesMode = "short-names"
+
 // TestMain turns the test binary into the Go-resolver child process of
-// TestDNSNetns when childEnv is set.
+// TestDNSNetns when childEnv is "1", into the sender of
+// TestEgressCountsShortQuestionNames when it is shortNamesMode.
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
+	switch os.Getenv(childEnv) {
+	case "1":
 		os.Exit(goResolverChild())
+	case shortNamesMode:
+		os.Exit(shortNamesChild())
 	}
 	os.Exit(m.Run())
 }
