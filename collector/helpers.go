@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,11 +45,20 @@ func (p Paths) Root(path string) string {
 // LabelValue makes a string that came from outside (a Redis command or key
 // name, a broker name or version) safe as a label value: invalid UTF-8,
 // which client_golang refuses and MustNewConstMetric panics on, becomes
-// U+FFFD, and a value longer than max bytes is cut at a rune boundary and
-// marked with "…". max <= 0 means no length limit.
+// U+FFFD, and so does every control character (C0 including tab and
+// newline, DEL, C1: a NUL makes grep call the whole exposition binary, an
+// escape sequence rewrites a terminal); then a value longer than max bytes
+// is cut at a rune boundary and marked with "…". max <= 0 means no length
+// limit. A value that needs none of this is returned as it is, without
+// allocating.
 func LabelValue(s string, max int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
+	if !plainASCII(s) {
+		s = strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) {
+				return utf8.RuneError
+			}
+			return r
+		}, strings.ToValidUTF8(s, "\uFFFD"))
 	}
 	if max > 0 && len(s) > max {
 		cut := max
@@ -58,6 +68,17 @@ func LabelValue(s string, max int) string {
 		s = s[:cut] + "…"
 	}
 	return s
+}
+
+// plainASCII reports whether s is printable ASCII only (the common case of
+// LabelValue, checked without decoding runes).
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // MetricInfo documents one metric family; docs/metrics.md must list every

@@ -1,7 +1,9 @@
 package collector
 
 import (
+	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -17,12 +19,46 @@ func TestLabelValue(t *testing.T) {
 		{"abcd", 4, "abcd"},
 		{"ab€cd", 3, "ab…"},       // € is 3 bytes: never cut inside a rune
 		{"\xff\xfe", 3, "\uFFFD"}, // one U+FFFD (3 bytes) for the invalid run
+		// Control characters (C0, DEL, C1) from a peer: a NUL makes grep
+		// call /metrics binary, a newline or ESC garbles whatever shows
+		// the value (review 1, item 12).
+		{"V4_9_7\x00\xed\xa0\x80", 0, "V4_9_7\uFFFD\uFFFD"}, // NUL, then a surrogate in UTF-8 (invalid)
+		{"a\nb\rc\td\x1b[31me\x7ff\u0085g\u009fh", 0, "a\uFFFDb\uFFFDc\uFFFDd\uFFFD[31me\uFFFDf\uFFFDg\uFFFDh"},
+		{"a\x00bcdef", 4, "a\uFFFD…"}, // replaced first, then cut at a rune boundary
+		{"µs «ok» 日本 🙂", 0, "µs «ok» 日本 🙂"},
 	} {
 		got := LabelValue(tc.in, tc.max)
 		if got != tc.want || !utf8.ValidString(got) {
 			t.Errorf("LabelValue(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
 		}
 	}
+}
+
+// FuzzLabelValue: whatever comes in, the label value is valid UTF-8 without
+// a control character, at most max bytes plus the "…" marker, and a clean
+// short value is returned unchanged.
+func FuzzLabelValue(f *testing.F) {
+	f.Add("V4_9_7\x00", 8)
+	f.Add("\xff\u0085abc", 2)
+	f.Fuzz(func(t *testing.T, s string, max int) {
+		max %= 300
+		got := LabelValue(s, max)
+		if !utf8.ValidString(got) {
+			t.Fatalf("LabelValue(%q, %d) = %q: invalid UTF-8", s, max, got)
+		}
+		for _, r := range got {
+			if unicode.IsControl(r) {
+				t.Fatalf("LabelValue(%q, %d) = %q: control character %U", s, max, got, r)
+			}
+		}
+		if max > 0 && len(got) > max+len("…") {
+			t.Fatalf("LabelValue(%q, %d) = %q: %d bytes", s, max, got, len(got))
+		}
+		clean := utf8.ValidString(s) && strings.IndexFunc(s, unicode.IsControl) < 0
+		if clean && (max <= 0 || len(s) <= max) && got != s {
+			t.Fatalf("LabelValue(%q, %d) = %q, want it unchanged", s, max, got)
+		}
+	})
 }
 
 func TestPathsRerooting(t *testing.T) {
