@@ -69,7 +69,7 @@ var (
 	diskRatioDesc = brokerMetric("commitlog_disk_ratio",
 		"Used fraction of the CommitLog disk, 0–1 (runtime-info commitLogDiskRatio). Absent when the broker reports -1 (it could not read the disk).", prometheus.GaugeValue)
 	keyErrorsDesc = brokerMetric("runtime_info_errors_total",
-		"Runtime-info keys that were missing or unparsable, by key, since exporter start; each costs only its own metric. Also counted in stall_collector_parse_errors_total.", prometheus.CounterValue, "key")
+		"Runtime-info keys that were missing, unparsable or impossible (NaN, infinite, a negative duration or count, a duration over 7 days), by key, since exporter start; each costs only its own metric. Also counted in stall_collector_parse_errors_total.", prometheus.CounterValue, "key")
 	sampleErrorsDesc = brokerMetric("lock_samples_failed_total",
 		"Background pageCacheLockTimeMills samples (--rocketmq.sample-interval) that failed since exporter start.", prometheus.CounterValue)
 	configInfoDesc = brokerMetric("broker_config_info",
@@ -111,17 +111,22 @@ type number struct {
 	metric   collector.Metric
 }
 
+// numbers: durations go through parseMillis and counts, sizes and
+// capacities through parseCount, which refuse what no broker can report
+// (negative, a duration over a week). dispatchBehindBytes is a difference of
+// two offsets the broker reads at different moments, so it is taken as it
+// comes.
 var numbers = []number{
 	{[]string{"pageCacheLockTimeMills"}, true, parseMillis, lockHeldDesc},
 	{[]string{"putMessageEntireTimeMax"}, true, parseMillis, putMaxDesc},
-	{[]string{"putMessageTimesTotal"}, true, parseFloat, putMessagesDesc},
-	{[]string{"putMessageSizeTotal"}, true, parseFloat, putBytesDesc},
-	{[]string{"putMessageFailedTimes"}, false, parseFloat, putFailuresDesc},
-	{[]string{"sendThreadPoolQueueSize"}, true, parseFloat, sendQueueSizeDesc},
-	{[]string{"sendThreadPoolQueueCapacity"}, true, parseFloat, sendQueueCapDesc},
+	{[]string{"putMessageTimesTotal"}, true, parseCount, putMessagesDesc},
+	{[]string{"putMessageSizeTotal"}, true, parseCount, putBytesDesc},
+	{[]string{"putMessageFailedTimes"}, false, parseCount, putFailuresDesc},
+	{[]string{"sendThreadPoolQueueSize"}, true, parseCount, sendQueueSizeDesc},
+	{[]string{"sendThreadPoolQueueCapacity"}, true, parseCount, sendQueueCapDesc},
 	{[]string{"sendThreadPoolQueueHeadWaitTimeMills"}, true, parseMillis, sendQueueWaitDesc},
-	{[]string{"pullThreadPoolQueueSize"}, true, parseFloat, pullQueueSizeDesc},
-	{[]string{"pullThreadPoolQueueCapacity"}, true, parseFloat, pullQueueCapDesc},
+	{[]string{"pullThreadPoolQueueSize"}, true, parseCount, pullQueueSizeDesc},
+	{[]string{"pullThreadPoolQueueCapacity"}, true, parseCount, pullQueueCapDesc},
 	{[]string{"pullThreadPoolQueueHeadWaitTimeMills"}, true, parseMillis, pullQueueWaitDesc},
 	{[]string{"remainHowManyDataToFlush"}, true, parseSize, flushPendingDesc},
 	{[]string{"remainHowManyDataToCommit"}, false, parseSize, commitPendingDesc},
@@ -342,7 +347,7 @@ func (b *broker) emitRuntime(ch chan<- prometheus.Metric, kv map[string]string, 
 	}
 
 	if raw, ok := kv["remainTransientStoreBufferNumbs"]; ok {
-		v, err := parseFloat(raw)
+		v, err := parseCount(raw)
 		switch {
 		case err != nil:
 			b.keyError(problems, "remainTransientStoreBufferNumbs", err)
@@ -411,7 +416,7 @@ func (b *broker) sendState(ch chan<- prometheus.Metric) {
 			m   collector.Metric
 		}{{"osPageCacheBusyTimeOutMills", configBusyTimeoutDesc}, {"waitTimeMillsInSendQueue", configSendWaitDesc}} {
 			if raw, ok := b.config[m.key]; ok {
-				if v, err := parseMillis(raw); err == nil {
+				if v, err := parseConfigMillis(raw); err == nil {
 					m.m.Send(ch, v, lv...)
 				}
 			}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 // Parsers of RocketMQ runtime-info values (GET_BROKER_RUNTIME_INFO). Every
@@ -43,7 +45,7 @@ func parseDistribution(s string) ([13]uint64, error) {
 	for i, f := range fields {
 		want := "[" + distLabels[i] + "]:"
 		if !strings.HasPrefix(f, want) {
-			return out, fmt.Errorf("bucket %d is %q, want %s<count>", i, f, want)
+			return out, fmt.Errorf("bucket %d is %s, want %s<count>", i, shown(f), want)
 		}
 		n, err := strconv.ParseUint(f[len(want):], 10, 64)
 		if err != nil {
@@ -67,23 +69,24 @@ func parseSize(s string) (float64, error) {
 	s = strings.TrimSpace(s)
 	num, unit, ok := strings.Cut(s, " ")
 	if !ok {
-		return 0, fmt.Errorf("size %q has no unit", s)
+		return 0, fmt.Errorf("size %s has no unit", shown(s))
 	}
 	mult, ok := sizeUnits[strings.TrimSpace(unit)]
 	if !ok {
-		return 0, fmt.Errorf("size %q: unknown unit %q", s, unit)
+		return 0, fmt.Errorf("size %s: unknown unit", shown(s))
 	}
 	if strings.Count(num, ",") == 1 && !strings.Contains(num, ".") {
 		num = strings.Replace(num, ",", ".", 1)
 	}
 	v, err := strconv.ParseFloat(num, 64)
 	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-		return 0, fmt.Errorf("size %q: bad number", s)
+		return 0, fmt.Errorf("size %s: bad number", shown(s))
 	}
 	return v * mult, nil
 }
 
-// parseFloat parses a plain number ("35", "2543.00", "0.4521").
+// parseFloat parses a plain number ("35", "2543.00", "0.4521"); NaN and
+// infinities are not numbers.
 func parseFloat(s string) (float64, error) {
 	s = strings.TrimSpace(s)
 	if s == "null" {
@@ -91,14 +94,63 @@ func parseFloat(s string) (float64, error) {
 	}
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("not a number: %q", s)
+		return 0, fmt.Errorf("not a number: %s", shown(s))
 	}
-	return v, nil
+	return v + 0, nil // + 0: "-0" is 0
 }
 
+// parseCount parses a count, a size or a capacity: a number that cannot be
+// negative.
+func parseCount(s string) (float64, error) {
+	v, err := parseFloat(s)
+	if err == nil && v < 0 {
+		return 0, fmt.Errorf("negative count %s", shown(s))
+	}
+	return v, err
+}
+
+// maxMillis bounds every duration a broker reports: how long the put lock
+// has been held, the oldest queued request's age, the longest put since
+// boot, a window's put percentile. Each is at most the broker's uptime,
+// and no broker stalls for a week unnoticed: the broker itself fails sends
+// that waited 200 ms, producers give up after 3 s. A larger value is not a
+// measurement (review 1 saw "99999999999999999999" exported as 1e17 s).
+const maxMillis = 7 * 24 * 3600 * 1000
+
+// parseMillis parses a runtime-info duration in milliseconds into seconds.
+// A negative value, or one over maxMillis, is an error: no broker measures
+// that, so it is bad input, not a value to export.
 func parseMillis(s string) (float64, error) {
 	v, err := parseFloat(s)
+	switch {
+	case err != nil:
+		return 0, err
+	case v < 0:
+		return 0, fmt.Errorf("negative duration %s ms", shown(s))
+	case v > maxMillis:
+		return 0, fmt.Errorf("duration %s ms is longer than 7 days: not a measurement", shown(s))
+	}
+	return v / 1000, nil
+}
+
+// parseConfigMillis parses a configured duration (osPageCacheBusyTimeOutMills,
+// waitTimeMillsInSendQueue) into seconds. It has no upper bound: an
+// operator may set a huge value to turn a check off, and that is the
+// setting in force.
+func parseConfigMillis(s string) (float64, error) {
+	v, err := parseCount(s)
 	return v / 1000, err
+}
+
+// maxShown bounds the peer text an error quotes: the error is logged, and a
+// broker decides the length of what it sends (up to the 16 MiB frame).
+const maxShown = 64
+
+// shown quotes peer text for an error message: at most maxShown bytes
+// (cut at a rune boundary and marked "…"), control characters and invalid
+// UTF-8 replaced by U+FFFD (collector.LabelValue).
+func shown(s string) string {
+	return strconv.Quote(collector.LabelValue(s, maxShown))
 }
 
 // parseTps parses "10s 60s 600s" rates: three space-separated
