@@ -38,16 +38,12 @@ func newCollector(cfg collector.Config) (collector.Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts.Namesrv, opts.Brokers, opts.LogDir = splitAddrs(*namesrvFlag), splitAddrs(*brokerFlag), *logDirFlag
-	for _, a := range opts.Namesrv {
-		if err := checkHostPort(a); err != nil {
-			return nil, fmt.Errorf("--rocketmq.namesrv: %w", err)
-		}
+	opts.LogDir = *logDirFlag
+	if opts.Namesrv, err = normalizeAddrs("--rocketmq.namesrv", splitAddrs(*namesrvFlag)); err != nil {
+		return nil, err
 	}
-	for _, a := range opts.Brokers {
-		if err := checkHostPort(a); err != nil {
-			return nil, fmt.Errorf("--rocketmq.broker: %w", err)
-		}
+	if opts.Brokers, err = normalizeAddrs("--rocketmq.broker", splitAddrs(*brokerFlag)); err != nil {
+		return nil, err
 	}
 	return newScraper(cfg, opts), nil
 }

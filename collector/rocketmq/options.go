@@ -54,20 +54,118 @@ func splitAddrs(values []string) []string {
 	return out
 }
 
-// checkHostPort checks a --rocketmq.broker or --rocketmq.namesrv value:
-// host:port with a non-empty host and a port 1–65535.
-func checkHostPort(a string) error {
-	host, port, err := net.SplitHostPort(a)
+// normalizeAddrs checks and normalises the addresses of a flag
+// (--rocketmq.broker, --rocketmq.namesrv), given as splitAddrs returns them,
+// and drops the duplicates that normalising reveals.
+func normalizeAddrs(flag string, addrs []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		n, err := normalizeHostPort(a)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// normalizeHostPort checks a broker or name server address — a
+// --rocketmq.broker or --rocketmq.namesrv value, a /probe target — and
+// returns its one spelling: host:port and nothing else (no path, query,
+// user, zone, percent-encoding, space or control character), a port
+// 1–65535 without leading zeros, the host as normalizeHost gives it, an
+// IPv6 address in brackets. So one broker is one /probe cache entry, one
+// connection and one broker label, however the target was written.
+func normalizeHostPort(a string) (string, error) {
+	i := strings.LastIndexByte(a, ':')
+	if i < 0 {
+		return "", fmt.Errorf("%s: want host:port", shown(a))
+	}
+	host, port := a[:i], a[i+1:]
+	p, err := normalizePort(port)
 	if err != nil {
-		return fmt.Errorf("%q: want host:port: %w", a, err)
+		return "", fmt.Errorf("%s: %w", shown(a), err)
 	}
-	if host == "" {
-		return fmt.Errorf("%q: want host:port, the host is empty", a)
+	if !strings.HasPrefix(host, "[") && strings.Contains(host, ":") {
+		return "", fmt.Errorf("%s: want host:port, an IPv6 address in brackets ([addr]:port)", shown(a))
 	}
-	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
-		return fmt.Errorf("%q: port %q is not a number 1-65535", a, port)
+	h, err := normalizeHost(host)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", shown(a), err)
 	}
-	return nil
+	return net.JoinHostPort(h, p), nil
+}
+
+// normalizePort checks a port, 1–65535 in decimal digits, and drops leading
+// zeros.
+func normalizePort(p string) (string, error) {
+	n, err := strconv.Atoi(p)
+	if p == "" || strings.Trim(p, "0123456789") != "" || err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("port %s is not a number 1-65535", shown(p))
+	}
+	return strconv.Itoa(n), nil
+}
+
+// normalizeHost checks a host and returns its one spelling: an IP address
+// in Go's canonical form (an IPv4-mapped IPv6 address as the IPv4 address;
+// IPv6 without brackets, which may be given, and without a zone, which may
+// not), or a host name in lower case without the root's trailing dot:
+// labels of 1–63 letters, digits, '-' (not first or last) and '_', 253
+// bytes at most. A name whose last label is all digits ("127.1",
+// "010.0.0.1", "0x7f.0.0.1") is refused: it is an IP address in a form some
+// resolvers accept and netip does not, and would dodge a CIDR allowlist.
+func normalizeHost(h string) (string, error) {
+	bracketed := len(h) >= 2 && h[0] == '[' && h[len(h)-1] == ']'
+	if bracketed {
+		h = h[1 : len(h)-1]
+	}
+	if ip, err := netip.ParseAddr(h); err == nil {
+		switch {
+		case ip.Zone() != "":
+			return "", errors.New("an IPv6 zone is not accepted")
+		case bracketed && ip.Is4():
+			return "", errors.New("brackets are for IPv6 addresses")
+		}
+		return ip.Unmap().String(), nil
+	}
+	errName := errors.New("the host is not an IP address or a host name")
+	name := strings.TrimSuffix(h, ".")
+	if bracketed || name == "" || len(name) > 253 {
+		return "", errName
+	}
+	labels := strings.Split(name, ".")
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return "", errName
+		}
+		for i := 0; i < len(l); i++ {
+			if c := l[i] | 0x20; !('a' <= c && c <= 'z' || '0' <= l[i] && l[i] <= '9' || l[i] == '-' || l[i] == '_') {
+				return "", errName
+			}
+		}
+	}
+	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
+		return "", fmt.Errorf("%w: an all-digit last label is an IP address in a form not accepted", errName)
+	}
+	return strings.ToLower(name), nil
+}
+
+// parsePrefix parses an allowlist CIDR; an IPv4-mapped IPv6 prefix
+// (::ffff:10.0.0.0/104) is its IPv4 prefix, since targets are normalised to
+// IPv4.
+func parsePrefix(a string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(a)
+	if err != nil {
+		return p, err
+	}
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	return p.Masked(), nil
 }
 
 // checkAllowed checks the /probe allowlist entries: "*", host:port, a
@@ -80,16 +178,17 @@ func checkAllowed(allow []string) error {
 			return errors.New("empty entry")
 		case a == "*":
 		case strings.Contains(a, "/"):
-			if _, err := netip.ParsePrefix(a); err != nil {
-				return fmt.Errorf("%q is not a CIDR: %w", a, err)
+			if _, err := parsePrefix(a); err != nil {
+				return fmt.Errorf("%s is not a CIDR: %w", shown(a), err)
 			}
-		case strings.ContainsAny(a, " \t"):
-			return fmt.Errorf("%q: want host:port, a host, a CIDR or '*'", a)
 		default:
-			if _, _, err := net.SplitHostPort(a); err == nil {
-				if err := checkHostPort(a); err != nil {
-					return err
+			_, hpErr := normalizeHostPort(a)
+			_, hErr := normalizeHost(a)
+			if hpErr != nil && hErr != nil {
+				if strings.Contains(a, ":") {
+					return hpErr
 				}
+				return fmt.Errorf("%s: want host:port, a host, a CIDR or '*': %w", shown(a), hErr)
 			}
 		}
 	}

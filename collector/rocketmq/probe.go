@@ -27,12 +27,18 @@ type probeEntry struct {
 // put-latency histograms kept per target); the least recently used goes.
 const probeCacheSize = 256
 
+// probe returns the collector of one broker, host:port. The target is
+// checked and normalised first (normalizeHostPort: a malformed one is an
+// error, 400, before the allowlist is asked), so the allowlist, the cache
+// key, the address dialled and the broker label all see one spelling.
 func probe(cfg collector.Config, target string) (collector.Collector, error) {
-	if !probeAllowed(*probeAllowFlag, target) {
-		return nil, fmt.Errorf("%w: %q is not in --rocketmq.probe.allowed-targets", collector.ErrTargetNotAllowed, target)
+	norm, err := normalizeHostPort(target)
+	if err != nil {
+		return nil, fmt.Errorf("target %w", err)
 	}
-	if _, _, err := net.SplitHostPort(target); err != nil {
-		return nil, fmt.Errorf("target %q: want host:port: %w", target, err)
+	target = norm
+	if !probeAllowed(*probeAllowFlag, target) {
+		return nil, fmt.Errorf("%w: %s is not in --rocketmq.probe.allowed-targets", collector.ErrTargetNotAllowed, shown(target))
 	}
 	probes.Lock()
 	defer probes.Unlock()
@@ -63,23 +69,31 @@ func probe(cfg collector.Config, target string) (collector.Collector, error) {
 	return c, nil
 }
 
-// probeAllowed reports whether target (host:port) matches an allowlist
-// entry: "*", an exact host:port, a host (any port), or a CIDR containing
-// the target's IP address. Host names are compared as written, never
-// resolved.
+// probeAllowed reports whether target, as normalizeHostPort returns it,
+// matches an allowlist entry: "*", a host:port or a host (any port),
+// compared after the same normalisation, or a CIDR containing the target's
+// IP address (an IPv4-mapped prefix is its IPv4 prefix). Host names are
+// compared, never resolved.
 func probeAllowed(allow []string, target string) bool {
 	host, _, err := net.SplitHostPort(target)
 	if err != nil {
-		host = target
+		return false
 	}
 	ip, ipErr := netip.ParseAddr(host)
 	for _, a := range allow {
 		a = strings.TrimSpace(a)
 		switch {
-		case a == "*", a == target, a == host:
+		case a == "*":
 			return true
-		case strings.Contains(a, "/") && ipErr == nil:
-			if p, err := netip.ParsePrefix(a); err == nil && p.Contains(ip.Unmap()) {
+		case strings.Contains(a, "/"):
+			if p, err := parsePrefix(a); err == nil && ipErr == nil && p.Contains(ip) {
+				return true
+			}
+		default:
+			if n, err := normalizeHostPort(a); err == nil && n == target {
+				return true
+			}
+			if n, err := normalizeHost(a); err == nil && n == host {
 				return true
 			}
 		}

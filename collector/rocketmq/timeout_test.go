@@ -289,6 +289,8 @@ func TestInvalidFlags(t *testing.T) {
 		{"bad allowed port", func() { *probeAllowFlag = []string{"10.0.0.1:99999"} }, "--rocketmq.probe.allowed-targets"},
 		{"broker without port", func() { *brokerFlag = []string{"nohostport"} }, "--rocketmq.broker"},
 		{"broker without host", func() { *brokerFlag = []string{":10911"} }, "--rocketmq.broker"},
+		{"broker with a path", func() { *brokerFlag = []string{"127.0.0.1:10911/x"} }, "--rocketmq.broker"},
+		{"bad allowed host", func() { *probeAllowFlag = []string{"bro ker"} }, "--rocketmq.probe.allowed-targets"},
 		{"namesrv bad port", func() { *namesrvFlag = []string{"ns:port"} }, "--rocketmq.namesrv"},
 		{"frame 0", func() { *maxFrameFlag = 0 }, "--rocketmq.max-frame-bytes"},
 		{"frame huge", func() { *maxFrameFlag = 2 << 30 }, "--rocketmq.max-frame-bytes"},
