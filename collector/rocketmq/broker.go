@@ -25,9 +25,12 @@ func brokerMetric(name, help string, typ prometheus.ValueType, extra ...string) 
 
 var (
 	upDesc = brokerMetric("up",
-		"1 if the broker answered GET_BROKER_RUNTIME_INFO (request 28) in this scrape within --rocketmq.timeout (and the scrape timeout), else 0. The config read does not affect it.", prometheus.GaugeValue)
+		"1 if the broker answered GET_BROKER_RUNTIME_INFO (request 28) in this scrape within --rocketmq.timeout (and the scrape timeout), else 0 (stall_rocketmq_down_reason says why). The config read does not affect it.", prometheus.GaugeValue)
 	infoDesc = brokerMetric("broker_info",
 		"Broker identity (always 1): version from runtime-info key brokerVersionDesc, address it is scraped at.", prometheus.GaugeValue, "version", "address")
+	downReasonDesc = brokerMetric("down_reason",
+		"Why the broker's last GET_BROKER_RUNTIME_INFO failed (always 1; absent while stall_rocketmq_up is 1): reason permission (ACL refusal: NO_PERMISSION, or an ACL exception in a SYSTEM_ERROR remark), busy (SYSTEM_BUSY), unsupported (REQUEST_CODE_NOT_SUPPORTED), error_reply, protocol, reply_too_large, refused, timeout, dns, network.",
+		prometheus.GaugeValue, "reason")
 	namesrvUpDesc = collector.NewMetric("rocketmq_namesrv_up",
 		"1 if the name server answered GET_BROKER_CLUSTER_INFO (request 106) at the last discovery, else 0.", prometheus.GaugeValue, "namesrv")
 	lockHeldDesc = brokerMetric("commitlog_lock_held_seconds",
@@ -165,7 +168,10 @@ type broker struct {
 	keyErrors    map[string]uint64
 	config       map[string]string
 	configAt     time.Time
-	down         bool // the last scrape's runtime-info request failed (logged once)
+	configDenied bool      // the last config read was refused by the broker's ACL (logged once)
+	down         bool      // the last scrape's runtime-info request failed
+	downReason   string    // why, as last logged
+	downLogged   time.Time // when the going down or a change of reason was last logged
 }
 
 func (b *broker) observeLock(s float64) {
@@ -210,17 +216,15 @@ func (c *scraper) scrapeBroker(ctx context.Context, b *broker, ch chan<- prometh
 	defer b.mu.Unlock()
 	lv := b.labels[:]
 	if err != nil {
-		if !b.down {
-			c.cfg.Logger.Warn("rocketmq broker not answering GET_BROKER_RUNTIME_INFO; stall_rocketmq_up is 0 (logged again when it recovers)",
-				"broker", b.addr, "err", err)
-		}
-		b.down = true
+		reason := downReason(err)
+		c.logDown(b, reason, err)
 		if remoting.IsBadReply(err) {
 			c.cfg.Problems.Add("rocketmq runtime info reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
 		}
 		upDesc.Send(ch, 0, lv...)
+		downReasonDesc.Send(ch, 1, append(lv[:3:3], reason)...)
 		b.sendState(ch)
-		return fmt.Errorf("broker %s: %w", b.addr, err)
+		return fmt.Errorf("broker %s: %s: %w", b.addr, reason, err)
 	}
 	if b.down {
 		c.cfg.Logger.Info("rocketmq broker answering again", "broker", b.addr)
@@ -233,6 +237,19 @@ func (c *scraper) scrapeBroker(ctx context.Context, b *broker, ch chan<- prometh
 	b.emitRuntime(ch, kv, c.now(), c.cfg.Problems)
 	b.sendState(ch)
 	return nil
+}
+
+// logDown logs a broker going down at warn, with why; while it stays down,
+// a different reason is logged too, at most once a minute, so a broker
+// whose failures alternate cannot flood the log. b.mu must be held.
+func (c *scraper) logDown(b *broker, reason string, err error) {
+	now := c.now()
+	if !b.down || reason != b.downReason && now.Sub(b.downLogged) >= time.Minute {
+		c.cfg.Logger.Warn(downMessages[reason]+"; stall_rocketmq_up is 0 (logged again when it recovers or, at most once a minute, when the reason changes)",
+			"broker", b.addr, "reason", reason, "err", err)
+		b.downReason, b.downLogged = reason, now
+	}
+	b.down = true
 }
 
 // readConfig reads GET_BROKER_CONFIG; a failure keeps the last config and
@@ -248,10 +265,22 @@ func (c *scraper) readConfig(ctx context.Context, b *broker) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var re *remoting.ResponseError
+	if errors.As(err, &re) && responseReason(re) == reasonPermission {
+		// The account may read runtime info but not the config: the
+		// config series and incident 3's alert are missing, so say so once.
+		if !b.configDenied {
+			c.cfg.Logger.Warn("rocketmq broker refused GET_BROKER_CONFIG: access denied (ACL); stall_rocketmq_broker_config_* are absent until the account may read the config (logged once)",
+				"broker", b.addr, "err", err)
+		}
+		b.configDenied = true
+		return
+	}
 	if err != nil {
 		c.cfg.Logger.Debug("GET_BROKER_CONFIG failed; keeping the last config", "broker", b.addr, "err", err)
 		return
 	}
+	b.configDenied = false
 	b.config, b.configAt = cfg, c.now()
 	if b.direct {
 		b.labels = labelsFromConfig(cfg, b.addr)

@@ -122,6 +122,7 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 		go func() {
 			defer wg.Done()
 			bs, err := c.nsClients[ns].ClusterInfo(ctx)
+			bs = c.dialable(ns, bs)
 			results[i] = result{ns, bs, err}
 			c.mu.Lock()
 			delete(pending, ns)
@@ -157,8 +158,8 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 		if r.err != nil {
 			failed++
 			if !seen || prev == nil {
-				c.cfg.Logger.Warn("rocketmq name server not answering GET_BROKER_CLUSTER_INFO; the last known brokers are scraped (logged again when it recovers)",
-					"namesrv", r.ns, "err", r.err)
+				c.cfg.Logger.Warn("rocketmq name server failed GET_BROKER_CLUSTER_INFO; the last known brokers are scraped (logged again when it recovers)",
+					"namesrv", r.ns, "reason", downReason(r.err), "err", r.err)
 			}
 			if remoting.IsBadReply(r.err) {
 				c.cfg.Problems.Add("rocketmq cluster info", 1, r.err)
@@ -193,6 +194,27 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 		}
 	}
 	c.logSharedAddrs(atAddr)
+}
+
+// maxAddrLen is the longest address a broker can have: "[" + a 253-byte
+// host name + "]:" + a 5-digit port.
+const maxAddrLen = 1 + 253 + 2 + 5
+
+// dialable drops, as bad input, the brokers a name server announces at an
+// empty address or one longer than any host:port: the address would be
+// dialled, logged and exported as the address label, and its length is the
+// peer's choice.
+func (c *scraper) dialable(ns string, bs []remoting.BrokerAddr) []remoting.BrokerAddr {
+	out := bs[:0]
+	for _, b := range bs {
+		if b.Addr == "" || len(b.Addr) > maxAddrLen {
+			c.cfg.Problems.Add("rocketmq cluster info broker address", 1,
+				fmt.Errorf("name server %s: broker %s id %d: an address of %d bytes is not host:port", ns, shown(b.Name), b.ID, len(b.Addr)))
+			continue
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // addBrokers adds discovered brokers, keyed by cluster, name and id; a

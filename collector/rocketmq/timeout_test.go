@@ -245,8 +245,8 @@ func TestFailuresLoggedOnTransitions(t *testing.T) {
 	}
 	got := h.take()
 	want := []string{
-		"WARN rocketmq broker not answering GET_BROKER_RUNTIME_INFO; stall_rocketmq_up is 0 (logged again when it recovers) broker=127.0.0.1:2",
-		"WARN rocketmq name server not answering GET_BROKER_CLUSTER_INFO; the last known brokers are scraped (logged again when it recovers) namesrv=" + ns,
+		"WARN " + downMessages[reasonRefused] + "; stall_rocketmq_up is 0 (logged again when it recovers or, at most once a minute, when the reason changes) broker=127.0.0.1:2 reason=refused",
+		"WARN rocketmq name server failed GET_BROKER_CLUSTER_INFO; the last known brokers are scraped (logged again when it recovers) namesrv=" + ns + " reason=timeout",
 	}
 	checkLogs(t, "three scrapes", got, want)
 
@@ -255,7 +255,7 @@ func TestFailuresLoggedOnTransitions(t *testing.T) {
 	collectortest.Expose(t, context.Background(), c)
 	collectortest.Expose(t, context.Background(), c)
 	checkLogs(t, "reset, then recovery", h.take(), []string{
-		"WARN rocketmq broker not answering GET_BROKER_RUNTIME_INFO; stall_rocketmq_up is 0 (logged again when it recovers) broker=" + b.Addr(),
+		"WARN " + downMessages[reasonNetwork] + "; stall_rocketmq_up is 0 (logged again when it recovers or, at most once a minute, when the reason changes) broker=" + b.Addr() + " reason=network",
 		"INFO rocketmq broker answering again broker=" + b.Addr(),
 	})
 }

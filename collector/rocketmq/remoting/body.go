@@ -40,7 +40,7 @@ func ParseKVTable(body []byte) (map[string]string, error) {
 		var s string
 		if len(raw) > 0 && raw[0] == '"' {
 			if err := json.Unmarshal(raw, &s); err != nil {
-				return nil, fmt.Errorf("%w: runtime info key %q: %v", ErrMalformed, k, err)
+				return nil, fmt.Errorf("%w: runtime info key %.64q: %v", ErrMalformed, k, err)
 			}
 		} else {
 			s = string(raw)
@@ -116,7 +116,7 @@ func ParseClusterInfo(body []byte) ([]BrokerAddr, error) {
 		for idText, addr := range bd.BrokerAddrs {
 			id, err := strconv.ParseInt(strings.TrimSpace(idText), 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("%w: cluster info: broker %q: id %q is not an integer", ErrMalformed, name, idText)
+				return nil, fmt.Errorf("%w: cluster info: broker %.64q: id %.32q is not an integer", ErrMalformed, name, idText)
 			}
 			out = append(out, BrokerAddr{Cluster: cluster, Name: name, ID: id, Addr: addr})
 		}

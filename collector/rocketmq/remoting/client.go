@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // Options configure a Client. The zero value is usable.
@@ -76,8 +77,28 @@ func (c *Client) Dials() int {
 
 // ResponseError is a well-formed reply with a non-zero response code.
 type ResponseError struct {
-	Code   int
+	Code int
+	// Remark is the reply's error text, at most MaxRemark bytes: longer
+	// ones are cut (at a rune boundary) and marked with "…" and their
+	// length. It is the peer's text: Error quotes it.
 	Remark string
+}
+
+// MaxRemark bounds the remark a ResponseError keeps. The peer chooses its
+// length (up to the frame limit), and the error is logged and kept (the
+// last error of each name server).
+const MaxRemark = 256
+
+func newResponseError(code int, remark string) *ResponseError {
+	if len(remark) > MaxRemark {
+		cut := MaxRemark
+		for cut > 0 && !utf8.RuneStart(remark[cut]) {
+			cut--
+		}
+		// A new string, so the frame's bytes are not kept alive.
+		remark = fmt.Sprintf("%s… (%d bytes)", remark[:cut], len(remark))
+	}
+	return &ResponseError{Code: code, Remark: remark}
 }
 
 func (e *ResponseError) Error() string {
@@ -86,7 +107,7 @@ func (e *ResponseError) Error() string {
 	if name == "" {
 		name = "code"
 	}
-	return fmt.Sprintf("remote error %s %d: %s", name, e.Code, e.Remark)
+	return fmt.Sprintf("remote error %s %d: %q", name, e.Code, e.Remark)
 }
 
 // ErrClosed is returned by requests after Close.
@@ -194,7 +215,7 @@ func (c *Client) roundTrip(ctx context.Context, code int, ext map[string]string,
 			continue
 		}
 		if resp.Code != Success {
-			return resp, &ResponseError{Code: resp.Code, Remark: resp.Remark}
+			return resp, newResponseError(resp.Code, resp.Remark)
 		}
 		return resp, nil
 	}

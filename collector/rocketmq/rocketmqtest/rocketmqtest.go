@@ -8,7 +8,7 @@
 // integer map keys in cluster info. Faults can be queued for the next
 // requests: a slow reply, a reset connection, a garbage frame, a frame that
 // announces 1 GiB, one that announces 16 MiB and stalls, half a frame and a
-// close, noise, a SYSTEM_BUSY answer.
+// close, noise, a SYSTEM_BUSY answer, any error code and remark.
 package rocketmqtest
 
 import (
@@ -59,6 +59,11 @@ const (
 	// Noise sends 64 bytes of noise (the same bytes every time, starting
 	// with a 0x7fffffff length word), then closes the connection.
 	Noise
+	// ErrorReply answers with the response code and remark given to
+	// Server.ErrorReply (default SYSTEM_ERROR, "error"): for example the
+	// SYSTEM_ERROR a 4.x broker answers when its ACL hook throws, with the
+	// exception in the remark.
+	ErrorReply
 )
 
 // noise is what Noise sends: a length word of 0x7fffffff, then bytes of a
@@ -87,6 +92,8 @@ type Server struct {
 	requests  []*remoting.Command
 	accepted  int
 	verifyACL *remoting.Credentials
+	errCode   int
+	errRemark string
 	conns     map[net.Conn]bool
 	wg        sync.WaitGroup
 	done      chan struct{}
@@ -99,7 +106,8 @@ func Listen(addr string, h Handler) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{ln: ln, handler: h, delay: 5 * time.Second, conns: map[net.Conn]bool{}, done: make(chan struct{})}
+	s := &Server{ln: ln, handler: h, delay: 5 * time.Second, conns: map[net.Conn]bool{}, done: make(chan struct{}),
+		errCode: remoting.SystemError, errRemark: "error"}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -135,6 +143,13 @@ func (s *Server) Inject(f ...Fault) {
 func (s *Server) Delay(d time.Duration) {
 	s.mu.Lock()
 	s.delay = d
+	s.mu.Unlock()
+}
+
+// ErrorReply sets the response code and remark of the ErrorReply fault.
+func (s *Server) ErrorReply(code int, remark string) {
+	s.mu.Lock()
+	s.errCode, s.errRemark = code, remark
 	s.mu.Unlock()
 }
 
@@ -229,7 +244,7 @@ func (s *Server) serve(c net.Conn) {
 		if len(s.faults) > 0 {
 			fault, s.faults = s.faults[0], s.faults[1:]
 		}
-		delay, bin, acl := s.delay, s.binary, s.verifyACL
+		delay, bin, acl, errCode, errRemark := s.delay, s.binary, s.verifyACL, s.errCode, s.errRemark
 		s.mu.Unlock()
 
 		resp := &remoting.Command{Opaque: req.Opaque, Flag: remoting.FlagResponse, Language: "JAVA", Version: 453}
@@ -277,6 +292,8 @@ func (s *Server) serve(c net.Conn) {
 			}
 		case Unsupported:
 			resp.Code, resp.Remark = remoting.RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code)
+		case ErrorReply:
+			resp.Code, resp.Remark = errCode, errRemark
 		}
 		if fault == None || fault == Slow || fault == Interleave || fault == Truncated {
 			if acl != nil && !validSignature(acl, req) {

@@ -1,0 +1,93 @@
+package rocketmq
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
+)
+
+// Why a broker is down: the reason label of stall_rocketmq_down_reason, a
+// fixed set, as for stall_redis_down_reason.
+const (
+	reasonPermission  = "permission"      // the broker's ACL refused the request (NO_PERMISSION, or its ACL hook threw)
+	reasonBusy        = "busy"            // SYSTEM_BUSY: flow control or a full admin pool
+	reasonUnsupported = "unsupported"     // REQUEST_CODE_NOT_SUPPORTED: not a broker (a 5.x Proxy, a name server)
+	reasonErrorReply  = "error_reply"     // another error code (SYSTEM_ERROR with an exception)
+	reasonProtocol    = "protocol"        // bytes that are not a remoting reply, or a frame cut short
+	reasonTooLarge    = "reply_too_large" // a frame over --rocketmq.max-frame-bytes
+	reasonRefused     = "refused"         // nothing listens on the port (the broker process is gone)
+	reasonTimeout     = "timeout"         // no answer within --rocketmq.timeout (or the scrape's timeout)
+	reasonDNS         = "dns"             // the host name does not resolve
+	reasonNetwork     = "network"         // any other connection failure (reset, unreachable, closed)
+)
+
+// downMessages are the warnings logged when a broker goes down, by reason.
+var downMessages = map[string]string{
+	reasonPermission:  "rocketmq broker refused GET_BROKER_RUNTIME_INFO: access denied (ACL); check --rocketmq.acl-file and the account's permissions on the broker",
+	reasonBusy:        "rocketmq broker answered GET_BROKER_RUNTIME_INFO with SYSTEM_BUSY",
+	reasonUnsupported: "rocketmq broker does not support GET_BROKER_RUNTIME_INFO (REQUEST_CODE_NOT_SUPPORTED): is this a broker's remoting port, not a Proxy or name server?",
+	reasonErrorReply:  "rocketmq broker answered GET_BROKER_RUNTIME_INFO with an error",
+	reasonProtocol:    "rocketmq broker sent a reply that is not a remoting frame",
+	reasonTooLarge:    "rocketmq broker sent a reply frame over --rocketmq.max-frame-bytes",
+	reasonRefused:     "rocketmq broker refused the connection (is the broker process running?)",
+	reasonTimeout:     "rocketmq broker not answering within --rocketmq.timeout",
+	reasonDNS:         "rocketmq broker host name does not resolve",
+	reasonNetwork:     "rocketmq broker connection failed",
+}
+
+// downReason classifies a failed GET_BROKER_RUNTIME_INFO.
+func downReason(err error) string {
+	var (
+		re     *remoting.ResponseError
+		dnsErr *net.DNSError
+		netErr net.Error
+	)
+	switch {
+	case errors.As(err, &re):
+		return responseReason(re)
+	case errors.Is(err, remoting.ErrFrameTooLarge):
+		return reasonTooLarge
+	case remoting.IsBadReply(err):
+		return reasonProtocol
+	case errors.As(err, &dnsErr):
+		return reasonDNS
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return reasonRefused
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
+		errors.As(err, &netErr) && netErr.Timeout():
+		return reasonTimeout
+	}
+	return reasonNetwork
+}
+
+// aclExceptions are the exception class names an ACL refusal carries in the
+// remark when the broker answers it with SYSTEM_ERROR: a 4.x broker's ACL
+// hook throws AclException, and the remoting server answers any exception
+// thrown before the request's processor with SYSTEM_ERROR and the
+// exception's text (read from NettyRemotingAbstract). The 5.3 "auth 2.0"
+// names are inferred from its class names (UNVERIFIED on the wire).
+var aclExceptions = []string{"AclException", "AuthenticationException", "AuthorizationException"}
+
+// responseReason classifies a well-formed error reply by its code.
+func responseReason(re *remoting.ResponseError) string {
+	switch re.Code {
+	case remoting.NoPermission:
+		return reasonPermission
+	case remoting.SystemBusy:
+		return reasonBusy
+	case remoting.RequestCodeNotSupported:
+		return reasonUnsupported
+	case remoting.SystemError:
+		for _, e := range aclExceptions {
+			if strings.Contains(re.Remark, e) {
+				return reasonPermission
+			}
+		}
+	}
+	return reasonErrorReply
+}
