@@ -155,6 +155,10 @@ type broker struct {
 	client *remoting.Client
 	direct bool // from --rocketmq.broker or /probe: labels come from its config
 
+	// unlistedSince is when the name servers stopped listing a discovered
+	// broker (zero while they list it); guarded by the scraper's mu.
+	unlistedSince time.Time
+
 	mu           sync.Mutex
 	labels       [3]string
 	version      string

@@ -55,13 +55,13 @@ func startBroker(t *testing.T, runtime map[string]string, config string) *rocket
 // them only when it parses a command line) until the test ends.
 func defaultFlags(t *testing.T) {
 	t.Helper()
-	saved := []any{*timeoutFlag, *sampleFlag, *configIntervalFlag, *discoveryIntervalFlag, *maxFrameFlag}
+	saved := []any{*timeoutFlag, *sampleFlag, *configIntervalFlag, *discoveryIntervalFlag, *maxFrameFlag, *unlistedRetentionFlag}
 	*timeoutFlag, *sampleFlag, *configIntervalFlag, *discoveryIntervalFlag = 3*time.Second, time.Second, 5*time.Minute, 30*time.Second
-	*maxFrameFlag = remoting.DefaultMaxFrame
+	*maxFrameFlag, *unlistedRetentionFlag = remoting.DefaultMaxFrame, time.Hour
 	t.Cleanup(func() {
 		*timeoutFlag, *sampleFlag = saved[0].(time.Duration), saved[1].(time.Duration)
 		*configIntervalFlag, *discoveryIntervalFlag = saved[2].(time.Duration), saved[3].(time.Duration)
-		*maxFrameFlag = saved[4].(int)
+		*maxFrameFlag, *unlistedRetentionFlag = saved[4].(int), saved[5].(time.Duration)
 	})
 }
 

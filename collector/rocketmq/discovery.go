@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -75,10 +76,12 @@ func discoveredKey(ba remoting.BrokerAddr) brokerKey {
 	return brokerKey{labels: [3]string{labelValue(ba.Cluster), labelValue(ba.Name), strconv.FormatInt(ba.ID, 10)}}
 }
 
-// knownBrokers returns the brokers to scrape, sorted by address, then key.
+// knownBrokers returns the brokers to scrape, sorted by address, then key,
+// after dropping those unlisted for longer than the retention.
 func (c *scraper) knownBrokers() []*broker {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.dropUnlisted(c.now())
 	keys := make([]brokerKey, 0, len(c.brokers))
 	for k := range c.brokers {
 		keys = append(keys, k)
@@ -101,9 +104,10 @@ func (c *scraper) knownBrokers() []*broker {
 // name server knows every broker (each broker registers with all of them),
 // so the brokers of an answer are added at once, and ready is called as
 // soon as only name servers that failed the previous round are still
-// pending; brokers that no answering name server lists are dropped when the
-// round ends. When none answers, the last known brokers are kept. A name server
-// going down is logged once at warn, its recovery at info.
+// pending; brokers that no answering name server lists are marked unlisted
+// when the round ends (see markUnlisted). When none answers, the last known
+// brokers are kept. A name server going down is logged once at warn, its
+// recovery at info.
 func (c *scraper) discover(ctx context.Context, ready func()) {
 	type result struct {
 		ns      string
@@ -182,18 +186,66 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 		return
 	}
 	c.discovered = true
-	for k, b := range c.brokers {
-		if !found[k] && !b.direct {
-			b.client.Close()
-			delete(c.brokers, k)
-		}
-	}
 	for _, r := range results {
 		if r.err == nil {
 			c.addBrokers(r.brokers)
 		}
 	}
+	c.markUnlisted(found, atAddr)
 	c.logSharedAddrs(atAddr)
+}
+
+// markUnlisted starts the retention of the discovered brokers that no
+// answering name server listed in this round, and ends it for those listed
+// again. A broker that stops — a crash, a kill, SIGHUP with its shell
+// (incident 1) — leaves the name servers' lists within seconds: its
+// shutdown hook unregisters it, and a name server drops a broker whose
+// connection closed. Dropping it at once would take its stall_rocketmq_up 0
+// away before RocketMQBrokerDown's for: ran out, so it is still scraped for
+// --rocketmq.unlisted-broker-retention (up 0 while it is dead, 1 if it is
+// alive but unregistered), then dropped (dropUnlisted), so a broker taken
+// out on purpose does not alert for ever. An unlisted broker whose address
+// the name servers now announce for another broker (a slave promoted in
+// its place, with a new broker id) is that process under a new identity:
+// it is dropped at once. c.mu must be held.
+func (c *scraper) markUnlisted(found map[brokerKey]bool, atAddr map[string][]string) {
+	now := c.now()
+	for k, b := range c.brokers {
+		switch {
+		case b.direct:
+		case found[k]:
+			if !b.unlistedSince.IsZero() {
+				b.unlistedSince = time.Time{}
+				c.cfg.Logger.Info("rocketmq broker listed by the name servers again", "broker", b.addr, "id", strings.Join(k.labels[:], "/"))
+			}
+		case len(atAddr[b.addr]) > 0:
+			c.dropBroker(k, b, "its address is now announced for another broker")
+		case b.unlistedSince.IsZero():
+			b.unlistedSince = now
+			if c.opts.UnlistedRetention > 0 {
+				c.cfg.Logger.Warn("rocketmq broker no longer listed by the name servers (it unregistered, or its connection to them closed: a broker that stops does both); still scraped, stall_rocketmq_up 0 while it does not answer, until --rocketmq.unlisted-broker-retention runs out",
+					"broker", b.addr, "id", strings.Join(k.labels[:], "/"), "retention", c.opts.UnlistedRetention)
+			}
+		}
+	}
+	c.dropUnlisted(now)
+}
+
+// dropUnlisted drops the brokers unlisted for --rocketmq.unlisted-broker-retention
+// or longer. c.mu must be held.
+func (c *scraper) dropUnlisted(now time.Time) {
+	for k, b := range c.brokers {
+		if !b.unlistedSince.IsZero() && now.Sub(b.unlistedSince) >= c.opts.UnlistedRetention {
+			c.dropBroker(k, b, "not listed by the name servers for --rocketmq.unlisted-broker-retention")
+		}
+	}
+}
+
+// dropBroker forgets a discovered broker: its series end. c.mu must be held.
+func (c *scraper) dropBroker(k brokerKey, b *broker, why string) {
+	b.client.Close()
+	delete(c.brokers, k)
+	c.cfg.Logger.Info("rocketmq broker dropped: "+why, "broker", b.addr, "id", strings.Join(k.labels[:], "/"))
 }
 
 // maxAddrLen is the longest address a broker can have: "[" + a 253-byte

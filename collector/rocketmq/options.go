@@ -28,6 +28,9 @@ var (
 		"How often each broker's configuration (GET_BROKER_CONFIG) is re-read.").Default("5m").Duration()
 	discoveryIntervalFlag = kingpin.Flag("rocketmq.discovery-interval",
 		"How often the name servers are asked for the cluster topology.").Default("30s").Duration()
+	unlistedRetentionFlag = kingpin.Flag("rocketmq.unlisted-broker-retention",
+		"How long a discovered broker that the name servers stop listing is still scraped before it is dropped. A broker that stops unregisters (its shutdown hook, its closed connection), so this is what keeps a dead broker at stall_rocketmq_up 0 long enough for RocketMQBrokerDown; 0 drops it at once.").
+		Default("1h").Duration()
 	aclFileFlag = kingpin.Flag("rocketmq.acl-file",
 		"File with accessKey=… and secretKey=… lines (optionally securityToken=…) to sign requests to brokers with aclEnable=true.").String()
 	maxFrameFlag = kingpin.Flag("rocketmq.max-frame-bytes",
@@ -209,6 +212,7 @@ func optionsFromFlags() (options, error) {
 		SampleInterval:    *sampleFlag,
 		ConfigInterval:    *configIntervalFlag,
 		DiscoveryInterval: *discoveryIntervalFlag,
+		UnlistedRetention: *unlistedRetentionFlag,
 		MaxFrame:          *maxFrameFlag,
 	}
 	if err := opts.validate(); err != nil {
@@ -236,6 +240,7 @@ type options struct {
 	SampleInterval    time.Duration
 	ConfigInterval    time.Duration
 	DiscoveryInterval time.Duration
+	UnlistedRetention time.Duration // see --rocketmq.unlisted-broker-retention; 0 drops at once
 	MaxFrame          int
 	Credentials       *remoting.Credentials
 }
@@ -251,6 +256,8 @@ func (o options) validate() error {
 		return fmt.Errorf("--rocketmq.config-interval must be positive, got %s", o.ConfigInterval)
 	case o.DiscoveryInterval <= 0:
 		return fmt.Errorf("--rocketmq.discovery-interval must be positive, got %s", o.DiscoveryInterval)
+	case o.UnlistedRetention < 0:
+		return fmt.Errorf("--rocketmq.unlisted-broker-retention must be 0 (drop at once) or positive, got %s", o.UnlistedRetention)
 	case o.MaxFrame < minFrame || o.MaxFrame > maxFrame:
 		return fmt.Errorf("--rocketmq.max-frame-bytes must be between %d and %d, got %d", minFrame, maxFrame, o.MaxFrame)
 	}

@@ -299,6 +299,7 @@ func TestInvalidFlags(t *testing.T) {
 		{"negative timeout", func() { *timeoutFlag = -time.Second }, "--rocketmq.timeout"},
 		{"config interval 0", func() { *configIntervalFlag = 0 }, "--rocketmq.config-interval"},
 		{"discovery interval 0", func() { *discoveryIntervalFlag = 0 }, "--rocketmq.discovery-interval"},
+		{"negative unlisted retention", func() { *unlistedRetentionFlag = -time.Minute }, "--rocketmq.unlisted-broker-retention"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defaultFlags(t)
