@@ -146,6 +146,7 @@ func normalizeHost(h string) (string, error) {
 			return "", errName
 		}
 		for i := 0; i < len(l); i++ {
+			// c is l[i] in lower case if it is an ASCII letter (bit 5 set).
 			if c := l[i] | 0x20; !('a' <= c && c <= 'z' || '0' <= l[i] && l[i] <= '9' || l[i] == '-' || l[i] == '_') {
 				return "", errName
 			}
