@@ -51,6 +51,12 @@ func (b Board) Render() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", b.File, err)
 	}
+	// The SDK places dashboard links "inControlsMenu", a placement only
+	// Grafana 12.x knows, which hides them in the controls dropdown there.
+	// Without a placement every version shows them above the panels.
+	for i := range d.Links {
+		d.Links[i].Placement = nil
+	}
 	// Rows are expanded, so their panels follow them at the top level (an
 	// expanded row with nested panels shows nothing in Grafana).
 	for i, p := range d.Panels {

@@ -122,6 +122,11 @@ func (l *linter) dashboard(m *Model) {
 		l.errorf("", "title %q and tag %q required", m.Title, Tag)
 	}
 	l.variables(m)
+	for _, k := range m.Links {
+		if k.Placement != "" {
+			l.errorf("link "+k.Title, "placement %q: a placement only newer Grafana versions know, which hides the link in a menu there", k.Placement)
+		}
+	}
 	values := lintValues(m)
 	ids := map[int]bool{}
 	for _, p := range m.Panels {
@@ -333,6 +338,7 @@ func parent(path []parser.Node) parser.Node {
 // checks that each breach is reported.
 func TestLintCatches(t *testing.T) {
 	const bad = `{"uid": "bad", "title": "Bad", "tags": ["stall_exporter"],
+	  "links": [{"title": "stall_exporter", "type": "dashboards", "placement": "inControlsMenu"}],
 	  "templating": {"list": [
 	    {"type": "datasource", "name": "datasource", "label": "Datasource", "query": "prometheus"},
 	    {"type": "query", "name": "job", "query": "label_values(stall_vm_dirty_bytes, job)", "datasource": {"uid": "${datasource}"}, "multi": false, "includeAll": true, "allValue": ".+"},
@@ -390,6 +396,7 @@ func TestLintCatches(t *testing.T) {
 		"must not re-bucket",
 		"heatmap without a y-axis unit",
 		"rate over __interval",
+		`placement "inControlsMenu"`,
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("lint did not report %q; it reported:\n%s", want, all)

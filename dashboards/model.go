@@ -20,6 +20,13 @@ type Model struct {
 		List []Variable `json:"list"`
 	} `json:"templating"`
 	Panels []Panel `json:"panels"`
+	Links  []Link  `json:"links"`
+}
+
+// Link is a dashboard link (the links to the other dashboards).
+type Link struct {
+	Title     string `json:"title"`
+	Placement string `json:"placement"`
 }
 
 // Ref is a data source reference.
