@@ -79,7 +79,8 @@ clean:
 	rm -f $(BINARY)
 
 ## readme-flags: rewrite the flag reference between the markers in README.md from --help
+# The help text goes through the environment: awk -v would turn its \\d into \d.
 readme-flags: build
-	@awk -v help="$$(./$(BINARY) --help 2>&1 | sed 's/^usage: [^ ]*/usage: stall_exporter/')" \
-	  'BEGIN{p=1} /<!-- flags:begin -->/{print; print "```"; print help; print "```"; p=0} /<!-- flags:end -->/{p=1} p' \
+	@STALL_HELP="$$(./$(BINARY) --help 2>&1 | sed 's/^usage: [^ ]*/usage: stall_exporter/')" awk \
+	  'BEGIN{p=1} /<!-- flags:begin -->/{print; print "```"; print ENVIRON["STALL_HELP"]; print "```"; p=0} /<!-- flags:end -->/{p=1} p' \
 	  README.md > README.md.tmp && mv README.md.tmp README.md
