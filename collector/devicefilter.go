@@ -4,7 +4,9 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/alecthomas/kingpin/v2"
 )
@@ -23,8 +25,8 @@ var (
 
 // partitionName matches the common partition names, used only when sysfs
 // cannot tell: sda1, vdb2, xvda1, nvme0n1p1, mmcblk0p1, md0p1, dm devices are
-// never partitions.
-var partitionName = regexp.MustCompile(`^((h|s|v|xv)d[a-z]+\d+|(nvme\d+n\d+|mmcblk\d+|md\d+|loop\d+)p\d+)$`)
+// never partitions. Submatch 1 or 2 is the disk's name.
+var partitionName = regexp.MustCompile(`^(?:((?:h|s|v|xv)d[a-z]+)\d+|((?:nvme\d+n\d+|mmcblk\d+|md\d+|loop\d+))p\d+)$`)
 
 // DeviceFilter decides which block devices the diskstats collector and the
 // sampler export. By default: whole disks only, without ram, loop, zram,
@@ -85,16 +87,22 @@ func (f *DeviceFilter) decideAndCache(name string) bool {
 }
 
 func (f *DeviceFilter) decide(name string) bool {
+	if f.ExcludesName(name) {
+		return true
+	}
+	// --diskstats.device-include selects partitions by name too.
+	return f.include == nil && !f.partitions && f.isPartition(name)
+}
+
+// ExcludesName reports whether --diskstats.device-include or -exclude leaves
+// the device out by its name alone, without the partition rule: for a disk a
+// kernel message names (an I/O error, see diskOf), not a /proc/diskstats
+// line. Safe for concurrent use.
+func (f *DeviceFilter) ExcludesName(name string) bool {
 	if f.include != nil {
 		return !f.include.MatchString(name)
 	}
-	if f.exclude != nil && f.exclude.MatchString(name) {
-		return true
-	}
-	if !f.partitions && f.isPartition(name) {
-		return true
-	}
-	return false
+	return f.exclude != nil && f.exclude.MatchString(name)
 }
 
 func (f *DeviceFilter) isPartition(name string) bool {
@@ -108,4 +116,32 @@ func (f *DeviceFilter) isPartition(name string) bool {
 		}
 	}
 	return partitionName.MatchString(name)
+}
+
+// diskOf returns the whole disk a block device belongs to, by the kernel's
+// name for it: the name itself for a disk (sda, nvme0n1, dm-3, loop0), the
+// parent for a partition (sda1 → sda, nvme0n1p2 → nvme0n1, loop0p1 → loop0).
+// sysfs tells: a partition has /sys/class/block/<name>/partition, and
+// /sys/class/block/<name> links to …/<disk>/<name>. Where sysfs does not know
+// the device (no host /sys in a container, a device gone since it logged),
+// the common partition names decide, as in isPartition; otherwise the name
+// is the disk. The kernel's "/" in a name (cciss/c0d0) is "!" in sysfs.
+func diskOf(paths Paths, name string) string {
+	dir := paths.Sys("class", "block", strings.ReplaceAll(name, "/", "!"))
+	if _, err := os.Stat(filepath.Join(dir, "partition")); err == nil {
+		if target, err := filepath.EvalSymlinks(dir); err == nil {
+			parent := filepath.Base(filepath.Dir(target))
+			// Only a parent that is itself a block device: a copy of sysfs
+			// without its links has class/block as the parent.
+			if _, err := os.Stat(paths.Sys("class", "block", parent)); err == nil {
+				return strings.ReplaceAll(parent, "!", "/")
+			}
+		}
+	} else if _, err := os.Stat(dir); err == nil {
+		return name // sysfs knows the device and says it is not a partition
+	}
+	if m := partitionName.FindStringSubmatch(name); m != nil {
+		return m[1] + m[2] // one of them is empty
+	}
+	return name
 }
