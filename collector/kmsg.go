@@ -34,12 +34,10 @@ const (
 
 var (
 	kmsgEventsDesc = NewMetric("kernel_log_events_total",
-		"Kernel log records (/dev/kmsg, kernel facility only) of each event since the exporter started (since boot with --kmsg.from-boot): "+
-			"page_allocation_failure (\"page allocation failure\"), hung_task (\"INFO: task … blocked for more than N seconds\"), "+
-			"oom_kill (\"Killed process\", global or memory cgroup OOM killer), io_error (\"Buffer I/O error\", \"<kind> error, dev X, sector N\"), "+
-			"soft_lockup (\"BUG: soft lockup\"). The kernel rate-limits these reports, so the counts are lower bounds: "+
-			"allocation failures at most 1 report per 10 s (10 per 5 s on older kernels), hung tasks only kernel.hung_task_warnings reports "+
-			"per boot (default 10; see stall_kernel_hung_task_detected_total), I/O errors 10 per 5 s (printk_ratelimited).",
+		"Kernel log records (/dev/kmsg, kernel facility) of each event since the exporter started (since boot with --kmsg.from-boot): "+
+			"page_allocation_failure, hung_task, oom_kill (the host ran out of memory), oom_kill_cgroup (a memory cgroup reached its limit), "+
+			"io_error, io_error_excluded (on a device --diskstats.device-include/-exclude leaves out), soft_lockup. "+
+			"Lower bounds: the kernel rate-limits these reports (docs/sampler.md).",
 		prometheus.CounterValue, "event")
 	kmsgRecordsDesc = NewMetric("kernel_log_records_total",
 		"Kernel log records read from /dev/kmsg since the exporter started, of any facility and level.",
@@ -54,10 +52,16 @@ var (
 
 func init() {
 	Register("kmsg", true, func(cfg Config) (Collector, error) {
+		filter, err := NewDeviceFilter(cfg.Paths)
+		if err != nil {
+			return nil, err
+		}
 		return newKmsgCollector(kmsgOptions{
 			Path:     cfg.Paths.Root("/dev/kmsg"),
 			Open:     openDevKmsg(cfg.Paths.Root("/dev/kmsg")),
 			FromBoot: *kmsgFromBootFlag,
+			Paths:    cfg.Paths,
+			Devices:  filter,
 			Logger:   cfg.Logger,
 			Problems: cfg.Problems,
 		}), nil
@@ -100,6 +104,11 @@ type kmsgOptions struct {
 	Path     string // for messages
 	Open     kmsgOpener
 	FromBoot bool
+	// Paths and Devices decide which I/O errors are io_error_excluded: the
+	// disk of the device named (Paths' sysfs) against the diskstats device
+	// filter. Without Devices none is.
+	Paths    Paths
+	Devices  *DeviceFilter
 	Logger   *slog.Logger
 	Problems *Problems
 	// Sleep waits d or until ctx is done, reporting false when ctx is done.
@@ -120,9 +129,11 @@ type kmsgCollector struct {
 	src    kmsgSource  // opened at construction, handed to Run
 	opened atomic.Bool // the kernel log was opened at least once: counters mean something
 
-	buf     []byte
-	lastSeq uint64
-	haveSeq bool
+	buf      []byte
+	lastSeq  uint64
+	haveSeq  bool
+	classify kmsgClassifier // survives reopens: a kill may be read after one, its announcement before
+	devices  kmsgDevices
 
 	up      atomic.Bool
 	records atomic.Uint64
@@ -156,6 +167,10 @@ func newKmsgCollector(o kmsgOptions) *kmsgCollector {
 		}
 	}
 	k := &kmsgCollector{opts: o, logger: o.Logger, problems: o.Problems, buf: make([]byte, kmsgBufSize)}
+	if o.Devices != nil {
+		k.devices = kmsgDevices{paths: o.Paths, filter: o.Devices}
+		k.classify.excluded = k.devices.excluded
+	}
 	src, err := o.Open(o.FromBoot)
 	switch {
 	case err == nil:
@@ -268,12 +283,13 @@ func (k *kmsgCollector) handle(b []byte) {
 		}
 		if gap := r.Seq - k.lastSeq - 1; gap > 0 {
 			k.lost.Add(gap)
+			k.classify.recordsLost()
 		}
 	}
 	k.lastSeq, k.haveSeq = r.Seq, true
 	k.records.Add(1)
 	if r.Facility == 0 { // user space cannot log as the kernel facility
-		if e := classifyKmsg(r.Message); e != kmsgNoEvent {
+		if e := k.classify.event(r.Message); e != kmsgNoEvent {
 			k.events[e].Add(1)
 		}
 	}
@@ -303,3 +319,35 @@ func (k *kmsgCollector) Update(ctx context.Context, ch chan<- prometheus.Metric)
 }
 
 var _ Runner = (*kmsgCollector)(nil)
+
+// kmsgDevices decides whether an I/O error on a device the kernel names is
+// left out: the device's disk (diskOf, for a name that may be a partition)
+// against the diskstats device filter, so "Buffer I/O error on dev loop0p1"
+// is left out with loop0. Decisions are cached per name, so sysfs is read
+// once per device and a decided name costs no allocation. Owned by the
+// reader goroutine.
+type kmsgDevices struct {
+	paths  Paths
+	filter *DeviceFilter
+	cache  [2]map[string]bool // [0]: whole disks, [1]: disks or partitions
+}
+
+func (d *kmsgDevices) excluded(name []byte, partition bool) bool {
+	i := 0
+	if partition {
+		i = 1
+	}
+	if v, ok := d.cache[i][string(name)]; ok {
+		return v
+	}
+	disk := string(name)
+	if partition {
+		disk = diskOf(d.paths, disk)
+	}
+	v := d.filter.ExcludesName(disk)
+	if d.cache[i] == nil || len(d.cache[i]) >= 1024 { // device churn must not grow memory forever
+		d.cache[i] = map[string]bool{}
+	}
+	d.cache[i][string(name)] = v
+	return v
+}

@@ -92,8 +92,10 @@ const (
 	kmsgNoEvent kmsgEvent = iota
 	kmsgPageAllocationFailure
 	kmsgHungTask
-	kmsgOOMKill
+	kmsgOOMKill       // the OOM killer killed a process because the host ran out of memory
+	kmsgOOMKillCgroup // … because the process's memory cgroup reached its limit
 	kmsgIOError
+	kmsgIOErrorExcluded // an I/O error on a device the diskstats device filter leaves out
 	kmsgSoftLockup
 	kmsgEventCount
 )
@@ -104,64 +106,230 @@ var kmsgEventNames = [kmsgEventCount]string{
 	kmsgPageAllocationFailure: "page_allocation_failure",
 	kmsgHungTask:              "hung_task",
 	kmsgOOMKill:               "oom_kill",
+	kmsgOOMKillCgroup:         "oom_kill_cgroup",
 	kmsgIOError:               "io_error",
+	kmsgIOErrorExcluded:       "io_error_excluded",
 	kmsgSoftLockup:            "soft_lockup",
 }
 
 func (e kmsgEvent) String() string { return kmsgEventNames[e] }
+
+// kmsgMessageKind says how a message becomes an event: by itself, or with
+// what the reader remembers (kmsgClassifier).
+type kmsgMessageKind uint8
+
+const (
+	kmsgPlain           kmsgMessageKind = iota // Event is the event (kmsgNoEvent: none)
+	kmsgOOMAnnouncement                        // "<reason>: Kill process …" (up to 5.0): Event is the reason's; not counted itself
+	kmsgOOMKilledBare                          // "Killed process …" (up to 5.0): the reason of the last announcement
+	kmsgDiskError                              // "<kind> error, dev <disk>, sector …": Device is a whole disk
+	kmsgBufferError                            // "Buffer I/O error on dev(ice) <dev>, …": Device may be a partition
+)
+
+// kmsgMessage is what one kernel message says by itself.
+type kmsgMessage struct {
+	Kind   kmsgMessageKind
+	Event  kmsgEvent
+	Device []byte // kmsgDiskError, kmsgBufferError: the kernel's name of the device, nil when it cannot be parsed; aliases the message
+}
 
 var (
 	kmsgPageAllocFailure = []byte("page allocation failure")
 	kmsgTaskPrefix       = []byte("INFO: task ")
 	kmsgBlockedFor       = []byte(" blocked for more than ")
 	kmsgKilledProcess    = []byte("Killed process ")
-	kmsgOOMKilled        = []byte("out of memory: Killed process ") // "Out of …" and "Memory cgroup out of …"
-	kmsgOOMKilledUpper   = []byte("Out of memory: Killed process ")
+	kmsgOOMKilled        = []byte(": Killed process ")
+	kmsgOOMAnnounce      = []byte(": Kill process ") // 2.6.35 to 5.0
+	kmsgOOMAnnounceOld   = []byte(": kill process ") // 2.6.32 and earlier
+	kmsgMemoryWord       = []byte("memory")
+	kmsgReasonCgroup     = []byte("Memory cgroup out of memory")
+	kmsgReasonGlobal     = []byte("Out of memory")       // also "Out of memory (oom_kill_allocating_task)"
+	kmsgReasonPolicy     = []byte("No available memory") // "… (MPOL_BIND)", 2.6.34 and earlier
 	kmsgBufferIOError    = []byte("Buffer I/O error on dev")
 	kmsgReqError         = []byte(" error, dev ")
 	kmsgSector           = []byte(", sector ")
 	kmsgSoftLockupText   = []byte("BUG: soft lockup - CPU#")
 )
 
-// classifyKmsg maps the message of one kernel-facility record to an event.
-// The texts matched, by kernel:
+// parseKmsgMessage says what the message of one kernel-facility record is.
+// It does not allocate. The texts matched, by kernel (mm/oom_kill.c,
+// block/blk-core.c and blk-mq.c, fs/buffer.c, mm/page_alloc.c,
+// kernel/hung_task.c, kernel/watchdog.c):
 //
 //   - page_allocation_failure: "<comm>: page allocation failure: order:N,
-//     mode:0x…" with (4.9+) or without the named GFP flags, and the 2.6
-//     form "page allocation failure. order:N, mode:0x…".
+//     mode:0x…" with (4.9+) or without the named GFP flags, and the 2.6 form
+//     "page allocation failure. order:N, mode:0x…".
 //   - hung_task: "INFO: task <comm>:<pid> blocked for more than N seconds."
 //     (N is kernel.hung_task_timeout_secs on older kernels and the time
 //     actually blocked on newer ones; not always 120).
-//   - oom_kill: the record of the kill itself: "Killed process <pid> (…)"
-//     (3.x/4.x, after an "Out of memory: Kill process … score … or
-//     sacrifice child" record that is not counted), "Out of memory: Killed
-//     process …" and "Memory cgroup out of memory: Killed process …" (5.x+).
-//   - io_error: "Buffer I/O error on dev(ice) …", and the block layer's
-//     request errors "end_request: I/O error, dev sdb, sector N" (≤3.17),
-//     "blk_update_request: I/O error, dev …" (3.18 to 5.x),
-//     "print_req_error: I/O error, dev …" (4.13+), "I/O error, dev sdb,
-//     sector N op 0x1:(WRITE) …" (recent kernels) and the other "<kind>
-//     error, dev X, sector N" kinds (critical medium error, …).
+//   - OOM kills, by the reason the kernel gives: "Memory cgroup out of
+//     memory" is a cgroup at its limit (oom_kill_cgroup); "Out of memory",
+//     "Out of memory (oom_kill_allocating_task)" and 2.6.32's "No available
+//     memory (MPOL_BIND)" (logged "Out of memory" from 2.6.35 on) are the host
+//     or its NUMA nodes out of memory (oom_kill). From 5.1 the record of the
+//     kill carries the reason: "<reason>: Killed process <pid> (<comm>)
+//     total-vm:…". Up to 5.0 the reason is in an announcement, "<reason>: Kill
+//     process <pid> (<comm>) score N or sacrifice child" (2.6.35+; 2.6.32:
+//     "<reason>: kill process … score N or a child"), followed by one bare
+//     "Killed process <pid> (<comm>) …" record per process killed (the child
+//     sacrificed for its parent, each member of a 4.19 memory.oom.group; RHEL
+//     6 and 7 print "Killed process <pid>, UID <uid>, (<comm>) …" and "Killed
+//     process <pid> (<comm>), UID <uid>, …"). Announcements are not counted,
+//     so one kill counts once. Not kills: "Would have killed process" (RHEL
+//     6 test mode), "<reason>: OOM victim … is already exiting" (5.x), "Kill
+//     process … sharing same memory" (up to 5.0: another process of the same
+//     kill, which 5.x kills without a record and /proc/vmstat does not count).
+//   - I/O errors: the block layer's request errors name the whole disk:
+//     "end_request: <kind> error, dev sdb, sector N" (≤ 3.17),
+//     "blk_update_request: <kind> error, dev …" (3.18 to 4.12 and 5.3 to
+//     5.15), "print_req_error: <kind> error, dev …" (4.13 to 5.2) and "<kind>
+//     error, dev sdb, sector N op 0x1:(WRITE) …" (5.16+); kind is "I/O",
+//     "critical medium", "critical target", "operation not supported", … .
+//     The buffer cache names the device the filesystem is on, a partition or
+//     a disk: "Buffer I/O error on device sdb1, logical block N" (≤ 3.x),
+//     "Buffer I/O error on dev sdb1, logical block N, async page read" (4.x+).
 //   - soft_lockup: "BUG: soft lockup - CPU#N stuck for Ns! [comm:pid]",
 //     prefixed "watchdog: " since 4.15.
-func classifyKmsg(msg []byte) kmsgEvent {
+func parseKmsgMessage(msg []byte) kmsgMessage {
 	switch {
 	case bytes.HasPrefix(msg, kmsgTaskPrefix) && bytes.Contains(msg, kmsgBlockedFor):
-		return kmsgHungTask
-	case bytes.HasPrefix(msg, kmsgKilledProcess) || bytes.Contains(msg, kmsgOOMKilled) || bytes.Contains(msg, kmsgOOMKilledUpper):
-		return kmsgOOMKill
+		return kmsgMessage{Event: kmsgHungTask}
+	case bytes.HasPrefix(msg, kmsgKilledProcess):
+		return kmsgMessage{Kind: kmsgOOMKilledBare}
 	case bytes.Contains(msg, kmsgSoftLockupText):
-		return kmsgSoftLockup
-	case bytes.Contains(msg, kmsgBufferIOError):
-		return kmsgIOError
+		return kmsgMessage{Event: kmsgSoftLockup}
+	}
+	if i := bytes.Index(msg, kmsgBufferIOError); i >= 0 {
+		return kmsgMessage{Kind: kmsgBufferError, Event: kmsgIOError, Device: kmsgBufferDevice(msg[i+len(kmsgBufferIOError):])}
+	}
+	if m, ok := parseKmsgOOM(msg); ok {
+		return m
 	}
 	if i := bytes.Index(msg, kmsgPageAllocFailure); i >= 0 {
 		if j := i + len(kmsgPageAllocFailure); j < len(msg) && (msg[j] == ':' || msg[j] == '.') {
-			return kmsgPageAllocationFailure
+			return kmsgMessage{Event: kmsgPageAllocationFailure}
 		}
 	}
-	if i := bytes.Index(msg, kmsgReqError); i >= 0 && bytes.Contains(msg[i:], kmsgSector) {
-		return kmsgIOError
+	if i := bytes.Index(msg, kmsgReqError); i >= 0 {
+		rest := msg[i+len(kmsgReqError):]
+		if j := bytes.Index(rest, kmsgSector); j >= 0 {
+			return kmsgMessage{Kind: kmsgDiskError, Event: kmsgIOError, Device: kmsgDeviceName(rest[:j])}
+		}
+	}
+	return kmsgMessage{}
+}
+
+// parseKmsgOOM recognises the OOM killer's records that carry a reason: the
+// kill itself (5.1+) and the announcement of a kill (up to 5.0).
+func parseKmsgOOM(msg []byte) (kmsgMessage, bool) {
+	// Every reason has "memory": one search rules out nearly every message.
+	if !bytes.Contains(msg, kmsgMemoryWord) {
+		return kmsgMessage{}, false
+	}
+	if i := bytes.Index(msg, kmsgOOMKilled); i >= 0 {
+		if e := kmsgOOMReason(msg[:i]); e != kmsgNoEvent {
+			return kmsgMessage{Event: e}, true
+		}
+	}
+	for _, verb := range [...][]byte{kmsgOOMAnnounce, kmsgOOMAnnounceOld} {
+		if i := bytes.Index(msg, verb); i >= 0 {
+			if e := kmsgOOMReason(msg[:i]); e != kmsgNoEvent {
+				return kmsgMessage{Kind: kmsgOOMAnnouncement, Event: e}, true
+			}
+		}
+	}
+	return kmsgMessage{}, false
+}
+
+// kmsgOOMReason maps the reason the OOM killer gives to the event of its
+// kills, kmsgNoEvent when the text is no such reason.
+func kmsgOOMReason(reason []byte) kmsgEvent {
+	switch {
+	case bytes.Contains(reason, kmsgReasonCgroup):
+		return kmsgOOMKillCgroup
+	case bytes.Contains(reason, kmsgReasonGlobal), bytes.Contains(reason, kmsgReasonPolicy):
+		return kmsgOOMKill
 	}
 	return kmsgNoEvent
 }
+
+// kmsgBufferDevice parses the device out of what follows "Buffer I/O error
+// on dev": "ice sdb1, logical block N" (≤ 3.x) or " sdb1, logical block N,
+// …" (4.x+).
+func kmsgBufferDevice(rest []byte) []byte {
+	rest = bytes.TrimPrefix(rest, []byte("ice"))
+	if len(rest) == 0 || rest[0] != ' ' {
+		return nil
+	}
+	rest = rest[1:]
+	j := bytes.IndexByte(rest, ',')
+	if j < 0 {
+		return nil
+	}
+	return kmsgDeviceName(rest[:j])
+}
+
+// kmsgDeviceName returns b if it can be the kernel's name of a block device
+// (sda, nvme0n1p2, dm-3, md127, cciss/c0d0p1: at most 64 bytes of letters,
+// digits and "-_.:+/", not starting with "." and without ".."), else nil:
+// the block layer logs "?" for a request without a disk, and a name goes
+// into a sysfs path.
+func kmsgDeviceName(b []byte) []byte {
+	if len(b) == 0 || len(b) > 64 || b[0] == '.' || bytes.Contains(b, []byte("..")) {
+		return nil
+	}
+	for _, c := range b {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '-', c == '_', c == '.', c == ':', c == '+', c == '/':
+		default:
+			return nil
+		}
+	}
+	return b
+}
+
+// kmsgClassifier turns the messages of kernel-facility records, in order,
+// into events, with what one message does not say: the reason of the last
+// OOM-kill announcement, and whether an I/O error's device is one the
+// exporter watches. The reader goroutine owns it; it lives as long as the
+// collector, so a kill read after a reopen is classified by the announcement
+// read before it.
+type kmsgClassifier struct {
+	// oomReason is the event of the last "<reason>: Kill process"
+	// announcement; kmsgNoEvent before the first one and after records were
+	// lost, when the bare kill that follows may belong to an announcement
+	// that was lost: such a kill counts as oom_kill, the one that pages, as
+	// /proc/vmstat's oom_kill does in the alert where nothing tells the kind.
+	oomReason kmsgEvent
+	// excluded reports whether the device filter leaves out the device an
+	// I/O error names (partition true: it may be a partition); nil leaves
+	// out none.
+	excluded func(device []byte, partition bool) bool
+}
+
+// event returns the event of the next message, kmsgNoEvent for none.
+func (c *kmsgClassifier) event(msg []byte) kmsgEvent {
+	m := parseKmsgMessage(msg)
+	switch m.Kind {
+	case kmsgOOMAnnouncement:
+		c.oomReason = m.Event
+		return kmsgNoEvent
+	case kmsgOOMKilledBare:
+		if c.oomReason == kmsgNoEvent {
+			return kmsgOOMKill
+		}
+		return c.oomReason
+	case kmsgDiskError, kmsgBufferError:
+		// A name that cannot be parsed is counted where it alerts.
+		if m.Device != nil && c.excluded != nil && c.excluded(m.Device, m.Kind == kmsgBufferError) {
+			return kmsgIOErrorExcluded
+		}
+		return kmsgIOError
+	}
+	return m.Event
+}
+
+// recordsLost tells the classifier that records between the last message
+// and the next were lost (overwritten before they were read).
+func (c *kmsgClassifier) recordsLost() { c.oomReason = kmsgNoEvent }

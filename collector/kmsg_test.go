@@ -120,6 +120,20 @@ func kmsgReadFixture(t *testing.T, name string) (items []kmsgFakeItem, expected 
 	return items, expected
 }
 
+// kmsgFixturePaths has the block devices the fixtures name, laid out as in
+// sysfs: /sys/class/block/<name> links to …/<disk>/<name> for a partition.
+var kmsgFixturePaths = Paths{Sysfs: "fixtures/kmsg/sys"}
+
+// kmsgDefaultFilter is the diskstats device filter with its default flags.
+func kmsgDefaultFilter(t testing.TB) *DeviceFilter {
+	t.Helper()
+	f, err := newDeviceFilter(kmsgFixturePaths, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // kmsgRig runs a kmsg collector on fake sources handed out by its opener.
 type kmsgRig struct {
 	k       *kmsgCollector
@@ -152,6 +166,7 @@ func newKmsgRig(t *testing.T, fromBoot bool, first *kmsgFakeSource, logger *slog
 	}
 	r.k = newKmsgCollector(kmsgOptions{
 		Path: "/dev/kmsg", Open: opener, FromBoot: fromBoot, Logger: logger,
+		Paths: kmsgFixturePaths, Devices: kmsgDefaultFilter(t),
 		Sleep: func(ctx context.Context, d time.Duration) bool {
 			r.mu.Lock()
 			r.sleeps = append(r.sleeps, d)
@@ -274,6 +289,19 @@ func TestKmsgParseRecord(t *testing.T) {
 	}
 }
 
+// kmsgClassifyAll classifies messages in order, as the reader does, with
+// the default device filter over the fixture sysfs.
+func kmsgClassifyAll(t testing.TB, msgs ...string) []kmsgEvent {
+	d := kmsgDevices{paths: kmsgFixturePaths, filter: kmsgDefaultFilter(t)}
+	c := kmsgClassifier{excluded: d.excluded}
+	var got []kmsgEvent
+	for _, m := range msgs {
+		got = append(got, c.event([]byte(m)))
+	}
+	return got
+}
+
+// TestKmsgClassify: one message each, with no OOM announcement before it.
 func TestKmsgClassify(t *testing.T) {
 	for msg, want := range map[string]kmsgEvent{
 		"java: page allocation failure. order:1, mode:0x20":                                        kmsgPageAllocationFailure, // 2.6.32
@@ -285,25 +313,231 @@ func TestKmsgClassify(t *testing.T) {
 		"INFO: task kworker/u8:2:1234 blocked for more than 1234 seconds.":                         kmsgHungTask,
 		"INFO: task java:2911 is blocked on a mutex likely owned by task kworker/u8:2:1234.":       kmsgNoEvent,
 		"rcu: INFO: rcu_sched self-detected stall on CPU":                                          kmsgNoEvent,
-		"Out of memory: Kill process 2911 (java) score 912 or sacrifice child":                     kmsgNoEvent,
-		"Killed process 2911 (java) total-vm:1kB, anon-rss:1kB, file-rss:0kB":                      kmsgOOMKill,
-		"Out of memory: Killed process 2911 (java) total-vm:1kB":                                   kmsgOOMKill,
-		"Memory cgroup out of memory: Killed process 3050 (redis-server) total-vm:1kB":             kmsgOOMKill,
-		"oom_reaper: reaped process 2911 (java), now anon-rss:0kB":                                 kmsgNoEvent,
-		"Buffer I/O error on device sdb1, logical block 244190625":                                 kmsgIOError,
-		"Buffer I/O error on dev sdb1, logical block 0, async page read":                           kmsgIOError,
-		"end_request: I/O error, dev sdb, sector 1953525000":                                       kmsgIOError,
-		"blk_update_request: I/O error, dev sdb, sector 2048 op 0x1:(WRITE) flags 0x800":           kmsgIOError,
-		"I/O error, dev sdb, sector 2048 op 0x0:(READ) flags 0x80700 phys_seg 1 prio class 2":      kmsgIOError,
-		"critical medium error, dev sdb, sector 1953525000":                                        kmsgIOError,
-		"lost page write due to I/O error on sdb1":                                                 kmsgNoEvent,
 		"BUG: soft lockup - CPU#3 stuck for 22s! [kworker/3:1:1234]":                               kmsgSoftLockup,
 		"watchdog: BUG: soft lockup - CPU#1 stuck for 23s! [java:2911]":                            kmsgSoftLockup,
 		"NMI watchdog: Watchdog detected hard LOCKUP on cpu 2":                                     kmsgNoEvent,
+
+		// OOM kills, 5.1+: the kill carries its reason.
+		"Out of memory: Killed process 2911 (java) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:8kB oom_score_adj:0": kmsgOOMKill,
+		"Out of memory (oom_kill_allocating_task): Killed process 2911 (java) total-vm:1kB":                                                        kmsgOOMKill,
+		"Memory cgroup out of memory: Killed process 3050 (redis-server) total-vm:1kB":                                                             kmsgOOMKillCgroup,
+		"Memory cgroup out of memory: OOM victim 3050 (redis-server) is already exiting. Skip killing the task":                                    kmsgNoEvent,
+		// Up to 5.0: announcements are not counted; a bare kill with no
+		// announcement before it is global.
+		"Out of memory: Kill process 2911 (java) score 912 or sacrifice child":                       kmsgNoEvent,
+		"Memory cgroup out of memory: Kill process 3050 (redis-server) score 998 or sacrifice child": kmsgNoEvent,
+		"Out of memory: kill process 2911 (java) score 1834567 or a child":                           kmsgNoEvent, // 2.6.32
+		"Killed process 2911 (java) total-vm:1kB, anon-rss:1kB, file-rss:0kB":                        kmsgOOMKill,
+		"Killed process 2911 (java)": kmsgOOMKill, // 2.6.32
+		"Killed process 2911, UID 500, (java) total-vm:1kB, anon-rss:1kB, file-rss:0kB":                  kmsgOOMKill, // RHEL 6
+		"Killed process 2911 (java), UID 1000, total-vm:1kB, anon-rss:1kB, file-rss:0kB":                 kmsgOOMKill, // RHEL 7
+		"Kill process 2912 (java) sharing same memory":                                                   kmsgNoEvent,
+		"Would have killed process 2911 (java). But continuing instead.":                                 kmsgNoEvent, // RHEL 6
+		"oom_reaper: reaped process 2911 (java), now anon-rss:0kB":                                       kmsgNoEvent,
+		"Out of memory and no killable processes...":                                                     kmsgNoEvent,
+		"Out of memory: compulsory panic_on_oom is enabled":                                              kmsgNoEvent,
+		"Tasks in /system.slice/redis-server.service are going to be killed due to memory.oom.group set": kmsgNoEvent,
+		"audit: Killed process list: none":                                                               kmsgNoEvent,
+
+		// I/O errors: whole disks from the block layer, the device (a
+		// partition or a disk) from the buffer cache; default filter.
+		"end_request: I/O error, dev sdb, sector 1953525000":                                     kmsgIOError,
+		"blk_update_request: I/O error, dev sdb, sector 2048 op 0x1:(WRITE) flags 0x800":         kmsgIOError,
+		"print_req_error: critical medium error, dev sdb, sector 1953525000":                     kmsgIOError,
+		"I/O error, dev sda, sector 2048 op 0x0:(READ) flags 0x80700 phys_seg 1 prio class 2":    kmsgIOError,
+		"critical target error, dev dm-0, sector 0 op 0x1:(WRITE) flags 0x0 phys_seg 1":          kmsgIOError,
+		"blk_update_request: operation not supported error, dev nvme0n1, sector 0 op 0x0:(READ)": kmsgIOError,
+		"I/O error, dev fd0, sector 0 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 2":           kmsgIOErrorExcluded,
+		"print_req_error: I/O error, dev sr0, sector 0":                                          kmsgIOErrorExcluded,
+		"blk_update_request: I/O error, dev loop3, sector 0 op 0x0:(READ) flags 0x80700":         kmsgIOErrorExcluded,
+		"blk_update_request: I/O error, dev ?, sector 0":                                         kmsgIOError, // no disk: counted where it alerts
+		"Buffer I/O error on device sdb1, logical block 244190625":                               kmsgIOError,
+		"Buffer I/O error on dev sdb1, logical block 0, async page read":                         kmsgIOError,
+		"Buffer I/O error on dev nvme0n1p2, logical block 131072, lost async page write":         kmsgIOError,
+		"Buffer I/O error on dev dm-0, logical block 3670000, async page read":                   kmsgIOError,
+		"Buffer I/O error on device fd0, logical block 0":                                        kmsgIOErrorExcluded,
+		"Buffer I/O error on dev sr0, logical block 0, async page read":                          kmsgIOErrorExcluded,
+		"Buffer I/O error on dev loop0p1, logical block 0, async page read":                      kmsgIOErrorExcluded, // partition of loop0
+		"Buffer I/O error on dev loop3, logical block 0, async page read":                        kmsgIOErrorExcluded,
+		"Buffer I/O error on dev":                               kmsgIOError,
+		"Buffer I/O error on dev ../../../etc, logical block 0": kmsgIOError,
+		"lost page write due to I/O error on sdb1":              kmsgNoEvent,
 	} {
-		if got := classifyKmsg([]byte(msg)); got != want {
+		if got := kmsgClassifyAll(t, msg)[0]; got != want {
 			t.Errorf("%q: %q, want %q", msg, got, want)
 		}
+	}
+}
+
+// TestKmsgClassifyOOMSequences: up to 5.0 the bare "Killed process" record
+// is classified by the reason of the announcement before it, for every
+// process one announcement kills; 5.1+ records carry their own reason.
+func TestKmsgClassifyOOMSequences(t *testing.T) {
+	const (
+		none   = kmsgNoEvent
+		global = kmsgOOMKill
+		cgroup = kmsgOOMKillCgroup
+	)
+	for _, c := range []struct {
+		name string
+		msgs []string
+		want []kmsgEvent
+	}{
+		{"2.6.32 global then memcg", []string{
+			"java invoked oom-killer: gfp_mask=0x201da, order=0, oom_adj=0",
+			"Out of memory: kill process 2911 (java) score 1834567 or a child",
+			"Killed process 2911 (java)",
+			"Memory cgroup out of memory: kill process 3050 (redis-server) score 998 or a child",
+			"Killed process 3051 (redis-server)",
+		}, []kmsgEvent{none, none, global, none, cgroup}},
+		{"2.6.32 MPOL_BIND", []string{
+			"No available memory (MPOL_BIND): kill process 4100 (java) score 0 or a child",
+			"Killed process 4100 (java)",
+		}, []kmsgEvent{none, global}},
+		{"3.10 memcg then oom_kill_allocating_task", []string{
+			"Memory cgroup out of memory: Kill process 3050 (redis-server) score 998 or sacrifice child",
+			"Killed process 3050 (redis-server), UID 114, total-vm:2097152kB, anon-rss:1048576kB, file-rss:0kB, shmem-rss:0kB",
+			"Kill process 3052 (redis-server) sharing same memory",
+			"Out of memory (oom_kill_allocating_task): Kill process 4100 (java) score 0 or sacrifice child",
+			"Killed process 4100 (java), UID 1000, total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB",
+		}, []kmsgEvent{none, cgroup, none, none, global}},
+		{"4.19 memory.oom.group, memcg", []string{
+			"Memory cgroup out of memory: Kill process 3050 (redis-server) score 998 or sacrifice child",
+			"Killed process 3050 (redis-server) total-vm:2097152kB, anon-rss:1048576kB, file-rss:0kB, shmem-rss:0kB",
+			"Tasks in /system.slice/redis-server.service are going to be killed due to memory.oom.group set",
+			"Killed process 3052 (redis-sentinel) total-vm:52000kB, anon-rss:3000kB, file-rss:0kB, shmem-rss:0kB",
+			"Killed process 3071 (redis-rdb-bgsav) total-vm:2097152kB, anon-rss:900000kB, file-rss:0kB, shmem-rss:0kB",
+			"Out of memory: Kill process 2911 (java) score 912 or sacrifice child",
+			"Killed process 2911 (java) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB",
+		}, []kmsgEvent{none, cgroup, none, cgroup, cgroup, none, global}},
+		{"4.19 memory.oom.group, global", []string{
+			"Out of memory: Kill process 3050 (redis-server) score 998 or sacrifice child",
+			"Killed process 3050 (redis-server) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB",
+			"Tasks in /system.slice/redis-server.service are going to be killed due to memory.oom.group set",
+			"Killed process 3052 (redis-sentinel) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB",
+		}, []kmsgEvent{none, global, none, global}},
+		{"5.x after a 4.x-style announcement", []string{
+			"Memory cgroup out of memory: Kill process 3050 (redis-server) score 998 or sacrifice child",
+			"Out of memory: Killed process 2911 (java) total-vm:1kB",
+			"Memory cgroup out of memory: Killed process 3060 (java) total-vm:1kB",
+			"Tasks in /kubepods/pod1 are going to be killed due to memory.oom.group set",
+			"Memory cgroup out of memory: Killed process 3061 (sidecar) total-vm:1kB",
+		}, []kmsgEvent{none, global, cgroup, none, cgroup}},
+	} {
+		if got := kmsgClassifyAll(t, c.msgs...); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestKmsgOOMReasonAcrossReopenAndLoss: the reason of an announcement read
+// before a reopen classifies the kill read after it; records lost between
+// an announcement and a kill (a sequence gap) make the kill global, the
+// kind that pages, since the announcement that belonged to it may be lost.
+func TestKmsgOOMReasonAcrossReopenAndLoss(t *testing.T) {
+	rec := func(seq int, msg string) kmsgFakeItem {
+		return kmsgFakeItem{rec: []byte(fmt.Sprintf("3,%d,1,-;%s\n", seq, msg))}
+	}
+	const (
+		memcg  = "Memory cgroup out of memory: Kill process 3050 (redis-server) score 998 or sacrifice child"
+		killed = "Killed process 3050 (redis-server) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB"
+	)
+	first := newKmsgFakeSource(8)
+	first.items <- rec(10, memcg)
+	first.items <- kmsgFakeItem{err: syscall.EIO} // the reader reopens
+	r := newKmsgRig(t, false, first, nil)
+	second := newKmsgFakeSource(8)
+	for _, it := range []kmsgFakeItem{
+		rec(9, killed), rec(10, memcg), // replayed from the oldest record: already handled, skipped
+		rec(11, killed), // the kill of the announcement read before the reopen
+		rec(12, memcg),
+		{err: syscall.EPIPE}, rec(20, killed), // 13–19 overwritten: whose kill this is, is lost
+	} {
+		second.items <- it
+	}
+	r.sources <- second
+	r.start()
+	second.barrier(t)
+	if got, want := kmsgCounts(t, r.k), "page_allocation_failure 0, hung_task 0, oom_kill 1, oom_kill_cgroup 1, io_error 0, io_error_excluded 0, soft_lockup 0, lost 7"; got != want {
+		t.Errorf("counts:\n got %s\nwant %s", got, want)
+	}
+	r.stop(t)
+}
+
+// TestKmsgIODevices: the disk of the device an I/O error names, by sysfs
+// (partition file and link), else by the common partition names, else the
+// name; and the device filter's include and exclude flags applied to it.
+func TestKmsgIODevices(t *testing.T) {
+	for _, c := range []struct {
+		sysfs string
+		name  string
+		disk  string
+	}{
+		{"fixtures/kmsg/sys", "sda", "sda"},
+		{"fixtures/kmsg/sys", "sda1", "sda"},
+		{"fixtures/kmsg/sys", "nvme0n1p2", "nvme0n1"},
+		{"fixtures/kmsg/sys", "loop0p1", "loop0"},
+		{"fixtures/kmsg/sys", "dm-3", "dm-3"},               // not a partition, though it ends in a digit
+		{"fixtures/linux-4.19/sys", "nvme0n1p2", "nvme0n1"}, // a partition file without sysfs' links: by name
+		{"fixtures/linux-6.8/sys", "vda1", "vda"},
+		{"no-such-sysfs", "sdb1", "sdb"},
+		{"no-such-sysfs", "mmcblk0p1", "mmcblk0"},
+		{"no-such-sysfs", "md127", "md127"},
+		{"no-such-sysfs", "cciss/c0d0p1", "cciss/c0d0p1"},
+	} {
+		if got := diskOf(Paths{Sysfs: c.sysfs}, c.name); got != c.disk {
+			t.Errorf("%s: diskOf(%s) = %s, want %s", c.sysfs, c.name, got, c.disk)
+		}
+	}
+
+	// This machine's sysfs: every disk is its own disk, every partition
+	// maps to another device sysfs knows (a CI runner has partitions; this
+	// development VM's kernel parses no partition tables).
+	sysDevs, err := os.ReadDir("/sys/class/block")
+	if err != nil || len(sysDevs) == 0 {
+		t.Fatalf("no block devices in this machine's /sys/class/block (%v)", err)
+	}
+	for _, e := range sysDevs {
+		name := strings.ReplaceAll(e.Name(), "!", "/")
+		disk := diskOf(Paths{Sysfs: "/sys"}, name)
+		_, perr := os.Stat(filepath.Join("/sys/class/block", e.Name(), "partition"))
+		switch {
+		case perr != nil && disk != name:
+			t.Errorf("/sys: disk %s maps to %s", name, disk)
+		case perr == nil && disk == name:
+			t.Errorf("/sys: partition %s maps to itself", name)
+		case perr == nil:
+			if _, err := os.Stat(filepath.Join("/sys/class/block", strings.ReplaceAll(disk, "/", "!"), "partition")); err == nil {
+				t.Errorf("/sys: partition %s maps to %s, another partition", name, disk)
+			}
+			t.Logf("/sys: partition %s is on %s", name, disk)
+		}
+	}
+
+	include, err := newDeviceFilter(kmsgFixturePaths, `nvme\d+n\d+`, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := kmsgDevices{paths: kmsgFixturePaths, filter: include}
+	for _, c := range []struct {
+		name      string
+		partition bool
+		excluded  bool
+	}{
+		{"nvme0n1", false, false},
+		{"nvme0n1p2", true, false}, // its disk is included
+		{"sda", false, true},
+		{"sda1", true, true},
+		{"loop3", false, true},
+	} {
+		for range 2 { // the second answer comes from the cache
+			if got := d.excluded([]byte(c.name), c.partition); got != c.excluded {
+				t.Errorf("--diskstats.device-include=nvme\\d+n\\d+: excluded(%s) = %v, want %v", c.name, got, c.excluded)
+			}
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { d.excluded([]byte("nvme0n1p2"), true) }); n != 0 {
+		t.Errorf("a cached device decision allocates %v times, want 0", n)
 	}
 }
 
@@ -317,12 +551,14 @@ func TestKmsgFlood(t *testing.T) {
 	src := newKmsgFakeSource(4096)
 	r := newKmsgRig(t, false, src, nil)
 	r.start()
-	msgs := [...]string{
-		"java: page allocation failure: order:0, mode:0x820(GFP_ATOMIC), nodemask=(null),cpuset=/,mems_allowed=0",
-		"INFO: task java:2911 blocked for more than 120 seconds.",
-		"Out of memory: Killed process 2911 (java) total-vm:12345678kB, anon-rss:7890123kB, file-rss:0kB",
-		"blk_update_request: I/O error, dev sdb, sector 2048 op 0x1:(WRITE) flags 0x800 phys_seg 1 prio class 0",
-		"watchdog: BUG: soft lockup - CPU#2 stuck for 26s! [kworker/2:0:2345]",
+	msgs := [kmsgEventCount]string{
+		kmsgPageAllocationFailure: "java: page allocation failure: order:0, mode:0x820(GFP_ATOMIC), nodemask=(null),cpuset=/,mems_allowed=0",
+		kmsgHungTask:              "INFO: task java:2911 blocked for more than 120 seconds.",
+		kmsgOOMKill:               "Out of memory: Killed process 2911 (java) total-vm:12345678kB, anon-rss:7890123kB, file-rss:0kB",
+		kmsgOOMKillCgroup:         "Memory cgroup out of memory: Killed process 3050 (redis-server) total-vm:2097152kB, anon-rss:1048576kB, file-rss:0kB",
+		kmsgIOError:               "Buffer I/O error on dev nvme0n1p2, logical block 131072, lost async page write",
+		kmsgIOErrorExcluded:       "blk_update_request: I/O error, dev fd0, sector 0 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 0",
+		kmsgSoftLockup:            "watchdog: BUG: soft lockup - CPU#2 stuck for 26s! [kworker/2:0:2345]",
 	}
 	var want [kmsgEventCount]uint64
 	var wantLost uint64
@@ -349,8 +585,8 @@ func TestKmsgFlood(t *testing.T) {
 		e := kmsgEvent(0)
 		msg := "e1000e: eth0 NIC Link is Up 1000 Mbps Full Duplex"
 		if i%3 == 0 {
-			e = kmsgEvent(1 + (i/3)%5)
-			msg = msgs[e-1]
+			e = kmsgEvent(1 + (i/3)%int(kmsgEventCount-1))
+			msg = msgs[e]
 			want[e]++
 		}
 		buf = strconv.AppendUint(buf[:0], 3, 10)
@@ -385,7 +621,7 @@ func TestKmsgFlood(t *testing.T) {
 		t.Error("no scrape completed during the flood")
 	}
 	// Still alive: one more hung task is counted.
-	src.items <- kmsgFakeItem{rec: []byte(fmt.Sprintf("3,%d,1,-;%s\n", seq, msgs[1]))}
+	src.items <- kmsgFakeItem{rec: []byte(fmt.Sprintf("3,%d,1,-;%s\n", seq, msgs[kmsgHungTask]))}
 	src.barrier(t)
 	if got := r.k.events[kmsgHungTask].Load(); got != want[kmsgHungTask]+1 {
 		t.Errorf("hung_task after the flood = %d, want %d", got, want[kmsgHungTask]+1)
@@ -679,7 +915,10 @@ var kmsgHeaderRe = regexp.MustCompile(`^\d+,\d+,\d+,[^;]*;`)
 
 // FuzzKmsgRecord: the parser never panics, accepts exactly the records whose
 // header has the documented shape, and never returns a message with a
-// newline; classification is total.
+// newline; classification is total, an OOM event needs a "Killed process"
+// record, an I/O event an " error", an excluded one a device name that is
+// safe in a sysfs path, and only an announcement changes the reason a later
+// bare kill gets.
 func FuzzKmsgRecord(f *testing.F) {
 	files, _ := filepath.Glob("fixtures/kmsg/*.kmsg")
 	for _, file := range files {
@@ -695,6 +934,10 @@ func FuzzKmsgRecord(f *testing.F) {
 	}
 	f.Add([]byte("4,1,2,-,caller=T1;x"))
 	f.Add([]byte(";"))
+	f.Add([]byte("3,1,1,-;Buffer I/O error on dev ../../x, logical block 0"))
+	f.Add([]byte("3,1,1,-;OOM[2]: Memory cgroup out of memory: Kill process 1 (x) score 1 or sacrifice child"))
+	devices := kmsgDevices{paths: kmsgFixturePaths, filter: kmsgDefaultFilter(f)}
+	bare := []byte("Killed process 1 (x)")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := parseKmsgRecord(b)
 		if err != nil {
@@ -709,14 +952,35 @@ func FuzzKmsgRecord(f *testing.F) {
 		if r.Level > 7 {
 			t.Fatalf("level %d", r.Level)
 		}
-		if e := classifyKmsg(r.Message); e >= kmsgEventCount {
+		m := parseKmsgMessage(r.Message)
+		if m.Device != nil && kmsgDeviceName(m.Device) == nil {
+			t.Fatalf("device %q is not a device name: %q", m.Device, r.Message)
+		}
+		c := kmsgClassifier{excluded: devices.excluded}
+		e := c.event(r.Message)
+		switch {
+		case e >= kmsgEventCount:
 			t.Fatalf("event %d out of range", e)
+		case (e == kmsgOOMKill || e == kmsgOOMKillCgroup) && !bytes.Contains(r.Message, kmsgKilledProcess):
+			t.Fatalf("%s without a kill: %q", e, r.Message)
+		case (e == kmsgIOError || e == kmsgIOErrorExcluded) && !bytes.Contains(r.Message, []byte(" error")):
+			t.Fatalf("%s without an error: %q", e, r.Message)
+		case e == kmsgIOErrorExcluded && m.Device == nil:
+			t.Fatalf("excluded without a device: %q", r.Message)
+		}
+		want := kmsgOOMKill // nothing announced yet
+		if m.Kind == kmsgOOMAnnouncement {
+			want = m.Event
+		}
+		if got := c.event(bare); got != want {
+			t.Fatalf("a bare kill after %q is %s, want %s", r.Message, got, want)
 		}
 	})
 }
 
 func BenchmarkKmsgHandle(b *testing.B) {
-	k := newKmsgCollector(kmsgOptions{Open: func(bool) (kmsgSource, error) { return newKmsgFakeSource(1), nil }})
+	k := newKmsgCollector(kmsgOptions{Open: func(bool) (kmsgSource, error) { return newKmsgFakeSource(1), nil },
+		Paths: kmsgFixturePaths, Devices: kmsgDefaultFilter(b)})
 	recs := [][]byte{
 		[]byte("6,1,5140900,-;e1000e: eth0 NIC Link is Up 1000 Mbps Full Duplex, Flow Control: None\n SUBSYSTEM=net\n DEVICE=n2\n"),
 		[]byte("3,2,5140901,-,caller=T55;INFO: task jbd2/sdb1-8:412 blocked for more than 122 seconds.\n"),
