@@ -33,9 +33,9 @@ func overview() *dashboard.DashboardBuilder {
 		`sort_desc(topk(10, sum by (job, instance, resource) (rate(stall_pressure_stalled_seconds_total{SEL,scope="full",resource=~"memory|io"}[$__rate_interval]))))`, "{{instance}} {{resource}}",
 		steps("green", 0.01, "orange", 0.1, "red")).Span(6))
 	b.WithPanel(worst("Kernel log events in the time range",
-		"Page allocation failures, hung tasks, OOM kills, I/O errors and soft lockups the kernel logged in the dashboard's time range (lower bounds: the kernel rate-limits these reports). Any value above 0 deserves a look at the host's dmesg.",
+		"Page allocation failures, hung tasks, OOM kills, I/O errors and soft lockups the kernel logged in the dashboard's time range (lower bounds: the kernel rate-limits these reports); I/O errors on devices the exporter leaves out (floppy, CD, loop …) are not in the sum. Any value above 0 deserves a look at the host's dmesg.",
 		"short",
-		`sort_desc(topk(10, sum by (job, instance) (increase(stall_kernel_log_events_total{SEL}[$__range]))))`, "{{instance}}",
+		`sort_desc(topk(10, sum by (job, instance) (increase(stall_kernel_log_events_total{SEL,event!="io_error_excluded"}[$__range]))))`, "{{instance}}",
 		steps("green", 1.0, "red")).Span(9))
 	b.WithPanel(worst("Failing collectors",
 		"Collectors that failed or timed out in the last scrape, per exporter: a blind spot, not a stall. 0 is healthy; the exporter's log names the failure.",
