@@ -367,6 +367,28 @@ func TestKmsgClassify(t *testing.T) {
 			t.Errorf("%q: %q, want %q", msg, got, want)
 		}
 	}
+
+	// The reader's path allocates nothing once a device is decided.
+	d := kmsgDevices{paths: kmsgFixturePaths, filter: kmsgDefaultFilter(t)}
+	c := kmsgClassifier{excluded: d.excluded}
+	msgs := [][]byte{
+		[]byte("Memory cgroup out of memory: Kill process 3050 (redis-server) score 998 or sacrifice child"),
+		[]byte("Killed process 3050 (redis-server) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB"),
+		[]byte("Out of memory: Killed process 2911 (java) total-vm:1kB"),
+		[]byte("Buffer I/O error on dev nvme0n1p2, logical block 131072, lost async page write"),
+		[]byte("I/O error, dev fd0, sector 0 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 2"),
+		[]byte("e1000e: eth0 NIC Link is Up 1000 Mbps Full Duplex, Flow Control: None"),
+	}
+	for _, m := range msgs {
+		c.event(m)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		for _, m := range msgs {
+			c.event(m)
+		}
+	}); n != 0 {
+		t.Errorf("classifying allocates %v times per round, want 0", n)
+	}
 }
 
 // TestKmsgClassifyOOMSequences: up to 5.0 the bare "Killed process" record
