@@ -32,7 +32,7 @@ var (
 		"1 for why the last scrape of a target that is down failed: auth, permission, refused, timeout, dns, tls, reply_too_large, protocol, loading, busy, error_reply or network; absent while the target is up.",
 		prometheus.GaugeValue, "addr", "reason")
 	oversizedDesc = collector.NewMetric("redis_oversized_replies_total",
-		"Replies refused because the sizes their headers announced exceeded --redis.max-reply-bytes; each closed its connection.", prometheus.CounterValue, "addr")
+		"Replies refused because the sizes their headers announced exceeded their limit (--redis.max-reply-bytes for CLIENT LIST, 1 MiB for the others); each closed its connection.", prometheus.CounterValue, "addr")
 	scrapeSecondsDesc = collector.NewMetric("redis_scrape_duration_seconds",
 		"Wall time of this target's last scrape (all commands, parsing included), as measured by the exporter.", prometheus.GaugeValue, "addr")
 	infoDesc = collector.NewMetric("redis_server_info",
@@ -109,7 +109,7 @@ var (
 	clLastRunDesc = collector.NewMetric("redis_client_list_last_run_timestamp_seconds",
 		"Unix time of the last CLIENT LIST the exporter ran on this target (the age of the redis_client_* aggregates).", prometheus.GaugeValue, "addr")
 	clDurationDesc = collector.NewMetric("redis_client_list_duration_seconds",
-		"Round-trip time of the last CLIENT LIST, parsing excluded.", prometheus.GaugeValue, "addr")
+		"Time from sending the last CLIENT LIST to the end of its reply, which is aggregated as it arrives.", prometheus.GaugeValue, "addr")
 	clReplyBytesDesc = collector.NewMetric("redis_client_list_reply_bytes",
 		"Size of the last CLIENT LIST reply.", prometheus.GaugeValue, "addr")
 	clRunsDesc = collector.NewMetric("redis_client_list_runs_total",
@@ -223,6 +223,7 @@ func (c *scraper) Close() {
 type target struct {
 	spec     *targetSpec
 	client   *redis.Client
+	clStream *resplimit.Stream // CLIENT LIST replies, aggregated as they arrive
 	s        settings
 	logger   *slog.Logger
 	problems *collector.Problems
@@ -259,15 +260,17 @@ type clientListResult struct {
 	triggered  bool // the last run was started by a threshold
 	at         time.Time
 	duration   time.Duration
-	replyBytes int
+	replyBytes int64
 	runs       uint64
 	stats      replies.ClientListStats
 }
 
 func newTarget(spec *targetSpec, s settings, cfg collector.Config) *target {
+	stream := spec.newClientListStream()
 	return &target{
 		spec:     spec,
-		client:   spec.newClient(),
+		clStream: stream,
+		client:   spec.newClient(stream),
 		s:        s,
 		logger:   cfg.Logger.With("addr", spec.label),
 		problems: cfg.Problems,
@@ -374,7 +377,7 @@ func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) err
 			// otherwise keep answering with the last dial error for a while
 			// after the server is back.
 			_ = t.client.Close()
-			t.client = t.spec.newClient()
+			t.client = t.spec.newClient(t.clStream)
 		}
 		now := t.s.now()
 		// A flapping target logs at most once a minute; a new reason (a
@@ -444,11 +447,15 @@ func (t *target) scrape(ctx context.Context, ch chan<- prometheus.Metric) error 
 	for _, c := range infoCmds[1:] {
 		if c.Err() == nil {
 			more := replies.ParseInfo(c.Val())
-			info.Commands = append(info.Commands, more.Commands...)
+			n := min(len(more.Commands), max(replies.MaxInfoCommands-len(info.Commands), 0))
+			info.Commands = append(info.Commands, more.Commands[:n]...)
 			info.Malformed += more.Malformed
+			info.Dropped += more.Dropped + len(more.Commands) - n
 		}
 	}
 	t.problems.Add("redis INFO line", info.Malformed, errors.New("INFO line without key:value"))
+	t.problems.Add("redis INFO size", info.Dropped, fmt.Errorf("INFO has more than %d fields, %d commands or %d databases; the rest is ignored",
+		replies.MaxInfoFields, replies.MaxInfoCommands, replies.MaxInfoDatabases))
 	known := t.major != 0
 	t.major, t.minor = info.Version()
 	if !known && t.major == 0 {
@@ -666,7 +673,12 @@ func (t *target) maybeClientList(ctx context.Context, in replies.Info, ms replie
 		return nil
 	}
 	start := t.s.now()
+	// The reply is aggregated as it arrives (resplimit.Stream): a CLIENT
+	// LIST of 100,000 clients is 30–45 MB, which go-redis would hold whole.
+	t.agg.Begin(0)
+	t.clStream.Arm(&t.agg)
 	reply, err := t.client.ClientList(ctx).Result()
+	t.clStream.Disarm()
 	took := t.s.now().Sub(start)
 	if err != nil {
 		if isErrorReply(err) {
@@ -675,11 +687,18 @@ func (t *target) maybeClientList(ctx context.Context, in replies.Info, ms replie
 		}
 		return fmt.Errorf("CLIENT LIST: %w", err)
 	}
-	st := t.agg.Aggregate(reply)
-	t.problems.Add("redis CLIENT LIST", st.Malformed, errors.New("CLIENT LIST line or field not in field=value form"))
+	var st replies.ClientListStats
+	if reply != "" {
+		// Not streamed (read whole, within replyLimit): only if go-redis
+		// ever writes the command differently from what Stream expects.
+		st = t.agg.Aggregate(reply)
+	} else {
+		st = t.agg.Finish()
+	}
+	t.problems.Add("redis CLIENT LIST", st.Malformed, errors.New("CLIENT LIST line or field not in field=value form, or longer than 64 KiB"))
 	t.cl = clientListResult{
 		have: true, triggered: triggered, at: start, duration: took,
-		replyBytes: len(reply), runs: t.cl.runs + 1, stats: st,
+		replyBytes: st.Bytes, runs: t.cl.runs + 1, stats: st,
 	}
 	return nil
 }

@@ -3,10 +3,7 @@ package redis
 import (
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,39 +23,13 @@ func TestExporterEndToEnd(t *testing.T) {
 	t.Parallel()
 	r := startRedis(t)
 	silent := collectortest.SilentListener(t)
-	bin := filepath.Join(t.TempDir(), "stall_exporter")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = "../.."
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	bin := buildExporter(t)
 	pwFile := writeFile(t, t.TempDir(), "pw", "not-needed-but-read\n")
-	cmd := exec.Command(bin, "--web.listen-address="+listen,
+	logs := &collectortest.LogBuffer{}
+	base, _ := startExporterLogs(t, logs, bin,
 		"--redis.addr="+r.addr, "--redis.addr=redis://"+silent,
 		"--redis.password-file="+pwFile, "--redis.timeout=1s", "--collector.timeout=4s",
 		"--redis.probe.allowed-targets=127.0.0.1:1")
-	logs := &collectortest.LogBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("exporter log:\n%s", logs.String())
-		}
-	})
-	base := "http://" + listen
-	waitFor(t, "the exporter to listen", 10*time.Second, func() bool {
-		resp, err := http.Get(base + "/")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	})
 
 	start := time.Now()
 	resp, err := http.Get(base + "/metrics")

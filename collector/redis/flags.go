@@ -64,8 +64,9 @@ func registerFlags(app *kingpin.Application) *flagValues {
 		"Time limit of one target's scrape (every command); a target that does not answer within it reports stall_redis_up 0. Also capped by --collector.timeout.").
 		Default("3s").Duration()
 	f.maxReply = bytesFlag(app.Flag("redis.max-reply-bytes",
-		"Largest reply (or pipeline of replies) accepted from a target, checked against the lengths the server announces before they are allocated; "+
-			"a larger one drops the connection and counts in stall_redis_oversized_replies_total. The default fits CLIENT LIST of 100,000 clients.").
+		"Largest CLIENT LIST reply accepted from a target, checked against the length the server announces. The reply is aggregated as it arrives, "+
+			"so this bounds read time, not memory; every other reply is limited to 1MiB. A larger reply drops the connection and counts in "+
+			"stall_redis_oversized_replies_total. The default fits CLIENT LIST of 100,000 clients.").
 		Default("64MiB"))
 	f.configRefresh = app.Flag("redis.config-refresh-interval",
 		"How long CONFIG GET client-output-buffer-limit / maxmemory results are reused.").Default("5m").Duration()
@@ -140,9 +141,8 @@ func (b *byteSize) Set(s string) error {
 
 func (b *byteSize) String() string { return units.Base2Bytes(b.n).String() }
 
-// minReplyLimit keeps --redis.max-reply-bytes above what every scrape
-// needs: INFO of a 7.x server with a few hundred commands in commandstats
-// is a few tens of kB.
+// minReplyLimit keeps --redis.max-reply-bytes above a CLIENT LIST of
+// several hundred clients (about 300 bytes each).
 const minReplyLimit = 256 << 10
 
 // settings validates the flag values. Every refusal names its flag, so a
@@ -159,7 +159,7 @@ func (f *flagValues) settings() (settings, error) {
 	check(*f.configRefresh <= 0, "--redis.config-refresh-interval must be positive, not %v", *f.configRefresh)
 	check(*f.topK < 1, "--redis.client-list.top-k must be at least 1, not %d", *f.topK)
 	check(*f.clEvery < 0, "--redis.client-list.every must be 0 or more, not %d", *f.clEvery)
-	check(f.maxReply.n < minReplyLimit, "--redis.max-reply-bytes must be at least %s (an INFO reply), not %s",
+	check(f.maxReply.n < minReplyLimit, "--redis.max-reply-bytes must be at least %s, not %s",
 		units.Base2Bytes(minReplyLimit), f.maxReply)
 	if *f.passwordEnv != "" {
 		_, set := os.LookupEnv(*f.passwordEnv)
@@ -181,7 +181,7 @@ func (f *flagValues) settings() (settings, error) {
 	return settings{
 		conn: connSettings{
 			user: *f.user, passwordFile: *f.passwordFile, passwordEnv: *f.passwordEnv,
-			dialTimeout: *f.dialTimeout, maxReplyBytes: f.maxReply.n,
+			dialTimeout: *f.dialTimeout, clientListLimit: f.maxReply.n,
 			tls: tlsSettings{caFile: *f.tlsCA, certFile: *f.tlsCert, keyFile: *f.tlsKey,
 				serverName: *f.tlsServer, insecureSkipVerify: *f.tlsInsecure},
 		},

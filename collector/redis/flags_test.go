@@ -65,8 +65,8 @@ func TestFlagValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.clOutThreshold != 2<<20 || s.conn.maxReplyBytes != 16<<20 || s.bigkeys.minBytes != 1<<20 {
-		t.Errorf("parsed %d %d %d", s.clOutThreshold, s.conn.maxReplyBytes, s.bigkeys.minBytes)
+	if s.clOutThreshold != 2<<20 || s.conn.clientListLimit != 16<<20 || s.bigkeys.minBytes != 1<<20 {
+		t.Errorf("parsed %d %d %d", s.clOutThreshold, s.conn.clientListLimit, s.bigkeys.minBytes)
 	}
 	// A variable that is set but empty is a choice (no password), not a typo.
 	if _, err := parseFlags("--redis.password-env=STALL_TEST_PW_EMPTY"); err != nil {

@@ -15,18 +15,23 @@ import (
 )
 
 // scriptedRedis answers like a Redis server (PING, HELLO unknown, CLIENT
-// SETNAME), except that the reply to INFO is written by info: a hostile
+// SETNAME), except that the reply to INFO is written by info, and the
+// reply to CLIENT LIST by clientList (unknown command when nil): a hostile
 // or broken server. It counts the connections it saw closed by the
 // client.
 type scriptedRedis struct {
-	addr   string
-	info   func(w io.Writer) error
-	closed atomic.Int64
+	addr       string
+	info       func(w io.Writer) error
+	clientList func(w io.Writer) error
+	closed     atomic.Int64
 }
 
-func startScriptedRedis(t *testing.T, info func(w io.Writer) error) *scriptedRedis {
+func startScriptedRedis(t testing.TB, info func(w io.Writer) error, edit ...func(*scriptedRedis)) *scriptedRedis {
 	t.Helper()
 	s := &scriptedRedis{info: info}
+	for _, e := range edit {
+		e(s)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +62,13 @@ func startScriptedRedis(t *testing.T, info func(w io.Writer) error) *scriptedRed
 							return
 						}
 					case "client":
+						if len(args) > 1 && strings.EqualFold(args[1], "list") && s.clientList != nil {
+							if s.clientList(c) != nil {
+								s.closed.Add(1)
+								return
+							}
+							continue
+						}
 						_, err = io.WriteString(c, "+OK\r\n")
 					case "ping":
 						_, err = io.WriteString(c, "+PONG\r\n")

@@ -23,7 +23,7 @@ const (
 	reasonTimeout    = "timeout"         // no answer within --redis.dial-timeout or --redis.timeout
 	reasonDNS        = "dns"             // the host name does not resolve
 	reasonTLS        = "tls"             // TLS handshake or certificate verification failed
-	reasonTooLarge   = "reply_too_large" // a reply larger than --redis.max-reply-bytes
+	reasonTooLarge   = "reply_too_large" // a reply over its limit (--redis.max-reply-bytes for CLIENT LIST, replyLimit for the others)
 	reasonProtocol   = "protocol"        // the peer does not speak RESP (or sent an empty INFO)
 	reasonLoading    = "loading"         // LOADING: the server is loading its dataset
 	reasonBusy       = "busy"            // BUSY: a script or function is running
@@ -39,7 +39,7 @@ var downMessages = map[string]string{
 	reasonTimeout:    "redis target not answering within the time limit",
 	reasonDNS:        "redis target host name does not resolve",
 	reasonTLS:        "redis target TLS handshake failed",
-	reasonTooLarge:   "redis target sent a reply larger than --redis.max-reply-bytes; connection dropped",
+	reasonTooLarge:   "redis target announced a reply over its size limit (1 MiB; CLIENT LIST: --redis.max-reply-bytes); connection dropped",
 	reasonProtocol:   "redis target does not speak the Redis protocol",
 	reasonLoading:    "redis target is loading its dataset",
 	reasonBusy:       "redis target is busy running a script",

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,4 +188,64 @@ func writeFile(t testing.TB, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// buildExporter builds the release binary (CGO_ENABLED=0, as `make build`)
+// into a temporary directory.
+func buildExporter(tb testing.TB) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "stall_exporter")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, ".")
+	build.Dir = "../.."
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		tb.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startExporter runs the binary on a free loopback port with args and
+// waits until it answers; it returns the base URL and the process id. The
+// process is killed when the test ends, and its log shown if it failed.
+func startExporter(tb testing.TB, bin string, args ...string) (base string, pid int) {
+	tb.Helper()
+	return startExporterLogs(tb, &collectortest.LogBuffer{}, bin, args...)
+}
+
+// startExporterLogs is startExporter with the process's log written to
+// logs.
+func startExporterLogs(tb testing.TB, logs *collectortest.LogBuffer, bin string, args ...string) (base string, pid int) {
+	tb.Helper()
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(tb))
+	cmd := exec.Command(bin, append([]string{"--web.listen-address=" + listen}, args...)...)
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	tb.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if tb.Failed() {
+			tb.Logf("exporter log:\n%s", logs.String())
+		}
+	})
+	base = "http://" + listen
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(base + "/")
+		if err == nil {
+			resp.Body.Close()
+			return base, cmd.Process.Pid
+		}
+		select {
+		case err := <-exited:
+			exited <- err // for the cleanup
+			tb.Fatalf("the exporter exited (%v):\n%s", err, logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the exporter did not listen on %s: %v\n%s", listen, err, logs.String())
+		}
+	}
 }

@@ -36,9 +36,15 @@ type targetSpec struct {
 	// bigKeysReplica is the ?bigkeys_replica=host:port of a --redis.addr:
 	// the replica the big-key scan should use (same credentials and TLS).
 	bigKeysReplica string
-	// oversized counts replies refused by --redis.max-reply-bytes on any
+	// oversized counts replies refused by their size limit on any
 	// connection made with opts (scrapes and big-key scans).
 	oversized *atomic.Uint64
+	// dial connects (TCP, TLS or Unix socket) without the reply limits;
+	// dialer adds them.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// clientListLimit is --redis.max-reply-bytes: the largest CLIENT LIST
+	// reply, which is streamed.
+	clientListLimit int64
 }
 
 // credentialSource says where a target's password comes from. Files and
@@ -74,15 +80,26 @@ func (c credentialSource) provider() func(ctx context.Context) (string, string, 
 type connSettings struct {
 	user, passwordFile, passwordEnv string
 	dialTimeout                     time.Duration
-	maxReplyBytes                   int64 // --redis.max-reply-bytes; 0: defaultMaxReplyBytes
+	clientListLimit                 int64 // --redis.max-reply-bytes; 0: defaultClientListLimit
 	tls                             tlsSettings
 }
 
-// defaultMaxReplyBytes is the --redis.max-reply-bytes default: CLIENT LIST
-// of 100,000 clients is 30–45 MB (Redis 7.0 prints about 300 bytes per
+// defaultClientListLimit is the --redis.max-reply-bytes default: CLIENT
+// LIST of 100,000 clients is 30–45 MB (Redis 7.0 prints about 300 bytes per
 // client with a pod-style name, 8.x with lib-name, io-thread and IPv6
-// peers up to about 450; docs/redis.md has the measurement).
-const defaultMaxReplyBytes = 64 << 20
+// peers up to about 450; docs/redis.md has the measurement). The reply is
+// aggregated as it arrives, so the limit bounds how long it is read, not
+// the memory it takes.
+const defaultClientListLimit = 64 << 20
+
+// replyLimit bounds every reply other than CLIENT LIST, per command or
+// pipeline: INFO with commandstats is 5–50 kB on real servers (a 7.x
+// server with every one of its ~380 commands and subcommands called is
+// about 45 kB), MEMORY STATS and CONFIG GET a few kB, a big-key SCAN page
+// of 100 key names a few kB. Bulk strings over resplimit.HoldAbove are
+// handed to go-redis only once complete, so a reply costs at most twice
+// what actually arrived.
+const replyLimit = 1 << 20
 
 // clientName is what the exporter's connections call themselves in
 // CLIENT LIST.
@@ -201,22 +218,36 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 		}
 		opts.TLSConfig = tc
 	}
-	limit := s.maxReplyBytes
-	if limit <= 0 {
-		limit = defaultMaxReplyBytes
+	spec.clientListLimit = s.clientListLimit
+	if spec.clientListLimit <= 0 {
+		spec.clientListLimit = defaultClientListLimit
 	}
-	// go-redis allocates what a reply header announces before reading
-	// it; the reply limit is enforced on the headers as they arrive, under
-	// go-redis' reader (package resplimit).
-	dial := redis.NewDialer(opts) // TCP or TLS, opts.DialTimeout
-	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
+	spec.dial = redis.NewDialer(opts) // TCP or TLS, opts.DialTimeout
+	opts.Dialer = spec.dialer(nil)
+	return spec, nil
+}
+
+// dialer returns a go-redis Dialer whose connections check every reply
+// as it arrives, under go-redis' reader (package resplimit): go-redis
+// allocates what a reply header announces before reading it. stream, when
+// not nil, is the CLIENT LIST stream of the target the client serves.
+func (s *targetSpec) dialer(stream *resplimit.Stream) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := s.dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return resplimit.NewConn(c, limit, func() { spec.oversized.Add(1) }), nil
+		return resplimit.NewConn(c, resplimit.Options{
+			Limit: replyLimit, HoldAbove: resplimit.HoldAbove, Stream: stream,
+			OnLimit: func() { s.oversized.Add(1) },
+		}), nil
 	}
-	return spec, nil
+}
+
+// newClientListStream returns the stream a target's CLIENT LIST replies
+// are aggregated from.
+func (s *targetSpec) newClientListStream() *resplimit.Stream {
+	return resplimit.NewStream(s.clientListLimit, "client", "list")
 }
 
 // setClientName names a new connection; a server that does not know CLIENT
@@ -409,8 +440,12 @@ func parseProbeAddress(raw string) (probeAddress, error) {
 }
 
 // newClient returns a client on a copy of the options: go-redis fills in
-// defaults in the Options it is given, and spec.opts is shared.
-func (s *targetSpec) newClient() *redis.Client {
+// defaults in the Options it is given, and spec.opts is shared. stream,
+// when not nil, is the target's CLIENT LIST stream.
+func (s *targetSpec) newClient(stream *resplimit.Stream) *redis.Client {
 	o := *s.opts
+	if stream != nil {
+		o.Dialer = s.dialer(stream)
+	}
 	return redis.NewClient(&o)
 }

@@ -1,9 +1,11 @@
 package replies
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // GroupBy selects the client attribute CLIENT LIST aggregates are grouped by.
@@ -53,6 +55,7 @@ type Group struct {
 // come from the omem (output buffer, list part; 2.6+), tot-mem (all memory
 // the client uses, 6.0.9+) and oll (reply list length, blocks) fields.
 type ClientListStats struct {
+	Bytes                int64  // size of the reply
 	Clients              int    // client lines aggregated (replicas excluded)
 	Replicas             int    // replica connections (flags contain S), not aggregated
 	OutputBufferBytes    uint64 // sum of omem; meaningful only if HasOutputBuffer
@@ -70,42 +73,85 @@ type ClientListStats struct {
 	// top K commands with non-zero omem followed by OtherGroup; nil without
 	// omem.
 	Commands []Group
+	// Untracked counts clients summed in OtherGroup without their group or
+	// command being ranked, because the reply had more than MaxGroups
+	// distinct ones (see MaxGroups).
+	Untracked int
 	// Malformed counts lines or fields that could not be read: a line
-	// without addr, a non-numeric omem, oll or tot-mem. Fields the
-	// aggregate does not use are skipped without being checked.
+	// without addr or longer than MaxLineBytes, a non-numeric omem, oll or
+	// tot-mem. Fields the aggregate does not use are skipped without being
+	// checked.
 	Malformed int
 }
 
-// Aggregator folds CLIENT LIST replies into ClientListStats. It keeps its
-// maps between calls so that a steady-state Aggregate allocates only for
-// groups it has not seen before; it is not safe for concurrent use.
+// MaxGroups bounds the distinct group names, and separately the distinct
+// command names, one reply is aggregated by, so that a reply of 100,000
+// clients grouped by name, or a hostile one with a new name on every
+// line, costs at most a few MB: a client whose name is new once MaxGroups
+// are tracked is summed in OtherGroup (and counted in Untracked) when its
+// omem is 0, and tracked when it is not, up to twice MaxGroups. The ranking
+// by omem is then still exact; what can be low is the client count of an
+// exported group whose idle members came after the first MaxGroups names.
+const MaxGroups = 5000
+
+// MaxLineBytes bounds one CLIENT LIST line (a line is about 300 bytes; a
+// client name has no length limit in Redis). A longer line is skipped and
+// counted as malformed.
+const MaxLineBytes = 64 << 10
+
+// retainGroups is how many group names an Aggregator keeps between
+// replies (so that a steady state allocates nothing); with more, its maps
+// are released after each reply, so that an idle target does not hold
+// memory for the largest reply it ever saw.
+const retainGroups = 32
+
+// Aggregator folds CLIENT LIST replies into ClientListStats. A reply is
+// given whole (Aggregate) or as it arrives (Begin, Write, Finish: the
+// resplimit.Sink interface), so it is never held: memory is bounded by the
+// distinct groups (MaxGroups), not by the reply. It is not safe for
+// concurrent use.
 type Aggregator struct {
 	GroupBy GroupBy
 	TopK    int
 
-	groups accs
-	cmds   accs
-	sorted []Group
+	groups  accs
+	cmds    accs
+	sorted  []Group
+	st      ClientListStats // the reply being aggregated
+	partial []byte          // the start of a line cut by the end of a Write
+	skip    bool            // inside a line longer than MaxLineBytes
 }
 
 // accs accumulates per-key sums with one map lookup per client: the map
-// holds an index into a slice that is reused between replies.
+// holds an index into a slice. Keys are copies, never the reply's bytes.
 type accs struct {
-	index map[string]int
-	vals  []Group
+	index    map[string]int
+	vals     []Group
+	overflow Group // clients of names beyond MaxGroups
 }
 
-func (a *accs) reset() {
+// begin zeroes the sums and keeps the names.
+func (a *accs) begin() {
 	if a.index == nil {
 		a.index = make(map[string]int)
 	}
-	clear(a.index)
-	a.vals = a.vals[:0]
+	for i := range a.vals {
+		a.vals[i].Clients, a.vals[i].OutputBufferBytes = 0, 0
+	}
+	a.overflow = Group{}
 }
 
+// add counts one client of key; key may point into a buffer that is
+// reused, so a new key is copied.
 func (a *accs) add(key string, omem uint64) {
 	i, ok := a.index[key]
 	if !ok {
+		if n := len(a.vals); n >= MaxGroups && (omem == 0 || n >= 2*MaxGroups) {
+			a.overflow.Clients++
+			a.overflow.OutputBufferBytes += omem
+			return
+		}
+		key = strings.Clone(key)
 		i = len(a.vals)
 		a.index[key] = i
 		a.vals = append(a.vals, Group{Name: key})
@@ -114,80 +160,170 @@ func (a *accs) add(key string, omem uint64) {
 	a.vals[i].OutputBufferBytes += omem
 }
 
+// compact drops the names the last reply did not have, or every name when
+// more than retainGroups remain.
+func (a *accs) compact() {
+	if len(a.vals) > retainGroups {
+		a.index, a.vals = nil, nil
+		return
+	}
+	j := 0
+	for _, v := range a.vals {
+		if v.Clients == 0 {
+			delete(a.index, v.Name)
+			continue
+		}
+		a.vals[j] = v
+		a.index[v.Name] = j
+		j++
+	}
+	clear(a.vals[j:])
+	a.vals = a.vals[:j]
+}
+
 // Aggregate parses reply, the bulk string of CLIENT LIST, and returns its
 // aggregates. Group and command names in the result are copied, so the
 // reply may be released.
 func (a *Aggregator) Aggregate(reply string) ClientListStats {
-	a.groups.reset()
-	a.cmds.reset()
-	var st ClientListStats
-	for len(reply) > 0 {
-		var line string
-		if i := strings.IndexByte(reply, '\n'); i >= 0 {
-			line, reply = reply[:i], reply[i+1:]
-		} else {
-			line, reply = reply, ""
+	a.Begin(int64(len(reply)))
+	// Write only reads p, so the string's bytes can be lent to it.
+	_, _ = a.Write(unsafe.Slice(unsafe.StringData(reply), len(reply)))
+	return a.Finish()
+}
+
+// Begin starts a reply of size bytes, dropping any unfinished one.
+func (a *Aggregator) Begin(size int64) {
+	a.groups.begin()
+	a.cmds.begin()
+	a.st = ClientListStats{Bytes: size}
+	a.partial, a.skip = a.partial[:0], false
+}
+
+// Write aggregates the next bytes of the reply; lines may be cut anywhere.
+// It does not keep p and never fails.
+func (a *Aggregator) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			a.carry(p)
+			break
 		}
-		line = strings.TrimSuffix(line, "\r")
-		if line == "" {
+		line := p[:i]
+		p = p[i+1:]
+		if a.skip {
+			a.skip = false
 			continue
 		}
-		c, bad := parseClientLine(line)
-		st.Malformed += bad
-		if !c.ok {
-			st.Malformed++
+		if len(a.partial)+len(line) > MaxLineBytes {
+			a.partial = a.partial[:0]
+			a.st.Malformed++
 			continue
 		}
-		if c.replica {
-			// A replica's output buffer is the replication stream, limited
-			// by the replica class; it is reported by INFO/MEMORY STATS
-			// (clients.slaves), and INFO connected_clients excludes it too.
-			st.Replicas++
-			continue
+		if len(a.partial) > 0 {
+			a.partial = append(a.partial, line...)
+			line = a.partial
 		}
-		st.Clients++
-		st.HasOutputBuffer = st.HasOutputBuffer || c.hasOmem
-		st.OutputBufferBytes += c.omem
-		st.OutputListBlocks += c.oll
-		if c.hasTotMem {
-			st.HasTotalMemory = true
-			st.TotalMemoryBytes += c.totMem
-		}
-		if c.omem > st.MaxOutputBufferBytes {
-			st.MaxOutputBufferBytes = c.omem
-		}
-		if c.omem > 0 || c.oll > 0 {
-			st.PendingClients++
-		}
-		g := c.group(a.GroupBy)
-		if g == "" {
-			g = NoneGroup
-		}
-		a.groups.add(g, c.omem)
-		cmd := c.cmd
-		if cmd == "" || cmd == "NULL" {
-			cmd = NoneGroup
-		}
-		a.cmds.add(cmd, c.omem)
+		a.line(line)
+		a.partial = a.partial[:0]
 	}
+	return n, nil
+}
+
+// carry keeps the start of a line cut by the end of a Write.
+func (a *Aggregator) carry(p []byte) {
+	switch {
+	case a.skip:
+	case len(a.partial)+len(p) > MaxLineBytes:
+		a.partial, a.skip = a.partial[:0], true
+		a.st.Malformed++
+	default:
+		a.partial = append(a.partial, p...)
+	}
+}
+
+// Finish ends the reply and returns its aggregates.
+func (a *Aggregator) Finish() ClientListStats {
+	if len(a.partial) > 0 { // a last line without its newline
+		a.line(a.partial)
+	}
+	st := a.st
 	if st.HasOutputBuffer {
-		st.Groups = a.top(a.groups.vals)
-		st.Commands = a.top(a.cmds.vals)
+		st.Groups = a.top(a.groups)
+		st.Commands = a.top(a.cmds)
 	}
+	st.Untracked = max(a.groups.overflow.Clients, a.cmds.overflow.Clients)
+	a.groups.compact()
+	a.cmds.compact()
+	if cap(a.sorted) > retainGroups {
+		a.sorted = nil
+	}
+	if cap(a.partial) > 4<<10 {
+		a.partial = nil
+	}
+	a.partial, a.skip, a.st = a.partial[:0], false, ClientListStats{}
 	return st
 }
 
-// top returns the K entries of vals with the largest non-zero omem and an
+// line aggregates one line of the reply.
+func (a *Aggregator) line(b []byte) {
+	// The fields are only read and looked up while b is unchanged; add
+	// copies the names it keeps.
+	line := strings.TrimSuffix(unsafe.String(unsafe.SliceData(b), len(b)), "\r")
+	if line == "" {
+		return
+	}
+	st := &a.st
+	c, bad := parseClientLine(line)
+	st.Malformed += bad
+	if !c.ok {
+		st.Malformed++
+		return
+	}
+	if c.replica {
+		// A replica's output buffer is the replication stream, limited
+		// by the replica class; it is reported by INFO/MEMORY STATS
+		// (clients.slaves), and INFO connected_clients excludes it too.
+		st.Replicas++
+		return
+	}
+	st.Clients++
+	st.HasOutputBuffer = st.HasOutputBuffer || c.hasOmem
+	st.OutputBufferBytes += c.omem
+	st.OutputListBlocks += c.oll
+	if c.hasTotMem {
+		st.HasTotalMemory = true
+		st.TotalMemoryBytes += c.totMem
+	}
+	if c.omem > st.MaxOutputBufferBytes {
+		st.MaxOutputBufferBytes = c.omem
+	}
+	if c.omem > 0 || c.oll > 0 {
+		st.PendingClients++
+	}
+	g := c.group(a.GroupBy)
+	if g == "" {
+		g = NoneGroup
+	}
+	a.groups.add(g, c.omem)
+	cmd := c.cmd
+	if cmd == "" || cmd == "NULL" {
+		cmd = NoneGroup
+	}
+	a.cmds.add(cmd, c.omem)
+}
+
+// top returns the K entries of acc with the largest non-zero omem and an
 // OtherGroup remainder holding everything else.
-func (a *Aggregator) top(vals []Group) []Group {
+func (a *Aggregator) top(acc accs) []Group {
 	k := a.TopK
 	if k < 0 {
 		k = 0
 	}
 	a.sorted = a.sorted[:0]
-	var other Group
+	other := acc.overflow
 	other.Name = OtherGroup
-	for _, v := range vals {
+	for _, v := range acc.vals {
 		if v.OutputBufferBytes == 0 {
 			other.Clients += v.Clients
 			continue
@@ -205,10 +341,7 @@ func (a *Aggregator) top(vals []Group) []Group {
 	})
 	n := min(k, len(a.sorted))
 	out := make([]Group, 0, n+1)
-	for _, g := range a.sorted[:n] {
-		g.Name = strings.Clone(g.Name)
-		out = append(out, g)
-	}
+	out = append(out, a.sorted[:n]...) // names are the accumulators' own copies
 	for _, g := range a.sorted[n:] {
 		other.Clients += g.Clients
 		other.OutputBufferBytes += g.OutputBufferBytes

@@ -21,7 +21,20 @@ type Info struct {
 	Replicas []Replica
 	// Malformed counts lines that could not be read.
 	Malformed int
+	// Dropped counts lines beyond MaxInfoFields, MaxInfoCommands or
+	// MaxInfoDatabases, which are not parsed.
+	Dropped int
 }
+
+// Bounds of what one INFO reply is parsed into, far above any real server
+// and far below what a hostile one could send within the reply limit: a
+// 500 kB reply of "f1:1" lines would otherwise be a map of 70,000 fields
+// (16 MB), and of commandstats lines 20,000 series.
+const (
+	MaxInfoFields    = 1000  // key:value fields; 7.x INFO everything has about 180
+	MaxInfoCommands  = 1000  // commandstats lines; 7.x has about 380 commands and subcommands
+	MaxInfoDatabases = 10000 // keyspace lines; one per non-empty database
+)
 
 // CommandStat is one "cmdstat_<name>:calls=…,usec=…" line.
 type CommandStat struct {
@@ -63,15 +76,22 @@ func ParseInfo(s string) Info {
 			continue
 		}
 		key, val := line[:colon], line[colon+1:]
+		isCmd := strings.HasPrefix(key, "cmdstat_")
+		isDB := strings.HasPrefix(key, "db") && isDigits(key[2:])
+		_, known := in.Fields[key]
 		switch {
-		case strings.HasPrefix(key, "cmdstat_"):
+		case isCmd && len(in.Commands) >= MaxInfoCommands,
+			isDB && len(in.Keyspace) >= MaxInfoDatabases,
+			!isCmd && !isDB && !known && len(in.Fields) >= MaxInfoFields:
+			in.Dropped++
+		case isCmd:
 			cs, ok := parseCommandStat(key[len("cmdstat_"):], val)
 			if !ok {
 				in.Malformed++
 				continue
 			}
 			in.Commands = append(in.Commands, cs)
-		case strings.HasPrefix(key, "db") && isDigits(key[2:]):
+		case isDB:
 			idx, _ := strconv.Atoi(key[2:])
 			keys, ok := parseUint(kv(val, "keys"))
 			if !ok {

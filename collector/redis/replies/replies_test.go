@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -258,6 +259,73 @@ func hasCommand(in Info, name string, calls, usec uint64) bool {
 	return false
 }
 
+// TestInfoBounds: a reply with more fields, commands or databases than
+// any server has is parsed up to MaxInfo*; the rest is counted as dropped
+// (review 1, item 2: a 30 MB INFO of key:value lines took 428 MB).
+func TestInfoBounds(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("redis_version:7.0.15\r\n")
+	for i := range 3 * MaxInfoDatabases {
+		fmt.Fprintf(&b, "f%d:1\r\ncmdstat_c%d:calls=1,usec=1,usec_per_call=1.00\r\ndb%d:keys=1,expires=0\r\n", i, i, i)
+	}
+	b.WriteString("redis_version:7.0.16\r\n") // a field already known is still read
+	in := ParseInfo(b.String())
+	if len(in.Fields) != MaxInfoFields || len(in.Commands) != MaxInfoCommands || len(in.Keyspace) != MaxInfoDatabases {
+		t.Errorf("%d fields, %d commands, %d databases", len(in.Fields), len(in.Commands), len(in.Keyspace))
+	}
+	if want := 3*3*MaxInfoDatabases + 1 - MaxInfoFields - MaxInfoCommands - MaxInfoDatabases; in.Dropped != want {
+		t.Errorf("dropped %d, want %d", in.Dropped, want)
+	}
+	if in.Fields["redis_version"] != "7.0.16" {
+		t.Errorf("redis_version %q", in.Fields["redis_version"])
+	}
+}
+
+// TestClientListStreamedCuts: a reply written in pieces cut anywhere
+// (inside a line, between CR and LF, a line longer than MaxLineBytes)
+// aggregates as the whole reply does.
+func TestClientListStreamedCuts(t *testing.T) {
+	long := "id=9 addr=10.0.0.9:1 name=" + strings.Repeat("n", MaxLineBytes) + " omem=7 cmd=get\n"
+	reply := clientListReply(300, true) + long + strings.ReplaceAll(clientListReply(50, false), "\n", "\r\n")
+	whole := (&Aggregator{GroupBy: GroupByPool, TopK: 3}).Aggregate(reply)
+	if whole.Clients != 350 || whole.Malformed != 1 {
+		t.Fatalf("whole: %d clients, %d malformed; want 350 and the long line", whole.Clients, whole.Malformed)
+	}
+	for _, step := range []int{1, 2, 7, 300, 4096, MaxLineBytes + 1} {
+		agg := Aggregator{GroupBy: GroupByPool, TopK: 3}
+		agg.Begin(int64(len(reply)))
+		for i := 0; i < len(reply); i += step {
+			_, _ = agg.Write([]byte(reply[i:min(i+step, len(reply))]))
+		}
+		if got := agg.Finish(); !reflect.DeepEqual(got, whole) {
+			t.Errorf("in %d-byte pieces: %+v\nwhole: %+v", step, got, whole)
+		}
+	}
+}
+
+// TestClientListGroupBound: with more distinct names than MaxGroups, the
+// clients of later names without output buffers go to other, while every
+// name with omem is still ranked — so the top group is found wherever it
+// is in the reply — and memory stays bounded by 2 × MaxGroups names.
+func TestClientListGroupBound(t *testing.T) {
+	var b strings.Builder
+	for i := range 3 * MaxGroups {
+		fmt.Fprintf(&b, "addr=10.0.0.1:%d name=c%d omem=0 cmd=c%d\n", i, i, i)
+	}
+	b.WriteString("addr=10.0.0.2:1 name=late omem=5000000 cmd=get\n")
+	agg := Aggregator{GroupBy: GroupByName, TopK: 1}
+	st := agg.Aggregate(b.String())
+	if len(st.Groups) != 2 || st.Groups[0].Name != "late" || st.Groups[0].OutputBufferBytes != 5000000 {
+		t.Fatalf("groups %+v", st.Groups)
+	}
+	if other := st.Groups[1]; other.Clients != 3*MaxGroups || st.Untracked != 2*MaxGroups {
+		t.Errorf("other %+v, untracked %d", other, st.Untracked)
+	}
+	if n := len(agg.groups.vals) + len(agg.cmds.vals); n != 0 {
+		t.Errorf("%d names kept after the reply", n)
+	}
+}
+
 func TestInfoMalformed(t *testing.T) {
 	in := ParseInfo("# Server\r\nredis_version:7.2.0\r\nnot a field\r\ncmdstat_get:calls=x,usec=1\r\ndb0:keys=abc\r\n:empty\r\nok:1")
 	if in.Malformed != 4 {
@@ -385,6 +453,16 @@ func FuzzClientList(f *testing.F) {
 		for by := range GroupByNames {
 			agg := Aggregator{GroupBy: GroupBy(by), TopK: 2}
 			st := agg.Aggregate(s)
+			// The same reply streamed in pieces (as resplimit hands it
+			// over) aggregates the same, whatever the cut.
+			step := len(s)%13 + 1
+			agg.Begin(int64(len(s)))
+			for i := 0; i < len(s); i += step {
+				_, _ = agg.Write([]byte(s[i:min(i+step, len(s))]))
+			}
+			if streamed := agg.Finish(); !reflect.DeepEqual(streamed, st) {
+				t.Fatalf("in %d-byte pieces: %+v\nwhole: %+v", step, streamed, st)
+			}
 			if !st.HasOutputBuffer {
 				if st.Groups != nil || st.Commands != nil || st.OutputBufferBytes != 0 {
 					t.Fatalf("omem aggregates without omem: %+v", st)
@@ -416,6 +494,9 @@ func FuzzInfo(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		in := ParseInfo(s)
 		in.Version()
+		if len(in.Fields) > MaxInfoFields || len(in.Commands) > MaxInfoCommands || len(in.Keyspace) > MaxInfoDatabases {
+			t.Fatalf("%d fields, %d commands, %d databases", len(in.Fields), len(in.Commands), len(in.Keyspace))
+		}
 		for _, c := range in.Commands {
 			if c.Name == "" {
 				t.Fatal("empty command name")
@@ -477,7 +558,8 @@ func clientListReply(n int, pods bool) string {
 }
 
 func TestClientListAllocations(t *testing.T) {
-	small, large := clientListReply(1000, true), clientListReply(10000, true)
+	// 1,400 and 14,000 clients: the same 1,400 hosts and 5 pools.
+	small, large := clientListReply(1400, true), clientListReply(14000, true)
 	for _, by := range []GroupBy{GroupByHost, GroupByPool} {
 		agg := Aggregator{GroupBy: by, TopK: 10}
 		agg.Aggregate(large) // warm the maps
@@ -486,7 +568,7 @@ func TestClientListAllocations(t *testing.T) {
 		// Same number of groups: the allocation count must not grow with
 		// the number of clients.
 		if a2 > a1+2 {
-			t.Errorf("by %s: allocations grow with clients: %v for 1k, %v for 10k", GroupByNames[by], a1, a2)
+			t.Errorf("by %s: allocations grow with clients: %v for 1.4k, %v for 14k", GroupByNames[by], a1, a2)
 		}
 	}
 }
