@@ -222,7 +222,6 @@ func (c *scraper) Close() {
 // target is one Redis server and the state kept between its scrapes.
 type target struct {
 	spec     *targetSpec
-	client   *redis.Client
 	clStream *resplimit.Stream // CLIENT LIST replies, aggregated as they arrive
 	s        settings
 	logger   *slog.Logger
@@ -234,7 +233,8 @@ type target struct {
 	sem chan struct{} // held by the run in progress, and by close
 
 	// Guarded by sem.
-	major, minor    int // server version, 0.0 until known
+	client          *redis.Client // nil until the next scrape needs it (dropConn)
+	major, minor    int           // server version, 0.0 until known
 	noMemoryStats   bool
 	cfgFetched      time.Time
 	cfgLimits       []replies.OutputBufferLimit
@@ -266,11 +266,9 @@ type clientListResult struct {
 }
 
 func newTarget(spec *targetSpec, s settings, cfg collector.Config) *target {
-	stream := spec.newClientListStream()
 	return &target{
 		spec:     spec,
-		clStream: stream,
-		client:   spec.newClient(stream),
+		clStream: spec.newClientListStream(),
 		s:        s,
 		logger:   cfg.Logger.With("addr", spec.label),
 		problems: cfg.Problems,
@@ -284,7 +282,29 @@ func newTarget(spec *targetSpec, s settings, cfg collector.Config) *target {
 // its deadline and reports it down).
 func (t *target) close() {
 	t.sem <- struct{}{}
-	_ = t.client.Close()
+	t.closeClient()
+}
+
+// dropConn closes the target's connection unless a scrape is using it; the
+// next scrape opens a new one. It reports whether the target is now
+// without a connection.
+func (t *target) dropConn() bool {
+	select {
+	case t.sem <- struct{}{}:
+	default:
+		return false
+	}
+	t.closeClient()
+	<-t.sem
+	return true
+}
+
+// closeClient closes the connection pool; the caller holds sem.
+func (t *target) closeClient() {
+	if t.client != nil {
+		_ = t.client.Close()
+		t.client = nil
+	}
 }
 
 // collect scrapes the target and sends its series; stall_redis_up is sent
@@ -352,6 +372,9 @@ func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) err
 		return fmt.Errorf("redis %s: the target is closing", l)
 	}
 	defer func() { <-t.sem }()
+	if t.client == nil {
+		t.client = t.spec.newClient(t.clStream)
+	}
 	start := time.Now()
 	err := t.scrape(ctx, ch)
 	scrapeSecondsDesc.Send(ch, time.Since(start).Seconds(), l)
@@ -376,8 +399,7 @@ func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) err
 			// Start the next scrape on a fresh pool: go-redis' pool would
 			// otherwise keep answering with the last dial error for a while
 			// after the server is back.
-			_ = t.client.Close()
-			t.client = t.spec.newClient(t.clStream)
+			t.closeClient()
 		}
 		now := t.s.now()
 		// A flapping target logs at most once a minute; a new reason (a

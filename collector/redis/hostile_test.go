@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,8 +24,12 @@ type scriptedRedis struct {
 	addr       string
 	info       func(w io.Writer) error
 	clientList func(w io.Writer) error
+	accepted   atomic.Int64
 	closed     atomic.Int64
 }
+
+// open is the number of connections the client has not closed.
+func (s *scriptedRedis) open() int64 { return s.accepted.Load() - s.closed.Load() }
 
 func startScriptedRedis(t testing.TB, info func(w io.Writer) error, edit ...func(*scriptedRedis)) *scriptedRedis {
 	t.Helper()
@@ -37,39 +42,45 @@ func startScriptedRedis(t testing.TB, info func(w io.Writer) error, edit ...func
 		t.Fatal(err)
 	}
 	s.addr = l.Addr().String()
-	done := make(chan struct{})
-	t.Cleanup(func() { close(done); l.Close() })
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
+			s.accepted.Add(1)
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
 			go func() {
-				defer c.Close()
-				go func() { <-done; c.Close() }()
+				defer func() { s.closed.Add(1); c.Close() }()
 				r := bufio.NewReader(c)
 				for {
 					args, err := readRESPCommand(r)
 					if err != nil {
-						s.closed.Add(1)
 						return
 					}
 					switch cmd := strings.ToLower(args[0]); cmd {
 					case "info":
-						if s.info(c) != nil {
-							s.closed.Add(1)
-							return
-						}
+						err = s.info(c)
 					case "client":
 						if len(args) > 1 && strings.EqualFold(args[1], "list") && s.clientList != nil {
-							if s.clientList(c) != nil {
-								s.closed.Add(1)
-								return
-							}
-							continue
+							err = s.clientList(c)
+						} else {
+							_, err = io.WriteString(c, "+OK\r\n")
 						}
-						_, err = io.WriteString(c, "+OK\r\n")
 					case "ping":
 						_, err = io.WriteString(c, "+PONG\r\n")
 					default:

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -264,19 +266,25 @@ func BenchmarkScrapeMemory(b *testing.B) {
 }
 
 // vmHWM reads the peak resident set size of process pid, in MiB.
-func vmHWM(tb testing.TB, pid int) float64 {
+func vmHWM(tb testing.TB, pid int) float64 { return procStatusMiB(tb, pid, "VmHWM:") }
+
+// vmRSS reads the resident set size of process pid, in MiB.
+func vmRSS(tb testing.TB, pid int) float64 { return procStatusMiB(tb, pid, "VmRSS:") }
+
+// procStatusMiB reads a kB field of /proc/<pid>/status, in MiB.
+func procStatusMiB(tb testing.TB, pid int, field string) float64 {
 	tb.Helper()
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmHWM:" {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == field {
 			kb, _ := strconv.ParseFloat(f[1], 64)
 			return kb / 1024
 		}
 	}
-	tb.Fatal("no VmHWM")
+	tb.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 
@@ -351,4 +359,54 @@ func BenchmarkExporterPeakRSS(b *testing.B) {
 			b.ReportMetric(vmHWM(b, pid), "peak-RSS-MiB")
 		})
 	}
+}
+
+// BenchmarkProbeCacheRSS: the release binary with an allowlist pattern
+// over 2,000 listeners answering like Redis, each probed once per
+// iteration, 8 at a time (review 1, item 3). Reported: the peak and
+// current RSS, the file descriptors the exporter holds and the
+// connections the servers still see open at the end.
+func BenchmarkProbeCacheRSS(b *testing.B) {
+	const n = 2000
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < 3*n+256 {
+		lim.Cur = min(lim.Max, 3*n+256)
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+	list, _, _, _ := podClientList(50)
+	info, clientList := bulkWriter(fmt.Sprintf(autoInfo, 50)), bulkWriter(list)
+	servers := make([]*scriptedRedis, n)
+	for i := range servers {
+		servers[i] = startScriptedRedis(b, info, func(s *scriptedRedis) { s.clientList = clientList })
+	}
+	base, pid := startExporter(b, buildExporter(b), `--redis.probe.allowed-targets-regexp=127\.0\.0\.1:[0-9]+`)
+	for b.Loop() {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		for _, srv := range servers {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				resp, err := http.Get(base + "/probe?module=redis&target=" + srv.addr)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}()
+		}
+		wg.Wait()
+	}
+	time.Sleep(200 * time.Millisecond) // closes in flight
+	open := int64(0)
+	for _, srv := range servers {
+		open += srv.open()
+	}
+	fds, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	b.ReportMetric(vmHWM(b, pid), "peak-RSS-MiB")
+	b.ReportMetric(vmRSS(b, pid), "RSS-MiB")
+	b.ReportMetric(float64(len(fds)), "fds")
+	b.ReportMetric(float64(open), "open-conns")
 }

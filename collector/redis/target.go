@@ -203,10 +203,17 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	opts.ContextTimeoutEnabled = true
 	opts.MaxRetries = 1
 	opts.DialerRetries = 1
-	opts.PoolSize = 2
+	// Scrapes of a target never overlap and send one command or pipeline
+	// at a time: one connection is enough. The commands are tens of bytes
+	// and replies over the buffer are read past it, so 4 KiB buffers (32
+	// KiB each by default) do not cost a system call more, and keep an
+	// idle connection at about 10 kB — /probe can cache many.
+	opts.PoolSize = 1
 	opts.PipelinePoolSize = -1 // one pool: a scrape uses a single connection
 	opts.MinIdleConns = 0
-	opts.MaxIdleConns = 2
+	opts.MaxIdleConns = 1
+	opts.ReadBufferSize = 4 << 10
+	opts.WriteBufferSize = 4 << 10
 	opts.ConnMaxIdleTime = 10 * time.Minute
 	if opts.DialTimeout == 0 { // ?dial_timeout= wins for its target
 		opts.DialTimeout = s.dialTimeout

@@ -258,10 +258,7 @@ func (a *Aggregator) Finish() ClientListStats {
 	if cap(a.sorted) > retainGroups {
 		a.sorted = nil
 	}
-	if cap(a.partial) > 4<<10 {
-		a.partial = nil
-	}
-	a.partial, a.skip, a.st = a.partial[:0], false, ClientListStats{}
+	a.partial, a.skip, a.st = nil, false, ClientListStats{}
 	return st
 }
 

@@ -528,7 +528,7 @@ func (c *Conn) take(b []byte) (int, error) {
 			b, inPlace = b[1:], false
 			switch {
 			case c.lex.Streaming():
-				c.hold = c.hold[:0]
+				c.hold = nil // the header: go-redis reads emptyBulk instead
 				c.sink.Begin(c.lex.PayloadLeft() - 2)
 			case !c.lex.StreamPending(): // an error reply, a null: the reader's
 				c.sink = nil

@@ -1,0 +1,108 @@
+package redis
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+)
+
+// TestProbeCacheBounded: /probe over a wide allowlist, 300 targets probed
+// 8 at a time, twice. The exporter keeps every target's state (CONFIG
+// cache, CLIENT LIST schedule and aggregates) but an open connection only
+// for the probeMaxConns most recently probed ones, and a cached target
+// costs a few kB of heap (review 1, item 3: 1,000 cached targets held
+// 1,000 connections and 123 MB of heap, about 120 KB each, for 10 minutes).
+//
+// Not parallel: the heap is process-wide.
+func TestProbeCacheBounded(t *testing.T) {
+	const n = 300
+	raiseOpenFiles(t, 4*n+256)
+	list, _, _, _ := podClientList(50)
+	servers := make([]*scriptedRedis, n)
+	for i := range servers {
+		servers[i] = startScriptedRedis(t, bulkWriter(fmt.Sprintf(autoInfo, 50)), func(s *scriptedRedis) {
+			s.clientList = bulkWriter(list)
+		})
+	}
+	s := testSettings()
+	allow, err := newAllowlist(nil, `127\.0\.0\.1:[0-9]+`, "redis", s.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pc probeCache
+	pc.configure(s, allow)
+	t.Cleanup(func() { pc.configure(s, allow) })
+	cfg := collectortest.Config("redis", nil)
+
+	probeAll := func() {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		for _, srv := range servers {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				c, err := pc.get(cfg, srv.addr)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res := collectortest.Scrape(t, c, 5*time.Second); res.Err != nil {
+					t.Error(res.Err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	heapBefore := heapAfterGC()
+	probeAll()
+	probeAll()
+	perTarget := (int64(heapAfterGC()) - int64(heapBefore)) / n
+	open := 0
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		open = 0
+		for _, srv := range servers {
+			open += int(srv.open())
+		}
+		if open <= probeMaxConns || time.Now().After(deadline) {
+			break
+		}
+	}
+	t.Logf("%d targets cached, %d connections open, %d bytes of heap per cached target", len(pc.targets), open, perTarget)
+	if len(pc.targets) != n {
+		t.Errorf("%d targets cached, want %d", len(pc.targets), n)
+	}
+	if open > probeMaxConns {
+		t.Errorf("%d connections open, want at most %d", open, probeMaxConns)
+	}
+	if perTarget > 12<<10 {
+		t.Errorf("%d bytes of heap per cached target", perTarget)
+	}
+
+	// Connections idle for probeConnIdle are closed, the targets' state
+	// kept; targets idle for probeIdle are dropped.
+	trim := func(after time.Duration) {
+		pc.mu.Lock()
+		pc.trim(time.Now().Add(after))
+		pc.mu.Unlock()
+	}
+	trim(probeConnIdle + time.Second)
+	waitFor(t, "idle connections to close", 2*time.Second, func() bool {
+		for _, srv := range servers {
+			if srv.open() > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if len(pc.targets) != n {
+		t.Errorf("%d targets cached after closing their connections, want %d", len(pc.targets), n)
+	}
+	trim(probeIdle + time.Second)
+	if len(pc.targets) != 0 {
+		t.Errorf("%d targets cached after %v without a probe", len(pc.targets), probeIdle)
+	}
+}
