@@ -31,6 +31,10 @@ var (
 	downReasonDesc = collector.NewMetric("redis_down_reason",
 		"1 for why the last scrape of a target that is down failed: auth, permission, refused, timeout, dns, tls, reply_too_large, protocol, loading, busy, error_reply or network; absent while the target is up.",
 		prometheus.GaugeValue, "addr", "reason")
+	refusedDesc = collector.NewMetric("redis_command_refused",
+		"1 if the target answered the last CLIENT LIST, CONFIG GET or MEMORY STATS (cmd client|list, config|get, memory|stats) with an error (ACL NOPERM, renamed or unknown command), "+
+			"0 if it answered; absent until the command is first sent. The families that command feeds are absent while it is refused.",
+		prometheus.GaugeValue, "addr", "cmd")
 	oversizedDesc = collector.NewMetric("redis_oversized_replies_total",
 		"Replies refused because the sizes their headers announced exceeded their limit (--redis.max-reply-bytes for CLIENT LIST, 1 MiB for the others); each closed its connection.", prometheus.CounterValue, "addr")
 	scrapeSecondsDesc = collector.NewMetric("redis_scrape_duration_seconds",
@@ -245,6 +249,57 @@ type target struct {
 	cl              clientListResult
 	lastDownLog     time.Time
 	lastDownReason  string
+	refused         map[string]bool // by command: the last attempt got an error reply
+	refusedWarned   map[string]bool // the refusal was logged at warn level
+}
+
+// What a refused command takes away, for the warning; by the cmd label
+// value (Redis' own command|subcommand name).
+var refusedEffects = map[string]string{
+	cmdClientList:  "the client output-buffer aggregates (stall_redis_client_*, incident 7's signal) are not exported; allow the exporter's ACL user client|list",
+	cmdConfigGet:   "the client-output-buffer-limit families are not exported; allow config|get (managed services may rename or forbid CONFIG)",
+	cmdMemoryStats: "client memory is read from INFO instead; allow memory|stats",
+}
+
+// The commands stall_redis_command_refused reports.
+const (
+	cmdClientList  = "client|list"
+	cmdConfigGet   = "config|get"
+	cmdMemoryStats = "memory|stats"
+)
+
+// commandAnswered records whether the server answered cmd (err nil) or
+// refused it with an error reply. A refusal is logged at warn level once
+// per command until the command is answered again, repeats at debug level.
+func (t *target) commandAnswered(cmd string, err error) {
+	if t.refused == nil {
+		t.refused, t.refusedWarned = map[string]bool{}, map[string]bool{}
+	}
+	if err == nil {
+		if t.refused[cmd] {
+			t.logger.Info("redis target answers "+cmd+" again", "cmd", cmd)
+		}
+		t.refused[cmd], t.refusedWarned[cmd] = false, false
+		return
+	}
+	t.refused[cmd] = true
+	msg := "redis target refused " + cmd + ": " + refusedEffects[cmd]
+	if t.refusedWarned[cmd] {
+		t.logger.Debug(msg, "cmd", cmd, "err", err)
+		return
+	}
+	t.refusedWarned[cmd] = true
+	t.logger.Warn(msg+" (repeats are logged at debug level)", "cmd", cmd, "err", err)
+}
+
+func (t *target) sendRefused(ch chan<- prometheus.Metric) {
+	for cmd, refused := range t.refused {
+		v := 0.0
+		if refused {
+			v = 1
+		}
+		refusedDesc.Send(ch, v, t.spec.label, cmd)
+	}
 }
 
 // sharedRun is one scrape of a target whose result every scrape that
@@ -490,9 +545,10 @@ func (t *target) scrape(ctx context.Context, ch chan<- prometheus.Metric) error 
 				// Renamed, forbidden (NOPERM) or a proxy without it: INFO
 				// values are used instead until the next config refresh.
 				t.noMemoryStats = true
-				t.logger.Debug("MEMORY STATS unavailable, using INFO", "err", err)
+				t.commandAnswered(cmdMemoryStats, err)
 			}
 		} else {
+			t.commandAnswered(cmdMemoryStats, nil)
 			ms, err = replies.ParseMemoryStats(memCmd.Val())
 			if err != nil {
 				t.problems.Add("redis MEMORY STATS", 1, err)
@@ -509,6 +565,7 @@ func (t *target) scrape(ctx context.Context, ch chan<- prometheus.Metric) error 
 	t.sendInfo(ch, info, ms)
 	t.sendConfig(ch)
 	t.sendClientList(ch)
+	t.sendRefused(ch)
 	if clErr != nil {
 		// INFO answered, so the target is up; the collector still reports
 		// the failure.
@@ -617,9 +674,8 @@ func (t *target) refreshConfig(ctx context.Context) error {
 	t.cfgFetched = now
 	t.cfgLimits = nil
 	t.noMemoryStats = false // try MEMORY STATS again (ACL or server may have changed)
-	if err := obl.Err(); err != nil {
-		t.logger.Debug("CONFIG GET client-output-buffer-limit refused; limits not exported", "err", err)
-	} else if v, ok := obl.Val()["client-output-buffer-limit"]; ok {
+	t.commandAnswered(cmdConfigGet, obl.Err())
+	if v, ok := obl.Val()["client-output-buffer-limit"]; obl.Err() == nil && ok {
 		limits, err := replies.ParseOutputBufferLimits(v)
 		if err != nil {
 			t.problems.Add("redis client-output-buffer-limit", 1, err)
@@ -704,11 +760,14 @@ func (t *target) maybeClientList(ctx context.Context, in replies.Info, ms replie
 	took := t.s.now().Sub(start)
 	if err != nil {
 		if isErrorReply(err) {
-			t.logger.Debug("CLIENT LIST refused; client aggregates not exported", "err", err)
+			// The last aggregates would be re-exported as if current.
+			t.cl = clientListResult{runs: t.cl.runs}
+			t.commandAnswered(cmdClientList, err)
 			return nil
 		}
 		return fmt.Errorf("CLIENT LIST: %w", err)
 	}
+	t.commandAnswered(cmdClientList, nil)
 	var st replies.ClientListStats
 	if reply != "" {
 		// Not streamed (read whole, within replyLimit): only if go-redis

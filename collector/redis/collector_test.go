@@ -410,6 +410,9 @@ func TestConfigForbidden(t *testing.T) {
 	if _, ok := res.Get("stall_redis_client_output_buffer_limit_bytes"); ok {
 		t.Error("limits exported although CONFIG is renamed")
 	}
+	if v := res.Must(t, "stall_redis_command_refused", "cmd", "config|get"); v != 1 {
+		t.Errorf("refused{cmd=config|get} = %v with CONFIG renamed away", v)
+	}
 	if v := res.Must(t, "stall_redis_up"); v != 1 {
 		t.Error("down")
 	}
@@ -585,5 +588,65 @@ func TestDownReasons(t *testing.T) {
 	}
 	if strings.Contains(out, "right-pw") || strings.Contains(out, "wrong-pw") {
 		t.Errorf("a password in the log:\n%s", out)
+	}
+}
+
+// TestRefusedCommands: an ACL user that may run INFO but not CLIENT LIST,
+// CONFIG GET or MEMORY STATS leaves the target up, and every refusal is
+// visible: stall_redis_command_refused{cmd} 1 and one warning per kind
+// (repeats at debug level). Granting the commands brings the families back
+// and the series to 0 (review 1, item 6: nothing was logged at the default
+// level, and incident 7's whole signal disappeared without a word).
+func TestRefusedCommands(t *testing.T) {
+	r := startRedis(t, "--user", "infoonly", "on", ">pw", "-@all", "+hello", "+auth", "+ping", "+info", "+client|setname")
+	t.Setenv("STALL_TEST_INFOONLY", "pw")
+	logs := &collectortest.LogBuffer{}
+	s := testSettings()
+	s.clMode = "always"
+	s.configRefresh = time.Nanosecond // retry CONFIG GET and MEMORY STATS on every scrape
+	c := newTestScraper(t, s, collectortest.Config("redis", logs), "redis://infoonly@"+r.addr+"?password_env=STALL_TEST_INFOONLY")
+	var res collectortest.Result
+	for range 3 {
+		res = collectortest.Scrape(t, c, 3*time.Second)
+	}
+	if v := res.Must(t, "stall_redis_up"); v != 1 || res.Err != nil {
+		t.Fatalf("up %v, %v", v, res.Err)
+	}
+	commands := []string{"client|list", "config|get", "memory|stats"}
+	warnings := func(cmd string) int {
+		n := 0
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "level=WARN") && strings.Contains(line, "cmd="+cmd) {
+				n++
+			}
+		}
+		return n
+	}
+	for _, cmd := range commands {
+		if v := res.Must(t, "stall_redis_command_refused", "cmd", cmd); v != 1 {
+			t.Errorf("refused{cmd=%s} = %v, want 1", cmd, v)
+		}
+		if n := warnings(cmd); n != 1 {
+			t.Errorf("%d warnings for a refused %s in 3 scrapes, want 1:\n%s", n, cmd, logs)
+		}
+	}
+	for _, name := range []string{"stall_redis_client_list_clients", "stall_redis_client_output_buffer_limit_bytes"} {
+		if _, ok := res.Get(name); ok {
+			t.Errorf("%s exported although refused", name)
+		}
+	}
+
+	if err := r.client().Do(t.Context(), "ACL", "SETUSER", "infoonly", "+client|list", "+config|get", "+memory|stats").Err(); err != nil {
+		t.Fatal(err)
+	}
+	collectortest.Scrape(t, c, 3*time.Second)
+	res = collectortest.Scrape(t, c, 3*time.Second)
+	for _, cmd := range commands {
+		if v := res.Must(t, "stall_redis_command_refused", "cmd", cmd); v != 0 {
+			t.Errorf("refused{cmd=%s} = %v after the grant, want 0", cmd, v)
+		}
+	}
+	for _, name := range []string{"stall_redis_client_list_clients", "stall_redis_client_output_buffer_limit_bytes"} {
+		res.Must(t, name)
 	}
 }
