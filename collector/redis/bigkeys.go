@@ -121,7 +121,7 @@ func (b *bigKeyScanner) run(ctx context.Context) {
 // scanSource returns the client to scan with: an online replica when
 // preferred and reachable, else the target's own options.
 func (b *bigKeyScanner) scanSource(ctx context.Context) (*redis.Options, string, error) {
-	mc := b.t.spec.newClient(nil)
+	mc := b.t.spec.newClient(nil, nil)
 	info, err := mc.Info(ctx).Result() // default sections: server, replication, keyspace on every version
 	_ = mc.Close()
 	if err != nil {

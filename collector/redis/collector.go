@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,7 +30,7 @@ var (
 	upDesc = collector.NewMetric("redis_up",
 		"1 if the last scrape of the Redis target answered INFO within --redis.timeout, else 0 (stall_redis_down_reason says why).", prometheus.GaugeValue, "addr")
 	downReasonDesc = collector.NewMetric("redis_down_reason",
-		"1 for why the last scrape of a target that is down failed: auth, permission, refused, timeout, dns, tls, reply_too_large, protocol, loading, busy, error_reply or network; absent while the target is up.",
+		"1 for why the last scrape of a target that is down failed: auth, password_file, permission, refused, timeout, dns, tls, reply_too_large, protocol, loading, busy, error_reply or network; absent while the target is up.",
 		prometheus.GaugeValue, "addr", "reason")
 	refusedDesc = collector.NewMetric("redis_command_refused",
 		"1 if the target answered the last CLIENT LIST, CONFIG GET or MEMORY STATS (cmd client|list, config|get, memory|stats) with an error (ACL NOPERM, renamed or unknown command), "+
@@ -236,6 +237,9 @@ type target struct {
 
 	sem chan struct{} // held by the run in progress, and by close
 
+	// inSetup is true while a new connection authenticates (newClient).
+	inSetup atomic.Bool
+
 	// Guarded by sem.
 	client          *redis.Client // nil until the next scrape needs it (dropConn)
 	major, minor    int           // server version, 0.0 until known
@@ -428,7 +432,8 @@ func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) err
 	}
 	defer func() { <-t.sem }()
 	if t.client == nil {
-		t.client = t.spec.newClient(t.clStream)
+		t.inSetup.Store(false)
+		t.client = t.spec.newClient(t.clStream, &t.inSetup)
 	}
 	start := time.Now()
 	err := t.scrape(ctx, ch)
@@ -444,6 +449,11 @@ func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) err
 		return fmt.Errorf("redis %s: %w", l, after.error)
 	}
 	if err != nil {
+		if t.inSetup.Load() && isErrorReply(err) {
+			// HELLO or AUTH got an error reply, whatever its code: -ERR
+			// or -NOPERM from a proxy or an ACL, not an answer to INFO.
+			err = fmt.Errorf("%w: %w", errAuthRefused, err)
+		}
 		reason := downReason(err)
 		upDesc.Send(ch, 0, l)
 		downReasonDesc.Send(ch, 1, l, reason)

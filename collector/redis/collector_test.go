@@ -535,19 +535,37 @@ func TestDownReasons(t *testing.T) {
 		_, err := io.WriteString(w, "HTTP/1.1 400 Bad Request\r\n\r\n")
 		return err
 	})
+	// Servers (proxies, old versions) that answer AUTH with an error that
+	// is neither WRONGPASS nor a known text: still an authentication
+	// failure, not "INFO answered with an error".
+	info := bulkWriter("redis_version:7.0.15\r\n")
+	authErr := startScriptedRedis(t, info, func(s *scriptedRedis) { s.auth = "-ERR AUTH is not supported by this proxy\r\n" })
+	authNoPerm := startScriptedRedis(t, info, func(s *scriptedRedis) {
+		s.auth = "-NOPERM User monitor has no permissions to run the 'auth' command\r\n"
+	})
 	t.Setenv("STALL_TEST_WRONG_PW", "wrong-pw")
 	t.Setenv("STALL_TEST_NOINFO_PW", "pw")
 	targets := map[string]string{
-		"redis://127.0.0.1:" + port + "?password_env=STALL_TEST_WRONG_PW": reasonAuth,
-		"redis://localhost:" + port:                                       reasonAuth, // no password sent
-		"unix://noinfo@" + sock + "?password_env=STALL_TEST_NOINFO_PW":    reasonPermission,
-		"redis://127.0.0.1:" + strconv.Itoa(freePort(t)):                  reasonRefused,
-		"unix://" + filepath.Join(t.TempDir(), "no.sock"):                 reasonRefused,
-		"redis://" + collectortest.SilentListener(t):                      reasonTimeout,
-		"rediss://" + tl.Addr().String():                                  reasonTLS,
-		"redis://" + loading.addr:                                         reasonLoading,
-		"redis://" + http.addr:                                            reasonProtocol,
-		"redis://no-such-host.invalid:6379":                               reasonDNS,
+		// rediss:// to a plain-text Redis: it takes the ClientHello for an
+		// inline command and waits for its end forever.
+		"rediss://localhost:" + port: reasonTLS,
+		// A hung server answers neither the handshake nor a PING.
+		"rediss://" + collectortest.SilentListener(t):                      reasonTimeout,
+		"redis://" + authErr.addr + "?password_env=STALL_TEST_WRONG_PW":    reasonAuth,
+		"redis://" + authNoPerm.addr + "?password_env=STALL_TEST_WRONG_PW": reasonAuth,
+		// A password file the exporter cannot read: a local error, the
+		// server is not to blame.
+		"redis://" + startScriptedRedis(t, info).addr + "?password_file=" + filepath.Join(t.TempDir(), "missing"): reasonPwFile,
+		"redis://127.0.0.1:" + port + "?password_env=STALL_TEST_WRONG_PW":                                         reasonAuth,
+		"redis://localhost:" + port:                                    reasonAuth, // no password sent
+		"unix://noinfo@" + sock + "?password_env=STALL_TEST_NOINFO_PW": reasonPermission,
+		"redis://127.0.0.1:" + strconv.Itoa(freePort(t)):               reasonRefused,
+		"unix://" + filepath.Join(t.TempDir(), "no.sock"):              reasonRefused,
+		"redis://" + collectortest.SilentListener(t):                   reasonTimeout,
+		"rediss://" + tl.Addr().String():                               reasonTLS,
+		"redis://" + loading.addr:                                      reasonLoading,
+		"redis://" + http.addr:                                         reasonProtocol,
+		"redis://no-such-host.invalid:6379":                            reasonDNS,
 	}
 	var addrs []string
 	for a := range targets {
@@ -580,6 +598,16 @@ func TestDownReasons(t *testing.T) {
 		}
 		if len(got) != 1 || got[0] != want {
 			t.Errorf("%s: reasons %v, want %s (err in the log:\n%s)", l, got, want, logs)
+		}
+		// The warning says the same in words.
+		said := false
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "level=WARN") && strings.Contains(line, "addr="+l+" ") {
+				said = strings.Contains(line, downMessages[want])
+			}
+		}
+		if !said {
+			t.Errorf("%s: no warning saying %q:\n%s", l, downMessages[want], logs)
 		}
 	}
 	out := logs.String()

@@ -24,6 +24,7 @@ type scriptedRedis struct {
 	addr       string
 	info       func(w io.Writer) error
 	clientList func(w io.Writer) error
+	auth       string // the reply to AUTH; "": unknown command
 	accepted   atomic.Int64
 	closed     atomic.Int64
 }
@@ -83,6 +84,11 @@ func startScriptedRedis(t testing.TB, info func(w io.Writer) error, edit ...func
 						}
 					case "ping":
 						_, err = io.WriteString(c, "+PONG\r\n")
+					case "auth":
+						if s.auth == "" {
+							s.auth = "-ERR unknown command 'AUTH'\r\n"
+						}
+						_, err = io.WriteString(c, s.auth)
 					default:
 						_, err = fmt.Fprintf(c, "-ERR unknown command '%s'\r\n", args[0])
 					}

@@ -17,7 +17,8 @@ import (
 // Why a target is down: the reason label of stall_redis_down_reason, a
 // fixed set.
 const (
-	reasonAuth       = "auth"            // AUTH/HELLO refused, a password required, or the password file unreadable
+	reasonAuth       = "auth"            // AUTH/HELLO refused (any error reply), or a password required
+	reasonPwFile     = "password_file"   // the target's password file cannot be read: a local error
 	reasonPermission = "permission"      // the ACL user may not run INFO (NOPERM)
 	reasonRefused    = "refused"         // nothing listens on the port, or no such Unix socket
 	reasonTimeout    = "timeout"         // no answer within --redis.dial-timeout or --redis.timeout
@@ -34,11 +35,12 @@ const (
 // downMessages are the log lines for a target going down, by reason.
 var downMessages = map[string]string{
 	reasonAuth:       "redis target refused authentication: check the ACL user and the password source",
+	reasonPwFile:     "cannot read the password file of the redis target: a local configuration error (check the path and the exporter's permissions); the target was not asked",
 	reasonPermission: "redis user may not run INFO (NOPERM)",
 	reasonRefused:    "redis target refused the connection",
 	reasonTimeout:    "redis target not answering within the time limit",
 	reasonDNS:        "redis target host name does not resolve",
-	reasonTLS:        "redis target TLS handshake failed",
+	reasonTLS:        "redis target TLS handshake failed (certificate, CA, server name, or a port that does not speak TLS)",
 	reasonTooLarge:   "redis target announced a reply over its size limit (1 MiB; CLIENT LIST: --redis.max-reply-bytes); connection dropped",
 	reasonProtocol:   "redis target does not speak the Redis protocol",
 	reasonLoading:    "redis target is loading its dataset",
@@ -49,6 +51,10 @@ var downMessages = map[string]string{
 
 // errPasswordSource marks a password file that cannot be read.
 var errPasswordSource = errors.New("redis password file unreadable")
+
+// errAuthRefused marks an error reply to the HELLO or AUTH of a new
+// connection.
+var errAuthRefused = errors.New("the server refused the connection's HELLO/AUTH")
 
 // downReason classifies a failed scrape.
 func downReason(err error) string {
@@ -65,10 +71,14 @@ func downReason(err error) string {
 		return reasonTooLarge
 	case errors.Is(err, resplimit.ErrProtocol):
 		return reasonProtocol
+	case errors.Is(err, errAuthRefused):
+		return reasonAuth
 	case errors.As(err, &re) && !errors.Is(err, redis.Nil):
 		return errorReplyReason(re.Error())
 	case errors.Is(err, errPasswordSource):
-		return reasonAuth
+		return reasonPwFile
+	case errors.Is(err, errPlainTextPort):
+		return reasonTLS
 	case errors.As(err, &dnsErr):
 		return reasonDNS
 	case errors.As(err, &recErr), errors.As(err, &alertErr), errors.As(err, &certErr),

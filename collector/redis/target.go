@@ -229,7 +229,10 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	if spec.clientListLimit <= 0 {
 		spec.clientListLimit = defaultClientListLimit
 	}
-	spec.dial = redis.NewDialer(opts) // TCP or TLS, opts.DialTimeout
+	spec.dial = redis.NewDialer(opts) // TCP or Unix socket, opts.DialTimeout
+	if opts.TLSConfig != nil {
+		spec.dial = tlsDialer(opts.DialTimeout, opts.TLSConfig)
+	}
 	opts.Dialer = spec.dialer(nil)
 	return spec, nil
 }
@@ -448,11 +451,26 @@ func parseProbeAddress(raw string) (probeAddress, error) {
 
 // newClient returns a client on a copy of the options: go-redis fills in
 // defaults in the Options it is given, and spec.opts is shared. stream,
-// when not nil, is the target's CLIENT LIST stream.
-func (s *targetSpec) newClient(stream *resplimit.Stream) *redis.Client {
+// when not nil, is the target's CLIENT LIST stream. setup, when not nil,
+// is true while a new connection authenticates: from the moment go-redis
+// asks for the credentials (before HELLO and AUTH) until its setup ends
+// (OnConnect), so that an error reply to HELLO or AUTH is told from one to
+// INFO whatever its text.
+func (s *targetSpec) newClient(stream *resplimit.Stream, setup *atomic.Bool) *redis.Client {
 	o := *s.opts
 	if stream != nil {
 		o.Dialer = s.dialer(stream)
+	}
+	if setup != nil {
+		credentials, onConnect := o.CredentialsProviderContext, o.OnConnect
+		o.CredentialsProviderContext = func(ctx context.Context) (string, string, error) {
+			setup.Store(true)
+			return credentials(ctx)
+		}
+		o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+			setup.Store(false)
+			return onConnect(ctx, cn)
+		}
 	}
 	return redis.NewClient(&o)
 }

@@ -1,0 +1,103 @@
+package redis
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync/atomic"
+	"time"
+)
+
+// errPlainTextPort is a rediss:// target whose port speaks plain RESP.
+var errPlainTextPort = errors.New("tls: the port answers plain-text Redis (a PING on a second connection got a RESP reply), not TLS: use redis:// or the TLS port")
+
+// keepAlive is go-redis' TCP keep-alive policy for its own dialer: probes
+// after 30 s idle, 3 of them 5 s apart.
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 5 * time.Second, Count: 3}
+
+// tlsDialer returns the dialer of a rediss:// target: TCP, then the TLS
+// handshake, both within timeout, as go-redis' own dialer does — and the
+// answer to a plain-text port. A plain Redis takes the ClientHello for the
+// start of an inline command and, since the ClientHello has a NUL byte
+// before any newline, waits for its end forever: the handshake would end
+// in a timeout, indistinguishable from a hung server. So when the server
+// has sent nothing for a quarter of the timeout, a second connection sends
+// "PING\r\n" in plain text (no credential: the handshake has not
+// authenticated anything); a RESP reply (+PONG, -NOAUTH …) ends the dial
+// with errPlainTextPort. A TLS server answers the ClientHello within
+// milliseconds, and a hung one answers neither, so both keep their
+// verdict.
+func tlsDialer(timeout time.Duration, cfg *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		d := &net.Dialer{KeepAliveConfig: keepAlive}
+		raw, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		c := cfg.Clone()
+		if c.ServerName == "" {
+			if host, _, err := net.SplitHostPort(addr); err == nil {
+				c.ServerName = host
+			}
+		}
+		counted := &readCounter{Conn: raw}
+		conn := tls.Client(counted, c)
+		hctx, stop := context.WithCancel(ctx)
+		defer stop()
+		var plain atomic.Bool
+		check := time.AfterFunc(timeout/4, func() {
+			if counted.n.Load() == 0 && answersPlainRESP(hctx, d, network, addr) {
+				plain.Store(true)
+				stop()
+			}
+		})
+		err = conn.HandshakeContext(hctx)
+		check.Stop()
+		if err != nil {
+			_ = raw.Close()
+			if plain.Load() {
+				return nil, errPlainTextPort
+			}
+			return nil, err
+		}
+		return conn, nil
+	}
+}
+
+// answersPlainRESP reports whether addr answers a plain-text PING with a
+// RESP simple string or error line.
+func answersPlainRESP(ctx context.Context, d *net.Dialer, network, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	buf := make([]byte, 128)
+	n, _ := c.Read(buf)
+	line := buf[:n]
+	return n > 2 && (line[0] == '+' || line[0] == '-') && bytes.Contains(line, []byte("\r\n"))
+}
+
+// readCounter counts the bytes read from a connection.
+type readCounter struct {
+	net.Conn
+	n atomic.Int64
+}
+
+func (r *readCounter) Read(p []byte) (int, error) {
+	n, err := r.Conn.Read(p)
+	r.n.Add(int64(n))
+	return n, err
+}
