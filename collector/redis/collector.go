@@ -136,6 +136,10 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 // settingsFromFlags validates the process's flags.
 func settingsFromFlags() (settings, error) { return flags.settings() }
 
+// probeAllowlistFromFlags builds the /probe allowlist from the process's
+// flags.
+func probeAllowlistFromFlags(conn connSettings) (*allowlist, error) { return flags.allowlist(conn) }
+
 // scraper scrapes the --redis.addr targets concurrently.
 type scraper struct {
 	targets []*target
@@ -143,17 +147,21 @@ type scraper struct {
 	logger  *slog.Logger
 }
 
-func newCollector(cfg collector.Config) (collector.Collector, error) {
-	s, err := settingsFromFlags()
+func newCollector(cfg collector.Config) (collector.Collector, error) { return flags.collector(cfg) }
+
+// collector validates the flags and builds the /metrics collector; every
+// error names the flag to fix.
+func (f *flagValues) collector(cfg collector.Config) (*scraper, error) {
+	s, err := f.settings()
 	if err != nil {
 		return nil, err
 	}
 	// The /probe allowlist is built on the first probe; check its flags now
 	// so a bad regexp stops the start instead of failing every probe.
-	if _, err := probeAllowlistFromFlags(s.conn); err != nil {
+	if _, err := f.allowlist(s.conn); err != nil {
 		return nil, err
 	}
-	return newScraper(cfg, s, *flags.addrs)
+	return newScraper(cfg, s, *f.addrs)
 }
 
 func newScraper(cfg collector.Config, s settings, addrs []string) (*scraper, error) {

@@ -175,6 +175,13 @@ func (f *flagValues) settings() (settings, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--redis.client-group-by: %w", err))
 	}
+	// Read once, here, so that a bad file stops the start with its own
+	// flag named, whichever target would have used it first.
+	tlsS, err := tlsSettings{caFile: *f.tlsCA, certFile: *f.tlsCert, keyFile: *f.tlsKey,
+		serverName: *f.tlsServer, insecureSkipVerify: *f.tlsInsecure}.load()
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return settings{}, err
 	}
@@ -182,8 +189,7 @@ func (f *flagValues) settings() (settings, error) {
 		conn: connSettings{
 			user: *f.user, passwordFile: *f.passwordFile, passwordEnv: *f.passwordEnv,
 			dialTimeout: *f.dialTimeout, clientListLimit: f.maxReply.n,
-			tls: tlsSettings{caFile: *f.tlsCA, certFile: *f.tlsCert, keyFile: *f.tlsKey,
-				serverName: *f.tlsServer, insecureSkipVerify: *f.tlsInsecure},
+			tls: tlsS,
 		},
 		timeout:         *f.timeout,
 		configRefresh:   *f.configRefresh,

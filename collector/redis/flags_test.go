@@ -78,3 +78,60 @@ func TestFlagValidation(t *testing.T) {
 		t.Errorf("?password_env= naming an unset variable: %v", err)
 	}
 }
+
+// TestStartupErrorsNameTheFlag: an error at start names the flag to fix
+// (review 1, item 14: a missing --redis.tls.ca-file was reported as
+// "--redis.probe.allowed-targets: --redis.tls.ca-file: open …", and so were
+// a bad certificate or key and an address configured twice).
+func TestStartupErrorsNameTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := writeFile(t, dir, "not.pem", "not a certificate\n")
+	for _, c := range []struct {
+		args      []string
+		want      []string // in the error
+		wantNot   []string // not in the error
+		wantStart string   // the error's first words
+	}{
+		{[]string{"--redis.addr=rediss://127.0.0.1:1", "--redis.tls.ca-file=/nonexistent/ca.pem"},
+			[]string{"/nonexistent/ca.pem"}, []string{"allowed-targets", "--redis.addr"}, "--redis.tls.ca-file"},
+		{[]string{"--redis.addr=rediss://127.0.0.1:1", "--redis.tls.ca-file=" + notPEM},
+			[]string{"no PEM certificates"}, []string{"allowed-targets", "--redis.addr"}, "--redis.tls.ca-file"},
+		{[]string{"--redis.addr=rediss://127.0.0.1:1", "--redis.tls.cert-file=/nonexistent/c.pem", "--redis.tls.key-file=/nonexistent/k.pem"},
+			[]string{"/nonexistent/c.pem"}, []string{"allowed-targets", "--redis.addr"}, "--redis.tls.cert-file"},
+		{[]string{"--redis.addr=rediss://127.0.0.1:1", "--redis.tls.cert-file=" + notPEM},
+			nil, []string{"allowed-targets", "--redis.addr"}, "--redis.tls.key-file"},
+		{[]string{"--redis.probe.allowed-targets=rediss://127.0.0.1:1", "--redis.tls.ca-file=/nonexistent/ca.pem"},
+			nil, []string{"allowed-targets"}, "--redis.tls.ca-file"},
+		{[]string{"--redis.addr=redis://h:1", "--redis.probe.allowed-targets=rediss://h:1"},
+			[]string{"--redis.addr redis://h:1", "--redis.probe.allowed-targets rediss://h:1"}, nil, ""},
+		{[]string{"--redis.addr=redis://monitor@h:1", "--redis.addr=redis://h:2", "--redis.probe.allowed-targets=redis://admin@h:1"},
+			[]string{"--redis.addr redis://monitor@h:1", "--redis.probe.allowed-targets redis://admin@h:1"}, nil, ""},
+		{[]string{"--redis.addr=redis://h:1", "--redis.addr=rediss://h:1"},
+			[]string{"--redis.addr redis://h:1", "--redis.addr rediss://h:1"}, []string{"allowed-targets"}, ""},
+		{[]string{"--redis.addr=redis://[::1"}, nil, []string{"allowed-targets"}, "--redis.addr"},
+		{[]string{"--redis.probe.allowed-targets=redis://[::1"}, nil, nil, "--redis.probe.allowed-targets"},
+		{[]string{"--redis.probe.allowed-targets-regexp=("}, nil, nil, "--redis.probe.allowed-targets-regexp"},
+	} {
+		app := kingpin.New("test", "")
+		f := registerFlags(app)
+		if _, err := app.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		_, err := f.collector(collectortest.Config("redis", nil))
+		if err == nil {
+			t.Errorf("%q: accepted", c.args)
+			continue
+		}
+		msg := err.Error()
+		bad := !strings.HasPrefix(msg, c.wantStart)
+		for _, w := range c.want {
+			bad = bad || !strings.Contains(msg, w)
+		}
+		for _, w := range c.wantNot {
+			bad = bad || strings.Contains(msg, w)
+		}
+		if bad {
+			t.Errorf("%q: %q; want it to start with %q, name %q and not %q", c.args, msg, c.wantStart, c.want, c.wantNot)
+		}
+	}
+}

@@ -132,12 +132,11 @@ func (pc *probeCache) trim(now time.Time) {
 	}
 }
 
-// probeAllowlistFromFlags builds the /probe allowlist: every
-// --redis.addr and --redis.probe.allowed-targets entry with its configured
-// scheme, TLS and user, and the regexp with --redis.probe.scheme.
-func probeAllowlistFromFlags(conn connSettings) (*allowlist, error) {
-	entries := append(append([]string(nil), *flags.addrs...), *flags.probeAllowed...)
-	return newAllowlist(entries, *flags.probeAllowedRE, *flags.probeScheme, conn)
+// allowlist builds the /probe allowlist: every --redis.addr and
+// --redis.probe.allowed-targets entry with its configured scheme, TLS and
+// user, and the regexp with --redis.probe.scheme.
+func (f *flagValues) allowlist(conn connSettings) (*allowlist, error) {
+	return newAllowlist(*f.addrs, *f.probeAllowed, *f.probeAllowedRE, *f.probeScheme, conn)
 }
 
 // configure sets the probe settings; tests call it directly.

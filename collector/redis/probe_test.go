@@ -28,7 +28,7 @@ func TestProbeCacheBounded(t *testing.T) {
 		})
 	}
 	s := testSettings()
-	allow, err := newAllowlist(nil, `127\.0\.0\.1:[0-9]+`, "redis", s.conn)
+	allow, err := newAllowlist(nil, nil, `127\.0\.0\.1:[0-9]+`, "redis", s.conn)
 	if err != nil {
 		t.Fatal(err)
 	}

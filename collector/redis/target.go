@@ -26,6 +26,7 @@ import (
 // that names it in metrics and logs (never carrying credentials).
 type targetSpec struct {
 	label    string // "redis://host:port", "rediss://host:port" or "unix:///path"
+	written  string // the target as configured, without password or query: for start-up errors
 	scheme   string // "redis", "rediss" or "unix"
 	hostPort string // "host:port" or the socket path: what the /probe allowlist matches
 	opts     *redis.Options
@@ -105,9 +106,51 @@ const replyLimit = 1 << 20
 // CLIENT LIST.
 const clientName = "stall_exporter"
 
+// tlsSettings are the --redis.tls.* flags, and the CA bundle and client
+// certificate read from their files once, at start (load).
 type tlsSettings struct {
 	caFile, certFile, keyFile, serverName string
 	insecureSkipVerify                    bool
+	roots                                 *x509.CertPool    // nil: the system roots
+	certs                                 []tls.Certificate // the client certificate, if any
+}
+
+// load reads the files the settings name; every error names the flag to
+// fix.
+func (t tlsSettings) load() (tlsSettings, error) {
+	if t.caFile != "" {
+		pem, err := os.ReadFile(t.caFile)
+		if err != nil {
+			return t, fmt.Errorf("--redis.tls.ca-file: %w", err) // the error names the path
+		}
+		t.roots = x509.NewCertPool()
+		if !t.roots.AppendCertsFromPEM(pem) {
+			return t, fmt.Errorf("--redis.tls.ca-file %s: no PEM certificates", t.caFile)
+		}
+	}
+	switch {
+	case t.certFile == "" && t.keyFile == "":
+	case t.keyFile == "":
+		return t, errors.New("--redis.tls.key-file is needed with --redis.tls.cert-file")
+	case t.certFile == "":
+		return t, errors.New("--redis.tls.cert-file is needed with --redis.tls.key-file")
+	default:
+		certPEM, err := os.ReadFile(t.certFile)
+		if err != nil {
+			return t, fmt.Errorf("--redis.tls.cert-file: %w", err)
+		}
+		keyPEM, err := os.ReadFile(t.keyFile)
+		if err != nil {
+			return t, fmt.Errorf("--redis.tls.key-file: %w", err)
+		}
+		// The error says whether the certificate or the key input is bad.
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return t, fmt.Errorf("--redis.tls.cert-file %s, --redis.tls.key-file %s: %w", t.certFile, t.keyFile, err)
+		}
+		t.certs = []tls.Certificate{cert}
+	}
+	return t, nil
 }
 
 // errCredentialsInProbeTarget refuses /probe targets that try to choose a
@@ -173,7 +216,7 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis target %s: %w", redactedURL(u), err)
 	}
-	spec := &targetSpec{opts: opts, scheme: u.Scheme, user: cred.user, passwordInURL: cred.urlPassword != "",
+	spec := &targetSpec{opts: opts, scheme: u.Scheme, written: writtenURL(u), user: cred.user, passwordInURL: cred.urlPassword != "",
 		bigKeysReplica: bigKeysReplica, oversized: new(atomic.Uint64)}
 	switch u.Scheme {
 	case "unix":
@@ -219,11 +262,7 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 		opts.DialTimeout = s.dialTimeout
 	}
 	if u.Scheme == "rediss" {
-		tc, err := s.tls.config(opts.TLSConfig)
-		if err != nil {
-			return nil, err
-		}
-		opts.TLSConfig = tc
+		opts.TLSConfig = s.tls.config(opts.TLSConfig)
 	}
 	spec.clientListLimit = s.clientListLimit
 	if spec.clientListLimit <= 0 {
@@ -269,7 +308,18 @@ func setClientName(ctx context.Context, cn *redis.Conn) error {
 	return nil
 }
 
-// redactedURL prints a URL without its password.
+// writtenURL prints a URL as configured, with its user but without its
+// password or query.
+func writtenURL(u *url.URL) string {
+	c := *u
+	if c.User != nil {
+		c.User = url.User(c.User.Username())
+	}
+	c.RawQuery = ""
+	return c.String()
+}
+
+// redactedURL prints a URL without its user, password or query.
 func redactedURL(u *url.URL) string {
 	c := *u
 	c.User = nil
@@ -277,7 +327,9 @@ func redactedURL(u *url.URL) string {
 	return c.String()
 }
 
-func (t tlsSettings) config(base *tls.Config) (*tls.Config, error) {
+// config returns the TLS configuration of a rediss:// target: base (from
+// the URL) with the flags applied.
+func (t tlsSettings) config(base *tls.Config) *tls.Config {
 	c := &tls.Config{MinVersion: tls.VersionTLS12}
 	if base != nil {
 		c = base.Clone()
@@ -286,25 +338,13 @@ func (t tlsSettings) config(base *tls.Config) (*tls.Config, error) {
 		c.ServerName = t.serverName
 	}
 	c.InsecureSkipVerify = c.InsecureSkipVerify || t.insecureSkipVerify // ?skip_verify=true or the flag
-	if t.caFile != "" {
-		pem, err := os.ReadFile(t.caFile)
-		if err != nil {
-			return nil, fmt.Errorf("--redis.tls.ca-file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--redis.tls.ca-file %s: no PEM certificates", t.caFile)
-		}
-		c.RootCAs = pool
+	if t.roots != nil {
+		c.RootCAs = t.roots
 	}
-	if t.certFile != "" || t.keyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.certFile, t.keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--redis.tls.cert-file/--redis.tls.key-file: %w", err)
-		}
-		c.Certificates = []tls.Certificate{cert}
+	if t.certs != nil {
+		c.Certificates = t.certs
 	}
-	return c, nil
+	return c
 }
 
 // allowlist decides which /probe targets may be scraped, and how: the
@@ -323,10 +363,12 @@ type allowlist struct {
 	conn     connSettings
 }
 
-// newAllowlist parses the configured entries (full --redis.addr
-// syntax); an address configured twice in different ways is an error,
-// since a probe could not say which one it means.
-func newAllowlist(list []string, pattern, reScheme string, s connSettings) (*allowlist, error) {
+// newAllowlist parses the configured entries (full --redis.addr syntax):
+// addrs are the --redis.addr targets, allowed the
+// --redis.probe.allowed-targets. An address configured twice in
+// different ways is an error, since a probe could not say which one it
+// means. Every error names the flag, and the entry, to fix.
+func newAllowlist(addrs, allowed []string, pattern, reScheme string, s connSettings) (*allowlist, error) {
 	if reScheme == "" {
 		reScheme = "redis"
 	}
@@ -334,17 +376,24 @@ func newAllowlist(list []string, pattern, reScheme string, s connSettings) (*all
 		return nil, fmt.Errorf("--redis.probe.scheme must be redis or rediss, not %q", reScheme)
 	}
 	a := &allowlist{exact: map[string]*targetSpec{}, reScheme: reScheme, conn: s}
-	for _, e := range list {
-		spec, err := parseTarget(e, s)
-		if err != nil {
-			return nil, fmt.Errorf("--redis.probe.allowed-targets: %w", err)
+	from := map[string]string{} // host:port → the flag of its first entry
+	for _, list := range []struct {
+		flag    string
+		entries []string
+	}{{"--redis.addr", addrs}, {"--redis.probe.allowed-targets", allowed}} {
+		for _, e := range list.entries {
+			spec, err := parseTarget(e, s)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", list.flag, err)
+			}
+			if old, ok := a.exact[spec.hostPort]; ok && (old.label != spec.label || old.user != spec.user) {
+				return nil, fmt.Errorf("%s %s and %s %s name the same address with a different scheme or user: a /probe request for it could not say which one it means",
+					from[spec.hostPort], old.written, list.flag, spec.written)
+			} else if ok {
+				continue // the first entry keeps its password source
+			}
+			a.exact[spec.hostPort], from[spec.hostPort] = spec, list.flag
 		}
-		if old, ok := a.exact[spec.hostPort]; ok && (old.label != spec.label || old.user != spec.user) {
-			return nil, fmt.Errorf("redis target %s is configured twice with a different scheme or user (--redis.addr, --redis.probe.allowed-targets)", spec.hostPort)
-		} else if ok {
-			continue // the first entry keeps its password source
-		}
-		a.exact[spec.hostPort] = spec
 	}
 	if pattern != "" {
 		re, err := regexp.Compile("^(?:" + pattern + ")$")

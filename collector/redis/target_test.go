@@ -110,7 +110,7 @@ func TestParseProbeAddress(t *testing.T) {
 
 func TestAllowlist(t *testing.T) {
 	s := connSettings{user: "monitor", passwordFile: "/etc/default-pw"}
-	a, err := newAllowlist([]string{"10.0.0.1:6379", "rediss://app@cache-1:6380?password_file=/run/pw", "unix:///run/redis.sock"},
+	a, err := newAllowlist(nil, []string{"10.0.0.1:6379", "rediss://app@cache-1:6380?password_file=/run/pw", "unix:///run/redis.sock"},
 		`10\.1\.\d+\.\d+:6379`, "rediss", s)
 	if err != nil {
 		t.Fatal(err)
@@ -148,14 +148,14 @@ func TestAllowlist(t *testing.T) {
 			t.Errorf("%s: probed as %s user %q, want %s user %q", target, spec.label, spec.user, w.label, w.user)
 		}
 	}
-	if _, err := newAllowlist(nil, "(", "redis", s); err == nil {
+	if _, err := newAllowlist(nil, nil, "(", "redis", s); err == nil {
 		t.Error("bad regexp accepted")
 	}
 	// One address configured two ways: a probe could not say which it means.
-	if _, err := newAllowlist([]string{"redis://h:1", "rediss://h:1"}, "", "redis", s); err == nil {
+	if _, err := newAllowlist(nil, []string{"redis://h:1", "rediss://h:1"}, "", "redis", s); err == nil {
 		t.Error("an address configured with two schemes was accepted")
 	}
-	if _, err := newAllowlist([]string{"redis://h:1", "h:1"}, "", "redis", s); err != nil {
+	if _, err := newAllowlist(nil, []string{"redis://h:1", "h:1"}, "", "redis", s); err != nil {
 		t.Errorf("the same target listed twice: %v", err)
 	}
 }
@@ -167,7 +167,7 @@ func TestProbe(t *testing.T) {
 	r := startRedis(t)
 	var pc probeCache
 	s := testSettings()
-	allow, err := newAllowlist([]string{r.addr}, "", "redis", s.conn)
+	allow, err := newAllowlist([]string{r.addr}, nil, "", "redis", s.conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestProbeCannotDowngradeOrChangeUser(t *testing.T) {
 	s.conn.passwordFile = pwFile
 	s.timeout = 500 * time.Millisecond
 	var pc probeCache
-	allow, err := newAllowlist([]string{"rediss://monitor@" + addr}, "", "redis", s.conn)
+	allow, err := newAllowlist([]string{"rediss://monitor@" + addr}, nil, "", "redis", s.conn)
 	if err != nil {
 		t.Fatal(err)
 	}

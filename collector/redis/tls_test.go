@@ -72,7 +72,15 @@ func TestTLS(t *testing.T) {
 	t.Cleanup(r.stop)
 
 	s := testSettings()
-	s.conn.tls = tlsSettings{caFile: ca, certFile: cc, keyFile: ck}
+	load := func(ts tlsSettings) tlsSettings {
+		t.Helper()
+		loaded, err := ts.load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loaded
+	}
+	s.conn.tls = load(tlsSettings{caFile: ca, certFile: cc, keyFile: ck})
 	c := newTestScraper(t, s, collectortest.Config("redis", nil), "rediss://"+r.addr)
 	res := collectortest.Scrape(t, c, 3*time.Second)
 	if v := res.Must(t, "stall_redis_up", "addr", "rediss://"+r.addr); v != 1 {
@@ -84,14 +92,13 @@ func TestTLS(t *testing.T) {
 		"no client cert": {caFile: ca},
 		"unknown CA":     {certFile: cc, keyFile: ck},
 	} {
-		s.conn.tls = tls
+		s.conn.tls = load(tls)
 		c := newTestScraper(t, s, collectortest.Config("redis", nil), "rediss://"+r.addr)
 		if v := collectortest.Scrape(t, c, 3*time.Second).Must(t, "stall_redis_up"); v != 0 {
 			t.Errorf("%s: up = %v", name, v)
 		}
 	}
-	s.conn.tls = tlsSettings{caFile: filepath.Join(dir, "missing.pem")}
-	if _, err := newScraper(collectortest.Config("redis", nil), s, []string{"rediss://" + r.addr}); err == nil {
+	if _, err := (tlsSettings{caFile: filepath.Join(dir, "missing.pem")}).load(); err == nil {
 		t.Error("a missing CA file should be a flag error")
 	}
 }
