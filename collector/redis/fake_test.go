@@ -309,13 +309,20 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// TestHostileReplies: invalid UTF-8 in command and client names and a
-// repeated commandstats line neither panic (client_golang refuses invalid
-// label values) nor duplicate series.
+// TestHostileReplies: invalid UTF-8 in command and client names, a
+// repeated commandstats line, a client really named "other" and names of
+// 5,000 characters neither panic (client_golang refuses invalid label
+// values) nor duplicate series, and every label is at most 128 bytes and
+// "…" (review 1, item 17).
 func TestHostileReplies(t *testing.T) {
+	long := strings.Repeat("x", 5000)
 	f := startFakeOldRedis(t, "info-2.8.txt", "", "clientlist-2.8.txt", func(f *fakeOldRedis) {
-		f.cmdstats += "cmdstat_get:calls=1,usec=1,usec_per_call=1.00\r\ncmdstat_\xff\xfe:calls=2,usec=2,usec_per_call=1.00\r\n"
-		f.clientList += "id=9 addr=10.9.9.9:1 fd=20 name=bad\xffname age=1 idle=1 flags=N db=0 sub=0 psub=0 multi=-1 qbuf=0 qbuf-free=0 obl=0 oll=9 omem=99999999 events=rw cmd=g\xffet\n"
+		f.info = strings.Replace(f.info, "redis_version:2.8.24", "redis_version:2.8.24"+long, 1)
+		f.cmdstats += "cmdstat_get:calls=1,usec=1,usec_per_call=1.00\r\ncmdstat_\xff\xfe:calls=2,usec=2,usec_per_call=1.00\r\n" +
+			"cmdstat_" + long + "a:calls=3,usec=3,usec_per_call=1.00\r\ncmdstat_" + long + "b:calls=4,usec=4,usec_per_call=1.00\r\n"
+		f.clientList += "id=9 addr=10.9.9.9:1 fd=20 name=bad\xffname age=1 idle=1 flags=N db=0 sub=0 psub=0 multi=-1 qbuf=0 qbuf-free=0 obl=0 oll=9 omem=99999999 events=rw cmd=g\xffet\n" +
+			"id=10 addr=10.9.9.10:1 fd=21 name=other age=1 idle=1 flags=N db=0 sub=0 psub=0 multi=-1 qbuf=0 qbuf-free=0 obl=0 oll=1 omem=47000000 events=rw cmd=get\n" +
+			"id=11 addr=10.9.9.11:1 fd=22 name=" + long + " age=1 idle=1 flags=N db=0 sub=0 psub=0 multi=-1 qbuf=0 qbuf-free=0 obl=0 oll=1 omem=1000 events=rw cmd=" + long + "\n"
 	})
 	s := testSettings()
 	s.groupBy = replies.GroupByName
@@ -336,7 +343,19 @@ func TestHostileReplies(t *testing.T) {
 			if !utf8.ValidString(v) {
 				t.Errorf("invalid UTF-8 label value %q in %s", v, m.Name)
 			}
+			if len(v) > replies.MaxLabelBytes+len("…") {
+				t.Errorf("a label value of %d bytes in %s", len(v), m.Name)
+			}
 		}
+	}
+	if v := res.Must(t, "stall_redis_client_group_output_buffer_bytes", "group", "other"+replies.LiteralSuffix); v != 47000000 {
+		t.Errorf("the group really named other: %v bytes", v)
+	}
+	if v := res.Must(t, "stall_redis_client_group_clients", "group", "other"+replies.LiteralSuffix); v != 1 {
+		t.Errorf("the group really named other: %v clients", v)
+	}
+	if v := res.Must(t, "stall_redis_commands_total", "cmd", strings.Repeat("x", replies.MaxLabelBytes)+"…"); v != 3 {
+		t.Errorf("two 5,000-character commands equal up to the cut: %v calls, want the first one's 3", v)
 	}
 	if v := res.Must(t, "stall_redis_commands_total", "cmd", "get"); v != 800000 {
 		t.Errorf("first cmdstat_get line should win, got %v", v)

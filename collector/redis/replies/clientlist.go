@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -43,6 +44,43 @@ const OtherGroup = "other"
 // NoneGroup is the label value of clients whose grouping attribute is empty
 // (no name set, no lib-name, an address the server did not report).
 const NoneGroup = "none"
+
+// LiteralSuffix marks a group or command whose name really is OtherGroup or
+// NoneGroup ("other (literal)"): it is not the remainder. Redis refuses
+// spaces in client, library and ACL user names and has none in command
+// names, so no real name ends in it.
+const LiteralSuffix = " (literal)"
+
+// MaxLabelBytes bounds an exported group or command name, as the RocketMQ
+// collector bounds its labels: a longer name is cut at a character
+// boundary and ends in "…" (collector.LabelValue's rule, which the tests
+// check this follows), and names equal up to the cut are one group.
+const MaxLabelBytes = 128
+
+// label is the exported form of a group or command name: valid UTF-8, at
+// most MaxLabelBytes (+ "…"), and never a reserved value. Groups are keyed
+// by it, so two groups never share a label. The common name is returned
+// as is, without allocating.
+func label(s string) string {
+	switch s {
+	case "":
+		return NoneGroup
+	case OtherGroup, NoneGroup:
+		return s + LiteralSuffix
+	}
+	if len(s) <= MaxLabelBytes && utf8.ValidString(s) {
+		return s
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) > MaxLabelBytes {
+		cut := MaxLabelBytes
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
 
 // Group is one aggregate of clients: a client group or a last command.
 type Group struct {
@@ -298,16 +336,12 @@ func (a *Aggregator) line(b []byte) {
 	if c.omem > 0 || c.oll > 0 {
 		st.PendingClients++
 	}
-	g := c.group(a.GroupBy)
-	if g == "" {
-		g = NoneGroup
-	}
-	a.groups.add(g, c.omem)
+	a.groups.add(label(c.group(a.GroupBy)), c.omem)
 	cmd := c.cmd
-	if cmd == "" || cmd == "NULL" {
-		cmd = NoneGroup
+	if cmd == "NULL" { // no command yet
+		cmd = ""
 	}
-	a.cmds.add(cmd, c.omem)
+	a.cmds.add(label(cmd), c.omem)
 }
 
 // top returns the K entries of acc with the largest non-zero omem and an

@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 const fixtures = "../testdata"
@@ -158,6 +161,58 @@ func TestClientListEdgeCases(t *testing.T) {
 	}
 	if cmds[NoneGroup] != 100 || cmds["get"] != 500 {
 		t.Errorf("by cmd: %v", cmds)
+	}
+}
+
+// TestClientListReservedAndLongNames: a client group or command that is
+// really called "other" or "none" is not merged with the remainder or
+// the empty attribute, and names are bounded and valid label values: a
+// 5,000-character name is cut to MaxLabelBytes, names that agree up to the
+// cut are one group, and invalid UTF-8 is repaired the same way
+// collector.LabelValue repairs it, so two exported groups never have the
+// same label (review 1, item 17: a client named "other" holding 47 MB was
+// counted in the remainder, and a long name became a label as long).
+func TestClientListReservedAndLongNames(t *testing.T) {
+	long := strings.Repeat("é", 2500) // 5,000 bytes
+	reply := "id=1 addr=10.0.0.1:1 name=other omem=47000000 oll=1 cmd=other\n" +
+		"id=2 addr=10.0.0.2:1 name=none omem=3000 oll=1 cmd=none\n" +
+		"id=3 addr=10.0.0.3:1 name= omem=2000 oll=1 cmd=NULL\n" +
+		"id=4 addr=10.0.0.4:1 name=small omem=1 oll=1 cmd=get\n" +
+		"id=5 addr=10.0.0.5:1 name=" + long + "a omem=500 oll=1 cmd=" + long + "\n" +
+		"id=6 addr=10.0.0.6:1 name=" + long + "b omem=600 oll=1 cmd=get\n" +
+		"id=7 addr=10.0.0.7:1 name=bad\xffname omem=70 oll=1 cmd=get\n" +
+		"id=8 addr=10.0.0.8:1 name=bad\xfename omem=80 oll=1 cmd=get\n"
+	agg := Aggregator{GroupBy: GroupByName, TopK: 5}
+	st := agg.Aggregate(reply)
+	groups := map[string]Group{}
+	for _, g := range st.Groups {
+		if _, dup := groups[g.Name]; dup {
+			t.Errorf("group %q twice", g.Name)
+		}
+		groups[g.Name] = g
+		if len(g.Name) > MaxLabelBytes+len("…") || !utf8.ValidString(g.Name) {
+			t.Errorf("group name of %d bytes (valid UTF-8: %v)", len(g.Name), utf8.ValidString(g.Name))
+		}
+	}
+	cut := collector.LabelValue(long, MaxLabelBytes)
+	for name, want := range map[string]Group{
+		"other" + LiteralSuffix: {Clients: 1, OutputBufferBytes: 47000000},
+		"none" + LiteralSuffix:  {Clients: 1, OutputBufferBytes: 3000},
+		NoneGroup:               {Clients: 1, OutputBufferBytes: 2000},
+		cut:                     {Clients: 2, OutputBufferBytes: 1100},
+		"bad\uFFFDname":         {Clients: 2, OutputBufferBytes: 150},
+		OtherGroup:              {Clients: 1, OutputBufferBytes: 1},
+	} {
+		if g := groups[name]; g.Clients != want.Clients || g.OutputBufferBytes != want.OutputBufferBytes {
+			t.Errorf("group %.20q: %d clients, %d bytes; want %d, %d", name, g.Clients, g.OutputBufferBytes, want.Clients, want.OutputBufferBytes)
+		}
+	}
+	cmds := map[string]uint64{}
+	for _, g := range st.Commands {
+		cmds[g.Name] = g.OutputBufferBytes
+	}
+	if cmds["other"+LiteralSuffix] != 47000000 || cmds["none"+LiteralSuffix] != 3000 || cmds[NoneGroup] != 2000 || cmds[cut] != 500 {
+		t.Errorf("commands %v", cmds)
 	}
 }
 
@@ -462,6 +517,16 @@ func FuzzClientList(f *testing.F) {
 			}
 			if streamed := agg.Finish(); !reflect.DeepEqual(streamed, st) {
 				t.Fatalf("in %d-byte pieces: %+v\nwhole: %+v", step, streamed, st)
+			}
+			// Names are label values: valid, bounded, one series each.
+			for _, list := range [][]Group{st.Groups, st.Commands} {
+				seen := map[string]bool{}
+				for _, g := range list {
+					if seen[g.Name] || !utf8.ValidString(g.Name) || len(g.Name) > MaxLabelBytes+len("…") || g.Name == "" {
+						t.Fatalf("name %q: repeated, invalid, empty or too long in %+v", g.Name, list)
+					}
+					seen[g.Name] = true
+				}
 			}
 			if !st.HasOutputBuffer {
 				if st.Groups != nil || st.Commands != nil || st.OutputBufferBytes != 0 {
