@@ -261,6 +261,7 @@ type target struct {
 	cl              clientListResult
 	lastDownLog     time.Time
 	lastDownReason  string
+	untrackedLogged bool            // CLIENT LIST had more than replies.MaxGroups groups
 	refused         map[string]bool // by command: the last attempt got an error reply
 	refusedWarned   map[string]bool // the refusal was logged at warn level
 }
@@ -797,6 +798,12 @@ func (t *target) maybeClientList(ctx context.Context, in replies.Info, ms replie
 		st = t.agg.Finish()
 	}
 	t.problems.Add("redis CLIENT LIST", st.Malformed, errors.New("CLIENT LIST line or field not in field=value form, or longer than 64 KiB"))
+	if st.Untracked > 0 && !t.untrackedLogged {
+		t.untrackedLogged = true
+		t.logger.Info(fmt.Sprintf("CLIENT LIST has more than %d distinct client groups or commands: clients of later ones without pending output are counted in group=\"other\" "+
+			"(the top groups stay exact, their client counts may be low); --redis.client-group-by=pool groups pods and numbered workers", replies.MaxGroups),
+			"untracked_clients", st.Untracked)
+	}
 	t.cl = clientListResult{
 		have: true, triggered: triggered, at: start, duration: took,
 		replyBytes: st.Bytes, runs: t.cl.runs + 1, stats: st,

@@ -135,6 +135,35 @@ func TestClientListStreamed(t *testing.T) {
 	}
 }
 
+// TestManyGroups: a CLIENT LIST with more distinct names than
+// replies.MaxGroups, grouped by name, still ranks the client with the
+// largest output buffer first, and says once, at info level, that client
+// counts are approximate.
+func TestManyGroups(t *testing.T) {
+	var b strings.Builder
+	for i := range replies.MaxGroups + 100 {
+		fmt.Fprintf(&b, "id=%d addr=10.0.%d.%d:1 name=c%d omem=0 cmd=get\n", i, i/256, i%256, i)
+	}
+	b.WriteString("id=99999 addr=10.9.9.9:1 name=late omem=6000000 oll=1 cmd=get\n")
+	srv := startScriptedRedis(t, bulkWriter(fmt.Sprintf(autoInfo, replies.MaxGroups+101)), func(s *scriptedRedis) {
+		s.clientList = bulkWriter(b.String())
+	})
+	s := testSettings()
+	s.groupBy = replies.GroupByName
+	logs := &collectortest.LogBuffer{}
+	sc := newTestScraper(t, s, collectortest.Config("redis", logs), srv.addr)
+	var res collectortest.Result
+	for range 2 {
+		res = collectortest.Scrape(t, sc, 5*time.Second)
+	}
+	if g := firstGroup(res, "stall_redis_client_group_output_buffer_bytes", "group"); g != "late" {
+		t.Errorf("top group %q, want late", g)
+	}
+	if n := strings.Count(logs.String(), "distinct client groups"); n != 1 {
+		t.Errorf("%d notes about the group bound in 2 scrapes, want 1:\n%s", n, logs)
+	}
+}
+
 // TestStalledAnnouncement: a reply header announcing a bulk string within
 // every limit, and then silence, costs nothing: go-redis allocates what a
 // header announces before the bytes arrive, so such a bulk is handed to it

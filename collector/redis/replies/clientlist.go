@@ -130,7 +130,7 @@ type ClientListStats struct {
 // omem is 0, and tracked when it is not, up to twice MaxGroups. The ranking
 // by omem is then still exact; what can be low is the client count of an
 // exported group whose idle members came after the first MaxGroups names.
-const MaxGroups = 5000
+const MaxGroups = 2000
 
 // MaxLineBytes bounds one CLIENT LIST line (a line is about 300 bytes; a
 // client name has no length limit in Redis). A longer line is skipped and
