@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -410,23 +409,15 @@ func BenchmarkProbeCacheRSS(b *testing.B) {
 	}
 	base, pid := startExporter(b, buildExporter(b), `--redis.probe.allowed-targets-regexp=127\.0\.0\.1:[0-9]+`)
 	for b.Loop() {
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 8)
-		for _, srv := range servers {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				resp, err := http.Get(base + "/probe?module=redis&target=" + srv.addr)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}()
-		}
-		wg.Wait()
+		eachEightAtATime(servers, func(srv *scriptedRedis) {
+			resp, err := http.Get(base + "/probe?module=redis&target=" + srv.addr)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
 	}
 	time.Sleep(200 * time.Millisecond) // closes in flight
 	open := int64(0)

@@ -38,24 +38,16 @@ func TestProbeCacheBounded(t *testing.T) {
 	cfg := collectortest.Config("redis", nil)
 
 	probeAll := func() {
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 8)
-		for _, srv := range servers {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				c, err := pc.get(cfg, srv.addr)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if res := collectortest.Scrape(t, c, 5*time.Second); res.Err != nil {
-					t.Error(res.Err)
-				}
-			}()
-		}
-		wg.Wait()
+		eachEightAtATime(servers, func(srv *scriptedRedis) {
+			c, err := pc.get(cfg, srv.addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if res := collectortest.Scrape(t, c, 5*time.Second); res.Err != nil {
+				t.Error(res.Err)
+			}
+		})
 	}
 	heapBefore := heapAfterGC()
 	probeAll()
@@ -105,4 +97,20 @@ func TestProbeCacheBounded(t *testing.T) {
 	if len(pc.targets) != 0 {
 		t.Errorf("%d targets cached after %v without a probe", len(pc.targets), probeIdle)
 	}
+}
+
+// eachEightAtATime runs f for every server, at most 8 at a time, as a
+// Prometheus probing many targets does, and returns when all are done.
+func eachEightAtATime(servers []*scriptedRedis, f func(*scriptedRedis)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, srv := range servers {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(srv)
+		}()
+	}
+	wg.Wait()
 }
