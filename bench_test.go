@@ -54,9 +54,10 @@ func BenchmarkScrapeFixture(b *testing.B) {
 	benchScrape(b, "collector/fixtures/linux-6.8/proc", "collector/fixtures/linux-6.8/sys", hostCollectorList)
 }
 
-// BenchmarkCollectorRealProc is each host collector alone on /proc.
+// BenchmarkCollectorRealProc is each host collector alone on /proc, and
+// hungtask (a default collector outside the node_exporter comparison).
 func BenchmarkCollectorRealProc(b *testing.B) {
-	for _, c := range hostCollectorList {
+	for _, c := range append(hostCollectorList[:len(hostCollectorList):len(hostCollectorList)], "hungtask") {
 		b.Run(c, func(b *testing.B) { benchScrape(b, "/proc", "/sys", []string{c}) })
 	}
 }

@@ -1,14 +1,14 @@
 package collector
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"sync"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/procfs"
 )
 
 // The hungtask collector reads the kernel's own hung-task detector state
@@ -31,56 +31,62 @@ var (
 
 func init() {
 	Register("hungtask", true, func(cfg Config) (Collector, error) {
-		return newHungTaskCollector(cfg.Paths, cfg.Problems), nil
+		return newHungTaskCollector(cfg.Paths, cfg.Problems)
 	})
 }
 
-func newHungTaskCollector(paths Paths, problems *Problems) *hungTaskCollector {
-	c := &hungTaskCollector{problems: problems}
-	for i, f := range hungTaskFiles {
-		c.files[i] = NewProcFile(paths.Proc("sys", "kernel", f.name))
+func newHungTaskCollector(paths Paths, problems *Problems) (*hungTaskCollector, error) {
+	pfs, err := procfs.NewFS(paths.Procfs)
+	if err != nil {
+		return nil, fmt.Errorf("--path.procfs: %w", err)
 	}
-	return c
+	return &hungTaskCollector{fs: pfs, problems: problems}, nil
 }
 
-// hungTaskFiles are the detector's files under /proc/sys/kernel.
-var hungTaskFiles = [...]struct {
-	name string
-	m    Metric
-}{
-	{"hung_task_detect_count", hungTaskDetectedDesc},
-	{"hung_task_warnings", hungTaskWarningsDesc},
-	{"hung_task_timeout_secs", hungTaskTimeoutDesc},
-}
-
+// hungTaskCollector reads the detector's files with procfs (FS.KernelHung
+// for the detect count, FS.SysctlInts for the two tunables), once per
+// scrape.
 type hungTaskCollector struct {
+	fs       procfs.FS // built once: procfs.NewFS stats the mount point
 	problems *Problems
-
-	mu    sync.Mutex // concurrent scrapes share the files and buffer
-	files [len(hungTaskFiles)]*ProcFile
-	buf   []byte
 }
 
 // Update sends what the kernel has of the three files; a kernel built
-// without CONFIG_DETECT_HUNG_TASK has none of them (ErrNoData).
+// without CONFIG_DETECT_HUNG_TASK has none of them (ErrNoData). A file whose
+// content is not one integer is skipped and counted in
+// stall_collector_parse_errors_total; a read error other than "no such
+// file" fails the scrape (without being counted as bad input). Either way
+// the other files are still sent.
 func (c *hungTaskCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	sent := 0
-	for i, f := range hungTaskFiles {
-		data, err := c.files[i].Read(c.buf)
-		c.buf = data[:0]
-		var v int64
-		if err == nil {
-			v, err = parseSysctlInt(data)
-		}
+	var errs []error
+	handle := func(name string, m Metric, v float64, err error) {
 		switch {
 		case err == nil:
-			f.m.Send(ch, float64(v))
+			m.Send(ch, v)
 			sent++
-		case !errors.Is(err, fs.ErrNotExist):
-			c.problems.Add(f.name, 1, fmt.Errorf("/proc/sys/kernel/%s: %w", f.name, err))
+		case errors.Is(err, fs.ErrNotExist):
+		case procfsContentError(err):
+			c.problems.Add(name, 1, fmt.Errorf("/proc/sys/kernel/%s: %w", name, err))
+		default:
+			errs = append(errs, err)
 		}
+	}
+	hung, err := c.fs.KernelHung()
+	var detected float64
+	if err == nil {
+		detected = float64(*hung.HungTaskDetectCount)
+	}
+	handle("hung_task_detect_count", hungTaskDetectedDesc, detected, err)
+	for _, f := range [...]struct {
+		name string
+		m    Metric
+	}{{"hung_task_warnings", hungTaskWarningsDesc}, {"hung_task_timeout_secs", hungTaskTimeoutDesc}} {
+		v, err := sysctlInt(c.fs, "kernel."+f.name)
+		handle(f.name, f.m, float64(v), err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	if sent == 0 {
 		return ErrNoData
@@ -88,20 +94,23 @@ func (c *hungTaskCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 	return ctx.Err()
 }
 
-// parseSysctlInt parses a /proc/sys file holding one signed decimal
-// integer and a newline.
-func parseSysctlInt(b []byte) (int64, error) {
-	b = bytes.TrimSpace(b)
-	neg := false
-	if len(b) > 0 && b[0] == '-' {
-		neg, b = true, b[1:]
+// sysctlInt reads a sysctl that holds exactly one integer with procfs.
+func sysctlInt(pfs procfs.FS, name string) (int, error) {
+	vs, err := pfs.SysctlInts(name)
+	if err != nil {
+		return 0, err
 	}
-	u, ok := parseUint(b)
-	if !ok || u > 1<<63 || !neg && u == 1<<63 {
-		return 0, fmt.Errorf("not an integer: %q", truncate(b))
+	if len(vs) != 1 {
+		return 0, fmt.Errorf("%w: %d values, want one integer", procfs.ErrFileParse, len(vs))
 	}
-	if neg {
-		return -int64(u), nil
-	}
-	return int64(u), nil
+	return vs[0], nil
+}
+
+// procfsContentError reports whether an error from procfs is about what a
+// file holds (bad input, counted) rather than about reading it: procfs
+// wraps its own parse errors in ErrFileParse and returns strconv's as they
+// are.
+func procfsContentError(err error) bool {
+	var num *strconv.NumError
+	return errors.Is(err, procfs.ErrFileParse) || errors.As(err, &num)
 }

@@ -1,62 +1,86 @@
 package collector
 
 import (
+	"context"
+	"log/slog"
 	"os"
-	"strings"
+	"path/filepath"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-func TestParseMeminfo(t *testing.T) {
-	data := "MemTotal:       16314284 kB\nMemFree:  x kB\nCached: 12 kB\nHugePages_Total:       0\nDirty:  -5 kB\nWriteback: 7\nMemAvailable: 3 MB\nno colon here\n"
-	var m Meminfo
-	bad, err := ParseMeminfo([]byte(data), &m)
-	// MemFree is not exported, so its value is not looked at; Dirty and
-	// MemAvailable are malformed.
-	if bad != 2 || err == nil || !strings.Contains(err.Error(), "line 5") {
-		t.Errorf("bad = %d, first error %v; want 2, the first on line 5", bad, err)
+func meminfoProc(t *testing.T, content string) Paths {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "meminfo"), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	want := map[string]uint64{"MemTotal": 16314284 * 1024, "Cached": 12 * 1024, "Writeback": 7}
-	for i, f := range meminfoFields {
-		v, ok := want[f.name]
-		if m.Has[i] != ok || m.Bytes[i] != v {
-			t.Errorf("%s = %d (present %v), want %d (present %v)", f.name, m.Bytes[i], m.Has[i], v, ok)
+	return Paths{Procfs: dir}
+}
+
+func newTestMeminfo(t *testing.T, paths Paths) *meminfoCollector {
+	t.Helper()
+	c, err := newMeminfoCollector(Config{Paths: paths, Problems: NewProblems("meminfo", slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.(*meminfoCollector)
+}
+
+// TestMeminfo: the five exported lines in bytes, and MemAvailable absent,
+// not 0, on a kernel without the line (before 3.14).
+func TestMeminfo(t *testing.T) {
+	c := newTestMeminfo(t, Paths{Procfs: "fixtures/linux-6.8/proc"})
+	mfs := samplerGather(t, c)
+	for name, want := range map[string]float64{
+		"stall_memory_total_bytes":     32794148 * 1024,
+		"stall_memory_available_bytes": 15123412 * 1024,
+		"stall_memory_cached_bytes":    14236672 * 1024,
+		"stall_memory_dirty_bytes":     2484004 * 1024,
+		"stall_memory_writeback_bytes": 320932 * 1024,
+	} {
+		if got := kmsgGauge(mfs, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
 		}
+	}
+
+	c = newTestMeminfo(t, meminfoProc(t, "MemTotal:  100 kB\nCached:  2 kB\nDirty: 0 kB\nWriteback: 0 kB\n"))
+	mfs = samplerGather(t, c)
+	if _, ok := mfs["stall_memory_available_bytes"]; ok {
+		t.Error("MemAvailable exported by a kernel without the line")
+	}
+	if got := kmsgGauge(mfs, "stall_memory_total_bytes"); got != 102400 {
+		t.Errorf("MemTotal = %v, want 102400", got)
 	}
 }
 
-// TestParseMeminfoFixtures: every kernel generation's fixture parses without
-// a bad line, and the real /proc/meminfo does, without allocating.
-func TestParseMeminfoFixtures(t *testing.T) {
-	files := []string{"/proc/meminfo"}
-	for _, gen := range []string{"linux-3.10", "linux-4.19", "linux-5.14-arm64-64k", "linux-6.8"} {
-		files = append(files, "fixtures/"+gen+"/proc/meminfo")
+// TestMeminfoMalformed: procfs rejects the whole file at a malformed line,
+// so the collector fails and counts one problem per scrape; a missing file
+// (a wrong --path.procfs) fails without being counted as bad input.
+func TestMeminfoMalformed(t *testing.T) {
+	c := newTestMeminfo(t, meminfoProc(t, "MemTotal:       16314284 kB\nDirty:  -5 kB\n"))
+	if err := c.Update(context.Background(), make(chan prometheus.Metric, 16)); err == nil {
+		t.Error("a malformed /proc/meminfo was accepted")
 	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m Meminfo
-		if bad, err := ParseMeminfo(data, &m); bad != 0 {
-			t.Errorf("%s: %d bad lines: %v", f, bad, err)
-		}
-		if !m.Has[0] || m.Bytes[0] == 0 {
-			t.Errorf("%s: no MemTotal", f)
-		}
-		if allocs := testing.AllocsPerRun(20, func() { ParseMeminfo(data, &m) }); allocs != 0 {
-			t.Errorf("%s: %v allocations per parse, want 0", f, allocs)
-		}
+	if got := c.problems.Count(); got != 1 {
+		t.Errorf("problems = %d, want 1", got)
+	}
+	c = newTestMeminfo(t, Paths{Procfs: t.TempDir()})
+	if err := c.Update(context.Background(), make(chan prometheus.Metric, 16)); err == nil {
+		t.Error("a missing /proc/meminfo was accepted")
+	}
+	if got := c.problems.Count(); got != 0 {
+		t.Errorf("a missing file counted as %d problems", got)
 	}
 }
 
-func FuzzParseMeminfo(f *testing.F) {
-	f.Add([]byte("MemTotal: 1 kB\nDirty: 2\n"))
-	f.Add([]byte("MemAvailable:\x00 18446744073709551615 kB\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var m Meminfo
-		bad, err := ParseMeminfo(data, &m)
-		if (bad == 0) != (err == nil) {
-			t.Fatalf("bad = %d but error %v", bad, err)
+// TestMeminfoRealProc: this machine's /proc/meminfo has every exported line.
+func TestMeminfoRealProc(t *testing.T) {
+	mfs := samplerGather(t, newTestMeminfo(t, Paths{Procfs: "/proc"}))
+	for _, name := range []string{"stall_memory_total_bytes", "stall_memory_available_bytes", "stall_memory_cached_bytes"} {
+		if got := kmsgGauge(mfs, name); got <= 0 {
+			t.Errorf("%s = %v on this machine", name, got)
 		}
-	})
+	}
 }
