@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/stall-exporter/stall_exporter/collector"
-	"github.com/stall-exporter/stall_exporter/internal/exposition"
 )
 
 // benchScrape measures one full scrape of the host collectors (vmstat,
@@ -189,16 +189,15 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkProcessMetrics is the nine process_* series of one scrape
-// (process.go); client_golang's process collector, which they replace,
-// costs about 1M instructions (scripts/instructions.sh on
-// prometheus.NewProcessCollector through a registry).
-func BenchmarkProcessMetrics(b *testing.B) {
-	p := newProcessMetrics(slog.New(slog.DiscardHandler))
-	var sc exposition.Scrape
+// BenchmarkProcessCollector is client_golang's process collector (the nine
+// process_* series of /metrics) gathered through a registry.
+func BenchmarkProcessCollector(b *testing.B) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.ReportAllocs()
 	for b.Loop() {
-		sc.Reset()
-		p.add(&sc)
+		if _, err := reg.Gather(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stall-exporter/stall_exporter/collector"
-	"github.com/stall-exporter/stall_exporter/internal/exposition"
 )
 
 var (
@@ -82,9 +81,9 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	e.CollectWithTimeout(ch, e.timeout)
 }
 
-// CollectWithTimeout runs every collector concurrently with the given
-// per-collector timeout and sends everything to ch (the registry path; the
-// /metrics handler uses gather).
+// CollectWithTimeout runs every collector concurrently, all under one
+// deadline of the given timeout, and sends everything to ch. The /metrics
+// and /probe handlers call it with the request's timeout.
 func (e *Exporter) CollectWithTimeout(ch chan<- prometheus.Metric, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -92,42 +91,6 @@ func (e *Exporter) CollectWithTimeout(ch chan<- prometheus.Metric, timeout time.
 	var wg sync.WaitGroup
 	for _, en := range e.entries {
 		wg.Go(func() { e.run(ctx, en, send) })
-	}
-	wg.Wait()
-}
-
-// collected is what one collector run produced: exposition samples (the
-// common case) and any other metric, for the registry path.
-type collected struct {
-	samples []*exposition.Sample
-	others  []prometheus.Metric
-}
-
-func (c *collected) add(m prometheus.Metric) {
-	if s, ok := m.(*exposition.Sample); ok {
-		c.samples = append(c.samples, s)
-		return
-	}
-	c.others = append(c.others, m)
-}
-
-func (c *collected) reset() {
-	clear(c.samples)
-	c.samples = c.samples[:0]
-	clear(c.others)
-	c.others = c.others[:0]
-}
-
-// gather runs every collector concurrently, all under one deadline, into
-// out (one slot per collector, in e.entries order; reused between scrapes).
-func (e *Exporter) gather(timeout time.Duration, out []collected) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i, en := range e.entries {
-		c := &out[i]
-		c.reset()
-		wg.Go(func() { e.run(ctx, en, c.add) })
 	}
 	wg.Wait()
 }

@@ -167,7 +167,12 @@ func TestRefusalsCountedAndLogged(t *testing.T) {
 		t.Errorf("the second line does not sum up the 49 unlogged refusals and this one:\n%s", lines.buf.String())
 	}
 	close(block)
-	body := <-first
+	<-first
+	// The counters are read while the registry gathers, concurrently with
+	// the collectors, so the next scrape is the one sure to see them all.
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
 	for _, want := range []string{
 		`stall_exporter_requests_refused_total{handler="metrics"} 51`,
 		`stall_exporter_requests_refused_total{handler="probe"} 0`,

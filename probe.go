@@ -37,7 +37,7 @@ const maxProbeStates = 4096
 
 func newProbeHandler(paths collector.Paths, timeout time.Duration, limit *limiter, logger *slog.Logger) *probeHandler {
 	return &probeHandler{
-		scrapeHandler: scrapeHandler{timeout: timeout, logger: logger},
+		scrapeHandler: scrapeHandler{timeout: timeout, logger: logger, states: newScrapeStates()},
 		paths:         paths,
 		limit:         limit,
 	}

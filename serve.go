@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"compress/gzip"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -11,19 +13,23 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/stall-exporter/stall_exporter/collector"
-	"github.com/stall-exporter/stall_exporter/internal/exposition"
 )
 
-// The scrape path. A request runs the collectors (exporter.go), writes
-// their exposition.Samples straight to text, and everything else (the Go
-// runtime metrics, build info, histograms) through client_golang's protobuf
-// form and expfmt, merged into the one sorted exposition promhttp would
-// write, without a registry. All per-request memory (sample lists, the
-// output buffer, a gzip writer) is reused between requests.
+// The scrape path is promhttp.HandlerFor's, built from the same parts: a
+// prometheus.Registry gathers, expfmt negotiates the format and encodes,
+// gzip compresses when the client prefers it (promhttp's rule). It differs
+// where the exporter needs it to: every collector runs under the request's
+// own timeout (Prometheus' X-Prometheus-Scrape-Timeout-Seconds), so the
+// registry is taken from a small pool per request instead of being one
+// shared registry; the body is encoded into a buffer first, so an
+// uncompressed answer carries Content-Length; and gzip runs at BestSpeed
+// with its writers kept between requests (docs/benchmarks.md has the cost
+// of each).
 
 var refusedDesc = collector.NewMetric("exporter_requests_refused_total",
 	"HTTP requests answered 503 because the handler's concurrency budget was in use: --web.max-requests for handler=\"metrics\", --web.max-probe-requests for handler=\"probe\".",
@@ -118,36 +124,76 @@ func (l *limiter) refuse(w http.ResponseWriter, r *http.Request) {
 	http.Error(w, "too many concurrent requests ("+l.flag+")", http.StatusServiceUnavailable)
 }
 
-// collectInto runs client_golang collectors (the Go runtime metrics, build
-// info) and adds what they send to sc. Collect may send any number of
-// metrics, so it runs in a goroutine of its own while this one receives.
-func collectInto(sc *exposition.Scrape, cs []prometheus.Collector) {
-	if len(cs) == 0 {
-		return
-	}
-	ch := make(chan prometheus.Metric, 64)
-	go func() {
-		defer close(ch)
-		for _, c := range cs {
-			c.Collect(ch)
+// refusals exports the refusal counters of the given limiters.
+func refusals(ls ...*limiter) prometheus.Collector {
+	return prometheus.CollectorFunc(func(ch chan<- prometheus.Metric) {
+		for _, l := range ls {
+			refusedDesc.Send(ch, float64(l.refused.Load()), l.handler)
 		}
-	}()
-	for m := range ch {
-		sc.AddMetric(m)
+	})
+}
+
+// exporterRun is one request's exporter and collector timeout, as an
+// unchecked prometheus.Collector: the series each collector exports depend
+// on the host and the target.
+type exporterRun struct {
+	exp     *Exporter
+	timeout time.Duration
+}
+
+func (*exporterRun) Describe(chan<- *prometheus.Desc) {}
+
+func (r *exporterRun) Collect(ch chan<- prometheus.Metric) {
+	r.exp.CollectWithTimeout(ch, r.timeout)
+}
+
+// scrapeState is what one request uses and the next one reuses: a
+// registry (registering the Go collector costs more than a scrape of it),
+// the run it gathers, and the encoding buffer.
+type scrapeState struct {
+	reg *prometheus.Registry
+	run exporterRun
+	buf bytes.Buffer
+}
+
+// scrapeStates keeps scrapeStates for reuse. A request takes one or builds
+// one; at most cap(free) are kept, which covers the concurrency of normal
+// scraping (one or two Prometheus servers) without holding the memory of a
+// past burst.
+type scrapeStates struct {
+	free   chan *scrapeState
+	static []prometheus.Collector // registered in every registry besides the run
+}
+
+func newScrapeStates(static ...prometheus.Collector) *scrapeStates {
+	return &scrapeStates{free: make(chan *scrapeState, 4), static: static}
+}
+
+func (p *scrapeStates) get() *scrapeState {
+	select {
+	case st := <-p.free:
+		return st
+	default:
+	}
+	st := &scrapeState{reg: prometheus.NewRegistry()}
+	st.reg.MustRegister(&st.run)
+	st.reg.MustRegister(p.static...)
+	return st
+}
+
+func (p *scrapeStates) put(st *scrapeState) {
+	st.run.exp = nil
+	st.buf.Reset()
+	select {
+	case p.free <- st:
+	default:
 	}
 }
-
-// scrapeState is the reusable memory of one request.
-type scrapeState struct {
-	sc  exposition.Scrape
-	out []collected
-}
-
-var scrapeStates = sync.Pool{New: func() any { return new(scrapeState) }}
 
 // gzipWriters keeps two gzip writers between requests. A flate writer is
-// about 1 MB of state; sync.Pool would drop it at every garbage collection
-// and allocating a new one costs more than the compression.
+// about 1 MB of state; sync.Pool (what promhttp uses) drops it at every
+// garbage collection, and allocating a new one costs more than compressing
+// a scrape.
 var gzipWriters = make(chan *gzip.Writer, 2)
 
 // scrapeHandler serves one exporter's collectors: /metrics, and each
@@ -155,38 +201,29 @@ var gzipWriters = make(chan *gzip.Writer, 2)
 type scrapeHandler struct {
 	timeout time.Duration
 	logger  *slog.Logger
-	self    []prometheus.Collector   // client_golang collectors of the handler's own (Go runtime, build info)
-	extra   func(*exposition.Scrape) // adds samples of the handler's own (process metrics)
+	states  *scrapeStates
 }
 
-// serve runs exp's collectors under the request's timeout and writes the
-// exposition in the format and encoding the request negotiates.
+// serve gathers exp's collectors (and the handler's static collectors)
+// under the request's timeout and writes the exposition in the format and
+// encoding the request negotiates. Like promhttp with ContinueOnError, what
+// could not be gathered or encoded is logged and left out, and the rest is
+// served.
 func (h *scrapeHandler) serve(w http.ResponseWriter, r *http.Request, exp *Exporter) {
-	st := scrapeStates.Get().(*scrapeState)
-	defer func() {
-		st.sc.Reset()
-		scrapeStates.Put(st)
-	}()
-	if n := len(exp.entries); len(st.out) < n {
-		st.out = append(st.out, make([]collected, n-len(st.out))...)
-	}
-	out := st.out[:len(exp.entries)]
-	exp.gather(scrapeTimeout(r, h.timeout), out)
-	for i := range out {
-		for _, s := range out[i].samples {
-			st.sc.Add(s)
+	st := h.states.get()
+	defer h.states.put(st)
+	st.run.exp, st.run.timeout = exp, scrapeTimeout(r, h.timeout)
+	mfs, err := st.reg.Gather()
+	if err != nil {
+		h.logGatherErrors(err)
+		if len(mfs) == 0 {
+			http.Error(w, "An error has occurred while gathering metrics:\n\n"+err.Error(), http.StatusInternalServerError)
+			return
 		}
-		for _, m := range out[i].others {
-			st.sc.AddMetric(m)
-		}
-		out[i].reset()
 	}
-	collectInto(&st.sc, h.self)
-	if h.extra != nil {
-		h.extra(&st.sc)
-	}
+
 	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
-	var names map[string]bool
+	var names map[string]bool // promhttp's name[] filter
 	if r.URL != nil && r.URL.RawQuery != "" {
 		if ns := r.URL.Query()["name[]"]; len(ns) > 0 {
 			names = make(map[string]bool, len(ns))
@@ -195,10 +232,22 @@ func (h *scrapeHandler) serve(w http.ResponseWriter, r *http.Request, exp *Expor
 			}
 		}
 	}
-	body, errs := st.sc.Encode(format, names)
-	for _, err := range errs {
-		h.logger.Error("error gathering metrics", "err", err)
+	enc := expfmt.NewEncoder(&st.buf, format)
+	for _, mf := range mfs {
+		if names != nil && !names[mf.GetName()] {
+			continue
+		}
+		if err := enc.Encode(mf); err != nil {
+			h.logger.Error("error encoding metric family", "family", mf.GetName(), "err", err)
+		}
 	}
+	if c, ok := enc.(expfmt.Closer); ok {
+		if err := c.Close(); err != nil {
+			h.logger.Error("error finishing the exposition", "err", err)
+		}
+	}
+	body := st.buf.Bytes()
+
 	hdr := w.Header()
 	hdr.Add("Vary", "Accept")
 	hdr.Add("Vary", "Accept-Encoding")
@@ -227,8 +276,21 @@ func (h *scrapeHandler) serve(w http.ResponseWriter, r *http.Request, exp *Expor
 	}
 }
 
+// logGatherErrors logs each error a registry's Gather reported (a
+// prometheus.MultiError) on a line of its own.
+func (h *scrapeHandler) logGatherErrors(err error) {
+	var multi prometheus.MultiError
+	if !errors.As(err, &multi) {
+		multi = prometheus.MultiError{err}
+	}
+	for _, e := range multi {
+		h.logger.Error("error gathering metrics", "err", e)
+	}
+}
+
 // acceptsGzip reports whether the request's Accept-Encoding prefers gzip to
-// identity, with promhttp's rule: the highest q wins, identity on a tie.
+// identity, with promhttp's rule (its negotiation is internal to
+// client_golang): the highest q wins, identity on a tie.
 func acceptsGzip(r *http.Request) bool {
 	h := r.Header.Get("Accept-Encoding")
 	if h == "" {
@@ -264,24 +326,20 @@ type metricsHandler struct {
 }
 
 // newMetricsHandler serves /metrics: exp's collectors, the exporter's own
-// process and Go runtime metrics, its build info, and the refusal counters
-// of the given limiters. limit is /metrics' own concurrency budget.
-func newMetricsHandler(exp *Exporter, timeout time.Duration, limit *limiter, logger *slog.Logger, refusals ...*limiter) http.Handler {
-	proc := newProcessMetrics(logger)
+// process and Go runtime metrics (client_golang's collectors), its build
+// info, and the refusal counters of the given limiters. limit is /metrics'
+// own concurrency budget.
+func newMetricsHandler(exp *Exporter, timeout time.Duration, limit *limiter, logger *slog.Logger, limiters ...*limiter) http.Handler {
 	return &metricsHandler{
 		scrapeHandler: scrapeHandler{
 			timeout: timeout,
 			logger:  logger,
-			self: []prometheus.Collector{
+			states: newScrapeStates(
 				versioncollector.NewCollector("stall_exporter"),
-				prometheus.NewGoCollector(),
-			},
-			extra: func(sc *exposition.Scrape) {
-				proc.add(sc)
-				for _, l := range refusals {
-					sc.AddMetric(refusedDesc.New(float64(l.refused.Load()), l.handler))
-				}
-			},
+				collectors.NewGoCollector(),
+				collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+				refusals(limiters...),
+			),
 		},
 		exp:   exp,
 		limit: limit,

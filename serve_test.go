@@ -5,12 +5,17 @@ import (
 	"compress/gzip"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/stall-exporter/stall_exporter/collector"
 )
@@ -133,4 +138,107 @@ func TestConcurrentScrapes(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestSelfMetrics: /metrics carries the exporter's own series from
+// client_golang's collectors (the nine process_* families, the Go runtime,
+// build info) with values that describe this process.
+func TestSelfMetrics(t *testing.T) {
+	fix := "collector/fixtures/linux-6.8"
+	s := samples(t, get(t, hostHandler(t, fix+"/proc", fix+"/sys"), "/metrics").Body.String())
+	for _, name := range []string{
+		"process_cpu_seconds_total", "process_open_fds", "process_max_fds", "process_virtual_memory_bytes",
+		"process_virtual_memory_max_bytes", "process_resident_memory_bytes", "process_start_time_seconds",
+		"process_network_receive_bytes_total", "process_network_transmit_bytes_total",
+		"go_goroutines", "go_memstats_heap_alloc_bytes",
+	} {
+		if _, ok := s[name]; !ok {
+			t.Errorf("%s missing", name)
+		}
+	}
+	if start := s["process_start_time_seconds"]; math.Abs(start-float64(time.Now().Unix())) > 3600 {
+		t.Errorf("process_start_time_seconds = %v, not within the last hour", start)
+	}
+	if s["process_resident_memory_bytes"] < 1<<20 || s["process_open_fds"] < 3 || s["go_goroutines"] < 1 {
+		t.Errorf("implausible self metrics: rss %v, fds %v, goroutines %v",
+			s["process_resident_memory_bytes"], s["process_open_fds"], s["go_goroutines"])
+	}
+	found := false
+	for k := range s {
+		found = found || strings.HasPrefix(k, "stall_exporter_build_info{")
+	}
+	if !found {
+		t.Error("stall_exporter_build_info missing")
+	}
+}
+
+// TestMatchesPromhttp: for the same registry, the handler answers what
+// promhttp.HandlerFor answers (Content-Type, Content-Encoding and the
+// series), for the Accept and Accept-Encoding headers of Prometheus, curl
+// and a protobuf client; only Content-Length is ours.
+func TestMatchesPromhttp(t *testing.T) {
+	fix := "collector/fixtures/linux-6.8"
+	logger := slog.New(slog.DiscardHandler)
+	built, err := collector.Build(collector.Config{
+		Paths: collector.Paths{Procfs: fix + "/proc", Sysfs: fix + "/sys", Rootfs: "/"}, Logger: logger}, hostCollectorList...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := NewExporter(built, 5*time.Second, logger)
+	ours := &scrapeHandler{timeout: 5 * time.Second, logger: logger, states: newScrapeStates()}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(exp)
+	theirs := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	for _, hdr := range [][]string{
+		nil,
+		{"Accept-Encoding", "gzip"},
+		{"Accept", "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1", "Accept-Encoding", "gzip"},
+		{"Accept", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"},
+		{"Accept-Encoding", "gzip;q=0.5, identity"},
+	} {
+		req := func() *http.Request {
+			r := httptest.NewRequest("GET", "/metrics", nil)
+			for i := 0; i+1 < len(hdr); i += 2 {
+				r.Header.Set(hdr[i], hdr[i+1])
+			}
+			return r
+		}
+		a, b := httptest.NewRecorder(), httptest.NewRecorder()
+		ours.serve(a, req(), exp)
+		theirs.ServeHTTP(b, req())
+		for _, h := range []string{"Content-Type", "Content-Encoding", "Vary"} {
+			if got, want := a.Header().Values(h), b.Header().Values(h); strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("%v: %s %q, promhttp %q", hdr, h, got, want)
+			}
+		}
+		if a.Header().Get("Content-Encoding") == "" && a.Header().Get("Content-Length") != strconv.Itoa(a.Body.Len()) {
+			t.Errorf("%v: Content-Length %q for %d bytes", hdr, a.Header().Get("Content-Length"), a.Body.Len())
+		}
+		got, want := decodeBody(t, a), decodeBody(t, b)
+		if !strings.HasPrefix(a.Header().Get("Content-Type"), "text/plain") {
+			if len(got) == 0 || len(got) != len(want) {
+				t.Errorf("%v: %d bytes, promhttp %d", hdr, len(got), len(want))
+			}
+			continue
+		}
+		if stableLines(got) != stableLines(want) {
+			t.Errorf("%v: body differs from promhttp's:\n%s", hdr, lineDiff(stableLines(want), stableLines(got)))
+		}
+	}
+}
+
+func decodeBody(t *testing.T, rec *httptest.ResponseRecorder) string {
+	t.Helper()
+	if rec.Header().Get("Content-Encoding") != "gzip" {
+		return rec.Body.String()
+	}
+	zr, err := gzip.NewReader(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

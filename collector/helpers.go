@@ -10,8 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/stall-exporter/stall_exporter/internal/exposition"
 )
 
 // Paths are the mount points every file read goes through, so the exporter
@@ -119,7 +117,6 @@ func Documented() []MetricInfo {
 type Metric struct {
 	Desc *prometheus.Desc
 	Type prometheus.ValueType
-	exp  *exposition.Desc // the same family, for samples written without the dto round trip
 }
 
 // NewMetric builds a descriptor for stall_<name> and documents it. help must
@@ -134,8 +131,7 @@ func NewMetric(name, help string, typ prometheus.ValueType, labels ...string) Me
 		kind = "info"
 	}
 	Document(fq, kind, labels...)
-	d := exposition.NewDesc(fq, help, typ, labels...)
-	return Metric{Desc: d.PromDesc(), Type: typ, exp: d}
+	return Metric{Desc: prometheus.NewDesc(fq, help, labels, nil), Type: typ}
 }
 
 // Send emits one sample. Label values must match the descriptor's labels and
@@ -145,14 +141,10 @@ func (m Metric) Send(ch chan<- prometheus.Metric, v float64, labelValues ...stri
 	ch <- m.New(v, labelValues...)
 }
 
-// New returns one sample; it panics like Send. The sample is an
-// exposition.Sample: one allocation, written to /metrics without the dto
-// round trip, and still a prometheus.Metric for any registry.
+// New returns one sample (a client_golang constant metric); it panics like
+// Send.
 func (m Metric) New(v float64, labelValues ...string) prometheus.Metric {
-	if m.exp == nil { // a Metric literal not made by NewMetric
-		return prometheus.MustNewConstMetric(m.Desc, m.Type, v, labelValues...)
-	}
-	return exposition.MustNewSample(m.exp, v, labelValues...)
+	return prometheus.MustNewConstMetric(m.Desc, m.Type, v, labelValues...)
 }
 
 var parseErrorsDesc = NewMetric("collector_parse_errors_total",
