@@ -81,9 +81,9 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	e.CollectWithTimeout(ch, e.timeout)
 }
 
-// CollectWithTimeout runs every collector concurrently, all under one
-// deadline of the given timeout, and sends everything to ch. The /metrics
-// and /probe handlers call it with the request's timeout.
+// CollectWithTimeout runs every collector concurrently with the given
+// per-collector timeout and sends everything to ch (the registry path; the
+// /metrics and /probe handlers use gather).
 func (e *Exporter) CollectWithTimeout(ch chan<- prometheus.Metric, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -91,6 +91,30 @@ func (e *Exporter) CollectWithTimeout(ch chan<- prometheus.Metric, timeout time.
 	var wg sync.WaitGroup
 	for _, en := range e.entries {
 		wg.Go(func() { e.run(ctx, en, send) })
+	}
+	wg.Wait()
+}
+
+// gather runs every collector concurrently, all under one deadline. A
+// constant metric made by collector.Metric is appended to the collector's
+// own slot of consts (one per collector, in e.entries order, reused between
+// scrapes), for constFamilies; any other metric (a histogram, a counter
+// object) is sent to ch, a registry's, which writes it as it arrives.
+func (e *Exporter) gather(timeout time.Duration, consts [][]prometheus.Metric, ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, en := range e.entries {
+		slot := &consts[i]
+		wg.Go(func() {
+			e.run(ctx, en, func(m prometheus.Metric) {
+				if _, ok := collector.FamilyOf(m.Desc()); ok {
+					*slot = append(*slot, m)
+				} else {
+					ch <- m
+				}
+			})
+		})
 	}
 	wg.Wait()
 }

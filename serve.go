@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/stall-exporter/stall_exporter/collector"
@@ -134,26 +135,33 @@ func refusals(ls ...*limiter) prometheus.Collector {
 }
 
 // exporterRun is one request's exporter and collector timeout, as an
-// unchecked prometheus.Collector: the series each collector exports depend
-// on the host and the target.
+// unchecked prometheus.Collector (the series each collector exports depend
+// on the host and the target). It hands the registry only what
+// constFamilies cannot group; the constant metrics stay in consts.
 type exporterRun struct {
 	exp     *Exporter
 	timeout time.Duration
+	consts  [][]prometheus.Metric
 }
 
 func (*exporterRun) Describe(chan<- *prometheus.Desc) {}
 
 func (r *exporterRun) Collect(ch chan<- prometheus.Metric) {
-	r.exp.CollectWithTimeout(ch, r.timeout)
+	if n := len(r.exp.entries); len(r.consts) < n {
+		r.consts = append(r.consts, make([][]prometheus.Metric, n-len(r.consts))...)
+	}
+	r.exp.gather(r.timeout, r.consts[:len(r.exp.entries)], ch)
 }
 
 // scrapeState is what one request uses and the next one reuses: a
-// registry (registering the Go collector costs more than a scrape of it),
-// the run it gathers, and the encoding buffer.
+// registry (registering the Go collector costs more than gathering it),
+// the run it gathers, the grouping of the run's constant metrics, and the
+// encoding buffer.
 type scrapeState struct {
-	reg *prometheus.Registry
-	run exporterRun
-	buf bytes.Buffer
+	reg    *prometheus.Registry
+	run    exporterRun
+	consts constFamilies
+	buf    bytes.Buffer
 }
 
 // scrapeStates keeps scrapeStates for reuse. A request takes one or builds
@@ -183,11 +191,40 @@ func (p *scrapeStates) get() *scrapeState {
 
 func (p *scrapeStates) put(st *scrapeState) {
 	st.run.exp = nil
+	for i := range st.run.consts {
+		clear(st.run.consts[i]) // drop the references, keep the arrays
+		st.run.consts[i] = st.run.consts[i][:0]
+	}
+	st.consts.reset()
 	st.buf.Reset()
 	select {
 	case p.free <- st:
 	default:
 	}
+}
+
+// gather runs exp's collectors under timeout and returns the families of
+// everything: the registry gathers the static collectors and what the
+// collectors send besides constant metrics, constFamilies groups the
+// constant metrics, and the two are merged. errs are what a registry would
+// have reported; what they name is left out.
+func (st *scrapeState) gather(exp *Exporter, timeout time.Duration) (mfs []*dto.MetricFamily, errs []error) {
+	st.run.exp, st.run.timeout = exp, timeout
+	theirs, err := st.reg.Gather()
+	if err != nil {
+		var multi prometheus.MultiError
+		if !errors.As(err, &multi) {
+			multi = prometheus.MultiError{err}
+		}
+		errs = append(errs, multi...)
+	}
+	for _, ms := range st.run.consts {
+		for _, m := range ms {
+			st.consts.add(m)
+		}
+	}
+	mfs = st.consts.merge(st.consts.families(), theirs)
+	return mfs, append(errs, st.consts.errs...)
 }
 
 // gzipWriters keeps two gzip writers between requests. A flate writer is
@@ -212,14 +249,13 @@ type scrapeHandler struct {
 func (h *scrapeHandler) serve(w http.ResponseWriter, r *http.Request, exp *Exporter) {
 	st := h.states.get()
 	defer h.states.put(st)
-	st.run.exp, st.run.timeout = exp, scrapeTimeout(r, h.timeout)
-	mfs, err := st.reg.Gather()
-	if err != nil {
-		h.logGatherErrors(err)
-		if len(mfs) == 0 {
-			http.Error(w, "An error has occurred while gathering metrics:\n\n"+err.Error(), http.StatusInternalServerError)
-			return
-		}
+	mfs, errs := st.gather(exp, scrapeTimeout(r, h.timeout))
+	for _, err := range errs {
+		h.logger.Error("error gathering metrics", "err", err)
+	}
+	if len(mfs) == 0 && len(errs) > 0 {
+		http.Error(w, "An error has occurred while gathering metrics:\n\n"+errors.Join(errs...).Error(), http.StatusInternalServerError)
+		return
 	}
 
 	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
@@ -273,18 +309,6 @@ func (h *scrapeHandler) serve(w http.ResponseWriter, r *http.Request, exp *Expor
 	select {
 	case gzipWriters <- z:
 	default:
-	}
-}
-
-// logGatherErrors logs each error a registry's Gather reported (a
-// prometheus.MultiError) on a line of its own.
-func (h *scrapeHandler) logGatherErrors(err error) {
-	var multi prometheus.MultiError
-	if !errors.As(err, &multi) {
-		multi = prometheus.MultiError{err}
-	}
-	for _, e := range multi {
-		h.logger.Error("error gathering metrics", "err", e)
 	}
 }
 

@@ -131,7 +131,29 @@ func NewMetric(name, help string, typ prometheus.ValueType, labels ...string) Me
 		kind = "info"
 	}
 	Document(fq, kind, labels...)
-	return Metric{Desc: prometheus.NewDesc(fq, help, labels, nil), Type: typ}
+	d := prometheus.NewDesc(fq, help, labels, nil)
+	families.Store(d, Family{Name: fq, Help: help, Type: typ})
+	return Metric{Desc: d, Type: typ}
+}
+
+// Family is the metric family of a descriptor made by NewMetric.
+type Family struct {
+	Name, Help string
+	Type       prometheus.ValueType
+}
+
+var families sync.Map // *prometheus.Desc → Family, filled by NewMetric
+
+// FamilyOf returns the family of a descriptor made by NewMetric. It lets
+// the exporter group the constant metrics of a scrape into families without
+// a prometheus.Registry, which has to take each metric's name from its
+// descriptor (client_golang keeps it private) and hash every series.
+func FamilyOf(d *prometheus.Desc) (Family, bool) {
+	f, ok := families.Load(d)
+	if !ok {
+		return Family{}, false
+	}
+	return f.(Family), true
 }
 
 // Send emits one sample. Label values must match the descriptor's labels and
