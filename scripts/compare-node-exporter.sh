@@ -103,8 +103,13 @@ for n in $DEVICES; do
   start "node_dev$n" "$DEV_BATCH" "$NODE_EXPORTER" "${ne_off[@]}" --collector.diskstats \
     --path.procfs="$d/proc" --path.sysfs="$d/sys" --path.udev.data="$d/udev"
 done
-for p in "${ports[@]}"; do
-  for ((i = 0; i < 100; i++)); do curl -s -o /dev/null "http://127.0.0.1:$p/" && break; sleep 0.1; done
+for ((k = 0; k < ${#ports[@]}; k++)); do # each process answers, or the script says why not
+  for ((i = 0; i < 100; i++)); do curl -s -o /dev/null "http://127.0.0.1:${ports[$k]}/" && break; sleep 0.1; done
+  if ! curl -s -o /dev/null "http://127.0.0.1:${ports[$k]}/"; then
+    echo "${names[$k]} does not answer on port ${ports[$k]}; its log:" >&2
+    cat "$work/${names[$k]}.log" >&2
+    exit 1
+  fi
 done
 
 hdr=(-H 'Accept: application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1'
