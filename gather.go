@@ -106,6 +106,9 @@ func hasValueOf(m *dto.Metric, t dto.MetricType) bool {
 func (g *constFamilies) families() []*dto.MetricFamily {
 	out := make([]*dto.MetricFamily, 0, len(g.byName))
 	for _, mf := range g.byName {
+		if len(mf.Metric) == 0 {
+			continue // every metric of it was refused (and reported)
+		}
 		mf.Metric = g.normalize(mf.GetName(), mf.Metric)
 		out = append(out, mf)
 	}

@@ -136,6 +136,25 @@ func TestConstFamiliesRefuse(t *testing.T) {
 	}
 }
 
+// TestConstFamiliesAllRefused: a family whose every metric is refused (a
+// histogram sent on a gauge's descriptor) is left out, reported, and does
+// not take the other families with it.
+func TestConstFamiliesAllRefused(t *testing.T) {
+	tf := testFamilies{}
+	gauge := tf.metric("test_gauge", "A gauge.", prometheus.GaugeValue)
+	ok := tf.metric("test_ok", "Fine.", prometheus.GaugeValue)
+	g := constFamilies{familyOf: tf.of}
+	g.add(prometheus.MustNewConstHistogram(gauge.Desc, 1, 1, map[float64]uint64{1: 1}))
+	g.add(ok.New(5))
+	got := g.families()
+	if len(got) != 1 || got[0].GetName() != "test_ok" || got[0].Metric[0].GetGauge().GetValue() != 5 {
+		t.Errorf("families %v, want test_ok alone", got)
+	}
+	if len(g.errs) != 1 {
+		t.Errorf("errors %v, want one for the histogram", g.errs)
+	}
+}
+
 // TestConstFamiliesMerge: a family the registry gathered (here a
 // histogram, and a counter of the same name as one of ours) is merged into
 // the sorted result; a same-named family that disagrees keeps the
