@@ -23,6 +23,7 @@ func TestBadFlags(t *testing.T) {
 		{"--web.telemetry-path=/probe", "collides with /probe"},
 		{"--web.max-requests=-3", "--web.max-requests=-3 must be 0 (no limit) or positive"},
 		{"--web.max-probe-requests=-1", "--web.max-probe-requests=-1 must be 0 (no limit) or positive"},
+		{"--web.max-connections=-1", "--web.max-connections=-1 must be 0 (no limit) or positive"},
 		{"--sysctl.refresh-interval=-1m", "--sysctl.refresh-interval=-1m0s must be 0 (every scrape) or positive"},
 		{"--collector.timeout=0s", "--collector.timeout=0s must be positive"},
 	} {

@@ -137,7 +137,7 @@ func TestRefusalsCountedAndLogged(t *testing.T) {
 	probeLimit := newLimiter("probe", "--web.max-probe-requests", 1, logger)
 	now := time.Unix(1e9, 0)
 	metricsLimit.now = func() time.Time { return now }
-	h := newMetricsHandler(e, 5*time.Second, metricsLimit, logger, metricsLimit, probeLimit)
+	h := newMetricsHandler(e, 5*time.Second, metricsLimit, logger, refusals(nil, metricsLimit, probeLimit))
 
 	first := make(chan string)
 	go func() {
@@ -194,7 +194,7 @@ func TestSeparateBudgets(t *testing.T) {
 	probeLimit := newLimiter("probe", "--web.max-probe-requests", 1, logger)
 	fast := &fakeCollector{name: "fast"}
 	e := NewExporter(map[string]collector.Built{"fast": {Collector: fast, Problems: collector.NewProblems("fast", logger)}}, 5*time.Second, logger)
-	mh := newMetricsHandler(e, 5*time.Second, metricsLimit, logger, metricsLimit, probeLimit)
+	mh := newMetricsHandler(e, 5*time.Second, metricsLimit, logger, refusals(nil, metricsLimit, probeLimit))
 	ph := newProbeHandler(collector.Paths{}, 5*time.Second, probeLimit, logger)
 
 	done := make(chan int)

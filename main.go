@@ -72,6 +72,8 @@ func run() int {
 				Default("40").Int()
 		maxProbeRequests = kingpin.Flag("web.max-probe-requests", "Maximum number of parallel /probe requests; 0 disables the limit.").
 					Default("40").Int()
+		maxConnections = kingpin.Flag("web.max-connections", "Maximum number of open HTTP connections; a connection over it is closed when accepted. Idle keep-alive connections are closed after 2m. 0 disables the limit.").
+				Default("1024").Int()
 		procfs = kingpin.Flag("path.procfs", "procfs mount point.").Default("/proc").String()
 		sysfs  = kingpin.Flag("path.sysfs", "sysfs mount point.").Default("/sys").String()
 		rootfs = kingpin.Flag("path.rootfs", "Host root file system mount point (for /dev/kmsg and log directories).").
@@ -88,7 +90,7 @@ func run() int {
 	kingpin.Parse()
 
 	logger := newLogger(*logLevel, *logFormat)
-	if err := checkFlags(*metricsPath, *maxRequests, *maxProbeRequests, *timeout); err != nil {
+	if err := checkFlags(*metricsPath, *maxRequests, *maxProbeRequests, *maxConnections, *timeout); err != nil {
 		logger.Error("invalid flags", "err", err)
 		return 1
 	}
@@ -119,7 +121,8 @@ func run() int {
 	// Our own mux: http.DefaultServeMux also carries whatever a dependency
 	// registers in its init (golang.org/x/net/trace adds /debug/requests).
 	mux := http.NewServeMux()
-	mux.Handle(*metricsPath, newMetricsHandler(exp, *timeout, metricsLimit, logger, metricsLimit, probeLimit))
+	conns := newConnLimit(*maxConnections, logger)
+	mux.Handle(*metricsPath, newMetricsHandler(exp, *timeout, metricsLimit, logger, refusals(conns, metricsLimit, probeLimit)))
 	mux.Handle("/probe", newProbeHandler(paths, *timeout, probeLimit, logger))
 	if *metricsPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
@@ -139,7 +142,7 @@ func run() int {
 		mux.Handle("/", landing)
 	}
 
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(mux, conns, logger)
 	errc := make(chan error, 1)
 	go func() { errc <- web.ListenAndServe(srv, webConfig, logger) }()
 	select {
@@ -157,10 +160,30 @@ func run() int {
 	}
 }
 
+// idleTimeout closes a keep-alive connection that has waited this long for
+// its next request. Prometheus scrapes far more often than that (and its
+// client keeps connections for 5 minutes, reconnecting when one is gone);
+// without a timeout net/http keeps an idle connection forever.
+const idleTimeout = 2 * time.Minute
+
+// newServer is the exporter's HTTP server: headers within 10 s, idle
+// connections closed after idleTimeout, open connections bounded by conns,
+// and net/http's own messages (accept errors, TLS handshake failures) in
+// the exporter's log format at warn level.
+func newServer(h http.Handler, conns *connLimit, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       idleTimeout,
+		ConnState:         conns.connState,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
 // checkFlags refuses flag values that would otherwise panic at the first
 // request (a path without a leading slash, one that collides with /probe)
 // or silently mean something else (a negative limit).
-func checkFlags(metricsPath string, maxRequests, maxProbeRequests int, timeout time.Duration) error {
+func checkFlags(metricsPath string, maxRequests, maxProbeRequests, maxConnections int, timeout time.Duration) error {
 	switch {
 	case !strings.HasPrefix(metricsPath, "/"):
 		return fmt.Errorf("--web.telemetry-path=%s must start with /", metricsPath)
@@ -170,6 +193,8 @@ func checkFlags(metricsPath string, maxRequests, maxProbeRequests int, timeout t
 		return fmt.Errorf("--web.max-requests=%d must be 0 (no limit) or positive", maxRequests)
 	case maxProbeRequests < 0:
 		return fmt.Errorf("--web.max-probe-requests=%d must be 0 (no limit) or positive", maxProbeRequests)
+	case maxConnections < 0:
+		return fmt.Errorf("--web.max-connections=%d must be 0 (no limit) or positive", maxConnections)
 	case timeout <= 0:
 		return fmt.Errorf("--collector.timeout=%s must be positive", timeout)
 	}

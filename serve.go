@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,6 +37,10 @@ var refusedDesc = collector.NewMetric("exporter_requests_refused_total",
 	"HTTP requests answered 503 because the handler's concurrency budget was in use: --web.max-requests for handler=\"metrics\", --web.max-probe-requests for handler=\"probe\".",
 	prometheus.CounterValue, "handler")
 
+var connsRefusedDesc = collector.NewMetric("exporter_connections_refused_total",
+	"HTTP connections closed when accepted because --web.max-connections connections were already open.",
+	prometheus.CounterValue)
+
 // scrapeTimeout returns the per-collector timeout for one request: the flag,
 // lowered to Prometheus' X-Prometheus-Scrape-Timeout-Seconds minus a 0.5 s
 // margin when that is shorter, so a slow collector fails on its own instead
@@ -59,16 +64,11 @@ func scrapeTimeout(r *http.Request, flag time.Duration) time.Duration {
 	return flag
 }
 
-// limiter is one handler's concurrency budget. A refused request is
-// answered 503, counted in stall_exporter_requests_refused_total, and
-// logged: the first refusal at once, later ones as one summary line per
-// minute at most, so a flood cannot flood the log.
-type limiter struct {
-	handler string // label value: metrics, probe
-	flag    string // the flag that sets the budget, for messages
-	slots   chan struct{}
-	logger  *slog.Logger
-	now     func() time.Time
+// refusalLog counts refusals and logs them: the first at once, later ones
+// as one summary line per minute at most, so a flood cannot flood the log.
+type refusalLog struct {
+	logger *slog.Logger
+	now    func() time.Time
 
 	refused atomic.Uint64
 
@@ -80,9 +80,36 @@ type limiter struct {
 // refusalLogInterval is the least time between two refusal log lines.
 const refusalLogInterval = time.Minute
 
+// count counts one refusal and logs msg with args and the number of
+// refusals since the last line, when a line is due.
+func (rl *refusalLog) count(msg string, args ...any) {
+	rl.refused.Add(1)
+	rl.mu.Lock()
+	rl.pending++
+	now := rl.now()
+	var n uint64
+	if rl.loggedAt.IsZero() || now.Sub(rl.loggedAt) >= refusalLogInterval {
+		n, rl.pending, rl.loggedAt = rl.pending, 0, now
+	}
+	rl.mu.Unlock()
+	if n > 0 {
+		rl.logger.Warn(msg, append(args, "refused_since_last_line", n)...)
+	}
+}
+
+// limiter is one handler's concurrency budget. A refused request is
+// answered 503, counted in stall_exporter_requests_refused_total, and
+// logged through a refusalLog.
+type limiter struct {
+	handler string // label value: metrics, probe
+	flag    string // the flag that sets the budget, for messages
+	slots   chan struct{}
+	refusalLog
+}
+
 // newLimiter allows n concurrent requests; n == 0 means no limit.
 func newLimiter(handler, flag string, n int, logger *slog.Logger) *limiter {
-	l := &limiter{handler: handler, flag: flag, logger: logger, now: time.Now}
+	l := &limiter{handler: handler, flag: flag, refusalLog: refusalLog{logger: logger, now: time.Now}}
 	if n > 0 {
 		l.slots = make(chan struct{}, n)
 	}
@@ -109,27 +136,53 @@ func (l *limiter) release() {
 
 // refuse answers 503, counts and logs one refused request.
 func (l *limiter) refuse(w http.ResponseWriter, r *http.Request) {
-	l.refused.Add(1)
-	l.mu.Lock()
-	l.pending++
-	now := l.now()
-	var n uint64
-	if l.loggedAt.IsZero() || now.Sub(l.loggedAt) >= refusalLogInterval {
-		n, l.pending, l.loggedAt = l.pending, 0, now
-	}
-	l.mu.Unlock()
-	if n > 0 {
-		l.logger.Warn("refusing requests over the concurrency limit (at most one line per minute; every refusal is counted in stall_exporter_requests_refused_total)",
-			"handler", l.handler, "limit", cap(l.slots), "flag", l.flag, "refused_since_last_line", n, "remote", r.RemoteAddr)
-	}
+	l.count("refusing requests over the concurrency limit (at most one line per minute; every refusal is counted in stall_exporter_requests_refused_total)",
+		"handler", l.handler, "limit", cap(l.slots), "flag", l.flag, "remote", r.RemoteAddr)
 	http.Error(w, "too many concurrent requests ("+l.flag+")", http.StatusServiceUnavailable)
 }
 
-// refusals exports the refusal counters of the given limiters.
-func refusals(ls ...*limiter) prometheus.Collector {
+// connLimit bounds the HTTP connections open at once
+// (--web.max-connections): a connection over the bound is closed as soon
+// as it is accepted, before anything is read from it or allocated for it,
+// counted in stall_exporter_connections_refused_total and logged through
+// a refusalLog. Without it every idle keep-alive connection costs about
+// 19 KB and a file descriptor until the descriptors run out and Prometheus
+// cannot connect at all. Use its connState as http.Server.ConnState.
+type connLimit struct {
+	max  int64 // 0: no limit
+	open atomic.Int64
+	refusalLog
+}
+
+func newConnLimit(n int, logger *slog.Logger) *connLimit {
+	return &connLimit{max: int64(n), refusalLog: refusalLog{logger: logger, now: time.Now}}
+}
+
+// connState counts a connection from its StateNew to its StateClosed (or
+// StateHijacked; net/http reports one of them for every connection, the
+// refused ones included) and closes the one over the bound.
+func (c *connLimit) connState(conn net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		if n := c.open.Add(1); c.max > 0 && n > c.max {
+			c.count("closing new connections over the limit of open connections (at most one line per minute; every one is counted in stall_exporter_connections_refused_total)",
+				"limit", c.max, "flag", "--web.max-connections", "remote", conn.RemoteAddr().String())
+			conn.Close()
+		}
+	case http.StateClosed, http.StateHijacked:
+		c.open.Add(-1)
+	}
+}
+
+// refusals exports the refusal counters of the given limiters and of the
+// connection limit (none when conns is nil).
+func refusals(conns *connLimit, ls ...*limiter) prometheus.Collector {
 	return prometheus.CollectorFunc(func(ch chan<- prometheus.Metric) {
 		for _, l := range ls {
 			refusedDesc.Send(ch, float64(l.refused.Load()), l.handler)
+		}
+		if conns != nil {
+			connsRefusedDesc.Send(ch, float64(conns.refused.Load()))
 		}
 	})
 }
@@ -351,19 +404,18 @@ type metricsHandler struct {
 
 // newMetricsHandler serves /metrics: exp's collectors, the exporter's own
 // process and Go runtime metrics (client_golang's collectors), its build
-// info, and the refusal counters of the given limiters. limit is /metrics'
-// own concurrency budget.
-func newMetricsHandler(exp *Exporter, timeout time.Duration, limit *limiter, logger *slog.Logger, limiters ...*limiter) http.Handler {
+// info, and the given self-metric collectors (the refusal counters).
+// limit is /metrics' own concurrency budget.
+func newMetricsHandler(exp *Exporter, timeout time.Duration, limit *limiter, logger *slog.Logger, self ...prometheus.Collector) http.Handler {
 	return &metricsHandler{
 		scrapeHandler: scrapeHandler{
 			timeout: timeout,
 			logger:  logger,
-			states: newScrapeStates(
+			states: newScrapeStates(append([]prometheus.Collector{
 				versioncollector.NewCollector("stall_exporter"),
 				collectors.NewGoCollector(),
 				collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-				refusals(limiters...),
-			),
+			}, self...)...),
 		},
 		exp:   exp,
 		limit: limit,

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -241,4 +243,67 @@ func decodeBody(t *testing.T, rec *httptest.ResponseRecorder) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestConnectionLimit: with --web.max-connections=2, a third connection is
+// closed as soon as it is accepted and counted; once one of the first two
+// is closed, a new one is served again. Idle keep-alive connections stay
+// open until then (review 2, F1: without a bound 21,000 idle connections
+// took 408 MB and every file descriptor).
+func TestConnectionLimit(t *testing.T) {
+	lines, logger := newLogLines()
+	conns := newConnLimit(2, logger)
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }), conns, logger)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	// get sends one request on c and reports whether it was answered.
+	get := func(c net.Conn) bool {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return false
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	a, b := dial(), dial()
+	if !get(a) || !get(b) {
+		t.Fatal("the first two connections were not served")
+	}
+	if get(dial()) {
+		t.Fatal("a third connection was served with --web.max-connections=2")
+	}
+	if got := conns.refused.Load(); got != 1 {
+		t.Errorf("refused %d connections, want 1", got)
+	}
+	if !get(a) {
+		t.Error("an idle keep-alive connection under the limit was closed")
+	}
+	b.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for conns.open.Load() > 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !get(dial()) {
+		t.Errorf("a new connection was refused after one closed (open: %d)", conns.open.Load())
+	}
+	if n := lines.count("WARN", "closing new connections", "--web.max-connections"); n != 1 {
+		t.Errorf("%d warnings naming --web.max-connections, want 1", n)
+	}
 }
