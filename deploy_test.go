@@ -475,6 +475,10 @@ func TestKubernetesManifests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if strings.HasSuffix(f, "-args.yaml") {
+			checkArgsPatch(t, f, b)
+			continue
+		}
 		for _, o := range decodeManifests(t, f, b) {
 			if pm, ok := o.(*monitoringv1.PodMonitor); ok {
 				podMonitor = pm
@@ -594,6 +598,41 @@ func TestKubernetesManifests(t *testing.T) {
 	for _, m := range dc.VolumeMounts {
 		if m.MountPath == "/host/cgroup" && !m.ReadOnly {
 			t.Error("dns variant mounts the host cgroup read-write")
+		}
+	}
+
+	// Both switches at once, in either order: each component adds its own
+	// flags, so neither loses the other's (review 2: each set the whole
+	// args list, and the later one won).
+	for _, order := range []string{"  - hostnetwork\n  - dns", "  - dns\n  - hostnetwork"} {
+		both := strings.Replace(string(b), "# components:", "components:\n"+order, 1)
+		if err := os.WriteFile(filepath.Join(variant, "kustomization.yaml"), []byte(both), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		bds := onlyObject[*appsv1.DaemonSet](t, kustomize(t, variant))
+		args := bds.Spec.Template.Spec.Containers[0].Args
+		for _, want := range []string{"--path.procfs=/host/proc", "--redis.addr=redis://127.0.0.1:6379", "--collector.dns", "--dns.cgroup-root=/host/cgroup"} {
+			if n := slices.Index(args, want); n < 0 || slices.Index(args[n+1:], want) >= 0 {
+				t.Errorf("components %q: want %s once in args %v", strings.Fields(order), want, args)
+			}
+		}
+	}
+}
+
+// checkArgsPatch checks a component's *-args.yaml: a JSON patch whose every
+// operation appends one flag to the container's args, so components compose.
+func checkArgsPatch(t *testing.T, file string, b []byte) {
+	t.Helper()
+	var ops []struct {
+		Op, Path string
+		Value    string
+	}
+	if err := yaml.UnmarshalStrict(b, &ops); err != nil || len(ops) == 0 {
+		t.Errorf("%s: want a JSON patch of add operations: %v", file, err)
+	}
+	for _, op := range ops {
+		if op.Op != "add" || op.Path != "/spec/template/spec/containers/0/args/-" || !strings.HasPrefix(op.Value, "--") {
+			t.Errorf("%s: operation %+v does not append a flag to the args", file, op)
 		}
 	}
 }
