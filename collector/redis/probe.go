@@ -2,13 +2,13 @@ package redis
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/probecache"
 )
 
 // /probe?module=redis&target=…: targets are checked against the allowlist,
@@ -25,10 +25,11 @@ import (
 // and 1,015 descriptors when every cached target kept two connections) —
 // within the deploy kit's 64 MiB.
 
+// The /probe cache's limits (probecache.Limits).
 const (
 	probeIdle = 10 * time.Minute
 	// probeMaxTargets bounds the cache when a wide allowlist pattern lets
-	// many distinct targets be probed; the least recently used one is
+	// many distinct targets be probed; the least recently probed one is
 	// dropped.
 	probeMaxTargets = 1000
 	// probeConnIdle: a connection not used for this long is closed (a
@@ -44,13 +45,7 @@ type probeCache struct {
 	mu       sync.Mutex
 	settings *settings
 	allow    *allowlist
-	targets  map[string]*probeEntry
-}
-
-type probeEntry struct {
-	t        *target
-	lastUsed time.Time
-	conn     bool // the target may hold a connection
+	targets  *probecache.Cache[*target]
 }
 
 var probes probeCache
@@ -59,8 +54,8 @@ func newProbe(cfg collector.Config, target string) (collector.Collector, error) 
 	return probes.get(cfg, target)
 }
 
-func (pc *probeCache) get(cfg collector.Config, target string) (collector.Collector, error) {
-	addr, err := parseProbeAddress(target)
+func (pc *probeCache) get(cfg collector.Config, requested string) (collector.Collector, error) {
+	addr, err := parseProbeAddress(requested)
 	if err != nil {
 		return nil, err
 	}
@@ -81,55 +76,15 @@ func (pc *probeCache) get(cfg collector.Config, target string) (collector.Collec
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
 	// The configuration decides scheme and user, so one address is one
 	// target whatever scheme the request spelled.
-	key := spec.hostPort
-	e, ok := pc.targets[key]
-	if !ok {
-		e = &probeEntry{t: newTarget(spec, *pc.settings, cfg)}
-		pc.targets[key] = e
+	t, err := pc.targets.Get(spec.hostPort, time.Now(), func() (*target, error) {
+		return newTarget(spec, *pc.settings, cfg), nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	e.lastUsed, e.conn = now, true
-	pc.trim(now)
-	return probeCollector{e.t}, nil
-}
-
-// trim drops targets idle for probeIdle and the least recently used ones
-// beyond probeMaxTargets, and closes the connections of targets idle for
-// probeConnIdle and of the least recently used ones beyond probeMaxConns.
-// The caller holds pc.mu.
-func (pc *probeCache) trim(now time.Time) {
-	var byAge []*probeEntry // entries that keep their connection
-	for k, e := range pc.targets {
-		switch {
-		case now.Sub(e.lastUsed) > probeIdle:
-			go e.t.close() // waits for a scrape in progress
-			delete(pc.targets, k)
-		case e.conn && now.Sub(e.lastUsed) > probeConnIdle:
-			e.conn = !e.t.dropConn()
-		case e.conn:
-			byAge = append(byAge, e)
-		}
-	}
-	for len(pc.targets) > probeMaxTargets { // one at most: a get adds one
-		oldest := ""
-		for k, e := range pc.targets {
-			if oldest == "" || e.lastUsed.Before(pc.targets[oldest].lastUsed) {
-				oldest = k
-			}
-		}
-		go pc.targets[oldest].t.close()
-		delete(pc.targets, oldest)
-	}
-	if len(byAge) > probeMaxConns {
-		slices.SortFunc(byAge, func(a, b *probeEntry) int { return a.lastUsed.Compare(b.lastUsed) })
-		for _, e := range byAge[:len(byAge)-probeMaxConns] {
-			// A target whose scrape is running keeps its connection
-			// until a later trim.
-			e.conn = !e.t.dropConn()
-		}
-	}
+	return probeCollector{t}, nil
 }
 
 // allowlist builds the /probe allowlist: every --redis.addr and
@@ -139,12 +94,19 @@ func (f *flagValues) allowlist(conn connSettings) (*allowlist, error) {
 	return newAllowlist(*f.addrs, *f.probeAllowed, *f.probeAllowedRE, *f.probeScheme, conn)
 }
 
-// configure sets the probe settings; tests call it directly.
+// configure sets the probe settings and drops the targets cached under
+// older ones; tests call it directly.
 func (pc *probeCache) configure(s settings, allow *allowlist) {
-	for _, e := range pc.targets {
-		go e.t.close()
+	if pc.targets != nil {
+		pc.targets.Reset()
 	}
-	pc.settings, pc.allow, pc.targets = &s, allow, map[string]*probeEntry{}
+	pc.settings, pc.allow = &s, allow
+	pc.targets = probecache.New(probecache.Limits{
+		MaxTargets: probeMaxTargets, Idle: probeIdle, MaxConns: probeMaxConns, ConnIdle: probeConnIdle,
+	}, probecache.Hooks[*target]{
+		Close:    (*target).close, // waits for a scrape in progress
+		DropConn: (*target).dropConn,
+	})
 }
 
 type probeCollector struct{ t *target }

@@ -63,9 +63,9 @@ func TestProbeCacheBounded(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("%d targets cached, %d connections open, %d bytes of heap per cached target", len(pc.targets), open, perTarget)
-	if len(pc.targets) != n {
-		t.Errorf("%d targets cached, want %d", len(pc.targets), n)
+	t.Logf("%d targets cached, %d connections open, %d bytes of heap per cached target", pc.targets.Len(), open, perTarget)
+	if pc.targets.Len() != n {
+		t.Errorf("%d targets cached, want %d", pc.targets.Len(), n)
 	}
 	if open > probeMaxConns {
 		t.Errorf("%d connections open, want at most %d", open, probeMaxConns)
@@ -76,11 +76,7 @@ func TestProbeCacheBounded(t *testing.T) {
 
 	// Connections idle for probeConnIdle are closed, the targets' state
 	// kept; targets idle for probeIdle are dropped.
-	trim := func(after time.Duration) {
-		pc.mu.Lock()
-		pc.trim(time.Now().Add(after))
-		pc.mu.Unlock()
-	}
+	trim := func(after time.Duration) { pc.targets.Trim(time.Now().Add(after)) }
 	trim(probeConnIdle + time.Second)
 	waitFor(t, "idle connections to close", 2*time.Second, func() bool {
 		for _, srv := range servers {
@@ -90,12 +86,12 @@ func TestProbeCacheBounded(t *testing.T) {
 		}
 		return true
 	})
-	if len(pc.targets) != n {
-		t.Errorf("%d targets cached after closing their connections, want %d", len(pc.targets), n)
+	if pc.targets.Len() != n {
+		t.Errorf("%d targets cached after closing their connections, want %d", pc.targets.Len(), n)
 	}
 	trim(probeIdle + time.Second)
-	if len(pc.targets) != 0 {
-		t.Errorf("%d targets cached after %v without a probe", len(pc.targets), probeIdle)
+	if pc.targets.Len() != 0 {
+		t.Errorf("%d targets cached after %v without a probe", pc.targets.Len(), probeIdle)
 	}
 }
 

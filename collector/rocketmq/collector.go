@@ -104,6 +104,24 @@ func (c *scraper) newBroker(addr string, direct bool, labels [3]string) *broker 
 	}
 }
 
+// close closes the connections of the brokers and name servers, waiting
+// for a request in progress on each; later requests fail. /probe calls it
+// for a target it drops.
+func (c *scraper) close() {
+	c.mu.Lock()
+	clients := make([]*remoting.Client, 0, len(c.brokers)+len(c.nsClients))
+	for _, b := range c.brokers {
+		clients = append(clients, b.client)
+	}
+	for _, ns := range c.nsClients {
+		clients = append(clients, ns)
+	}
+	c.mu.Unlock()
+	for _, cl := range clients {
+		cl.Close()
+	}
+}
+
 func (c *scraper) remoteConfigured() bool {
 	return len(c.opts.Namesrv) > 0 || len(c.opts.Brokers) > 0
 }

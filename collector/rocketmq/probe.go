@@ -5,27 +5,26 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/probecache"
 )
 
 // /probe?module=rocketmq&target=host:port
 
-var probes = struct {
-	sync.Mutex
-	byTarget map[string]*probeEntry
-}{byTarget: map[string]*probeEntry{}}
+// The /probe cache's limits (probecache.Limits): the collector of a probed
+// broker — its connection and put-latency histograms — is kept for
+// probeIdle after its last probe, for at most probeMaxTargets brokers (the
+// least recently probed one goes first). Every cached broker keeps its
+// connection: brokers are few, and they close idle connections themselves.
+const (
+	probeIdle       = 10 * time.Minute
+	probeMaxTargets = 256
+)
 
-type probeEntry struct {
-	c    *scraper
-	used time.Time
-}
-
-// probeCacheSize bounds the cached probe collectors (connections and
-// put-latency histograms kept per target); the least recently used goes.
-const probeCacheSize = 256
+var probes = probecache.New(probecache.Limits{MaxTargets: probeMaxTargets, Idle: probeIdle},
+	probecache.Hooks[*scraper]{Close: (*scraper).close})
 
 // probe returns the collector of one broker, host:port. The target is
 // checked and normalised first (normalizeHostPort: a malformed one is an
@@ -40,33 +39,14 @@ func probe(cfg collector.Config, target string) (collector.Collector, error) {
 	if !probeAllowed(*probeAllowFlag, target) {
 		return nil, fmt.Errorf("%w: %s is not in --rocketmq.probe.allowed-targets", collector.ErrTargetNotAllowed, shown(target))
 	}
-	probes.Lock()
-	defer probes.Unlock()
-	if e, ok := probes.byTarget[target]; ok {
-		e.used = time.Now()
-		return e.c, nil
-	}
-	opts, err := optionsFromFlags()
-	if err != nil {
-		return nil, err
-	}
-	opts.Brokers = []string{target}
-	if len(probes.byTarget) >= probeCacheSize {
-		var oldest string
-		var at time.Time
-		for t, e := range probes.byTarget {
-			if oldest == "" || e.used.Before(at) {
-				oldest, at = t, e.used
-			}
+	return probes.Get(target, time.Now(), func() (*scraper, error) {
+		opts, err := optionsFromFlags()
+		if err != nil {
+			return nil, err
 		}
-		for _, b := range probes.byTarget[oldest].c.brokers {
-			b.client.Close()
-		}
-		delete(probes.byTarget, oldest)
-	}
-	c := newScraper(cfg, opts)
-	probes.byTarget[target] = &probeEntry{c: c, used: time.Now()}
-	return c, nil
+		opts.Brokers = []string{target}
+		return newScraper(cfg, opts), nil
+	})
 }
 
 // probeAllowed reports whether target, as normalizeHostPort returns it,
