@@ -382,7 +382,7 @@ func (t *target) closeClient() {
 // cannot multiply the INFO and CLIENT LIST work done on Redis' main
 // thread by sending concurrent requests.
 func (t *target) collect(ctx context.Context, ch chan<- prometheus.Metric) error {
-	tctx, cancel := t.scrapeContext(ctx)
+	tctx, cancel := context.WithDeadline(ctx, collector.ScrapeDeadline(ctx, time.Now(), t.s.timeout))
 	defer cancel()
 	t.mu.Lock()
 	r := t.inflight
@@ -486,21 +486,6 @@ func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) err
 	}
 	upDesc.Send(ch, 1, l)
 	return nil
-}
-
-// scrapeContext bounds a scrape by --redis.timeout and ends it a little
-// before the exporter's own deadline so that stall_redis_up 0 still makes
-// it into the scrape.
-func (t *target) scrapeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	d := t.s.timeout
-	if dl, ok := ctx.Deadline(); ok {
-		left := time.Until(dl)
-		margin := min(left/10, 250*time.Millisecond)
-		if left-margin < d {
-			d = left - margin
-		}
-	}
-	return context.WithTimeout(ctx, d)
 }
 
 // isErrorReply tells a server error reply (unknown command, NOPERM) from a

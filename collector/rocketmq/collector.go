@@ -126,25 +126,8 @@ func (c *scraper) remoteConfigured() bool {
 	return len(c.opts.Namesrv) > 0 || len(c.opts.Brokers) > 0
 }
 
-// maxMargin is the most of the scrape's own time left unused at the end,
-// so up=0 and the other series still reach the exporter before its timeout.
-const maxMargin = 250 * time.Millisecond
-
-// scrapeDeadline is when this scrape's requests must end: --rocketmq.timeout
-// after start, or shortly before ctx's deadline when that is earlier.
-func (c *scraper) scrapeDeadline(ctx context.Context, start time.Time) time.Time {
-	deadline := start.Add(c.opts.Timeout)
-	if d, ok := ctx.Deadline(); ok {
-		margin := min(maxMargin, d.Sub(start)/10)
-		if d = d.Add(-margin); d.Before(deadline) {
-			deadline = d
-		}
-	}
-	return deadline
-}
-
 // Update implements Collector. Every broker is asked concurrently, each
-// under one budget for its whole scrape (see scrapeDeadline), so the scrape
+// under one budget for its whole scrape (collector.ScrapeDeadline), so the scrape
 // takes at most about --rocketmq.timeout whatever the brokers and name
 // servers do. A broker that does not answer reports stall_rocketmq_up 0;
 // like the redis collector, the returned error (collector success 0) names
@@ -161,7 +144,7 @@ func (c *scraper) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 		return nil
 	}
 	start := time.Now()
-	deadline := c.scrapeDeadline(ctx, start)
+	deadline := collector.ScrapeDeadline(ctx, start, c.opts.Timeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	if done, wait := c.refreshTopology(true); wait {
