@@ -40,15 +40,23 @@ func (p Paths) Root(path string) string {
 	return filepath.Join(p.Rootfs, path)
 }
 
+// MaxLabelBytes is the length limit of every label value taken from a
+// peer or a process (a Redis command, client group or key name, a broker
+// name, version or config value, a process name): the peer chooses the
+// length, and each distinct value is a series.
+const MaxLabelBytes = 128
+
 // LabelValue makes a string that came from outside (a Redis command or key
 // name, a broker name or version) safe as a label value: invalid UTF-8,
 // which client_golang refuses and MustNewConstMetric panics on, becomes
 // U+FFFD, and so does every control character (C0 including tab and
 // newline, DEL, C1: a NUL makes grep call the whole exposition binary, an
 // escape sequence rewrites a terminal); then a value longer than max bytes
-// is cut at a rune boundary and marked with "…". max <= 0 means no length
-// limit. A value that needs none of this is returned as it is, without
-// allocating.
+// is cut at a rune boundary and marked with "…". max is MaxLabelBytes for
+// a label value taken from a peer; a shorter one only bounds a value that
+// is not (a quote of peer text in an error, a cgroup name), and max <= 0
+// means no length limit. A value that needs none of this is returned as it
+// is, without allocating.
 func LabelValue(s string, max int) string {
 	if !plainASCII(s) {
 		s = strings.Map(func(r rune) rune {

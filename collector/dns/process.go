@@ -40,10 +40,6 @@ type processCount struct {
 	last    time.Time
 }
 
-// maxCommLen bounds a label value: a comm is at most 15 bytes, but in proc
-// mode it is read from a file.
-const maxCommLen = 64
-
 func newProcessTable(max int, idle time.Duration) *processTable {
 	return &processTable{max: max, idle: idle, now: time.Now, names: map[processKey]*processCount{}}
 }
@@ -51,7 +47,7 @@ func newProcessTable(max int, idle time.Duration) *processTable {
 // entry returns the counts of process name in cgroup, admitting the pair
 // if there is room (or an idle pair to replace), else the "other" counts.
 func (p *processTable) entry(name, cgroup string) *processCount {
-	k := processKey{collector.LabelValue(name, maxCommLen), collector.LabelValue(cgroup, maxCgroupLen)}
+	k := processKey{collector.LabelValue(name, collector.MaxLabelBytes), collector.LabelValue(cgroup, maxCgroupLen)}
 	if k.comm == "" || k.comm == "other" { // a process named "other" is indistinguishable from the remainder
 		return &p.other
 	}

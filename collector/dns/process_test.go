@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 func TestProcessTable(t *testing.T) {
@@ -33,8 +35,8 @@ func TestProcessTable(t *testing.T) {
 	now = now.Add(11 * time.Minute)
 	p.add(strings.Repeat("x", 100)+"\xff", strings.Repeat("y", 100)+"\xff", 1) // bounded and valid UTF-8 even from /proc
 	for k := range p.names {
-		if len(k.comm) > maxCommLen+len("…") || len(k.cgroup) > maxCgroupLen+len("…") {
-			t.Errorf("labels %q longer than %d/%d bytes", k, maxCommLen, maxCgroupLen)
+		if len(k.comm) > collector.MaxLabelBytes+len("…") || len(k.cgroup) > maxCgroupLen+len("…") {
+			t.Errorf("labels %q longer than %d/%d bytes", k, collector.MaxLabelBytes, maxCgroupLen)
 		}
 	}
 }

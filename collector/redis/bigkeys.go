@@ -262,7 +262,7 @@ func (b *bigKeyScanner) scanDB(ctx context.Context, c *redis.Client, db int) err
 // by db and label, so an unchanged keyspace exports the same keys in every
 // pass whatever order SCAN returns them in (SCAN's order changes with
 // rehashing). Keys with the same label — names equal in their first
-// maxKeyLabel bytes, or equal hashes — are one series: the larger wins.
+// collector.MaxLabelBytes bytes, or equal hashes — are one series: the larger wins.
 // The name is turned into its label only when it may enter the list.
 func insertTop(top []bigKey, k bigKey, n int, label func(string) string) []bigKey {
 	if len(top) >= n && k.bytes < top[len(top)-1].bytes {
@@ -294,12 +294,9 @@ func compareBigKeys(a, b bigKey) int {
 	return strings.Compare(a.key, b.key)
 }
 
-// maxKeyLabel bounds the length of a key name used as a label value.
-const maxKeyLabel = 200
-
 // labelFor returns the label value of a key: a stable hash when
 // --redis.bigkeys.hash-names is set, else the name as valid UTF-8, cut to
-// maxKeyLabel bytes.
+// collector.MaxLabelBytes.
 func (b *bigKeyScanner) labelFor(key string) string {
 	return bigKeyLabel(key, b.s.hashNames)
 }
@@ -309,5 +306,5 @@ func bigKeyLabel(key string, hash bool) string {
 		sum := sha256.Sum256([]byte(key))
 		return "sha256:" + hex.EncodeToString(sum[:8])
 	}
-	return collector.LabelValue(key, maxKeyLabel)
+	return collector.LabelValue(key, collector.MaxLabelBytes)
 }

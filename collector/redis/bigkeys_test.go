@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
@@ -151,7 +152,7 @@ func TestBigKeysRateLimit(t *testing.T) {
 func TestBigKeyLabel(t *testing.T) {
 	long := strings.Repeat("é", 150) // 300 bytes
 	l := bigKeyLabel(long, false)
-	if len(l) > maxKeyLabel+len("…") || !strings.HasSuffix(l, "…") {
+	if len(l) > collector.MaxLabelBytes+len("…") || !strings.HasSuffix(l, "…") {
 		t.Errorf("long key label %d bytes", len(l))
 	}
 	if l := bigKeyLabel("a\xffb", false); l != "a\uFFFDb" {

@@ -647,9 +647,9 @@ func (t *target) sendInfo(ch chan<- prometheus.Metric, in replies.Info, ms repli
 
 // labelValue makes a value that came from the server (a command, client
 // or library name, a version string) a valid label value of at most
-// replies.MaxLabelBytes (+ "…"). CLIENT LIST group and command names come
+// collector.MaxLabelBytes (+ "…"). CLIENT LIST group and command names come
 // from the aggregator in that form already; for them it is the identity.
-func labelValue(s string) string { return collector.LabelValue(s, replies.MaxLabelBytes) }
+func labelValue(s string) string { return collector.LabelValue(s, collector.MaxLabelBytes) }
 
 func trimPercent(s string) string {
 	if n := len(s); n > 0 && s[n-1] == '%' {

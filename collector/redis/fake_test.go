@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
@@ -343,7 +344,7 @@ func TestHostileReplies(t *testing.T) {
 			if !utf8.ValidString(v) {
 				t.Errorf("invalid UTF-8 label value %q in %s", v, m.Name)
 			}
-			if len(v) > replies.MaxLabelBytes+len("…") {
+			if len(v) > collector.MaxLabelBytes+len("…") {
 				t.Errorf("a label value of %d bytes in %s", len(v), m.Name)
 			}
 		}
@@ -354,7 +355,7 @@ func TestHostileReplies(t *testing.T) {
 	if v := res.Must(t, "stall_redis_client_group_clients", "group", "other"+replies.LiteralSuffix); v != 1 {
 		t.Errorf("the group really named other: %v clients", v)
 	}
-	if v := res.Must(t, "stall_redis_commands_total", "cmd", strings.Repeat("x", replies.MaxLabelBytes)+"…"); v != 3 {
+	if v := res.Must(t, "stall_redis_commands_total", "cmd", strings.Repeat("x", collector.MaxLabelBytes)+"…"); v != 3 {
 		t.Errorf("two 5,000-character commands equal up to the cut: %v calls, want the first one's 3", v)
 	}
 	if v := res.Must(t, "stall_redis_commands_total", "cmd", "get"); v != 800000 {

@@ -303,9 +303,9 @@ func labelsFromConfig(cfg map[string]string, addr string) [3]string {
 }
 
 // labelValue makes a broker- or name-server-supplied string safe as a label
-// value: valid UTF-8 (client_golang refuses anything else) and at most 128
-// bytes.
-func labelValue(s string) string { return collector.LabelValue(s, 128) }
+// value: valid UTF-8 (client_golang refuses anything else) and at most
+// collector.MaxLabelBytes.
+func labelValue(s string) string { return collector.LabelValue(s, collector.MaxLabelBytes) }
 
 // keyError counts one missing or bad runtime-info key; b.mu must be held.
 func (b *broker) keyError(problems *collector.Problems, key string, err error) {

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode/utf8"
 	"unsafe"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 // GroupBy selects the client attribute CLIENT LIST aggregates are grouped by.
@@ -51,16 +52,11 @@ const NoneGroup = "none"
 // names, so no real name ends in it.
 const LiteralSuffix = " (literal)"
 
-// MaxLabelBytes bounds an exported group or command name, as the RocketMQ
-// collector bounds its labels: a longer name is cut at a character
-// boundary and ends in "…" (collector.LabelValue's rule, which the tests
-// check this follows), and names equal up to the cut are one group.
-const MaxLabelBytes = 128
-
-// label is the exported form of a group or command name: valid UTF-8, at
-// most MaxLabelBytes (+ "…"), and never a reserved value. Groups are keyed
-// by it, so two groups never share a label. The common name is returned
-// as is, without allocating.
+// label is the exported form of a group or command name:
+// collector.LabelValue with collector.MaxLabelBytes (a longer name is cut
+// and ends in "…", and names equal up to the cut are one group), and never
+// a reserved value. Groups are keyed by it, so two groups never share a
+// label. The common name is returned as is, without allocating.
 func label(s string) string {
 	switch s {
 	case "":
@@ -68,18 +64,7 @@ func label(s string) string {
 	case OtherGroup, NoneGroup:
 		return s + LiteralSuffix
 	}
-	if len(s) <= MaxLabelBytes && utf8.ValidString(s) {
-		return s
-	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) > MaxLabelBytes {
-		cut := MaxLabelBytes
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
+	return collector.LabelValue(s, collector.MaxLabelBytes)
 }
 
 // Group is one aggregate of clients: a client group or a last command.

@@ -167,7 +167,7 @@ func TestClientListEdgeCases(t *testing.T) {
 // TestClientListReservedAndLongNames: a client group or command that is
 // really called "other" or "none" is not merged with the remainder or
 // the empty attribute, and names are bounded and valid label values: a
-// 5,000-character name is cut to MaxLabelBytes, names that agree up to the
+// 5,000-character name is cut to collector.MaxLabelBytes, names that agree up to the
 // cut are one group, and invalid UTF-8 is repaired the same way
 // collector.LabelValue repairs it, so two exported groups never have the
 // same label (review 1, item 17: a client named "other" holding 47 MB was
@@ -190,11 +190,11 @@ func TestClientListReservedAndLongNames(t *testing.T) {
 			t.Errorf("group %q twice", g.Name)
 		}
 		groups[g.Name] = g
-		if len(g.Name) > MaxLabelBytes+len("…") || !utf8.ValidString(g.Name) {
+		if len(g.Name) > collector.MaxLabelBytes+len("…") || !utf8.ValidString(g.Name) {
 			t.Errorf("group name of %d bytes (valid UTF-8: %v)", len(g.Name), utf8.ValidString(g.Name))
 		}
 	}
-	cut := collector.LabelValue(long, MaxLabelBytes)
+	cut := collector.LabelValue(long, collector.MaxLabelBytes)
 	for name, want := range map[string]Group{
 		"other" + LiteralSuffix: {Clients: 1, OutputBufferBytes: 47000000},
 		"none" + LiteralSuffix:  {Clients: 1, OutputBufferBytes: 3000},
@@ -522,7 +522,7 @@ func FuzzClientList(f *testing.F) {
 			for _, list := range [][]Group{st.Groups, st.Commands} {
 				seen := map[string]bool{}
 				for _, g := range list {
-					if seen[g.Name] || !utf8.ValidString(g.Name) || len(g.Name) > MaxLabelBytes+len("…") || g.Name == "" {
+					if seen[g.Name] || !utf8.ValidString(g.Name) || len(g.Name) > collector.MaxLabelBytes+len("…") || g.Name == "" {
 						t.Fatalf("name %q: repeated, invalid, empty or too long in %+v", g.Name, list)
 					}
 					seen[g.Name] = true
