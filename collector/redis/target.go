@@ -167,6 +167,53 @@ var errCredentialsInProbeTarget = errors.New("a /probe target may not carry a us
 // the replica to scan; other query parameters are go-redis' (dial_timeout,
 // skip_verify, …). /probe requests go through parseProbeAddress instead.
 func parseTarget(raw string, s connSettings) (*targetSpec, error) {
+	u, err := parseTargetURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	q := u.Query()
+	cred, err := targetCredentials(u, q, s)
+	if err != nil {
+		return nil, err
+	}
+	bigKeysReplica := q.Get("bigkeys_replica")
+	// go-redis is given the URL without what only the exporter reads: the
+	// user and password, and the exporter's own query parameters.
+	q.Del("password_file")
+	q.Del("password_env")
+	q.Del("bigkeys_replica")
+	clean := *u
+	clean.User = nil
+	clean.RawQuery = q.Encode()
+	opts, err := redis.ParseURL(clean.String())
+	if err != nil {
+		return nil, fmt.Errorf("redis target %s: %w", redactedURL(u), err)
+	}
+	spec := &targetSpec{opts: opts, scheme: u.Scheme, written: writtenURL(u), user: cred.user, passwordInURL: cred.urlPassword != "",
+		bigKeysReplica: bigKeysReplica, oversized: new(atomic.Uint64),
+		label: u.Scheme + "://" + opts.Addr, hostPort: opts.Addr, clientListLimit: s.clientListLimit}
+	if !utf8.ValidString(spec.label) {
+		return nil, errors.New("redis target host is not valid UTF-8")
+	}
+	if spec.clientListLimit <= 0 {
+		spec.clientListLimit = defaultClientListLimit
+	}
+	setClientOptions(opts, cred, s)
+	if u.Scheme == "rediss" {
+		opts.TLSConfig = s.tls.config(opts.TLSConfig)
+	}
+	spec.dial = redis.NewDialer(opts) // TCP or Unix socket, opts.DialTimeout
+	if opts.TLSConfig != nil {
+		spec.dial = tlsDialer(opts.DialTimeout, opts.TLSConfig)
+	}
+	opts.Dialer = spec.dialer(nil)
+	return spec, nil
+}
+
+// parseTargetURL parses a configured target as a URL, redis:// when it
+// names no scheme. Its errors never quote the input, which may hold a
+// password.
+func parseTargetURL(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, errors.New("empty redis target")
 	}
@@ -179,11 +226,17 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		// url errors quote the input, which may hold a password.
 		return nil, fmt.Errorf("redis target is not a valid URL (scheme://[user@]host:port)")
 	}
+	return u, nil
+}
+
+// targetCredentials is the user and password source of a target: the
+// --redis.* defaults, overridden by the target's password_file or
+// password_env parameter and by a user or password in its URL. A
+// password_env naming a variable that is not set is an error.
+func targetCredentials(u *url.URL, q url.Values, s connSettings) (credentialSource, error) {
 	cred := credentialSource{user: s.user, passwordFile: s.passwordFile, passwordEnv: s.passwordEnv}
-	q := u.Query()
 	if f := q.Get("password_file"); f != "" {
 		cred.passwordFile, cred.passwordEnv = f, ""
 	}
@@ -194,13 +247,9 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 		// An unset variable would silently mean "no password": the server
 		// then refuses every scrape, or — worse — accepts the default user.
 		if _, ok := os.LookupEnv(cred.passwordEnv); !ok {
-			return nil, fmt.Errorf("redis target %s: password variable %s is not set in the exporter's environment", redactedURL(u), cred.passwordEnv)
+			return cred, fmt.Errorf("redis target %s: password variable %s is not set in the exporter's environment", redactedURL(u), cred.passwordEnv)
 		}
 	}
-	bigKeysReplica := q.Get("bigkeys_replica")
-	q.Del("password_file")
-	q.Del("password_env")
-	q.Del("bigkeys_replica")
 	if u.User != nil {
 		if p, ok := u.User.Password(); ok {
 			cred.urlPassword = p
@@ -209,26 +258,12 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 			cred.user = n
 		}
 	}
-	clean := *u
-	clean.User = nil
-	clean.RawQuery = q.Encode()
-	opts, err := redis.ParseURL(clean.String())
-	if err != nil {
-		return nil, fmt.Errorf("redis target %s: %w", redactedURL(u), err)
-	}
-	spec := &targetSpec{opts: opts, scheme: u.Scheme, written: writtenURL(u), user: cred.user, passwordInURL: cred.urlPassword != "",
-		bigKeysReplica: bigKeysReplica, oversized: new(atomic.Uint64)}
-	switch u.Scheme {
-	case "unix":
-		spec.label = "unix://" + opts.Addr
-		spec.hostPort = opts.Addr
-	default:
-		spec.label = u.Scheme + "://" + opts.Addr
-		spec.hostPort = opts.Addr
-	}
-	if !utf8.ValidString(spec.label) {
-		return nil, errors.New("redis target host is not valid UTF-8")
-	}
+	return cred, nil
+}
+
+// setClientOptions sets what the exporter decides for every target over
+// what the URL says: credentials, protocol, connection setup and pool.
+func setClientOptions(opts *redis.Options, cred credentialSource, s connSettings) {
 	// INFO, CLIENT LIST and CONFIG are server-wide: a /db in the URL is
 	// accepted and ignored, so the user needs no SELECT permission.
 	opts.DB = 0
@@ -261,19 +296,6 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	if opts.DialTimeout == 0 { // ?dial_timeout= wins for its target
 		opts.DialTimeout = s.dialTimeout
 	}
-	if u.Scheme == "rediss" {
-		opts.TLSConfig = s.tls.config(opts.TLSConfig)
-	}
-	spec.clientListLimit = s.clientListLimit
-	if spec.clientListLimit <= 0 {
-		spec.clientListLimit = defaultClientListLimit
-	}
-	spec.dial = redis.NewDialer(opts) // TCP or Unix socket, opts.DialTimeout
-	if opts.TLSConfig != nil {
-		spec.dial = tlsDialer(opts.DialTimeout, opts.TLSConfig)
-	}
-	opts.Dialer = spec.dialer(nil)
-	return spec, nil
 }
 
 // dialer returns a go-redis Dialer whose connections check every reply
