@@ -5,10 +5,19 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
+
+// errTLSHandshake marks a TLS handshake that the TLS layer failed (a
+// certificate, an alert, a record that is not TLS), as opposed to the
+// connection under it (a timeout, a close, a reset), which keeps its own
+// reason.
+var errTLSHandshake = errors.New("TLS handshake failed")
 
 // errPlainTextPort is a rediss:// target whose port speaks plain RESP.
 var errPlainTextPort = errors.New("tls: the port answers plain-text Redis (a PING on a second connection got a RESP reply), not TLS: use redis:// or the TLS port")
@@ -62,10 +71,22 @@ func tlsDialer(timeout time.Duration, cfg *tls.Config) func(ctx context.Context,
 			if plain.Load() {
 				return nil, errPlainTextPort
 			}
-			return nil, err
+			return nil, handshakeError(err)
 		}
 		return conn, nil
 	}
+}
+
+// handshakeError wraps errTLSHandshake around an error of the TLS layer;
+// one of the connection under it (see downReason) is returned as it is.
+func handshakeError(err error) error {
+	var netErr net.Error
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &netErr) && netErr.Timeout() {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errTLSHandshake, err)
 }
 
 // answersPlainRESP reports whether addr answers a plain-text PING with a

@@ -82,17 +82,26 @@ func downReason(err error) string {
 	case errors.As(err, &dnsErr):
 		return reasonDNS
 	case errors.As(err, &recErr), errors.As(err, &alertErr), errors.As(err, &certErr),
-		strings.Contains(err.Error(), "tls: "):
+		errors.Is(err, errTLSHandshake):
 		return reasonTLS
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
 		return reasonRefused
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
 		errors.As(err, &netErr) && netErr.Timeout():
 		return reasonTimeout
-	case strings.Contains(err.Error(), "redis: can't parse"), strings.Contains(err.Error(), "redis: invalid reply"):
+	case isGoRedisParseError(err):
 		return reasonProtocol
 	}
 	return reasonNetwork
+}
+
+// isGoRedisParseError reports a reply that passed resplimit's lexer but
+// not go-redis' parser (":abc" where an integer is due, say). go-redis
+// returns these as fmt.Errorf text without a type or sentinel
+// (internal/proto/reader.go), so their prefix is the only thing to match.
+func isGoRedisParseError(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "redis: can't parse") || strings.Contains(msg, "redis: invalid reply")
 }
 
 // errorReplyReason classifies an error reply by its code (the first word)
