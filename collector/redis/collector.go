@@ -225,13 +225,6 @@ func (c *scraper) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// Close releases the targets' connections.
-func (c *scraper) Close() {
-	for _, t := range c.targets {
-		t.close()
-	}
-}
-
 // target is one Redis server and the state kept between its scrapes.
 type target struct {
 	spec     *targetSpec
@@ -670,7 +663,7 @@ func (t *target) refreshConfig(ctx context.Context) error {
 	pipe := t.client.Pipeline()
 	obl := pipe.ConfigGet(ctx, "client-output-buffer-limit")
 	var mm *redis.MapStringStringCmd
-	if replies.AtLeast(t.major, t.minor, 0, 0) && !replies.AtLeast(t.major, t.minor, 3, 2) {
+	if !replies.AtLeast(t.major, t.minor, 3, 2) {
 		mm = pipe.ConfigGet(ctx, "maxmemory")
 	}
 	_, err := pipe.Exec(ctx)

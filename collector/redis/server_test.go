@@ -170,6 +170,14 @@ func testSettings() settings {
 	return s
 }
 
+// Close releases the targets' connections (the exporter never closes a
+// /metrics collector; tests do).
+func (c *scraper) Close() {
+	for _, t := range c.targets {
+		t.close()
+	}
+}
+
 // newTestScraper builds the /metrics collector for addrs.
 func newTestScraper(t testing.TB, s settings, cfg collector.Config, addrs ...string) *scraper {
 	t.Helper()

@@ -152,9 +152,6 @@ func (l *Lexer) PayloadLeft() int64 {
 	return l.payload
 }
 
-// Charged is what the replies since the last Reset cost so far.
-func (l *Lexer) Charged() int64 { return l.charged }
-
 // Err is the error that stopped the lexer, nil while it runs.
 func (l *Lexer) Err() error { return l.err }
 

@@ -54,8 +54,8 @@ func TestLexerValid(t *testing.T) {
 			t.Fatalf("byte %d: %v", i, err)
 		}
 	}
-	if b.Charged() != l.Charged() {
-		t.Errorf("charged %d byte by byte, %d at once", b.Charged(), l.Charged())
+	if b.charged != l.charged {
+		t.Errorf("charged %d byte by byte, %d at once", b.charged, l.charged)
 	}
 }
 
@@ -165,8 +165,8 @@ func FuzzLexer(f *testing.F) {
 		}
 		whole := Lexer{Limit: int64(limit)}
 		errWhole := whole.Feed(data)
-		if errWhole == nil && whole.Charged() > whole.Limit {
-			t.Fatalf("charged %d over the limit %d without an error", whole.Charged(), whole.Limit)
+		if errWhole == nil && whole.charged > whole.Limit {
+			t.Fatalf("charged %d over the limit %d without an error", whole.charged, whole.Limit)
 		}
 		if errWhole != nil && !errors.Is(errWhole, ErrTooLarge) && !errors.Is(errWhole, ErrProtocol) {
 			t.Fatalf("unexpected error kind %v", errWhole)
@@ -181,8 +181,8 @@ func FuzzLexer(f *testing.F) {
 		if (errWhole == nil) != (errParts == nil) || errWhole != nil && errWhole.Error() != errParts.Error() {
 			t.Fatalf("at once: %v; in %d-byte pieces: %v", errWhole, step, errParts)
 		}
-		if errWhole == nil && (whole.Charged() != parts.Charged() || whole.st != parts.st) {
-			t.Fatalf("charged %d/%d, state %d/%d", whole.Charged(), parts.Charged(), whole.st, parts.st)
+		if errWhole == nil && (whole.charged != parts.charged || whole.st != parts.st) {
+			t.Fatalf("charged %d/%d, state %d/%d", whole.charged, parts.charged, whole.st, parts.st)
 		}
 	})
 }

@@ -65,9 +65,6 @@ func NewClient(addr string, opts Options) *Client {
 	return &Client{addr: addr, opts: opts, sem: make(chan struct{}, 1)}
 }
 
-// Addr is the address the client talks to.
-func (c *Client) Addr() string { return c.addr }
-
 // Dials is the number of connections opened so far.
 func (c *Client) Dials() int {
 	c.mu.Lock()
