@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,16 +168,18 @@ func TestManyBadTargetsOneBudget(t *testing.T) {
 	}
 	defer ns.Close()
 	ns.Delay(time.Minute)
-	clock := time.Unix(1_800_000_000, 0)
+	// The clock is read by the discovery rounds, which run in the background.
+	var clock atomic.Int64
+	clock.Store(time.Unix(1_800_000_000, 0).UnixNano())
 	const timeout = time.Second
 	brokers := []string{collectortest.SilentListener(t), collectortest.SilentListener(t), collectortest.SilentListener(t), "127.0.0.1:2", "127.0.0.1:3"}
 	c := newScraper(collectortest.Config("rocketmq", nil), options{
 		Namesrv: []string{ns.Addr(), collectortest.SilentListener(t), collectortest.SilentListener(t)}, Brokers: brokers, Timeout: timeout, DiscoveryInterval: 30 * time.Second})
-	c.now = func() time.Time { return clock }
+	c.now = func() time.Time { return time.Unix(0, clock.Load()) }
 	for i := range 3 {
 		if i == 1 {
 			ns.Inject(rocketmqtest.Slow) // the name server hangs from the second round on
-			clock = clock.Add(31 * time.Second)
+			clock.Add(int64(31 * time.Second))
 		}
 		r := collectortest.Expose(t, context.Background(), c)
 		up := r.Families("stall_rocketmq_up")
