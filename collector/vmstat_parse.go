@@ -2,7 +2,6 @@ package collector
 
 import (
 	"bytes"
-	"fmt"
 	"math/bits"
 
 	"github.com/stall-exporter/stall_exporter/internal/scan"
@@ -77,18 +76,6 @@ func (v *VMStat) set(f VMField, x uint64) {
 func (v *VMStat) add(f VMField, x uint64) {
 	v.values[f] += x
 	v.present |= 1 << f
-}
-
-// ParseError describes one malformed /proc/vmstat line.
-type ParseError struct {
-	File string
-	Line int
-	Text string
-	Msg  string
-}
-
-func (e *ParseError) Error() string {
-	return fmt.Sprintf("%s line %d %q: %s", e.File, e.Line, e.Text, e.Msg)
 }
 
 // ParseVMStat parses /proc/vmstat ("name value" per line) into v, which it
@@ -220,14 +207,6 @@ var vmZonePrefixes = [...]struct {
 
 // parseUint parses an unsigned decimal without allocating.
 func parseUint(b []byte) (uint64, bool) { return scan.Uint(b) }
-
-func truncate(b []byte) string {
-	const max = 80
-	if len(b) > max {
-		return string(b[:max]) + "…"
-	}
-	return string(b)
-}
 
 // first returns the first present field of fs.
 func (v *VMStat) first(fs ...VMField) (uint64, bool) {
