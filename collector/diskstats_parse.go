@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"bytes"
 	"fmt"
 	"unicode/utf8"
 
@@ -66,11 +65,7 @@ func newDiskstatsScanner(data []byte) diskstatsScanner {
 func (sc *diskstatsScanner) Next() bool {
 	for len(sc.data) > 0 {
 		var l []byte
-		if i := bytes.IndexByte(sc.data, '\n'); i >= 0 {
-			l, sc.data = sc.data[:i], sc.data[i+1:]
-		} else {
-			l, sc.data = sc.data, nil
-		}
+		l, sc.data = scan.Line(sc.data)
 		sc.line++
 		switch msg := sc.parse(l); msg {
 		case "":
@@ -87,27 +82,24 @@ func (sc *diskstatsScanner) Next() bool {
 	return false
 }
 
-// samplerNextField returns the next whitespace-separated token of *l.
-func samplerNextField(l *[]byte) []byte { return scan.Field(l) }
-
 // parse decodes one line into sc.Line. It returns "" for a good line,
 // "skip" for a line to pass over silently, else what is wrong. The messages
 // are constants so a well-formed read does not allocate.
 func (sc *diskstatsScanner) parse(l []byte) string {
 	rest := l
-	maj := samplerNextField(&rest)
+	maj := scan.Field(&rest)
 	if len(maj) == 0 {
 		return "skip" // blank line
 	}
 	var ok bool
-	if sc.Line.Major, ok = parseUint(maj); !ok {
+	if sc.Line.Major, ok = scan.Uint(maj); !ok {
 		return "major number is not an unsigned integer"
 	}
-	if sc.Line.Minor, ok = parseUint(samplerNextField(&rest)); !ok {
+	if sc.Line.Minor, ok = scan.Uint(scan.Field(&rest)); !ok {
 		return "minor number is missing or not an unsigned integer"
 	}
 	sc.Line = diskstatsLine{Major: sc.Line.Major, Minor: sc.Line.Minor}
-	sc.Line.Name = samplerNextField(&rest)
+	sc.Line.Name = scan.Field(&rest)
 	if len(sc.Line.Name) == 0 {
 		return "device name missing"
 	}
@@ -116,7 +108,7 @@ func (sc *diskstatsScanner) parse(l []byte) string {
 	}
 	n := 0
 	for {
-		f := samplerNextField(&rest)
+		f := scan.Field(&rest)
 		if len(f) == 0 {
 			break
 		}
@@ -151,7 +143,7 @@ func (sc *diskstatsScanner) parse(l []byte) string {
 			dst = &sc.Line.FlushMs
 		}
 		if dst != nil {
-			if *dst, ok = parseUint(f); !ok {
+			if *dst, ok = scan.Uint(f); !ok {
 				return "statistic is not an unsigned integer"
 			}
 		}

@@ -2,6 +2,8 @@ package collector
 
 import (
 	"bytes"
+
+	"github.com/stall-exporter/stall_exporter/internal/scan"
 )
 
 // The /dev/kmsg record format (Documentation/ABI/testing/dev-kmsg): every
@@ -67,14 +69,14 @@ func parseKmsgRecord(b []byte) (kmsgRecord, error) {
 		}
 		f[i], hdr = hdr[:c], hdr[c+1:]
 	}
-	prio, ok := parseUint(f[0])
+	prio, ok := scan.Uint(f[0])
 	if !ok {
 		return r, errKmsgPrio
 	}
-	if r.Seq, ok = parseUint(f[1]); !ok {
+	if r.Seq, ok = scan.Uint(f[1]); !ok {
 		return r, errKmsgSeq
 	}
-	if r.Usec, ok = parseUint(f[2]); !ok {
+	if r.Usec, ok = scan.Uint(f[2]); !ok {
 		return r, errKmsgTimestamp
 	}
 	if c := bytes.IndexByte(hdr, ','); c >= 0 {

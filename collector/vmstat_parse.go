@@ -89,7 +89,7 @@ func ParseVMStat(data []byte, v *VMStat) (bad int, firstErr error) {
 	line := 0
 	for len(data) > 0 {
 		var l []byte
-		l, data = cutLine(data)
+		l, data = scan.Line(data)
 		line++
 		if len(l) == 0 {
 			continue
@@ -107,7 +107,7 @@ func ParseVMStat(data []byte, v *VMStat) (bad int, firstErr error) {
 		if !ok {
 			continue
 		}
-		x, ok := parseUint(val)
+		x, ok := scan.Uint(val)
 		if !ok {
 			bad++
 			if firstErr == nil {
@@ -122,14 +122,6 @@ func ParseVMStat(data []byte, v *VMStat) (bad int, firstErr error) {
 		}
 	}
 	return bad, firstErr
-}
-
-// cutLine splits off the first line of data (without its newline).
-func cutLine(data []byte) (line, rest []byte) {
-	if i := bytes.IndexByte(data, '\n'); i >= 0 {
-		return data[:i], data[i+1:]
-	}
-	return data, nil
 }
 
 // zones are the zone suffixes of per-zone counters across kernels.
@@ -204,9 +196,6 @@ var vmZonePrefixes = [...]struct {
 	{"pgscan_kswapd_", VMPgscanKswapdZones},
 	{"pgsteal_kswapd_", VMPgstealKswapdZones},
 }
-
-// parseUint parses an unsigned decimal without allocating.
-func parseUint(b []byte) (uint64, bool) { return scan.Uint(b) }
 
 // first returns the first present field of fs.
 func (v *VMStat) first(fs ...VMField) (uint64, bool) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stall-exporter/stall_exporter/internal/scan"
 )
 
 func init() {
@@ -60,7 +61,7 @@ func ParseZoneinfo(data []byte, zones []Zone) (out []Zone, bad int, firstErr err
 	}
 	for len(data) > 0 {
 		var l []byte
-		l, data = cutLine(data)
+		l, data = scan.Line(data)
 		lineNo++
 		if bytes.HasPrefix(l, []byte("Node ")) {
 			node, zone, ok := parseZoneHeader(l[5:])
@@ -76,13 +77,13 @@ func ParseZoneinfo(data []byte, zones []Zone) (out []Zone, bad int, firstErr err
 		if cur == nil {
 			continue
 		}
-		key, rest := zoneField(l)
+		rest := l
+		key := scan.Field(&rest)
 		var dst *uint64
 		var mark uint8
 		switch string(key) {
 		case "pages":
-			var sub []byte
-			if sub, rest = zoneField(rest); string(sub) != "free" {
+			if string(scan.Field(&rest)) != "free" {
 				continue
 			}
 			dst = &cur.Free
@@ -102,8 +103,7 @@ func ParseZoneinfo(data []byte, zones []Zone) (out []Zone, bad int, firstErr err
 		default:
 			continue
 		}
-		val, _ := zoneField(rest)
-		x, ok := parseUint(val)
+		x, ok := scan.Uint(scan.Field(&rest))
 		if !ok {
 			fail(l, "value is not an unsigned integer")
 			continue
@@ -128,28 +128,16 @@ func parseZoneHeader(b []byte) (node, zone string, ok bool) {
 	if comma <= 0 {
 		return "", "", false
 	}
-	if _, ok := parseUint(b[:comma]); !ok {
+	if _, ok := scan.Uint(b[:comma]); !ok {
 		return "", "", false
 	}
-	kw, rest := zoneField(b[comma+1:])
-	name, _ := zoneField(rest)
+	rest := b[comma+1:]
+	kw := scan.Field(&rest)
+	name := scan.Field(&rest)
 	if string(kw) != "zone" || len(name) == 0 {
 		return "", "", false
 	}
 	return internZoneString(b[:comma]), internZoneString(name), true
-}
-
-// nextField returns the first space-separated field of b and the rest.
-func zoneField(b []byte) (field, rest []byte) {
-	i := 0
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t') {
-		i++
-	}
-	j := i
-	for j < len(b) && b[j] != ' ' && b[j] != '\t' {
-		j++
-	}
-	return b[i:j], b[j:]
 }
 
 // internZoneString avoids allocating the same node and zone names each scrape.

@@ -59,3 +59,32 @@ func FuzzUint(f *testing.F) {
 		}
 	})
 }
+
+func TestUintString(t *testing.T) {
+	for _, in := range []string{"0", "42", "18446744073709551615", "18446744073709551616", "", "-1", "4 2"} {
+		v, ok := Uint(in)
+		bv, bok := Uint([]byte(in))
+		if v != bv || ok != bok {
+			t.Errorf("Uint(%q) = %d, %v as a string but %d, %v as bytes", in, v, ok, bv, bok)
+		}
+	}
+	if v, ok := Uint("18446744073709551615"); !ok || v != 1<<64-1 {
+		t.Errorf("max uint64 = %d, %v", v, ok)
+	}
+}
+
+func TestLine(t *testing.T) {
+	data := []byte("a b\n\nc")
+	var got []string
+	for len(data) > 0 {
+		var l []byte
+		l, data = Line(data)
+		got = append(got, string(l))
+	}
+	if want := "[a b  c]"; toString(got) != want {
+		t.Errorf("lines %q, want %s", got, want)
+	}
+	if l, rest := Line([]byte("x\n")); string(l) != "x" || len(rest) != 0 {
+		t.Errorf(`Line("x\n") = %q, %q`, l, rest)
+	}
+}

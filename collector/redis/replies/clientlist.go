@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/scan"
 )
 
 // GroupBy selects the client attribute CLIENT LIST aggregates are grouped by.
@@ -463,19 +464,19 @@ func (c *client) field(key, val string) int {
 	case "user":
 		c.user = val
 	case "omem":
-		n, ok := parseUint(val)
+		n, ok := scan.Uint(val)
 		c.omem, c.hasOmem = n, true
 		if !ok {
 			return 1
 		}
 	case "oll":
-		n, ok := parseUint(val)
+		n, ok := scan.Uint(val)
 		c.oll = n
 		if !ok {
 			return 1
 		}
 	case "tot-mem":
-		n, ok := parseUint(val)
+		n, ok := scan.Uint(val)
 		if !ok {
 			return 1
 		}
@@ -514,25 +515,4 @@ func hostOf(addr string) string {
 		return addr[:i]
 	}
 	return addr
-}
-
-// parseUint parses a decimal without allocating; it refuses signs, empty
-// strings and overflow.
-func parseUint(s string) (uint64, bool) {
-	if s == "" || len(s) > 20 {
-		return 0, false
-	}
-	var n uint64
-	for i := 0; i < len(s); i++ {
-		d := s[i] - '0'
-		if d > 9 {
-			return 0, false
-		}
-		m := n*10 + uint64(d)
-		if m/10 != n {
-			return 0, false
-		}
-		n = m
-	}
-	return n, true
 }

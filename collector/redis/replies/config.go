@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/stall-exporter/stall_exporter/internal/scan"
 )
 
 // OutputBufferLimit is one class of the client-output-buffer-limit setting.
@@ -69,7 +71,7 @@ func ParseMemory(s string) (uint64, error) {
 			break
 		}
 	}
-	n, ok := parseUint(t)
+	n, ok := scan.Uint(t)
 	if !ok {
 		return 0, fmt.Errorf("memory value %q is not a number of bytes", s)
 	}

@@ -3,6 +3,8 @@ package replies
 import (
 	"strconv"
 	"strings"
+
+	"github.com/stall-exporter/stall_exporter/internal/scan"
 )
 
 // Info is a parsed INFO reply (any combination of sections).
@@ -93,7 +95,7 @@ func ParseInfo(s string) Info {
 			in.Commands = append(in.Commands, cs)
 		case isDB:
 			idx, _ := strconv.Atoi(key[2:])
-			keys, ok := parseUint(kv(val, "keys"))
+			keys, ok := scan.Uint(kv(val, "keys"))
 			if !ok {
 				in.Malformed++
 				continue
@@ -119,8 +121,8 @@ func parseCommandStat(name, val string) (CommandStat, bool) {
 	if name == "" {
 		return CommandStat{}, false
 	}
-	calls, ok1 := parseUint(kv(val, "calls"))
-	usec, ok2 := parseUint(kv(val, "usec"))
+	calls, ok1 := scan.Uint(kv(val, "calls"))
+	usec, ok2 := scan.Uint(kv(val, "usec"))
 	if !ok1 || !ok2 {
 		return CommandStat{}, false
 	}
