@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sort"
@@ -101,8 +102,7 @@ var (
 )
 
 // Document records a metric family for the docs/metrics.md consistency test.
-// NewMetric calls it; collectors that build client_golang vectors or
-// histograms call it directly.
+// NewMetric and the Declare functions call it; nothing else should.
 func Document(name, typ string, labels ...string) {
 	docMu.Lock()
 	defer docMu.Unlock()
@@ -175,6 +175,94 @@ func (m Metric) Send(ch chan<- prometheus.Metric, v float64, labelValues ...stri
 // Send.
 func (m Metric) New(v float64, labelValues ...string) prometheus.Metric {
 	return prometheus.MustNewConstMetric(m.Desc, m.Type, v, labelValues...)
+}
+
+// Stateful declares a metric family whose value a collector keeps between
+// scrapes as a client_golang collector — a histogram it observes into, a
+// counter or gauge vector it updates as events arrive (the sampler, the
+// RocketMQ log follower, the DNS capture) — or sends as a constant histogram
+// it accumulates itself (the RocketMQ put-latency windows). Declare it once,
+// in a package-level var, with DeclareHistogram, DeclareCounter or
+// DeclareGauge: that documents the name for docs/metrics.md (TestMetricsDoc)
+// at init, whether or not the collector is enabled, and each instance then
+// builds its own vectors from it, so tests and /probe targets never share
+// counts. The name is written once, in the declaration.
+type Stateful struct {
+	Name    string // stall_<name>
+	Help    string
+	Labels  []string
+	Buckets []float64 // histograms only
+	kind    string    // as Document takes it: counter, gauge, histogram
+}
+
+// DeclareHistogram declares and documents the histogram stall_<name> with
+// the given upper bounds (+Inf is implied). help must say where the value
+// comes from.
+func DeclareHistogram(name, help string, buckets []float64, labels ...string) Stateful {
+	return declare("histogram", name, help, buckets, labels)
+}
+
+// DeclareCounter declares and documents the counter stall_<name> (name ends
+// in _total).
+func DeclareCounter(name, help string, labels ...string) Stateful {
+	return declare("counter", name, help, nil, labels)
+}
+
+// DeclareGauge declares and documents the gauge stall_<name>.
+func DeclareGauge(name, help string, labels ...string) Stateful {
+	return declare("gauge", name, help, nil, labels)
+}
+
+func declare(kind, name, help string, buckets []float64, labels []string) Stateful {
+	s := Stateful{Name: Namespace + "_" + name, Help: help, Labels: labels, Buckets: buckets, kind: kind}
+	Document(s.Name, kind, labels...)
+	return s
+}
+
+// must panics when a Stateful is built as another type than it was
+// declared: a programming error, found by the first test that builds it.
+func (s Stateful) must(kind string) {
+	if s.kind != kind {
+		panic(fmt.Sprintf("metric %s is declared as a %s, not a %s", s.Name, s.kind, kind))
+	}
+}
+
+// HistogramVec builds a new histogram vector.
+func (s Stateful) HistogramVec() *prometheus.HistogramVec {
+	s.must("histogram")
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: s.Name, Help: s.Help, Buckets: s.Buckets}, s.Labels)
+}
+
+// Histogram builds a new histogram; the family must have no labels.
+func (s Stateful) Histogram() prometheus.Histogram {
+	s.must("histogram")
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: s.Name, Help: s.Help, Buckets: s.Buckets})
+}
+
+// CounterVec builds a new counter vector.
+func (s Stateful) CounterVec() *prometheus.CounterVec {
+	s.must("counter")
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: s.Name, Help: s.Help}, s.Labels)
+}
+
+// Counter builds a new counter; the family must have no labels.
+func (s Stateful) Counter() prometheus.Counter {
+	s.must("counter")
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: s.Name, Help: s.Help})
+}
+
+// GaugeVec builds a new gauge vector.
+func (s Stateful) GaugeVec() *prometheus.GaugeVec {
+	s.must("gauge")
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: s.Name, Help: s.Help}, s.Labels)
+}
+
+// Desc is the descriptor of a histogram the collector accumulates itself
+// and sends with prometheus.MustNewConstHistogram (bucket counts it reads
+// from elsewhere, such as the broker's put-latency windows). It is not a
+// NewMetric family: the exporter passes it on as client_golang built it.
+func (s Stateful) Desc() *prometheus.Desc {
+	return prometheus.NewDesc(s.Name, s.Help, s.Labels, nil)
 }
 
 var parseErrorsDesc = NewMetric("collector_parse_errors_total",

@@ -49,6 +49,25 @@ var (
 	samplerThrottleBuckets = []float64{0.25, 0.5, 0.75, 0.9, 0.95, 1, 1.1, 1.25, 1.5, 2}
 )
 
+// The sampler's metrics; each sampler builds its own from them.
+var (
+	samplerAwait = DeclareHistogram("disk_await_seconds",
+		"Average time per completed I/O in each sampler interval: Δ(ms reading + ms writing) / Δ(reads + writes completed) from /proc/diskstats (fields 1, 4, 5, 8); one observation per interval with completed I/O. Discards and flushes are not included.",
+		samplerAwaitBuckets, "device")
+	samplerUtil = DeclareHistogram("disk_utilization_ratio",
+		"Fraction of each sampler interval the device had I/O in flight: Δ(ms doing I/O) / Δt from /proc/diskstats (field 10), capped at 1; one observation per interval. Parallel devices (NVMe, RAID) can be at 1 without being saturated.",
+		samplerUtilBuckets, "device")
+	samplerThrottle = DeclareHistogram("vm_dirty_throttle_ratio_sampled",
+		"Dirty throttle ratio at each sampler tick: (nr_dirty + nr_unstable + nr_writeback) / ((nr_dirty_threshold + nr_dirty_background_threshold) / 2) from /proc/vmstat. At 1 balance_dirty_pages() starts throttling writers.",
+		samplerThrottleBuckets)
+	samplerThrottled = DeclareCounter("vm_dirty_throttled_seconds_total",
+		"Sampled time with the dirty throttle ratio (/proc/vmstat) at or above 1: ticks at or above 1 × --sampler.interval.")
+	samplerTicks = DeclareCounter("sampler_ticks_total",
+		"Sampler ticks run since start (each reads /proc/vmstat and /proc/diskstats once).")
+	samplerOverruns = DeclareCounter("sampler_overruns_total",
+		"Sampler ticks whose work took longer than --sampler.interval, so the next tick was skipped.")
+)
+
 func init() {
 	Register("sampler", true, func(cfg Config) (Collector, error) {
 		interval := *samplerIntervalFlag
@@ -68,12 +87,6 @@ func init() {
 			Problems: cfg.Problems,
 		}), nil
 	})
-	Document("stall_disk_await_seconds", "histogram", "device")
-	Document("stall_disk_utilization_ratio", "histogram", "device")
-	Document("stall_vm_dirty_throttle_ratio_sampled", "histogram")
-	Document("stall_vm_dirty_throttled_seconds_total", "counter")
-	Document("stall_sampler_ticks_total", "counter")
-	Document("stall_sampler_overruns_total", "counter")
 }
 
 // snapshotReader returns the whole current content of one kernel file.
@@ -155,42 +168,20 @@ func newSampler(o samplerOptions) *sampler {
 	if o.Problems == nil {
 		o.Problems = NewProblems("sampler", o.Logger)
 	}
-	fq := func(name string) string { return Namespace + "_" + name }
 	return &sampler{
-		opts:     o,
-		interval: o.Interval,
-		maxGap:   samplerMaxGapIntervals * o.Interval,
-		logger:   o.Logger,
-		problems: o.Problems,
-		vmBuf:    make([]byte, 0, 16<<10),
-		diskBuf:  make([]byte, 0, 16<<10),
-		await: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    fq("disk_await_seconds"),
-			Help:    "Average time per completed I/O in each sampler interval: Δ(ms reading + ms writing) / Δ(reads + writes completed) from /proc/diskstats (fields 1, 4, 5, 8); one observation per interval with completed I/O. Discards and flushes are not included.",
-			Buckets: samplerAwaitBuckets,
-		}, []string{"device"}),
-		util: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    fq("disk_utilization_ratio"),
-			Help:    "Fraction of each sampler interval the device had I/O in flight: Δ(ms doing I/O) / Δt from /proc/diskstats (field 10), capped at 1; one observation per interval. Parallel devices (NVMe, RAID) can be at 1 without being saturated.",
-			Buckets: samplerUtilBuckets,
-		}, []string{"device"}),
-		throttle: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    fq("vm_dirty_throttle_ratio_sampled"),
-			Help:    "Dirty throttle ratio at each sampler tick: (nr_dirty + nr_unstable + nr_writeback) / ((nr_dirty_threshold + nr_dirty_background_threshold) / 2) from /proc/vmstat. At 1 balance_dirty_pages() starts throttling writers.",
-			Buckets: samplerThrottleBuckets,
-		}),
-		throttledSeconds: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: fq("vm_dirty_throttled_seconds_total"),
-			Help: "Sampled time with the dirty throttle ratio (/proc/vmstat) at or above 1: ticks at or above 1 × --sampler.interval.",
-		}),
-		ticks: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: fq("sampler_ticks_total"),
-			Help: "Sampler ticks run since start (each reads /proc/vmstat and /proc/diskstats once).",
-		}),
-		overruns: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: fq("sampler_overruns_total"),
-			Help: "Sampler ticks whose work took longer than --sampler.interval, so the next tick was skipped.",
-		}),
+		opts:             o,
+		interval:         o.Interval,
+		maxGap:           samplerMaxGapIntervals * o.Interval,
+		logger:           o.Logger,
+		problems:         o.Problems,
+		vmBuf:            make([]byte, 0, 16<<10),
+		diskBuf:          make([]byte, 0, 16<<10),
+		await:            samplerAwait.HistogramVec(),
+		util:             samplerUtil.HistogramVec(),
+		throttle:         samplerThrottle.Histogram(),
+		throttledSeconds: samplerThrottled.Counter(),
+		ticks:            samplerTicks.Counter(),
+		overruns:         samplerOverruns.Counter(),
 	}
 }
 

@@ -83,14 +83,15 @@ var (
 	configSendWaitDesc = brokerMetric("broker_config_send_queue_wait_timeout_seconds",
 		"Send-queue wait above which fast failure rejects a request with SYSTEM_BUSY (config waitTimeMillsInSendQueue, default 200 ms).", prometheus.GaugeValue)
 
-	putLatencyName  = collector.Namespace + "_rocketmq_put_latency_seconds"
-	lockSampledName = collector.Namespace + "_rocketmq_commitlog_lock_held_sampled_seconds"
-	putLatencyDesc  = prometheus.NewDesc(putLatencyName,
+	putLatency = collector.DeclareHistogram("rocketmq_put_latency_seconds",
 		"Whole put latency (lock wait, append, and flush/replication wait in sync modes), cumulative over the broker's 60 s putMessageDistributeTime windows seen since exporter start (runtime-info putMessageDistributeTime; 13 broker buckets). _sum is NaN: the broker reports no total time.",
-		brokerLabels, nil)
-	lockSampledDesc = prometheus.NewDesc(lockSampledName,
+		nil, brokerLabels...)
+	lockSampled = collector.DeclareHistogram("rocketmq_commitlog_lock_held_sampled_seconds",
 		"pageCacheLockTimeMills sampled every --rocketmq.sample-interval between scrapes: how long the CommitLog put lock had been held at each sample.",
-		brokerLabels, nil)
+		lockBounds, brokerLabels...)
+	// Both are sent as constant histograms the collector accumulates itself.
+	putLatencyDesc  = putLatency.Desc()
+	lockSampledDesc = lockSampled.Desc()
 	// lockBounds: the broker's busy threshold is 1 s, the NOTIFYME log 0.5 s.
 	lockBounds = []float64{0, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10}
 )
@@ -100,11 +101,6 @@ var configKeys = []string{"flushDiskType", "brokerRole", "transientStorePoolEnab
 
 var configLabels = []string{"flush_disk_type", "broker_role", "transient_store_pool_enable", "warm_maped_file_enable",
 	"transfer_msg_by_heap", "use_reentrant_lock_when_put_message", "broker_fast_failure_enable", "fast_fail_if_no_buffer_in_store_pool"}
-
-func init() {
-	collector.Document(putLatencyName, "histogram", brokerLabels...)
-	collector.Document(lockSampledName, "histogram", brokerLabels...)
-}
 
 // runtimeKey is one runtime-info key and the series it becomes.
 type runtimeKey struct {

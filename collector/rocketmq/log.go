@@ -52,75 +52,50 @@ var logPools = map[string]string{"send": "send", "pull": "pull", "litepull": "li
 	"transaction": "transaction", "endtransaction": "transaction", "ack": "ack", "heartbeat": "heartbeat",
 	"admin": "admin", "clientmanage": "client_manage", "consumermanage": "consumer_manage", "reply": "reply"}
 
-// logFamily declares one metric family of the log follower. The families
-// are declared once, here, and documented for docs/metrics.md at init; each
-// follower builds its own vectors from them (newLogMetrics), so tests and
-// followers never share counts.
-type logFamily struct {
-	name    string // without the stall_rocketmq_log_ prefix
-	typ     string // as collector.Document takes it: counter, gauge, histogram
-	help    string
-	labels  []string
-	buckets []float64 // histograms only
-}
-
-func (f logFamily) fqName() string { return collector.Namespace + "_rocketmq_log_" + f.name }
-
-func (f logFamily) counter() *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: f.fqName(), Help: f.help}, f.labels)
-}
-
-func (f logFamily) gauge() *prometheus.GaugeVec {
-	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: f.fqName(), Help: f.help}, f.labels)
-}
-
-func (f logFamily) histogram() *prometheus.HistogramVec {
-	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: f.fqName(), Help: f.help, Buckets: f.buckets}, f.labels)
-}
-
 var slowBuckets = []float64{0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30}
 
-// The log follower's metric families.
+// The log follower's metric families, documented at init whether or not a
+// follower is configured; each follower builds its own vectors from them
+// (newLogMetrics), so tests and followers never share counts.
 var (
-	logEventsFamily = logFamily{name: "events_total", typ: "counter", labels: []string{"event"},
-		help: "Broker log lines by event: lock_slow ('putMessage(s) in lock cost time(ms)', 3.x 'in lock eclipse time(ms)'; lock held > 500 ms), put_slow ('not in lock elapsed/eclipse time(ms)', 5.x 'CommitLog#putMessage cost'; whole put > 500 ms), mapped_file_slow ('create mappedFile spent time(ms)', > 10 ms), transient_store_pool_exhausted ('TransientStorePool is not enough'), pagecache_rt (the 60 s [PAGECACHERT] line), page_cache_busy ('[NOTIFYME]page cache is busy, … lock time(ms)=N'); from store.log."}
-	logLinesFamily = logFamily{name: "lines_total", typ: "counter", labels: []string{"file"},
-		help: "Lines read from each followed broker log file (store.log, watermark.log)."}
-	logRotationsFamily = logFamily{name: "rotations_total", typ: "counter", labels: []string{"file"},
-		help: "Times each followed log file was replaced by a new file at its path (logback rename-and-create, or gzip into otherdays/ and delete), counting files rotated in and out between two polls."}
-	logLastTimeFamily = logFamily{name: "last_line_timestamp_seconds", typ: "gauge", labels: []string{"file"},
-		help: "Unix time of the newest timestamped line read from each log file (the broker writes GMT+8 whatever the host zone)."}
-	logLockHeldFamily = logFamily{name: "lock_held_seconds", typ: "histogram", buckets: slowBuckets,
-		help: "Exact CommitLog put-lock holds over 500 ms, from store.log '[NOTIFYME]putMessage(s) in lock cost time(ms)=N' (3.x 'putMessage in lock eclipse time(ms) N', over 1 s before 3.5)."}
-	logPageCacheBusyFamily = logFamily{name: "page_cache_busy_lock_held_seconds", typ: "histogram", buckets: slowBuckets,
-		help: "How long the CommitLog put lock had been held when the broker logged '[NOTIFYME]page cache is busy, … lock time(ms)=N' in store.log: a hold still in progress, so the same hold is logged again, whole, in stall_rocketmq_log_lock_held_seconds."}
-	logPutSlowFamily = logFamily{name: "put_slow_seconds", typ: "histogram", buckets: slowBuckets,
-		help: "Whole puts over 500 ms, from store.log 'putMessage not in lock elapsed time(ms)=N' (4.7–4.9), 'not in lock eclipse time(ms)=N' (before 4.7, and 5.x batches) or 'CommitLog#putMessage cost Nms' (5.x)."}
-	logMappedFileFamily = logFamily{name: "mapped_file_create_seconds", typ: "histogram",
-		buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10},
-		help:    "Creations of a CommitLog mapped file over 10 ms, from store.log 'create mappedFile spent time(ms) N'."}
-	logQueueSizeFamily = logFamily{name: "queue_size", typ: "gauge", labels: []string{"pool"},
-		help: "Requests queued for a broker thread pool at the last watermark.log '[WATERMARK] <Pool> Queue Size: N' line (written every second)."}
-	logQueueWaitFamily = logFamily{name: "queue_head_wait_seconds", typ: "histogram", labels: []string{"pool"},
-		buckets: []float64{0, 0.01, 0.05, 0.1, 0.15, 0.2, 0.5, 1, 5},
-		help:    "Age of the oldest queued request in each [WATERMARK] line of watermark.log (SlowTimeMills, one line per pool per second): a 1 Hz series of send-queue head wait; fast failure starts at waitTimeMillsInSendQueue (200 ms)."}
+	logEventsFamily = collector.DeclareCounter("rocketmq_log_events_total",
+		"Broker log lines by event: lock_slow ('putMessage(s) in lock cost time(ms)', 3.x 'in lock eclipse time(ms)'; lock held > 500 ms), put_slow ('not in lock elapsed/eclipse time(ms)', 5.x 'CommitLog#putMessage cost'; whole put > 500 ms), mapped_file_slow ('create mappedFile spent time(ms)', > 10 ms), transient_store_pool_exhausted ('TransientStorePool is not enough'), pagecache_rt (the 60 s [PAGECACHERT] line), page_cache_busy ('[NOTIFYME]page cache is busy, … lock time(ms)=N'); from store.log.",
+		"event")
+	logLinesFamily = collector.DeclareCounter("rocketmq_log_lines_total",
+		"Lines read from each followed broker log file (store.log, watermark.log).",
+		"file")
+	logRotationsFamily = collector.DeclareCounter("rocketmq_log_rotations_total",
+		"Times each followed log file was replaced by a new file at its path (logback rename-and-create, or gzip into otherdays/ and delete), counting files rotated in and out between two polls.",
+		"file")
+	logLastTimeFamily = collector.DeclareGauge("rocketmq_log_last_line_timestamp_seconds",
+		"Unix time of the newest timestamped line read from each log file (the broker writes GMT+8 whatever the host zone).",
+		"file")
+	logLockHeldFamily = collector.DeclareHistogram("rocketmq_log_lock_held_seconds",
+		"Exact CommitLog put-lock holds over 500 ms, from store.log '[NOTIFYME]putMessage(s) in lock cost time(ms)=N' (3.x 'putMessage in lock eclipse time(ms) N', over 1 s before 3.5).",
+		slowBuckets)
+	logPageCacheBusyFamily = collector.DeclareHistogram("rocketmq_log_page_cache_busy_lock_held_seconds",
+		"How long the CommitLog put lock had been held when the broker logged '[NOTIFYME]page cache is busy, … lock time(ms)=N' in store.log: a hold still in progress, so the same hold is logged again, whole, in stall_rocketmq_log_lock_held_seconds.",
+		slowBuckets)
+	logPutSlowFamily = collector.DeclareHistogram("rocketmq_log_put_slow_seconds",
+		"Whole puts over 500 ms, from store.log 'putMessage not in lock elapsed time(ms)=N' (4.7–4.9), 'not in lock eclipse time(ms)=N' (before 4.7, and 5.x batches) or 'CommitLog#putMessage cost Nms' (5.x).",
+		slowBuckets)
+	logMappedFileFamily = collector.DeclareHistogram("rocketmq_log_mapped_file_create_seconds",
+		"Creations of a CommitLog mapped file over 10 ms, from store.log 'create mappedFile spent time(ms) N'.",
+		[]float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10})
+	logQueueSizeFamily = collector.DeclareGauge("rocketmq_log_queue_size",
+		"Requests queued for a broker thread pool at the last watermark.log '[WATERMARK] <Pool> Queue Size: N' line (written every second).",
+		"pool")
+	logQueueWaitFamily = collector.DeclareHistogram("rocketmq_log_queue_head_wait_seconds",
+		"Age of the oldest queued request in each [WATERMARK] line of watermark.log (SlowTimeMills, one line per pool per second): a 1 Hz series of send-queue head wait; fast failure starts at waitTimeMillsInSendQueue (200 ms).",
+		[]float64{0, 0.01, 0.05, 0.1, 0.15, 0.2, 0.5, 1, 5}, "pool")
 	// Sent as a const histogram (the broker logs whole windows, not
-	// observations), so it has a Desc rather than a vector.
-	logPutLatencyFamily = logFamily{name: "put_latency_seconds", typ: "histogram",
-		help: "Whole put latency from the [PAGECACHERT] PutMessageDistributeTime line store.log writes every 60 s, cumulative over the windows logged since exporter start (13 broker buckets; _sum is NaN: the broker logs no total)."}
-	logPutLatencyDesc = prometheus.NewDesc(logPutLatencyFamily.fqName(), logPutLatencyFamily.help, nil, nil)
+	// observations), so it has a Desc rather than a vector and no buckets
+	// of its own.
+	logPutLatencyFamily = collector.DeclareHistogram("rocketmq_log_put_latency_seconds",
+		"Whole put latency from the [PAGECACHERT] PutMessageDistributeTime line store.log writes every 60 s, cumulative over the windows logged since exporter start (13 broker buckets; _sum is NaN: the broker logs no total).",
+		nil)
+	logPutLatencyDesc = logPutLatencyFamily.Desc()
 )
-
-// logFamilies is every family above, documented for docs/metrics.md at
-// init whether or not a follower is configured.
-var logFamilies = []logFamily{logEventsFamily, logLinesFamily, logRotationsFamily, logLastTimeFamily, logLockHeldFamily,
-	logPageCacheBusyFamily, logPutSlowFamily, logMappedFileFamily, logQueueSizeFamily, logQueueWaitFamily, logPutLatencyFamily}
-
-func init() {
-	for _, f := range logFamilies {
-		collector.Document(f.fqName(), f.typ, f.labels...)
-	}
-}
 
 // logMetrics are the follower's metric vectors, created per follower so
 // that tests and /probe instances never share counts.
@@ -141,16 +116,16 @@ type logMetrics struct {
 
 func newLogMetrics() *logMetrics {
 	m := &logMetrics{
-		events:     logEventsFamily.counter(),
-		lines:      logLinesFamily.counter(),
-		rotations:  logRotationsFamily.counter(),
-		lastTime:   logLastTimeFamily.gauge(),
-		lockHeld:   logLockHeldFamily.histogram(),
-		busyHeld:   logPageCacheBusyFamily.histogram(),
-		putSlow:    logPutSlowFamily.histogram(),
-		mappedFile: logMappedFileFamily.histogram(),
-		queueSize:  logQueueSizeFamily.gauge(),
-		queueWait:  logQueueWaitFamily.histogram(),
+		events:     logEventsFamily.CounterVec(),
+		lines:      logLinesFamily.CounterVec(),
+		rotations:  logRotationsFamily.CounterVec(),
+		lastTime:   logLastTimeFamily.GaugeVec(),
+		lockHeld:   logLockHeldFamily.HistogramVec(),
+		busyHeld:   logPageCacheBusyFamily.HistogramVec(),
+		putSlow:    logPutSlowFamily.HistogramVec(),
+		mappedFile: logMappedFileFamily.HistogramVec(),
+		queueSize:  logQueueSizeFamily.GaugeVec(),
+		queueWait:  logQueueWaitFamily.HistogramVec(),
 	}
 	for _, e := range logEvents {
 		m.events.WithLabelValues(e)
