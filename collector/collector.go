@@ -72,19 +72,21 @@ var (
 
 // Register makes a collector known by name. It is called from init
 // functions; registering a name twice panics, as that is a programming error.
-// The --[no-]collector.<name> flag is declared on kingpin.CommandLine.
-func Register(name string, defaultEnabled bool, factory Factory) {
+// description says in one line what the collector reports and where it reads
+// it from ("Per-device I/O counts … from /proc/diskstats"), so that --help
+// tells an operator what each --[no-]collector.<name> flag turns on or off;
+// the flag is declared on kingpin.CommandLine.
+func Register(name, description string, defaultEnabled bool, factory Factory) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
 	if _, dup := registrations[name]; dup {
 		panic(fmt.Sprintf("collector %q registered twice", name))
 	}
-	help := fmt.Sprintf("Enable the %s collector (default: disabled).", name)
-	def := "false"
+	def, state := "false", "disabled"
 	if defaultEnabled {
-		help = fmt.Sprintf("Enable the %s collector (default: enabled).", name)
-		def = "true"
+		def, state = "true", "enabled"
 	}
+	help := fmt.Sprintf("%s (default: %s).", description, state)
 	r := &registration{name: name, defaultEnabled: defaultEnabled, factory: factory}
 	r.enabled = kingpin.Flag("collector."+name, help).Default(def).Bool()
 	registrations[name] = r

@@ -8,7 +8,9 @@ import (
 )
 
 func init() {
-	Register("diskstats", true, newDiskstatsCollector)
+	Register("diskstats",
+		"Per-device I/O counts, bytes, times and queue, from /proc/diskstats",
+		true, newDiskstatsCollector)
 }
 
 // diskSectorBytes is the unit of the sector fields of /proc/diskstats: always

@@ -30,9 +30,11 @@ var (
 )
 
 func init() {
-	Register("hungtask", true, func(cfg Config) (Collector, error) {
-		return newHungTaskCollector(cfg.Paths, cfg.Problems)
-	})
+	Register("hungtask",
+		"The kernel hung-task detector's count, reports left and timeout, from /proc/sys/kernel",
+		true, func(cfg Config) (Collector, error) {
+			return newHungTaskCollector(cfg.Paths, cfg.Problems)
+		})
 }
 
 func newHungTaskCollector(paths Paths, problems *Problems) (*hungTaskCollector, error) {

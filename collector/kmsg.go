@@ -51,21 +51,23 @@ var (
 )
 
 func init() {
-	Register("kmsg", true, func(cfg Config) (Collector, error) {
-		filter, err := NewDeviceFilter(cfg.Paths)
-		if err != nil {
-			return nil, err
-		}
-		return newKmsgCollector(kmsgOptions{
-			Path:     cfg.Paths.Root("/dev/kmsg"),
-			Open:     openDevKmsg(cfg.Paths.Root("/dev/kmsg")),
-			FromBoot: *kmsgFromBootFlag,
-			Paths:    cfg.Paths,
-			Devices:  filter,
-			Logger:   cfg.Logger,
-			Problems: cfg.Problems,
-		}), nil
-	})
+	Register("kmsg",
+		"Kernel log events (page allocation failures, hung tasks, OOM kills, I/O errors, soft lockups), from /dev/kmsg",
+		true, func(cfg Config) (Collector, error) {
+			filter, err := NewDeviceFilter(cfg.Paths)
+			if err != nil {
+				return nil, err
+			}
+			return newKmsgCollector(kmsgOptions{
+				Path:     cfg.Paths.Root("/dev/kmsg"),
+				Open:     openDevKmsg(cfg.Paths.Root("/dev/kmsg")),
+				FromBoot: *kmsgFromBootFlag,
+				Paths:    cfg.Paths,
+				Devices:  filter,
+				Logger:   cfg.Logger,
+				Problems: cfg.Problems,
+			}), nil
+		})
 }
 
 // kmsgSource is one open /dev/kmsg: each Read returns one whole record, or

@@ -10,7 +10,9 @@ import (
 )
 
 func init() {
-	Register("meminfo", true, newMeminfoCollector)
+	Register("meminfo",
+		"Total, available, cached, dirty and writeback memory, from /proc/meminfo",
+		true, newMeminfoCollector)
 }
 
 var (

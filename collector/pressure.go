@@ -12,7 +12,9 @@ import (
 )
 
 func init() {
-	Register("pressure", true, newPressureCollector)
+	Register("pressure",
+		"Time tasks were stalled on CPU, memory, I/O and IRQs (PSI), from /proc/pressure",
+		true, newPressureCollector)
 }
 
 var pressureStalled = NewMetric("pressure_stalled_seconds_total",

@@ -69,24 +69,26 @@ var (
 )
 
 func init() {
-	Register("sampler", true, func(cfg Config) (Collector, error) {
-		interval := *samplerIntervalFlag
-		if interval < samplerMinInterval || interval > samplerMaxInterval {
-			return nil, fmt.Errorf("--sampler.interval=%s is outside %s–%s", interval, samplerMinInterval, samplerMaxInterval)
-		}
-		filter, err := NewDeviceFilter(cfg.Paths)
-		if err != nil {
-			return nil, err
-		}
-		return newSampler(samplerOptions{
-			Interval: interval,
-			VMStat:   NewProcFile(cfg.Paths.Proc("vmstat")),
-			Disk:     NewProcFile(cfg.Paths.Proc("diskstats")),
-			Filter:   filter,
-			Logger:   cfg.Logger,
-			Problems: cfg.Problems,
-		}), nil
-	})
+	Register("sampler",
+		"Disk await and utilization and the dirty throttle ratio as histograms, sampled every --sampler.interval from /proc/diskstats and /proc/vmstat",
+		true, func(cfg Config) (Collector, error) {
+			interval := *samplerIntervalFlag
+			if interval < samplerMinInterval || interval > samplerMaxInterval {
+				return nil, fmt.Errorf("--sampler.interval=%s is outside %s–%s", interval, samplerMinInterval, samplerMaxInterval)
+			}
+			filter, err := NewDeviceFilter(cfg.Paths)
+			if err != nil {
+				return nil, err
+			}
+			return newSampler(samplerOptions{
+				Interval: interval,
+				VMStat:   NewProcFile(cfg.Paths.Proc("vmstat")),
+				Disk:     NewProcFile(cfg.Paths.Proc("diskstats")),
+				Filter:   filter,
+				Logger:   cfg.Logger,
+				Problems: cfg.Problems,
+			}), nil
+		})
 }
 
 // snapshotReader returns the whole current content of one kernel file.

@@ -25,7 +25,9 @@ import (
 // terminal and does not ignore SIGHUP. See docs/supervision.md.
 
 func init() {
-	Register("supervision", true, newSupervisionCollector)
+	Register("supervision",
+		"How the RocketMQ broker, name server and redis-server processes are supervised (controlling terminal, SIGHUP), from /proc/<pid>",
+		true, newSupervisionCollector)
 }
 
 // minSupervisionInterval bounds the scan rate. A scan costs one open, read

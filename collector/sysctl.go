@@ -14,7 +14,9 @@ import (
 )
 
 func init() {
-	Register("sysctl", true, newSysctlCollector)
+	Register("sysctl",
+		"Page-cache and reclaim tunables (vm.dirty_*, swappiness, min_free_kbytes …), from /proc/sys/vm",
+		true, newSysctlCollector)
 }
 
 var (

@@ -9,7 +9,9 @@ import (
 )
 
 func init() {
-	Register("vmstat", true, newVMStatCollector)
+	Register("vmstat",
+		"Dirty and writeback memory, dirty throttling, reclaim, compaction, major faults, refaults and OOM kills, from /proc/vmstat",
+		true, newVMStatCollector)
 }
 
 var (

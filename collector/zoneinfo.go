@@ -13,7 +13,9 @@ import (
 )
 
 func init() {
-	Register("zoneinfo", true, newZoneinfoCollector)
+	Register("zoneinfo",
+		"Free pages and the min/low/high watermarks of each memory zone, from /proc/zoneinfo",
+		true, newZoneinfoCollector)
 }
 
 var (

@@ -55,23 +55,25 @@ var (
 )
 
 func init() {
-	collector.Register("dns", false, func(cfg collector.Config) (collector.Collector, error) {
-		return New(Options{
-			Interface:    *interfaceFlag,
-			Timeout:      *timeoutFlag,
-			MaxPending:   *maxPendingFlag,
-			MaxTCPFlows:  *maxTCPFlowsFlag,
-			MaxResolvers: *maxResolversFlag,
-			MaxProcesses: *maxProcessesFlag,
-			Attribution:  *attributionFlag,
-			CgroupRoot:   *cgroupRootFlag,
-			ProcInterval: *procIntervalFlag,
-			SocketBuffer: *socketBufferFlag,
-			Paths:        cfg.Paths,
-			Logger:       cfg.Logger,
-			Problems:     cfg.Problems,
+	collector.Register("dns",
+		"DNS lookups, latency, failures and the processes making them, from port-53 packets (AF_PACKET) and eBPF or /proc",
+		false, func(cfg collector.Config) (collector.Collector, error) {
+			return New(Options{
+				Interface:    *interfaceFlag,
+				Timeout:      *timeoutFlag,
+				MaxPending:   *maxPendingFlag,
+				MaxTCPFlows:  *maxTCPFlowsFlag,
+				MaxResolvers: *maxResolversFlag,
+				MaxProcesses: *maxProcessesFlag,
+				Attribution:  *attributionFlag,
+				CgroupRoot:   *cgroupRootFlag,
+				ProcInterval: *procIntervalFlag,
+				SocketBuffer: *socketBufferFlag,
+				Paths:        cfg.Paths,
+				Logger:       cfg.Logger,
+				Problems:     cfg.Problems,
+			})
 		})
-	})
 }
 
 // Options configure the collector; the flags of the same names fill them.

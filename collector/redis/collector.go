@@ -122,7 +122,9 @@ var (
 )
 
 func init() {
-	collector.Register("redis", true, newCollector)
+	collector.Register("redis",
+		"Redis memory, clients, output buffers, persistence, replication and big keys, from INFO, MEMORY STATS, CLIENT LIST, CONFIG GET and MEMORY USAGE of each --redis.addr",
+		true, newCollector)
 	collector.RegisterProbe("redis", newProbe)
 	// go-redis' own log lines (dial retries, pool notices) would repeat
 	// what stall_redis_up and our once-a-minute warning already say.

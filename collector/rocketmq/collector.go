@@ -26,7 +26,9 @@ import (
 )
 
 func init() {
-	collector.Register("rocketmq", true, newCollector)
+	collector.Register("rocketmq",
+		"RocketMQ broker put latency, CommitLog lock hold, send queue and config, from the brokers' remoting API (--rocketmq.namesrv, --rocketmq.broker) and store.log/watermark.log",
+		true, newCollector)
 	collector.RegisterProbe("rocketmq", probe)
 }
 
