@@ -19,13 +19,13 @@ import (
 
 var (
 	hungTaskDetectedDesc = NewMetric("kernel_hung_task_detected_total",
-		"Tasks the kernel's hung-task detector found blocked for longer than kernel.hung_task_timeout_secs since boot (/proc/sys/kernel/hung_task_detect_count, Linux 6.11+). Not rate-limited, unlike the kernel log reports.",
+		"Tasks the kernel's hung-task detector found blocked since boot, not rate-limited (/proc/sys/kernel/hung_task_detect_count, Linux 6.11+).",
 		prometheus.CounterValue)
 	hungTaskWarningsDesc = NewMetric("kernel_hung_task_warnings_remaining",
-		"Hung-task reports the kernel will still write to its log (/proc/sys/kernel/hung_task_warnings; -1 is unlimited). At 0 the kernel stops reporting and stall_kernel_log_events_total{event=\"hung_task\"} stops counting.",
+		"Hung-task reports the kernel will still write to its log, -1 for unlimited (/proc/sys/kernel/hung_task_warnings).",
 		prometheus.GaugeValue)
 	hungTaskTimeoutDesc = NewMetric("kernel_hung_task_timeout_seconds",
-		"Time a task must be blocked in uninterruptible sleep before the hung-task detector reports it (/proc/sys/kernel/hung_task_timeout_secs); 0 disables the detector.",
+		"Time a task must be blocked before the hung-task detector reports it, 0 if disabled (/proc/sys/kernel/hung_task_timeout_secs).",
 		prometheus.GaugeValue)
 )
 

@@ -34,19 +34,16 @@ const (
 
 var (
 	kmsgEventsDesc = NewMetric("kernel_log_events_total",
-		"Kernel log records (/dev/kmsg, kernel facility) of each event since the exporter started (since boot with --kmsg.from-boot): "+
-			"page_allocation_failure, hung_task, oom_kill (the host ran out of memory), oom_kill_cgroup (a memory cgroup reached its limit), "+
-			"io_error, io_error_excluded (on a device --diskstats.device-include/-exclude leaves out), soft_lockup. "+
-			"Lower bounds: the kernel rate-limits these reports (docs/sampler.md).",
+		"Kernel log records (/dev/kmsg, kernel facility) of each stall-related event since the exporter started; lower bounds, as the kernel rate-limits them.",
 		prometheus.CounterValue, "event")
 	kmsgRecordsDesc = NewMetric("kernel_log_records_total",
 		"Kernel log records read from /dev/kmsg since the exporter started, of any facility and level.",
 		prometheus.CounterValue)
 	kmsgLostDesc = NewMetric("kernel_log_records_lost_total",
-		"Kernel log records overwritten in the kernel's ring buffer before the reader got them (gaps in the /dev/kmsg sequence numbers, signalled by EPIPE); events in them are not counted.",
+		"Kernel log records overwritten in the ring buffer before they were read (gaps in the /dev/kmsg sequence numbers).",
 		prometheus.CounterValue)
 	kmsgUpDesc = NewMetric("kernel_log_reader_up",
-		"1 while the /dev/kmsg reader is open and reading, 0 while it cannot open or read it (no CAP_SYSLOG under kernel.dmesg_restrict=1, no /dev/kmsg in the container, a read error); it retries with backoff from 1 s to 1 min, and no event counters are exported before the first successful open.",
+		"1 while the /dev/kmsg reader is open and reading, 0 while it cannot open or read it.",
 		prometheus.GaugeValue)
 )
 

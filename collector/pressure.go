@@ -18,7 +18,7 @@ func init() {
 }
 
 var pressureStalled = NewMetric("pressure_stalled_seconds_total",
-	"Time in which some (scope=some) or all non-idle (scope=full) tasks were stalled on the resource, from the total= field of /proc/pressure/<resource> (PSI, 4.20+; irq 6.1+), in seconds.",
+	"Time some (scope=some) or all non-idle (scope=full) tasks were stalled on the resource (/proc/pressure/<resource> total=), in seconds.",
 	prometheus.CounterValue, "resource", "scope")
 
 // psiResources are the /proc/pressure files; irq exists from 6.1 with

@@ -52,13 +52,13 @@ var (
 // The sampler's metrics; each sampler builds its own from them.
 var (
 	samplerAwait = DeclareHistogram("disk_await_seconds",
-		"Average time per completed I/O in each sampler interval: Δ(ms reading + ms writing) / Δ(reads + writes completed) from /proc/diskstats (fields 1, 4, 5, 8); one observation per interval with completed I/O. Discards and flushes are not included.",
+		"Average time per completed I/O in each sampler interval (/proc/diskstats ms reading and writing over reads and writes completed).",
 		samplerAwaitBuckets, "device")
 	samplerUtil = DeclareHistogram("disk_utilization_ratio",
-		"Fraction of each sampler interval the device had I/O in flight: Δ(ms doing I/O) / Δt from /proc/diskstats (field 10), capped at 1; one observation per interval. Parallel devices (NVMe, RAID) can be at 1 without being saturated.",
+		"Fraction of each sampler interval the device had I/O in flight (/proc/diskstats field 10), capped at 1.",
 		samplerUtilBuckets, "device")
 	samplerThrottle = DeclareHistogram("vm_dirty_throttle_ratio_sampled",
-		"Dirty throttle ratio at each sampler tick: (nr_dirty + nr_unstable + nr_writeback) / ((nr_dirty_threshold + nr_dirty_background_threshold) / 2) from /proc/vmstat. At 1 balance_dirty_pages() starts throttling writers.",
+		"Dirty throttle ratio at each sampler tick (/proc/vmstat, as stall_vm_dirty_throttle_ratio); at 1 writers are throttled.",
 		samplerThrottleBuckets)
 	samplerThrottled = DeclareCounter("vm_dirty_throttled_seconds_total",
 		"Sampled time with the dirty throttle ratio (/proc/vmstat) at or above 1: ticks at or above 1 × --sampler.interval.")

@@ -40,13 +40,13 @@ const minSupervisionInterval = 10 * time.Second
 
 var (
 	watchedProcessesDesc = NewMetric("watched_processes",
-		"RocketMQ broker and name server JVMs and redis-server processes on this host by supervision state (/proc/<pid>/comm, cmdline, stat tty_nr, status SigIgn and NSpid, cgroup; scanned every --supervision.scan-interval). terminal: has a controlling terminal and does not ignore SIGHUP, so it dies when that session ends; nohup: has one but ignores SIGHUP; systemd: in a .service unit's cgroup; container: in a container runtime's cgroup or PID namespace; detached: none of these. Every combination is exported.",
+		"RocketMQ broker, name server and redis-server processes on this host by supervision state, from /proc/<pid>.",
 		prometheus.GaugeValue, "service", "supervision")
 	supervisionScannedDesc = NewMetric("supervision_scanned_processes",
-		"Processes listed under --path.procfs at the last supervision scan. Far fewer than the host runs means the exporter sees only its own PID namespace or hidepid hides other users' processes.",
+		"Processes listed under --path.procfs at the last supervision scan; few means a private PID namespace or hidepid.",
 		prometheus.GaugeValue)
 	supervisionUnreadableDesc = NewMetric("supervision_unreadable_processes",
-		"Processes whose /proc/<pid> files the last supervision scan was refused (EACCES/EPERM, /proc mounted with hidepid=1); they are missing from stall_watched_processes.",
+		"Processes whose /proc/<pid> files the last supervision scan was refused (hidepid=1); missing from stall_watched_processes.",
 		prometheus.GaugeValue)
 
 	supervisionInterval = kingpin.Flag("supervision.scan-interval",

@@ -21,7 +21,7 @@ func init() {
 
 var (
 	vmSysctl = NewMetric("vm_sysctl",
-		"Value of a page-cache and reclaim tunable from /proc/sys/vm/<name>, as written there (ratios in percent, bytes, centiseconds or kbytes as the name says; 0 for dirty_bytes means dirty_ratio applies). Re-read every --sysctl.refresh-interval; the thresholds they produce are live in stall_vm_dirty_threshold_bytes.",
+		"Value of a page-cache or reclaim tunable as written in /proc/sys/vm/<name>, re-read every --sysctl.refresh-interval.",
 		prometheus.GaugeValue, "name")
 
 	sysctlRefresh = kingpin.Flag("sysctl.refresh-interval",

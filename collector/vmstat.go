@@ -22,16 +22,16 @@ var (
 		"Pages under writeback right now (nr_writeback in /proc/vmstat × page size), in bytes.",
 		prometheus.GaugeValue)
 	vmUnstableBytes = NewMetric("vm_nfs_unstable_bytes",
-		"NFS pages sent to the server but not yet committed (nr_unstable in /proc/vmstat × page size, kernels before 5.8), in bytes. Counted as dirty by balance_dirty_pages().",
+		"NFS pages sent to the server but not yet committed (nr_unstable in /proc/vmstat × page size, before 5.8), in bytes.",
 		prometheus.GaugeValue)
 	vmDirtyThreshold = NewMetric("vm_dirty_threshold_bytes",
-		"The kernel's global dirty limit (nr_dirty_threshold in /proc/vmstat × page size, derived from vm.dirty_ratio or vm.dirty_bytes and dirtyable memory), in bytes. Writers are hard-throttled above it.",
+		"The kernel's global dirty limit, above which writers are hard-throttled (nr_dirty_threshold in /proc/vmstat × page size), in bytes.",
 		prometheus.GaugeValue)
 	vmDirtyBgThreshold = NewMetric("vm_dirty_background_threshold_bytes",
 		"Dirty level at which background writeback starts (nr_dirty_background_threshold in /proc/vmstat × page size), in bytes.",
 		prometheus.GaugeValue)
 	vmThrottleRatio = NewMetric("vm_dirty_throttle_ratio",
-		"(dirty + NFS unstable + writeback) / ((nr_dirty_threshold + nr_dirty_background_threshold) / 2), from /proc/vmstat. At 1 balance_dirty_pages() starts throttling every writer on the host.",
+		"Dirty, NFS unstable and writeback pages over the midpoint of the two dirty thresholds, from /proc/vmstat; at 1 writers are throttled.",
 		prometheus.GaugeValue)
 	vmDirtied = NewMetric("vm_dirtied_bytes_total",
 		"Bytes of pages dirtied since boot (nr_dirtied in /proc/vmstat × page size).",
@@ -67,7 +67,7 @@ var (
 		"Page faults that needed I/O (/proc/vmstat pgmajfault).",
 		prometheus.CounterValue)
 	vmRefaults = NewMetric("vm_refaults_total",
-		"Evicted pages faulted back in soon after, i.e. page-cache thrashing (/proc/vmstat workingset_refault, or workingset_refault_anon + workingset_refault_file on 5.9+).",
+		"Evicted pages faulted back in soon after, i.e. page-cache thrashing (/proc/vmstat workingset_refault*).",
 		prometheus.CounterValue)
 	vmOOMKills = NewMetric("vm_oom_kills_total",
 		"Processes killed by the OOM killer (/proc/vmstat oom_kill, 4.13+).",

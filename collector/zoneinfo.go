@@ -20,7 +20,7 @@ func init() {
 
 var (
 	zoneFree = NewMetric("vm_zone_free_bytes",
-		"Free memory in a zone (\"pages free\" in /proc/zoneinfo × page size), in bytes. kswapd wakes below the low watermark; allocations stall in direct reclaim below min.",
+		"Free memory in a zone (\"pages free\" in /proc/zoneinfo × page size), in bytes.",
 		prometheus.GaugeValue, "node", "zone")
 	zoneWatermark = NewMetric("vm_zone_watermark_bytes",
 		"Zone watermark (min, low or high in /proc/zoneinfo × page size), in bytes; set by vm.min_free_kbytes and vm.watermark_scale_factor.",
