@@ -186,7 +186,8 @@ func newKmsgCollector(o kmsgOptions) *kmsgCollector {
 }
 
 // Run reads records until ctx is done, reopening after errors with
-// exponential backoff. After a reopen it reads from the oldest record and
+// exponential backoff; on a kernel whose /dev/kmsg cannot be read
+// (errKmsgWriteOnly) it warns once and reads no more. After a reopen it reads from the oldest record and
 // skips those already counted, so nothing is counted twice and records lost
 // meanwhile show up as a sequence gap.
 func (k *kmsgCollector) Run(ctx context.Context) {
@@ -217,6 +218,13 @@ func (k *kmsgCollector) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, errKmsgWriteOnly) {
+			k.opened.Store(false) // no counter means anything: export reader_up 0 only
+			k.logger.Warn("this kernel's /dev/kmsg cannot be read (Linux < 3.5); kernel-log events are unavailable",
+				"path", k.opts.Path, "err", err)
+			<-ctx.Done()
+			return
+		}
 		if n > 0 {
 			backoff = kmsgMinBackoff
 		}
@@ -227,6 +235,13 @@ func (k *kmsgCollector) Run(ctx context.Context) {
 		backoff = min(2*backoff, kmsgMaxBackoff)
 	}
 }
+
+// errKmsgWriteOnly: /dev/kmsg opens but every read fails with EINVAL
+// whatever the buffer size. Before Linux 3.5 the device only accepted
+// writes (printk from user space); the record interface that reads came
+// with 3.5 (commit e11fea92e13f). That does not change until a reboot, so
+// the reader gives up instead of retrying.
+var errKmsgWriteOnly = errors.New("this kernel's /dev/kmsg cannot be read (Linux < 3.5)")
 
 // readAll reads records from src until an error other than EPIPE, or until
 // ctx is done. It closes src and returns how many records it read.
@@ -249,6 +264,10 @@ func (k *kmsgCollector) readAll(ctx context.Context, src kmsgSource) (int, error
 			// one left, and handle counts the sequence gap.
 		case errors.Is(err, syscall.EINVAL) && len(k.buf) < kmsgMaxBufSize:
 			k.buf = make([]byte, 2*len(k.buf)) // a record larger than the buffer
+		case errors.Is(err, syscall.EINVAL) && read == 0:
+			// No record is 1 MiB: a device that refuses every read even
+			// then has no read operation at all (Linux < 3.5).
+			return read, fmt.Errorf("%w: %w", errKmsgWriteOnly, err)
 		case ctx.Err() != nil:
 			return read, ctx.Err()
 		default:

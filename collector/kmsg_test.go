@@ -1077,3 +1077,72 @@ func TestKmsgSurvivesPanic(t *testing.T) {
 	}
 	r.stop(t)
 }
+
+// kmsgWriteOnlySource is /dev/kmsg before Linux 3.5: it opens, but the
+// device has no read operation, so every read fails with EINVAL.
+type kmsgWriteOnlySource struct{ reads atomic.Int64 }
+
+func (s *kmsgWriteOnlySource) Read(p []byte) (int, error) {
+	s.reads.Add(1)
+	return 0, &os.PathError{Op: "read", Path: "/dev/kmsg", Err: syscall.EINVAL}
+}
+func (s *kmsgWriteOnlySource) Close() error { return nil }
+
+// TestKmsgWriteOnlyDevice: on a kernel whose /dev/kmsg cannot be read the
+// reader says so once, exports reader_up 0 and nothing else, and neither
+// reopens nor retries (it used to retry with backoff for ever, growing its
+// buffer to 1 MiB each time).
+func TestKmsgWriteOnlyDevice(t *testing.T) {
+	logs := &kmsgLogCounter{}
+	src := &kmsgWriteOnlySource{}
+	var opens atomic.Int64
+	var sleeps atomic.Int64
+	k := newKmsgCollector(kmsgOptions{Path: "/dev/kmsg", Logger: slog.New(logs),
+		Open: func(bool) (kmsgSource, error) { opens.Add(1); return src, nil },
+		Sleep: func(ctx context.Context, d time.Duration) bool {
+			sleeps.Add(1)
+			return ctx.Err() == nil
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { k.Run(ctx); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		logs.mu.Lock()
+		n := len(logs.msgs)
+		logs.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // room for a retry that must not come
+	ch := make(chan prometheus.Metric, 16)
+	if err := k.Update(context.Background(), ch); err != nil {
+		t.Errorf("Update = %v", err)
+	}
+	if len(ch) != 1 {
+		t.Errorf("%d metrics sent, want stall_kernel_log_reader_up only", len(ch))
+	} else {
+		var pb dto.Metric
+		m := <-ch
+		if err := m.Write(&pb); err != nil || pb.GetGauge().GetValue() != 0 || !strings.Contains(m.Desc().String(), "stall_kernel_log_reader_up") {
+			t.Errorf("sent %v = %v (%v), want stall_kernel_log_reader_up 0", m.Desc(), pb.GetGauge().GetValue(), err)
+		}
+	}
+	cancel()
+	<-done
+	logs.mu.Lock()
+	if len(logs.msgs) != 1 || !strings.Contains(logs.msgs[0], "cannot be read (Linux < 3.5)") {
+		t.Errorf("warnings %q, want exactly one saying the kernel's /dev/kmsg cannot be read", logs.msgs)
+	}
+	logs.mu.Unlock()
+	if opens.Load() != 1 || sleeps.Load() != 0 {
+		t.Errorf("%d opens and %d backoff sleeps, want 1 and 0: the kernel will not change until a reboot", opens.Load(), sleeps.Load())
+	}
+	// Six reads double the 16 KiB buffer to 1 MiB, as for a large record;
+	// the seventh, at 1 MiB, gives up.
+	if got := src.reads.Load(); got != 7 {
+		t.Errorf("%d reads, want 7", got)
+	}
+}
