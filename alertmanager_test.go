@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // amAlert is an alert as Alertmanager's API v2 takes and returns it.
@@ -216,7 +218,7 @@ func alertmanagerBinary(t *testing.T) string {
 	if p, err := exec.LookPath("alertmanager"); err == nil {
 		return p
 	}
-	return requireTool(t, "prometheus-alertmanager")
+	return collectortest.RequireTool(t, "prometheus-alertmanager")
 }
 
 // startAlertmanager runs Alertmanager with the shipped configuration, alone

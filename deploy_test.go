@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -19,19 +20,6 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
-
-// requireTool returns the path of a test tool; in CI its absence fails.
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not found; `make test-deps` installs it", name)
-		}
-		t.Skipf("%s not found; run `make test-deps`", name)
-	}
-	return path
-}
 
 // alertRule is one rule of an alerts/*.yml file, as far as the deploy and
 // end-to-end tests read it.
@@ -220,7 +208,7 @@ func checkKubernetesSD(t *testing.T, job map[string]any) {
 // every alert the rules define, and inhibitions that name only those
 // alerts.
 func TestDeployConfigs(t *testing.T) {
-	promtool := requireTool(t, "promtool")
+	promtool := collectortest.RequireTool(t, "promtool")
 	files, rules := alertRules(t)
 	rulesDir := t.TempDir()
 	for _, f := range files {
@@ -250,7 +238,7 @@ func TestDeployConfigs(t *testing.T) {
 		t.Errorf("promtool checked %d rule files, want alerts/*.yml's %d:\n%s", n, len(files), out)
 	}
 
-	amtool := requireTool(t, "amtool")
+	amtool := collectortest.RequireTool(t, "amtool")
 	const am = "deploy/prometheus/alertmanager.yml"
 	out, err = exec.Command(amtool, "check-config", am).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "SUCCESS") {
@@ -336,7 +324,7 @@ func checkInhibitions(t *testing.T, path string, alerts map[string]bool) {
 // as on a host without the unit installed), checks it with
 // systemd-analyze verify, and checks the capabilities and the credential.
 func TestSystemdUnit(t *testing.T) {
-	analyze := requireTool(t, "systemd-analyze")
+	analyze := collectortest.RequireTool(t, "systemd-analyze")
 	const unit = "deploy/systemd/stall_exporter.service"
 	out, err := exec.Command(analyze, "security", "--offline=true", "--threshold=30", unit).CombinedOutput()
 	score := regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`).FindSubmatch(out)
@@ -655,7 +643,7 @@ func labelsMatch(selector, labels map[string]string) bool {
 // binaries they start are not installed here, so only that complaint is
 // accepted.
 func TestDeploySystemdUnits(t *testing.T) {
-	analyze := requireTool(t, "systemd-analyze")
+	analyze := collectortest.RequireTool(t, "systemd-analyze")
 	units, err := filepath.Glob("deploy/systemd/*.service")
 	if err != nil || len(units) < 3 {
 		t.Fatalf("want the exporter's, the name server's and the broker's units, found %v (%v)", units, err)
@@ -677,7 +665,7 @@ func TestDeploySystemdUnits(t *testing.T) {
 // through every system call the dns collector makes — which the base
 // unit's filter alone does not.
 func TestSystemdDNSDropIn(t *testing.T) {
-	analyze := requireTool(t, "systemd-analyze")
+	analyze := collectortest.RequireTool(t, "systemd-analyze")
 	dir := t.TempDir()
 	// verify checks that ExecStart's binary exists and is executable; any
 	// executable will do, so the test binary stands in for the exporter.

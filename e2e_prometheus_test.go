@@ -24,6 +24,7 @@ import (
 
 	"github.com/stall-exporter/stall_exporter/collector/dns/dnstest"
 	"github.com/stall-exporter/stall_exporter/dashboards"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
 )
 
@@ -56,8 +57,8 @@ var mayBeAbsent = map[string]string{
 // its collector runs; every dashboard query must return data unless it
 // reads a metric of mayBeAbsent.
 func TestPrometheusEndToEnd(t *testing.T) {
-	promBin := requireTool(t, "prometheus")
-	redisBin := requireTool(t, "redis-server")
+	promBin := collectortest.RequireTool(t, "prometheus")
+	redisBin := collectortest.RequireTool(t, "redis-server")
 	if os.Geteuid() != 0 {
 		t.Fatal("the end-to-end test runs the dns collector, which needs root (CAP_NET_RAW, CAP_BPF, port 53); run it as root, as `make test` and CI do")
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under collector/fixtures/*/metrics.golden")
@@ -157,7 +158,7 @@ func TestGolden(t *testing.T) {
 			}
 			url := startExporter(t, bin, args...)
 			full := scrape(t, url)
-			checkPromtool(t, full)
+			collectortest.CheckMetrics(t, full)
 			got := stable(full)
 			golden := filepath.Join(dir, "metrics.golden")
 			if *update {
@@ -174,25 +175,6 @@ func TestGolden(t *testing.T) {
 				t.Errorf("/metrics differs from %s (run `make golden` after checking the change):\n%s", golden, lineDiff(string(want), got))
 			}
 		})
-	}
-}
-
-// checkPromtool lints the exposition with the real promtool. It is required
-// in CI (CI=true); elsewhere a missing promtool skips only this check.
-func checkPromtool(t *testing.T, exposition string) {
-	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("promtool not found; `make test-deps` installs it")
-		}
-		t.Log("promtool not found; skipping `promtool check metrics`")
-		return
-	}
-	cmd := exec.Command(path, "check", "metrics")
-	cmd.Stdin = strings.NewReader(exposition)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }
 

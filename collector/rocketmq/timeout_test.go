@@ -3,8 +3,6 @@ package rocketmq
 import (
 	"context"
 	"log/slog"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -325,13 +323,7 @@ func TestInvalidFlags(t *testing.T) {
 // the put-latency histogram, a 5.x broker, a name server) passes
 // `promtool check metrics`.
 func TestPromtoolCheckMetrics(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("promtool is required in CI: %v", err)
-		}
-		t.Skip("promtool not installed")
-	}
+	collectortest.RequireTool(t, "promtool")
 	b49 := startBroker(t, rocketmqtest.Runtime49(), rocketmqtest.Config49)
 	b5 := startBroker(t, rocketmqtest.Runtime5(), config5)
 	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{
@@ -355,12 +347,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 			t.Errorf("%s missing from the scrape checked", family)
 		}
 	}
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = strings.NewReader(r.Text)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
-	}
+	collectortest.CheckMetrics(t, r.Text)
 }
 
 // A config re-read that fails keeps the directly named broker's labels and

@@ -80,3 +80,26 @@ func TestSilentListener(t *testing.T) {
 		t.Errorf("read %d bytes, err %v; want a timeout", n, err)
 	}
 }
+
+// CheckMetrics must fail on what promtool finds: a counter without _total.
+func TestCheckMetricsFindsLint(t *testing.T) {
+	RequireTool(t, "promtool")
+	ft := &fakeT{TB: t}
+	CheckMetrics(ft, "# HELP stall_x_seconds A counter.\n# TYPE stall_x_seconds counter\nstall_x_seconds 1\n")
+	if !ft.failed {
+		t.Error("CheckMetrics passed a counter named without _total")
+	}
+	ft = &fakeT{TB: t}
+	CheckMetrics(ft, "# HELP stall_x_total A counter.\n# TYPE stall_x_total counter\nstall_x_total 1\n")
+	if ft.failed {
+		t.Error("CheckMetrics failed a clean exposition")
+	}
+}
+
+// fakeT records Errorf instead of failing the real test.
+type fakeT struct {
+	testing.TB
+	failed bool
+}
+
+func (f *fakeT) Errorf(format string, args ...any) { f.failed = true }
