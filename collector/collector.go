@@ -1,14 +1,15 @@
 // Package collector holds stall_exporter's collector registry and the host
 // collectors (one file each); the application collectors are packages
-// beneath it (collector/redis, collector/rocketmq) that main imports for
-// their init. Every collector follows one pattern: it registers itself by
-// name in an init function with Register (and a /probe module with
-// RegisterProbe), declares its own command-line flags as package variables
-// (named --<collector>.<option>), and implements Update, which sends the
-// metrics of one scrape. The exporter turns each registered
-// name into a --[no-]collector.<name> flag, wraps every Update with a timeout
-// and with the stall_scrape_collector_* self-metrics, and starts the
-// background loop of collectors that implement Runner.
+// beneath it (collector/redis, collector/rocketmq, collector/dns) that main
+// imports for their init. Every collector follows one pattern: it registers
+// itself by name, with a one-line description for --help, in an init
+// function with Register (and a /probe module with RegisterProbe), declares
+// its own command-line flags as package variables (named
+// --<collector>.<option>), and implements Update, which sends the metrics of
+// one scrape. The exporter turns each registered name into a
+// --[no-]collector.<name> flag, wraps every Update with a timeout and with
+// the stall_scrape_collector_* self-metrics, and starts the background loop
+// of collectors that implement Runner.
 package collector
 
 import (

@@ -14,7 +14,7 @@ var pageSizeFlag = kingpin.Flag("vmstat.page-size",
 // checkPageSize rejects a --vmstat.page-size that no kernel uses: it must be
 // 0 (the running kernel's) or a power of two from 4 KiB to 1 MiB.
 func checkPageSize() error {
-	if pageSizeFlag == nil || *pageSizeFlag == 0 {
+	if *pageSizeFlag == 0 {
 		return nil
 	}
 	p := *pageSizeFlag
@@ -28,7 +28,7 @@ func checkPageSize() error {
 // /proc/zoneinfo count: the running kernel's page size (4 KiB on x86-64,
 // often 64 KiB on arm64 and ppc64le), never an assumed 4096.
 func PageSize() uint64 {
-	if pageSizeFlag != nil && *pageSizeFlag > 0 {
+	if *pageSizeFlag > 0 {
 		return *pageSizeFlag
 	}
 	return uint64(os.Getpagesize())

@@ -13,10 +13,9 @@ const procFileMaxBytes = 16 << 20
 // ProcFile keeps one /proc file open and re-reads it from offset 0 with
 // pread on every Read: no open and no allocation per read once the buffer
 // fits. The hot /proc readers use it: the vmstat, zoneinfo and diskstats
-// collectors and the 1 s sampler (procfs serves the files read less often
-// or parsed by it). A
-// read error closes the file so the next Read reopens it. Not safe for
-// concurrent use.
+// collectors and the sampler (procfs serves the files read less often or
+// parsed by it). A read error closes the file so the next Read reopens it.
+// Not safe for concurrent use.
 type ProcFile struct {
 	path string
 	f    *os.File

@@ -62,9 +62,6 @@ func (v *VMStat) getter(f VMField) func() (uint64, bool) {
 	return func() (uint64, bool) { return v.Get(f) }
 }
 
-// Has reports whether the field was present.
-func (v *VMStat) Has(f VMField) bool { return v.present&(1<<f) != 0 }
-
 // Len is the number of fields present.
 func (v *VMStat) Len() int { return bits.OnesCount64(v.present) }
 
@@ -124,7 +121,8 @@ func ParseVMStat(data []byte, v *VMStat) (bad int, firstErr error) {
 	return bad, firstErr
 }
 
-// zones are the zone suffixes of per-zone counters across kernels.
+// isZone reports whether s is the zone suffix of a per-zone counter
+// (allocstall_normal, pgscan_direct_dma32 …) on any kernel.
 func isZone(s []byte) bool {
 	switch string(s) {
 	case "dma", "dma32", "normal", "movable", "high", "device":

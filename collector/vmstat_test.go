@@ -73,8 +73,8 @@ func TestParseVMStatLayouts(t *testing.T) {
 			if ok != tc.want.hasRefaults || x != tc.want.refaults {
 				t.Errorf("refaults = %d (present %v), want %d (present %v)", x, ok, tc.want.refaults, tc.want.hasRefaults)
 			}
-			if v.Has(VMOOMKill) != tc.want.hasOOM {
-				t.Errorf("oom_kill present = %v, want %v", v.Has(VMOOMKill), tc.want.hasOOM)
+			if _, has := v.Get(VMOOMKill); has != tc.want.hasOOM {
+				t.Errorf("oom_kill present = %v, want %v", has, tc.want.hasOOM)
 			}
 			r, ok := v.ThrottleRatio()
 			if !ok || r != tc.want.ratio {

@@ -1,8 +1,9 @@
 // Package collectortest holds the test helpers that the tests of several
-// collector packages share: a collector.Config for tests, a log buffer, a
-// listener that never answers, and two ways to run one Update — as
-// decoded samples (Scrape) or as the text exposition a Prometheus server
-// would read (Expose). The tests of package collector itself cannot use it
+// collector packages and of the exporter share: a collector.Config for
+// tests, a log buffer, a listener that never answers, two ways to run one
+// Update — as decoded samples (Scrape) or as the text exposition a
+// Prometheus server would read (Expose) — and the one policy for real tools
+// (RequireTool, and CheckMetrics, which lints an exposition with promtool). The tests of package collector itself cannot use it
 // (it imports collector).
 package collectortest
 
