@@ -11,7 +11,7 @@ import (
 // attribution (eBPF cgroup hooks or /proc sampling).
 var (
 	queriesDesc = collector.NewMetric("dns_queries_total",
-		"DNS queries captured (AF_PACKET, UDP and TCP port 53, all interfaces or --dns.interface), retransmissions included, by question type and resolver: the server's address, for the first --dns.max-resolvers servers queried; later ones count as other.",
+		"DNS queries captured on port 53 (AF_PACKET, UDP and TCP), retransmissions included, by question type and resolver.",
 		prometheus.CounterValue, "qtype", "resolver")
 	responsesDesc = collector.NewMetric("dns_responses_total",
 		"DNS responses captured, by the question type and the header RCODE (NOERROR, NXDOMAIN, SERVFAIL, REFUSED, other).",
@@ -32,7 +32,7 @@ var (
 		"Captured responses to queries already counted as timed out (arriving within a second --dns.timeout).",
 		prometheus.CounterValue)
 	unmatchedDesc = collector.NewMetric("dns_unmatched_responses_total",
-		"Captured responses matching no captured query: the query was sent before the capture started, on an interface not captured, dropped by the kernel, forgotten after two timeouts, or never sent (spoofed).",
+		"Captured port-53 responses that match no captured query.",
 		prometheus.CounterValue)
 	overflowsDesc = collector.NewMetric("dns_pending_overflows_total",
 		"Captured queries not tracked because --dns.max-pending queries were already waiting for a response (their responses count as unmatched).",
@@ -44,22 +44,22 @@ var (
 		"Packets the capture's kernel filter (UDP or TCP port 53, first fragments) passed to the exporter and the exporter read.",
 		prometheus.CounterValue)
 	dropsDesc = collector.NewMetric("dns_capture_drops_total",
-		"Packets that passed the capture filter but were dropped by the kernel because the socket's receive buffer was full (PACKET_STATISTICS tp_drops, accumulated: the kernel resets it on every read).",
+		"Captured packets the kernel dropped because the socket's receive buffer was full (PACKET_STATISTICS tp_drops).",
 		prometheus.CounterValue)
 	tcpUnsyncedDesc = collector.NewMetric("dns_tcp_unsynced_segments_total",
-		"TCP port-53 segments with data whose message boundaries are unknown and which were skipped: the connection started before the capture, a segment before it was not captured, or --dns.max-tcp-flows directions were already tracked.",
+		"TCP port-53 segments skipped because their DNS message boundaries are unknown (capture).",
 		prometheus.CounterValue)
 	captureUpDesc = collector.NewMetric("dns_capture_up",
-		"1 while the AF_PACKET capture socket is open and reading; 0 while it cannot be opened (no CAP_NET_RAW, the --dns.interface is missing) or failed, and is retried with backoff from 1 s to 1 min.",
+		"1 while the AF_PACKET capture socket is open and reading, 0 while it cannot be opened or has failed.",
 		prometheus.GaugeValue)
 	modeDesc = collector.NewMetric("dns_attribution_mode",
-		"1 for the active per-process attribution mode: ebpf (cgroup sock_addr hooks count every connect/sendmsg to port 53), proc (sampling /proc for sockets connected to port 53, a lower bound), none (stall_dns_process_lookups_total is not exported).",
+		"1 for the active per-process attribution mode: ebpf (cgroup hooks), proc (/proc sampling) or none.",
 		prometheus.GaugeValue, "mode")
 	processLookupsDesc = collector.NewMetric("dns_process_lookups_total",
-		"Lookups to port 53 by process name (the process's comm) and cgroup (named after its systemd unit, container or Kubernetes pod; docs/dns.md): in ebpf mode every connect() or unconnected sendmsg() to port 53 (cgroup sock_addr hooks), in proc mode each socket connected to port 53 seen by the /proc sampler. The --dns.max-processes most recently active (name, cgroup) pairs have their own series; the rest count as other.",
+		"Lookups to port 53 by process name and cgroup, from eBPF cgroup hooks or /proc sampling (stall_dns_attribution_mode).",
 		prometheus.CounterValue, "comm", "cgroup")
 	processQueriesDesc = collector.NewMetric("dns_process_queries_total",
-		"DNS queries sent over UDP by process name, cgroup and question type, ebpf mode only: a cgroup_skb egress program reads each query's type and joins it to the process by the socket cookie recorded at connect/sendmsg. Names and cgroups as in stall_dns_process_lookups_total; names over 40 labels and DNS over TCP are not counted.",
+		"DNS queries sent over UDP by process name, cgroup and question type, from an eBPF cgroup_skb egress program (ebpf mode only).",
 		prometheus.CounterValue, "comm", "cgroup", "qtype")
 )
 

@@ -25,7 +25,7 @@ import (
 
 var (
 	bigKeyDesc = collector.NewMetric("redis_big_key_bytes",
-		"The largest keys of at least --redis.bigkeys.min-bytes in the last complete background scan (MEMORY USAGE; at most --redis.bigkeys.top per target; key is the name, or sha256:… with --redis.bigkeys.hash-names).",
+		"Memory of the largest keys in the last complete background scan (MEMORY USAGE), at most --redis.bigkeys.top per target.",
 		prometheus.GaugeValue, "addr", "db", "key")
 	bigKeysScannedDesc = collector.NewMetric("redis_big_keys_scanned_total",
 		"Keys measured with MEMORY USAGE by the background big-key scan.", prometheus.CounterValue, "addr")

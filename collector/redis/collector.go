@@ -30,14 +30,13 @@ var (
 	upDesc = collector.NewMetric("redis_up",
 		"1 if the last scrape of the Redis target answered INFO within --redis.timeout, else 0 (stall_redis_down_reason says why).", prometheus.GaugeValue, "addr")
 	downReasonDesc = collector.NewMetric("redis_down_reason",
-		"1 for why the last scrape of a target that is down failed: auth, password_file, permission, refused, timeout, dns, tls, reply_too_large, protocol, loading, busy, error_reply or network; absent while the target is up.",
+		"1 for why the last scrape of a target that is down failed (connection, AUTH or reply); absent while it is up.",
 		prometheus.GaugeValue, "addr", "reason")
 	refusedDesc = collector.NewMetric("redis_command_refused",
-		"1 if the target answered the last CLIENT LIST, CONFIG GET or MEMORY STATS (cmd client|list, config|get, memory|stats) with an error (ACL NOPERM, renamed or unknown command), "+
-			"0 if it answered; absent until the command is first sent. The families that command feeds are absent while it is refused.",
+		"1 if the target answered the last CLIENT LIST, CONFIG GET or MEMORY STATS with an error reply, 0 if it answered.",
 		prometheus.GaugeValue, "addr", "cmd")
 	oversizedDesc = collector.NewMetric("redis_oversized_replies_total",
-		"Replies refused because the sizes their headers announced exceeded their limit (--redis.max-reply-bytes for CLIENT LIST, 1 MiB for the others); each closed its connection.", prometheus.CounterValue, "addr")
+		"Replies refused because the size their RESP header announced exceeded its limit (--redis.max-reply-bytes for CLIENT LIST).", prometheus.CounterValue, "addr")
 	scrapeSecondsDesc = collector.NewMetric("redis_scrape_duration_seconds",
 		"Wall time of this target's last scrape (all commands, parsing included), as measured by the exporter.", prometheus.GaugeValue, "addr")
 	infoDesc = collector.NewMetric("redis_server_info",
@@ -47,7 +46,7 @@ var (
 	clientsDesc = collector.NewMetric("redis_clients_connected",
 		"Client connections, replicas excluded (INFO connected_clients).", prometheus.GaugeValue, "addr")
 	clientsMemDesc = collector.NewMetric("redis_clients_memory_bytes",
-		"Memory used by client connections, buffers included, by type normal|replica (MEMORY STATS clients.normal/clients.slaves, 4.0+; INFO mem_clients_normal/mem_clients_slaves otherwise).",
+		"Memory used by client connections, buffers included, by type (MEMORY STATS clients.*, or INFO mem_clients_* before 4.0).",
 		prometheus.GaugeValue, "addr", "type")
 	recentMaxOutDesc = collector.NewMetric("redis_client_recent_max_output_buffer_bytes",
 		"Largest output buffer of any client over the last seconds (INFO client_recent_max_output_buffer, 5.0+; absent before).",
@@ -92,7 +91,7 @@ var (
 		"Time spent executing each command on Redis' main thread (INFO commandstats usec / 1e6).", prometheus.CounterValue, "addr", "cmd")
 
 	clClientsDesc = collector.NewMetric("redis_client_list_clients",
-		"Clients in the last CLIENT LIST; replica connections (flags S) are excluded here and from every redis_client_* aggregate, as INFO connected_clients excludes them.", prometheus.GaugeValue, "addr")
+		"Clients in the last CLIENT LIST, replica connections excluded as in INFO connected_clients.", prometheus.GaugeValue, "addr")
 	clOmemDesc = collector.NewMetric("redis_client_output_buffer_bytes",
 		"Sum of every client's output buffer list (CLIENT LIST omem, last run).", prometheus.GaugeValue, "addr")
 	clMaxOmemDesc = collector.NewMetric("redis_client_max_output_buffer_bytes",
@@ -104,7 +103,7 @@ var (
 	clOllDesc = collector.NewMetric("redis_client_output_list_blocks",
 		"Sum of reply-list blocks queued for clients (CLIENT LIST oll, last run).", prometheus.GaugeValue, "addr")
 	clGroupOmemDesc = collector.NewMetric("redis_client_group_output_buffer_bytes",
-		"Output buffer bytes of the top --redis.client-list.top-k client groups (--redis.client-group-by) with non-zero omem; group=\"other\" sums the rest (CLIENT LIST omem, last run).",
+		"Output buffer bytes of the top client groups with non-zero omem, the rest as group=\"other\" (CLIENT LIST omem).",
 		prometheus.GaugeValue, "addr", "group")
 	clGroupClientsDesc = collector.NewMetric("redis_client_group_clients",
 		"Clients in each exported client group; group=\"other\" counts the rest (CLIENT LIST, last run).", prometheus.GaugeValue, "addr", "group")

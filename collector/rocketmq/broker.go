@@ -25,18 +25,18 @@ func brokerMetric(name, help string, typ prometheus.ValueType, extra ...string) 
 
 var (
 	upDesc = brokerMetric("up",
-		"1 if the broker answered GET_BROKER_RUNTIME_INFO (request 28) in this scrape within --rocketmq.timeout (and the scrape timeout), else 0 (stall_rocketmq_down_reason says why). The config read does not affect it.", prometheus.GaugeValue)
+		"1 if the broker answered GET_BROKER_RUNTIME_INFO (request 28) within the timeout in this scrape, else 0.", prometheus.GaugeValue)
 	infoDesc = brokerMetric("broker_info",
 		"Broker identity (always 1): version from runtime-info key brokerVersionDesc, address it is scraped at.", prometheus.GaugeValue, "version", "address")
 	downReasonDesc = brokerMetric("down_reason",
-		"Why the broker's last GET_BROKER_RUNTIME_INFO failed (always 1; absent while stall_rocketmq_up is 1): reason permission (ACL refusal: NO_PERMISSION, or an ACL exception in a SYSTEM_ERROR remark), busy (SYSTEM_BUSY), unsupported (REQUEST_CODE_NOT_SUPPORTED), error_reply, protocol, reply_too_large, refused, timeout, dns, network.",
+		"Why the broker's last GET_BROKER_RUNTIME_INFO failed (always 1); absent while stall_rocketmq_up is 1.",
 		prometheus.GaugeValue, "reason")
 	namesrvUpDesc = collector.NewMetric("rocketmq_namesrv_up",
 		"1 if the name server answered GET_BROKER_CLUSTER_INFO (request 106) at the last discovery, else 0.", prometheus.GaugeValue, "namesrv")
 	lockHeldDesc = brokerMetric("commitlog_lock_held_seconds",
-		"How long the current holder has held the CommitLog put lock, 0 when free (runtime-info pageCacheLockTimeMills, instantaneous). The broker declares the page cache busy above osPageCacheBusyTimeOutMills.", prometheus.GaugeValue)
+		"How long the current holder has held the CommitLog put lock, 0 when free (runtime-info pageCacheLockTimeMills).", prometheus.GaugeValue)
 	putPercentileDesc = brokerMetric("put_latency_window_percentile_seconds",
-		"Put latency percentile over the broker's last completed 60 s window: percentile=\"99\" from runtime-info putLatency99, \"99.9\" from putLatency999 (4.9.4+).", prometheus.GaugeValue, "percentile")
+		"Put latency percentile over the broker's last 60 s window (runtime-info putLatency99 and putLatency999).", prometheus.GaugeValue, "percentile")
 	putMaxDesc = brokerMetric("put_latency_max_seconds",
 		"Longest whole put since broker start (runtime-info putMessageEntireTimeMax, high-water mark).", prometheus.GaugeValue)
 	putMessagesDesc = brokerMetric("put_messages_total",
@@ -52,7 +52,7 @@ var (
 	sendQueueCapDesc = brokerMetric("send_queue_capacity",
 		"Capacity of the send thread pool queue (runtime-info sendThreadPoolQueueCapacity).", prometheus.GaugeValue)
 	sendQueueWaitDesc = brokerMetric("send_queue_head_wait_seconds",
-		"Age of the oldest queued send request (runtime-info sendThreadPoolQueueHeadWaitTimeMills). Fast failure rejects requests older than waitTimeMillsInSendQueue (200 ms).", prometheus.GaugeValue)
+		"Age of the oldest queued send request (runtime-info sendThreadPoolQueueHeadWaitTimeMills).", prometheus.GaugeValue)
 	pullQueueSizeDesc = brokerMetric("pull_queue_size",
 		"Pull requests queued for the pull thread pool (runtime-info pullThreadPoolQueueSize).", prometheus.GaugeValue)
 	pullQueueCapDesc = brokerMetric("pull_queue_capacity",
@@ -72,11 +72,11 @@ var (
 	diskRatioDesc = brokerMetric("commitlog_disk_ratio",
 		"Used fraction of the CommitLog disk, 0–1 (runtime-info commitLogDiskRatio). Absent when the broker reports -1 (it could not read the disk).", prometheus.GaugeValue)
 	keyErrorsDesc = brokerMetric("runtime_info_errors_total",
-		"Runtime-info keys that were missing, unparsable or impossible (NaN, infinite, a negative duration or count, a duration over 7 days), by key, since exporter start; each costs only its own metric. Also counted in stall_collector_parse_errors_total.", prometheus.CounterValue, "key")
+		"Runtime-info keys that were missing, unparsable or impossible, by key, since exporter start.", prometheus.CounterValue, "key")
 	sampleErrorsDesc = brokerMetric("lock_samples_failed_total",
 		"Background pageCacheLockTimeMills samples (--rocketmq.sample-interval) that failed since exporter start.", prometheus.CounterValue)
 	configInfoDesc = brokerMetric("broker_config_info",
-		"The broker settings that decide CommitLog stalls, as reported by GET_BROKER_CONFIG (request 26), refreshed every --rocketmq.config-interval (always 1; empty label: key not reported).",
+		"The broker settings that decide CommitLog stalls, from GET_BROKER_CONFIG (request 26), always 1.",
 		prometheus.GaugeValue, configLabels...)
 	configBusyTimeoutDesc = brokerMetric("broker_config_page_cache_busy_timeout_seconds",
 		"Lock hold above which the broker declares the page cache busy and fast-fails sends (config osPageCacheBusyTimeOutMills, default 1000 ms).", prometheus.GaugeValue)
@@ -84,7 +84,7 @@ var (
 		"Send-queue wait above which fast failure rejects a request with SYSTEM_BUSY (config waitTimeMillsInSendQueue, default 200 ms).", prometheus.GaugeValue)
 
 	putLatency = collector.DeclareHistogram("rocketmq_put_latency_seconds",
-		"Whole put latency (lock wait, append, and flush/replication wait in sync modes), cumulative over the broker's 60 s putMessageDistributeTime windows seen since exporter start (runtime-info putMessageDistributeTime; 13 broker buckets). _sum is NaN: the broker reports no total time.",
+		"Whole put latency, cumulative over the broker's 60 s windows seen since exporter start (runtime-info putMessageDistributeTime).",
 		nil, brokerLabels...)
 	lockSampled = collector.DeclareHistogram("rocketmq_commitlog_lock_held_sampled_seconds",
 		"pageCacheLockTimeMills sampled every --rocketmq.sample-interval between scrapes: how long the CommitLog put lock had been held at each sample.",

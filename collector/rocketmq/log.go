@@ -59,25 +59,25 @@ var slowBuckets = []float64{0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30}
 // (newLogMetrics), so tests and followers never share counts.
 var (
 	logEventsFamily = collector.DeclareCounter("rocketmq_log_events_total",
-		"Broker log lines by event: lock_slow ('putMessage(s) in lock cost time(ms)', 3.x 'in lock eclipse time(ms)'; lock held > 500 ms), put_slow ('not in lock elapsed/eclipse time(ms)', 5.x 'CommitLog#putMessage cost'; whole put > 500 ms), mapped_file_slow ('create mappedFile spent time(ms)', > 10 ms), transient_store_pool_exhausted ('TransientStorePool is not enough'), pagecache_rt (the 60 s [PAGECACHERT] line), page_cache_busy ('[NOTIFYME]page cache is busy, … lock time(ms)=N'); from store.log.",
+		"Broker log lines by stall-related event, from store.log.",
 		"event")
 	logLinesFamily = collector.DeclareCounter("rocketmq_log_lines_total",
 		"Lines read from each followed broker log file (store.log, watermark.log).",
 		"file")
 	logRotationsFamily = collector.DeclareCounter("rocketmq_log_rotations_total",
-		"Times each followed log file was replaced by a new file at its path (logback rename-and-create, or gzip into otherdays/ and delete), counting files rotated in and out between two polls.",
+		"Times each followed broker log file was replaced by a new file at its path.",
 		"file")
 	logLastTimeFamily = collector.DeclareGauge("rocketmq_log_last_line_timestamp_seconds",
 		"Unix time of the newest timestamped line read from each log file (the broker writes GMT+8 whatever the host zone).",
 		"file")
 	logLockHeldFamily = collector.DeclareHistogram("rocketmq_log_lock_held_seconds",
-		"Exact CommitLog put-lock holds over 500 ms, from store.log '[NOTIFYME]putMessage(s) in lock cost time(ms)=N' (3.x 'putMessage in lock eclipse time(ms) N', over 1 s before 3.5).",
+		"CommitLog put-lock holds over 500 ms, from store.log '[NOTIFYME]putMessage(s) in lock cost time(ms)=N'.",
 		slowBuckets)
 	logPageCacheBusyFamily = collector.DeclareHistogram("rocketmq_log_page_cache_busy_lock_held_seconds",
-		"How long the CommitLog put lock had been held when the broker logged '[NOTIFYME]page cache is busy, … lock time(ms)=N' in store.log: a hold still in progress, so the same hold is logged again, whole, in stall_rocketmq_log_lock_held_seconds.",
+		"How long the put lock had been held when store.log reported '[NOTIFYME]page cache is busy'.",
 		slowBuckets)
 	logPutSlowFamily = collector.DeclareHistogram("rocketmq_log_put_slow_seconds",
-		"Whole puts over 500 ms, from store.log 'putMessage not in lock elapsed time(ms)=N' (4.7–4.9), 'not in lock eclipse time(ms)=N' (before 4.7, and 5.x batches) or 'CommitLog#putMessage cost Nms' (5.x).",
+		"Whole puts over 500 ms, from store.log's slow-put lines ('not in lock elapsed time', 'CommitLog#putMessage cost').",
 		slowBuckets)
 	logMappedFileFamily = collector.DeclareHistogram("rocketmq_log_mapped_file_create_seconds",
 		"Creations of a CommitLog mapped file over 10 ms, from store.log 'create mappedFile spent time(ms) N'.",
@@ -86,13 +86,13 @@ var (
 		"Requests queued for a broker thread pool at the last watermark.log '[WATERMARK] <Pool> Queue Size: N' line (written every second).",
 		"pool")
 	logQueueWaitFamily = collector.DeclareHistogram("rocketmq_log_queue_head_wait_seconds",
-		"Age of the oldest queued request in each [WATERMARK] line of watermark.log (SlowTimeMills, one line per pool per second): a 1 Hz series of send-queue head wait; fast failure starts at waitTimeMillsInSendQueue (200 ms).",
+		"Age of the oldest queued request in each watermark.log [WATERMARK] line, by thread pool.",
 		[]float64{0, 0.01, 0.05, 0.1, 0.15, 0.2, 0.5, 1, 5}, "pool")
 	// Sent as a const histogram (the broker logs whole windows, not
 	// observations), so it has a Desc rather than a vector and no buckets
 	// of its own.
 	logPutLatencyFamily = collector.DeclareHistogram("rocketmq_log_put_latency_seconds",
-		"Whole put latency from the [PAGECACHERT] PutMessageDistributeTime line store.log writes every 60 s, cumulative over the windows logged since exporter start (13 broker buckets; _sum is NaN: the broker logs no total).",
+		"Whole put latency from store.log's 60 s [PAGECACHERT] lines, cumulative since exporter start.",
 		nil)
 	logPutLatencyDesc = logPutLatencyFamily.Desc()
 )
