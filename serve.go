@@ -34,7 +34,7 @@ import (
 // of each).
 
 var refusedDesc = collector.NewMetric("exporter_requests_refused_total",
-	"HTTP requests answered 503 because the handler's concurrency budget was in use: --web.max-requests for handler=\"metrics\", --web.max-probe-requests for handler=\"probe\".",
+	"HTTP requests answered 503 because --web.max-requests (/metrics) or --web.max-probe-requests (/probe) requests were already running.",
 	prometheus.CounterValue, "handler")
 
 var connsRefusedDesc = collector.NewMetric("exporter_connections_refused_total",
