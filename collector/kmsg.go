@@ -186,10 +186,10 @@ func newKmsgCollector(o kmsgOptions) *kmsgCollector {
 }
 
 // Run reads records until ctx is done, reopening after errors with
-// exponential backoff; on a kernel whose /dev/kmsg cannot be read
-// (errKmsgWriteOnly) it warns once and reads no more. After a reopen it reads from the oldest record and
+// exponential backoff. After a reopen it reads from the oldest record and
 // skips those already counted, so nothing is counted twice and records lost
-// meanwhile show up as a sequence gap.
+// meanwhile show up as a sequence gap. On a kernel whose /dev/kmsg cannot be
+// read (errKmsgWriteOnly) it warns once and reads no more.
 func (k *kmsgCollector) Run(ctx context.Context) {
 	src := k.src
 	k.src = nil
