@@ -36,6 +36,9 @@ var (
 	kmsgEventsDesc = NewMetric("kernel_log_events_total",
 		"Kernel log records (/dev/kmsg, kernel facility) of each stall-related event since the exporter started; lower bounds, as the kernel rate-limits them.",
 		prometheus.CounterValue, "event")
+	kmsgAllocOrderDesc = NewMetric("kernel_page_allocation_failures_total",
+		"Kernel \"page allocation failure\" reports (/dev/kmsg) by the order of the failed allocation (2^order contiguous pages; other above 10) since the exporter started; lower bounds, as the kernel logs at most one per 10 s.",
+		prometheus.CounterValue, "order")
 	kmsgRecordsDesc = NewMetric("kernel_log_records_total",
 		"Kernel log records read from /dev/kmsg since the exporter started, of any facility and level.",
 		prometheus.CounterValue)
@@ -138,6 +141,10 @@ type kmsgCollector struct {
 	records atomic.Uint64
 	lost    atomic.Uint64
 	events  [kmsgEventCount]atomic.Uint64
+	// orders splits events[kmsgPageAllocationFailure] by the order label:
+	// order 0 (no free page at all) and higher orders (fragmentation) are
+	// different troubles with different alerts.
+	orders [kmsgOrderLabels]atomic.Uint64
 }
 
 // newKmsgCollector opens the kernel log at once, so a missing device or
@@ -307,8 +314,15 @@ func (k *kmsgCollector) handle(b []byte) {
 	k.lastSeq, k.haveSeq = r.Seq, true
 	k.records.Add(1)
 	if r.Facility == 0 { // user space cannot log as the kernel facility
-		if e := k.classify.event(r.Message); e != kmsgNoEvent {
+		e, order := k.classify.event(r.Message)
+		if e != kmsgNoEvent {
 			k.events[e].Add(1)
+		}
+		if e == kmsgPageAllocationFailure {
+			k.orders[order.label()].Add(1)
+			if order == kmsgOrderUnparsed {
+				k.problems.Add("kmsg_alloc_order", 1, errKmsgAllocOrder)
+			}
 		}
 	}
 	if k.opts.OnRecord != nil {
@@ -332,6 +346,9 @@ func (k *kmsgCollector) Update(ctx context.Context, ch chan<- prometheus.Metric)
 	kmsgLostDesc.Send(ch, float64(k.lost.Load()))
 	for e := kmsgEvent(1); e < kmsgEventCount; e++ {
 		kmsgEventsDesc.Send(ch, float64(k.events[e].Load()), e.String())
+	}
+	for o, name := range kmsgOrderNames {
+		kmsgAllocOrderDesc.Send(ch, float64(k.orders[o].Load()), name)
 	}
 	return ctx.Err()
 }

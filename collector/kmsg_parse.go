@@ -43,6 +43,7 @@ const (
 	errKmsgPrio        = kmsgParseError("priority is not an unsigned integer")
 	errKmsgSeq         = kmsgParseError("sequence number is not an unsigned integer")
 	errKmsgTimestamp   = kmsgParseError("timestamp is not an unsigned integer")
+	errKmsgAllocOrder  = kmsgParseError(`"page allocation failure" without "order:N" after it; counted under order="other"`)
 )
 
 // parseKmsgRecord parses one record as returned by one read of /dev/kmsg.
@@ -132,11 +133,42 @@ const (
 type kmsgMessage struct {
 	Kind   kmsgMessageKind
 	Event  kmsgEvent
-	Device []byte // kmsgDiskError, kmsgBufferError: the kernel's name of the device, nil when it cannot be parsed; aliases the message
+	Device []byte    // kmsgDiskError, kmsgBufferError: the kernel's name of the device, nil when it cannot be parsed; aliases the message
+	Order  kmsgOrder // kmsgPageAllocationFailure: the order of the allocation that failed
 }
+
+// kmsgOrder is the order of a failed page allocation (2^order contiguous
+// pages) as the value of the order label: 0 to kmsgMaxOrder, or
+// kmsgOrderOther above.
+//
+// The bound: the buddy allocator's largest block is order 10 on x86 and on
+// arm64 with 4 KiB pages (MAX_ORDER 11 exclusive up to 6.3, 10 inclusive
+// from 6.4, MAX_PAGE_ORDER from 6.8); arm64 with 16 or 64 KiB pages,
+// powerpc and ia64 configurations go to 11-13 and beyond. A request above
+// the largest block never reaches warn_alloc (__alloc_pages warns once and
+// fails it), so 0-10 holds every order that can fail on the hosts this
+// exporter is for, each its own series, and the rarer larger ones share
+// "other": at most 12 series per host.
+type kmsgOrder uint8
+
+const (
+	kmsgMaxOrder   = 10
+	kmsgOrderOther = kmsgOrder(kmsgMaxOrder + 1)
+	// kmsgOrderUnparsed: the report has no "order:N" where the kernel puts
+	// it. Counted under other, and as bad input: every kernel prints it.
+	kmsgOrderUnparsed = kmsgOrderOther + 1
+	kmsgOrderLabels   = int(kmsgOrderOther) + 1 // values of the order label
+)
+
+// kmsgOrderNames are the values of the order label.
+var kmsgOrderNames = [kmsgOrderLabels]string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "other"}
+
+// label is the order label's value; kmsgOrderUnparsed is "other".
+func (o kmsgOrder) label() int { return int(min(o, kmsgOrderOther)) }
 
 var (
 	kmsgPageAllocFailure = []byte("page allocation failure")
+	kmsgAllocOrderField  = []byte(" order:")
 	kmsgTaskPrefix       = []byte("INFO: task ")
 	kmsgBlockedFor       = []byte(" blocked for more than ")
 	kmsgKilledProcess    = []byte("Killed process ")
@@ -160,7 +192,11 @@ var (
 //
 //   - page_allocation_failure: "<comm>: page allocation failure: order:N,
 //     mode:0x…" with (4.9+) or without the named GFP flags, and the 2.6 form
-//     "page allocation failure. order:N, mode:0x…".
+//     "page allocation failure. order:N, mode:0x…"; N is the Order. On 4.9
+//     to 4.x, where warn_alloc prints "<comm>: " and the rest as separate
+//     fragments, another CPU's record can come between them, so the record
+//     may start at "page allocation failure" and end anywhere after N
+//     ("order:0 0000000000000000" has been seen).
 //   - hung_task: "INFO: task <comm>:<pid> blocked for more than N seconds."
 //     (N is kernel.hung_task_timeout_secs on older kernels and the time
 //     actually blocked on newer ones; not always 120).
@@ -209,7 +245,7 @@ func parseKmsgMessage(msg []byte) kmsgMessage {
 	}
 	if i := bytes.Index(msg, kmsgPageAllocFailure); i >= 0 {
 		if j := i + len(kmsgPageAllocFailure); j < len(msg) && (msg[j] == ':' || msg[j] == '.') {
-			return kmsgMessage{Event: kmsgPageAllocationFailure}
+			return kmsgMessage{Event: kmsgPageAllocationFailure, Order: kmsgAllocOrder(msg[j+1:])}
 		}
 	}
 	if i := bytes.Index(msg, kmsgReqError); i >= 0 {
@@ -219,6 +255,31 @@ func parseKmsgMessage(msg []byte) kmsgMessage {
 		}
 	}
 	return kmsgMessage{}
+}
+
+// kmsgAllocOrder parses the order out of what follows "page allocation
+// failure:" (or '.'): " order:N" and then anything (", mode:…", the end of
+// a 3.x fragment). N is decimal (%u/%d in every kernel); any N above
+// kmsgMaxOrder is kmsgOrderOther, and no " order:" with a digit after it is
+// kmsgOrderUnparsed.
+func kmsgAllocOrder(rest []byte) kmsgOrder {
+	if !bytes.HasPrefix(rest, kmsgAllocOrderField) {
+		return kmsgOrderUnparsed
+	}
+	rest = rest[len(kmsgAllocOrderField):]
+	n, digits := 0, 0
+	for ; digits < len(rest) && '0' <= rest[digits] && rest[digits] <= '9'; digits++ {
+		if n <= kmsgMaxOrder { // stops growing past the bound: no overflow
+			n = 10*n + int(rest[digits]-'0')
+		}
+	}
+	switch {
+	case digits == 0:
+		return kmsgOrderUnparsed
+	case n > kmsgMaxOrder:
+		return kmsgOrderOther
+	}
+	return kmsgOrder(n)
 }
 
 // parseKmsgOOM recognises the OOM killer's records that carry a reason: the
@@ -310,26 +371,28 @@ type kmsgClassifier struct {
 	excluded func(device []byte, partition bool) bool
 }
 
-// event returns the event of the next message, kmsgNoEvent for none.
-func (c *kmsgClassifier) event(msg []byte) kmsgEvent {
+// event returns the event of the next message, kmsgNoEvent for none, and
+// for kmsgPageAllocationFailure the order of the allocation (0 for any
+// other event).
+func (c *kmsgClassifier) event(msg []byte) (kmsgEvent, kmsgOrder) {
 	m := parseKmsgMessage(msg)
 	switch m.Kind {
 	case kmsgOOMAnnouncement:
 		c.oomReason = m.Event
-		return kmsgNoEvent
+		return kmsgNoEvent, 0
 	case kmsgOOMKilledBare:
 		if c.oomReason == kmsgNoEvent {
-			return kmsgOOMKill
+			return kmsgOOMKill, 0
 		}
-		return c.oomReason
+		return c.oomReason, 0
 	case kmsgDiskError, kmsgBufferError:
 		// A name that cannot be parsed is counted where it alerts.
 		if m.Device != nil && c.excluded != nil && c.excluded(m.Device, m.Kind == kmsgBufferError) {
-			return kmsgIOErrorExcluded
+			return kmsgIOErrorExcluded, 0
 		}
-		return kmsgIOError
+		return kmsgIOError, 0
 	}
-	return m.Event
+	return m.Event, m.Order
 }
 
 // recordsLost tells the classifier that records between the last message

@@ -207,6 +207,31 @@ func kmsgCounts(t *testing.T, k *kmsgCollector) string {
 		fmt.Fprintf(&b, "%s %v, ", e, ev[e.String()])
 	}
 	fmt.Fprintf(&b, "lost %v", samplerCounter(mfs, "stall_kernel_log_records_lost_total"))
+	orders := map[string]float64{}
+	for _, m := range mfs["stall_kernel_page_allocation_failures_total"].GetMetric() {
+		orders[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+	}
+	if len(orders) != kmsgOrderLabels {
+		t.Errorf("stall_kernel_page_allocation_failures_total has %d series, want %d (every order label, 0 or not)", len(orders), kmsgOrderLabels)
+	}
+	b.WriteString(kmsgOrderCounts(func(label string) float64 { return orders[label] }))
+	return b.String()
+}
+
+// kmsgOrderCounts renders the non-zero page allocation failures by order,
+// as in the fixtures' "Expected:" lines: "; orders 0:1 3:2 other:1", or
+// "; orders none".
+func kmsgOrderCounts(count func(label string) float64) string {
+	var b strings.Builder
+	b.WriteString("; orders")
+	for _, label := range kmsgOrderNames {
+		if n := count(label); n != 0 {
+			fmt.Fprintf(&b, " %s:%v", label, n)
+		}
+	}
+	if b.Len() == len("; orders") {
+		b.WriteString(" none")
+	}
 	return b.String()
 }
 
@@ -296,7 +321,8 @@ func kmsgClassifyAll(t testing.TB, msgs ...string) []kmsgEvent {
 	c := kmsgClassifier{excluded: d.excluded}
 	var got []kmsgEvent
 	for _, m := range msgs {
-		got = append(got, c.event([]byte(m)))
+		e, _ := c.event([]byte(m))
+		got = append(got, e)
 	}
 	return got
 }
@@ -378,6 +404,8 @@ func TestKmsgClassify(t *testing.T) {
 		[]byte("Buffer I/O error on dev nvme0n1p2, logical block 131072, lost async page write"),
 		[]byte("I/O error, dev fd0, sector 0 op 0x0:(READ) flags 0x0 phys_seg 1 prio class 2"),
 		[]byte("e1000e: eth0 NIC Link is Up 1000 Mbps Full Duplex, Flow Control: None"),
+		[]byte("swapper/3: page allocation failure: order:3, mode:0x40a20(GFP_ATOMIC|__GFP_COMP), nodemask=(null),cpuset=/,mems_allowed=0"),
+		[]byte("kworker/0:1: page allocation failure: order:13, mode:0x484020(GFP_ATOMIC|__GFP_COMP), nodemask=(null)"),
 	}
 	for _, m := range msgs {
 		c.event(m)
@@ -389,6 +417,83 @@ func TestKmsgClassify(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("classifying allocates %v times per round, want 0", n)
 	}
+}
+
+// TestKmsgAllocOrder: the order of a page allocation failure report, in
+// the shapes kernels from 2.6 to 6.x print (process names, modes and
+// orders as in public reports; the message texts of each version).
+func TestKmsgAllocOrder(t *testing.T) {
+	const (
+		other    = kmsgOrderOther
+		unparsed = kmsgOrderUnparsed
+	)
+	for _, c := range []struct {
+		kernel, msg string
+		want        kmsgOrder
+	}{
+		{"2.6.9", "kswapd0: page allocation failure. order:3, mode:0xd0", 3},
+		{"2.6.32", "swapper: page allocation failure. order:1, mode:0x20", 1},
+		{"2.6.32", "java: page allocation failure. order:0, mode:0x20", 0},
+		{"2.6.32", "node_exporter: page allocation failure. order:5, mode:0xd0", 5},
+		{"3.3", "z_wr_iss/2: page allocation failure: order:0, mode:0x20", 0},
+		{"3.10", "swapper/21: page allocation failure: order:0, mode:0x20", 0},
+		{"3.10 fragment", "kswapd0: page allocation failure: order:1", 1}, // ", mode:0x20" follows as a '+' record
+		{"3.18", "dmwb_writeback_: page allocation failure: order:8, mode:0x204010", 8},
+		{"4.9", "java: page allocation failure: order:0, mode:0x2084120(GFP_ATOMIC|__GFP_COLD|__GFP_COMP)", 0},
+		{"4.9", "AiApp: page allocation failure: order:10, mode:0x2084020(GFP_ATOMIC|__GFP_COMP)", 10},
+		// 4.9: the comm, the text and the mode are separate fragments;
+		// another CPU's output can end up between and after them.
+		{"4.9 fragment", "page allocation failure: order:0", 0},
+		{"4.9 interleaved", "page allocation failure: order:0 0000000000000000", 0},
+		{"4.12", "cc1plus: page allocation failure: order:0, mode:0x1082020(GFP_ATOMIC|__GFP_MEMALLOC), nodemask=(null)", 0},
+		{"4.19", "swapper/5: page allocation failure: order:3, mode:0x484020(GFP_ATOMIC|__GFP_COMP), nodemask=(null)", 3},
+		{"5.4", "kworker/u16:3: page allocation failure: order:4, mode:0x40dc0(GFP_KERNEL|__GFP_COMP|__GFP_ZERO), nodemask=(null),cpuset=/,mems_allowed=0", 4},
+		{"5.15", "swapper/3: page allocation failure: order:2, mode:0x40a20(GFP_ATOMIC|__GFP_COMP), nodemask=(null),cpuset=/,mems_allowed=0", 2},
+		{"6.8", "irq/5-600c0004.: page allocation failure: order:0, mode:0x820(GFP_ATOMIC), nodemask=(null)", 0},
+		{"6.8", "swapper/5: page allocation failure: order:9, mode:0x40820(GFP_ATOMIC|__GFP_COMP), nodemask=0-1,cpuset=/,mems_allowed=0-1", 9},
+		// Above the x86 maximum: arm64 with 16 or 64 KiB pages.
+		{"arm64 16K", "kworker/2:1: page allocation failure: order:11, mode:0x40820(GFP_ATOMIC|__GFP_COMP), nodemask=(null)", other},
+		{"arm64 64K", "kworker/2:1: page allocation failure: order:13, mode:0x40820(GFP_ATOMIC|__GFP_COMP), nodemask=(null)", other},
+		// Not what a kernel prints.
+		{"", "x: page allocation failure: order:99999999999999999999999999, mode:0x20", other},
+		{"", "x: page allocation failure: order:, mode:0x20", unparsed},
+		{"", "x: page allocation failure: order:-1, mode:0x20", unparsed},
+		{"", "x: page allocation failure: mode:0x20", unparsed},
+		{"", "x: page allocation failure:", unparsed},
+		{"", "x: page allocation failure. order 3", unparsed},
+	} {
+		var cl kmsgClassifier
+		e, got := cl.event([]byte(c.msg))
+		if e != kmsgPageAllocationFailure || got != c.want {
+			t.Errorf("%s %q: %s order %d, want page_allocation_failure order %d", c.kernel, c.msg, e, got, c.want)
+		}
+	}
+	for o, want := range map[kmsgOrder]string{0: "0", 7: "7", 10: "10", other: "other", unparsed: "other"} {
+		if got := kmsgOrderNames[o.label()]; got != want {
+			t.Errorf("order %d has label %q, want %q", o, got, want)
+		}
+	}
+}
+
+// TestKmsgAllocOrderUnparsed: a report without its order is counted as a
+// page allocation failure of order "other", and as bad input; the reports
+// around it count by their order.
+func TestKmsgAllocOrderUnparsed(t *testing.T) {
+	src := newKmsgFakeSource(4)
+	src.items <- kmsgFakeItem{rec: []byte("4,1,1,-;java: page allocation failure: order:3, mode:0x40a20(GFP_ATOMIC|__GFP_COMP), nodemask=(null)\n")}
+	src.items <- kmsgFakeItem{rec: []byte("4,2,1,-;java: page allocation failure: mode:0x40a20(GFP_ATOMIC|__GFP_COMP), nodemask=(null)\n")}
+	src.items <- kmsgFakeItem{rec: []byte("4,3,1,-;java: page allocation failure: order:0, mode:0xa20(GFP_ATOMIC), nodemask=(null)\n")}
+	r := newKmsgRig(t, false, src, nil)
+	r.start()
+	src.barrier(t)
+	want := "page_allocation_failure 3, hung_task 0, oom_kill 0, oom_kill_cgroup 0, io_error 0, io_error_excluded 0, soft_lockup 0, lost 0; orders 0:1 3:1 other:1"
+	if got := kmsgCounts(t, r.k); got != want {
+		t.Errorf("counts:\n got %s\nwant %s", got, want)
+	}
+	if got := r.k.problems.Count(); got != 1 {
+		t.Errorf("problems = %d, want 1 (the report without an order)", got)
+	}
+	r.stop(t)
 }
 
 // TestKmsgClassifyOOMSequences: up to 5.0 the bare "Killed process" record
@@ -480,7 +585,7 @@ func TestKmsgOOMReasonAcrossReopenAndLoss(t *testing.T) {
 	r.sources <- second
 	r.start()
 	second.barrier(t)
-	if got, want := kmsgCounts(t, r.k), "page_allocation_failure 0, hung_task 0, oom_kill 1, oom_kill_cgroup 1, io_error 0, io_error_excluded 0, soft_lockup 0, lost 7"; got != want {
+	if got, want := kmsgCounts(t, r.k), "page_allocation_failure 0, hung_task 0, oom_kill 1, oom_kill_cgroup 1, io_error 0, io_error_excluded 0, soft_lockup 0, lost 7; orders none"; got != want {
 		t.Errorf("counts:\n got %s\nwant %s", got, want)
 	}
 	r.stop(t)
@@ -629,6 +734,12 @@ func TestKmsgFlood(t *testing.T) {
 		fmt.Fprintf(&b, "%s %d, ", e, want[e])
 	}
 	fmt.Fprintf(&b, "lost %d", wantLost)
+	b.WriteString(kmsgOrderCounts(func(label string) float64 { // every failure in the flood is order 0
+		if label == "0" {
+			return float64(want[kmsgPageAllocationFailure])
+		}
+		return 0
+	}))
 	if got := kmsgCounts(t, r.k); got != b.String() {
 		t.Errorf("after the flood:\n got %s\nwant %s", got, b.String())
 	}
@@ -958,6 +1069,10 @@ func FuzzKmsgRecord(f *testing.F) {
 	f.Add([]byte(";"))
 	f.Add([]byte("3,1,1,-;Buffer I/O error on dev ../../x, logical block 0"))
 	f.Add([]byte("3,1,1,-;OOM[2]: Memory cgroup out of memory: Kill process 1 (x) score 1 or sacrifice child"))
+	f.Add([]byte("4,1,1,-;x: page allocation failure: order:10, mode:0x2084020(GFP_ATOMIC|__GFP_COMP)"))
+	f.Add([]byte("4,1,1,-;x: page allocation failure. order:13, mode:0x20"))
+	f.Add([]byte("4,1,1,c;page allocation failure: order:"))
+	f.Add([]byte("4,1,1,-;x: page allocation failure: order:99999999999999999999999, mode:0x20"))
 	devices := kmsgDevices{paths: kmsgFixturePaths, filter: kmsgDefaultFilter(f)}
 	bare := []byte("Killed process 1 (x)")
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -979,10 +1094,16 @@ func FuzzKmsgRecord(f *testing.F) {
 			t.Fatalf("device %q is not a device name: %q", m.Device, r.Message)
 		}
 		c := kmsgClassifier{excluded: devices.excluded}
-		e := c.event(r.Message)
+		e, order := c.event(r.Message)
 		switch {
 		case e >= kmsgEventCount:
 			t.Fatalf("event %d out of range", e)
+		case e != kmsgPageAllocationFailure && order != 0:
+			t.Fatalf("%s with order %d: %q", e, order, r.Message)
+		case order > kmsgOrderUnparsed:
+			t.Fatalf("order %d out of range: %q", order, r.Message)
+		case order != kmsgOrderUnparsed && e == kmsgPageAllocationFailure && !bytes.Contains(r.Message, kmsgAllocOrderField):
+			t.Fatalf("order %d from a report without \" order:\": %q", order, r.Message)
 		case (e == kmsgOOMKill || e == kmsgOOMKillCgroup) && !bytes.Contains(r.Message, kmsgKilledProcess):
 			t.Fatalf("%s without a kill: %q", e, r.Message)
 		case (e == kmsgIOError || e == kmsgIOErrorExcluded) && !bytes.Contains(r.Message, []byte(" error")):
@@ -994,7 +1115,7 @@ func FuzzKmsgRecord(f *testing.F) {
 		if m.Kind == kmsgOOMAnnouncement {
 			want = m.Event
 		}
-		if got := c.event(bare); got != want {
+		if got, _ := c.event(bare); got != want {
 			t.Fatalf("a bare kill after %q is %s, want %s", r.Message, got, want)
 		}
 	})
