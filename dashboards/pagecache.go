@@ -108,9 +108,10 @@ func pageCache() *dashboard.DashboardBuilder {
 		q(`rate(stall_pressure_stalled_seconds_total{SEL}[$__rate_interval])`, "{{instance}} {{resource}} {{scope}}"),
 	))
 	b.WithPanel(bars(graph("Kernel log events",
-		"Kernel log records per $__rate_interval: page allocation failures, hung tasks, OOM kills (oom_kill: the host out of memory; oom_kill_cgroup: a cgroup at its limit), I/O errors (io_error_excluded: on devices the exporter leaves out), soft lockups, and OOM kills counted by /proc/vmstat. Lower bounds: the kernel prints at most one allocation failure report per 10 s and kernel.hung_task_warnings hung-task reports per boot.",
+		"Kernel log records per $__rate_interval: page allocation failures by order (order 0: no free page at all, the host out of reserve; 1 and up: memory too fragmented for 2^order contiguous pages), hung tasks, OOM kills (oom_kill: the host out of memory; oom_kill_cgroup: a cgroup at its limit), I/O errors (io_error_excluded: on devices the exporter leaves out), soft lockups, and OOM kills counted by /proc/vmstat. Lower bounds: the kernel prints at most one allocation failure report per 10 s and kernel.hung_task_warnings hung-task reports per boot.",
 		"short",
-		q(`sum by (job, instance, event) (increase(stall_kernel_log_events_total{SEL}[$__rate_interval]))`, "{{instance}} {{event}}"),
+		q(`sum by (job, instance, event) (increase(stall_kernel_log_events_total{SEL,event!="page_allocation_failure"}[$__rate_interval]))`, "{{instance}} {{event}}"),
+		q(`sum by (job, instance, order) (increase(stall_kernel_page_allocation_failures_total{SEL}[$__rate_interval]))`, "{{instance}} page allocation failure order {{order}}"),
 		q(`increase(stall_vm_oom_kills_total{SEL}[$__rate_interval])`, "{{instance}} oom kills (vmstat)"),
 	)))
 
