@@ -37,7 +37,7 @@ var (
 		"Kernel log records (/dev/kmsg, kernel facility) of each stall-related event since the exporter started; lower bounds, as the kernel rate-limits them.",
 		prometheus.CounterValue, "event")
 	kmsgAllocOrderDesc = NewMetric("kernel_page_allocation_failures_total",
-		"Kernel \"page allocation failure\" reports (/dev/kmsg) by the order of the failed allocation (2^order contiguous pages; other above 10) since the exporter started; lower bounds, as the kernel logs at most one per 10 s.",
+		"Kernel \"page allocation failure\" reports (/dev/kmsg) by the order of the failed allocation (2^order contiguous pages; other above 10) since the exporter started; lower bounds, as the kernel logs at most one report per 10 s on current kernels.",
 		prometheus.CounterValue, "order")
 	kmsgRecordsDesc = NewMetric("kernel_log_records_total",
 		"Kernel log records read from /dev/kmsg since the exporter started, of any facility and level.",

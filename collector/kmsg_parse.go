@@ -192,10 +192,10 @@ var (
 //
 //   - page_allocation_failure: "<comm>: page allocation failure: order:N,
 //     mode:0x…" with (4.9+) or without the named GFP flags, and the 2.6 form
-//     "page allocation failure. order:N, mode:0x…"; N is the Order. On 4.9
-//     to 4.x, where warn_alloc prints "<comm>: " and the rest as separate
-//     fragments, another CPU's record can come between them, so the record
-//     may start at "page allocation failure" and end anywhere after N
+//     "page allocation failure. order:N, mode:0x…"; N is the Order. Around
+//     4.9, where warn_alloc prints "<comm>: " and the rest as separate
+//     fragments, another CPU's output can come between them, so the record
+//     may start at "page allocation failure" and hold anything after N
 //     ("order:0 0000000000000000" has been seen).
 //   - hung_task: "INFO: task <comm>:<pid> blocked for more than N seconds."
 //     (N is kernel.hung_task_timeout_secs on older kernels and the time
