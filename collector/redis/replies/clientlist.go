@@ -99,7 +99,9 @@ type ClientListStats struct {
 	Commands []Group
 	// Untracked counts clients summed in OtherGroup without their group or
 	// command being ranked, because the reply had more than MaxGroups
-	// distinct ones (see MaxGroups).
+	// distinct ones: idle clients of names past MaxGroups, and the clients
+	// of groups with the smallest omem when more than 2 × MaxGroups had
+	// some (see MaxGroups).
 	Untracked int
 	// Malformed counts lines or fields that could not be read: a line
 	// without addr or longer than MaxLineBytes, a non-numeric omem, oll or
@@ -111,11 +113,22 @@ type ClientListStats struct {
 // MaxGroups bounds the distinct group names, and separately the distinct
 // command names, one reply is aggregated by, so that a reply of 100,000
 // clients grouped by name, or a hostile one with a new name on every
-// line, costs at most a few MB: a client whose name is new once MaxGroups
+// line, costs at most a few MB. A client whose name is new once MaxGroups
 // are tracked is summed in OtherGroup (and counted in Untracked) when its
-// omem is 0, and tracked when it is not, up to twice MaxGroups. The ranking
-// by omem is then still exact; what can be low is the client count of an
-// exported group whose idle members came after the first MaxGroups names.
+// omem is 0, and tracked when it is not, up to twice MaxGroups. When those
+// 2 × MaxGroups are tracked, a client with a new name and more omem than
+// the smallest tracked group takes that group's place, and the smallest
+// group (its clients and omem) moves to OtherGroup; a client with no more
+// omem than it goes to OtherGroup. The table so holds the groups with the
+// largest omem seen so far, and the ranking is exact for every group whose
+// clients are not scattered across the reply: with distinct names (one
+// client per group) or a group's clients listed together, the top K are
+// always the K largest. A group whose clients are scattered among more
+// than 2 × MaxGroups others with pending output can be moved to OtherGroup
+// while it is the smallest, losing from its own sum the omem it had then
+// (at most 1/(2 × MaxGroups) of the reply's omem each time). What can be
+// low, besides, is the client count of an exported group whose idle
+// members came after the first MaxGroups names.
 const MaxGroups = 2000
 
 // MaxLineBytes bounds one CLIENT LIST line (a line is about 300 bytes; a
@@ -151,13 +164,17 @@ type Aggregator struct {
 type accs struct {
 	index    map[string]int
 	vals     []Group
-	overflow Group // clients of names beyond MaxGroups
+	overflow Group // clients of names beyond MaxGroups, and of evicted groups
+	// heap orders the indexes of vals by omem, smallest first, once
+	// 2 × MaxGroups names are tracked (nil before); at[i] is the position
+	// of vals[i] in it. A group's omem only grows, so it only moves down.
+	heap, at []int32
 }
 
 // begin zeroes the sums and keeps the names.
 func (a *accs) begin() {
-	if a.index == nil {
-		a.index = make(map[string]int)
+	if a.index == nil || len(a.vals) > retainGroups { // none yet, or an unfinished reply's
+		a.index, a.vals, a.heap, a.at = make(map[string]int), nil, nil, nil
 	}
 	for i := range a.vals {
 		a.vals[i].Clients, a.vals[i].OutputBufferBytes = 0, 0
@@ -170,25 +187,83 @@ func (a *accs) begin() {
 func (a *accs) add(key string, omem uint64) {
 	i, ok := a.index[key]
 	if !ok {
-		if n := len(a.vals); n >= MaxGroups && (omem == 0 || n >= 2*MaxGroups) {
+		n := len(a.vals)
+		switch {
+		case n >= MaxGroups && omem == 0,
+			n >= 2*MaxGroups && omem <= a.vals[a.heap[0]].OutputBufferBytes:
 			a.overflow.Clients++
 			a.overflow.OutputBufferBytes += omem
 			return
+		case n >= 2*MaxGroups:
+			i = a.evict()
+		default:
+			i = n
+			a.vals = append(a.vals, Group{})
 		}
 		key = strings.Clone(key)
-		i = len(a.vals)
 		a.index[key] = i
-		a.vals = append(a.vals, Group{Name: key})
+		a.vals[i] = Group{Name: key}
 	}
 	a.vals[i].Clients++
 	a.vals[i].OutputBufferBytes += omem
+	switch {
+	case a.heap != nil && omem > 0:
+		a.down(int(a.at[i]))
+	case a.heap == nil && len(a.vals) == 2*MaxGroups:
+		a.buildHeap()
+	}
+}
+
+// evict moves the tracked group with the smallest omem to the overflow and
+// returns its index, now free; the heap keeps it at the root, with the
+// newcomer's omem still to be added (and sifted down).
+func (a *accs) evict() int {
+	i := int(a.heap[0])
+	v := a.vals[i]
+	a.overflow.Clients += v.Clients
+	a.overflow.OutputBufferBytes += v.OutputBufferBytes
+	delete(a.index, v.Name)
+	return i
+}
+
+// buildHeap orders every tracked index by omem.
+func (a *accs) buildHeap() {
+	n := len(a.vals)
+	a.heap, a.at = make([]int32, n), make([]int32, n)
+	for i := range n {
+		a.heap[i], a.at[i] = int32(i), int32(i)
+	}
+	for p := n/2 - 1; p >= 0; p-- {
+		a.down(p)
+	}
+}
+
+// down moves the heap entry at position p below its smaller children.
+func (a *accs) down(p int) {
+	h := a.heap
+	omem := func(p int) uint64 { return a.vals[h[p]].OutputBufferBytes }
+	for {
+		c := 2*p + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && omem(c+1) < omem(c) {
+			c++
+		}
+		if omem(p) <= omem(c) {
+			return
+		}
+		h[p], h[c] = h[c], h[p]
+		a.at[h[p]], a.at[h[c]] = int32(p), int32(c)
+		p = c
+	}
 }
 
 // compact drops the names the last reply did not have, or every name when
 // more than retainGroups remain.
 func (a *accs) compact() {
 	if len(a.vals) > retainGroups {
-		a.index, a.vals = nil, nil
+		a.index, a.vals, a.heap, a.at = nil, nil, nil, nil
 		return
 	}
 	j := 0

@@ -381,6 +381,106 @@ func TestClientListGroupBound(t *testing.T) {
 	}
 }
 
+// TestClientListTopKPastBound: with more than 2 × MaxGroups groups with
+// pending output, the table keeps the largest: clients are listed in
+// connection order, so the newest — here the largest buffers, as in review
+// 2's reproduction (distinct names, omem growing with the position) — come
+// last, and must still be the exported top K. Sums stay exact.
+func TestClientListTopKPastBound(t *testing.T) {
+	const n = 3*MaxGroups + 17
+	var b strings.Builder
+	var total uint64
+	for i := range n {
+		omem := uint64(1000 + i)
+		total += omem
+		// A scattered group of idle clients, and a small group listed in
+		// two places that is evicted in between: their clients stay counted.
+		fmt.Fprintf(&b, "addr=10.0.%d.%d:1 name=n%07d oll=1 omem=%d cmd=get%d\n", i/256%256, i%256, i, omem, i)
+		if i%500 == 0 {
+			fmt.Fprintf(&b, "addr=10.1.0.1:1 name=idle oll=0 omem=0 cmd=ping\n")
+		}
+	}
+	reply := b.String()
+	agg := Aggregator{GroupBy: GroupByName, TopK: 10}
+	st := agg.Aggregate(reply)
+	if len(st.Groups) != 11 {
+		t.Fatalf("%d groups, want 10 + other", len(st.Groups))
+	}
+	var sum uint64
+	clients := 0
+	for k, g := range st.Groups {
+		sum += g.OutputBufferBytes
+		clients += g.Clients
+		if k == 10 {
+			break
+		}
+		want := fmt.Sprintf("n%07d", n-1-k)
+		if g.Name != want || g.OutputBufferBytes != uint64(1000+n-1-k) || g.Clients != 1 {
+			t.Errorf("group %d: %+v, want %s with omem %d", k, g, want, 1000+n-1-k)
+		}
+		if c := st.Commands[k]; c.Name != fmt.Sprintf("get%d", n-1-k) || c.OutputBufferBytes != g.OutputBufferBytes {
+			t.Errorf("command %d: %+v", k, c)
+		}
+	}
+	if sum != total || clients != st.Clients || st.OutputBufferBytes != total {
+		t.Errorf("groups add up to %d bytes, %d clients; reply has %d bytes, %d clients", sum, clients, st.OutputBufferBytes, st.Clients)
+	}
+	if st.Untracked == 0 {
+		t.Error("no client counted as untracked past the bound")
+	}
+	// Streamed in pieces, the same result; and memory stays bounded.
+	agg.Begin(int64(len(reply)))
+	for i := 0; i < len(reply); i += 4093 {
+		_, _ = agg.Write([]byte(reply[i:min(i+4093, len(reply))]))
+	}
+	if got := agg.Finish(); !reflect.DeepEqual(got, st) {
+		t.Errorf("streamed: %+v\nwhole: %+v", got.Groups, st.Groups)
+	}
+	agg.Begin(int64(len(reply)))
+	_, _ = agg.Write([]byte(reply))
+	if n := len(agg.groups.vals); n != 2*MaxGroups {
+		t.Errorf("%d group names tracked, want the bound %d", n, 2*MaxGroups)
+	}
+}
+
+// TestClientListHeapOrder: whatever the order the omem come in, the
+// tracked table past the bound is a valid min-heap whose indexes agree
+// with their positions, and the kept groups are the largest.
+func TestClientListHeapOrder(t *testing.T) {
+	var a accs
+	a.begin()
+	r := uint64(12345)
+	seen := map[string]uint64{}
+	for i := range 5 * MaxGroups {
+		r = r*6364136223846793005 + 1442695040888963407
+		key := fmt.Sprintf("g%d", r>>52) // 4,096 keys, revisited in random order
+		omem := r >> 40 % 1000
+		if i%7 == 0 {
+			key = fmt.Sprintf("u%d", i) // and a stream of new ones
+		}
+		seen[key] += omem
+		a.add(key, omem)
+	}
+	if a.heap == nil {
+		t.Fatal("table never filled")
+	}
+	for p := range a.heap {
+		if int(a.at[a.heap[p]]) != p {
+			t.Fatalf("at[%d] = %d, want %d", a.heap[p], a.at[a.heap[p]], p)
+		}
+		for _, c := range []int{2*p + 1, 2*p + 2} {
+			if c < len(a.heap) && a.vals[a.heap[c]].OutputBufferBytes < a.vals[a.heap[p]].OutputBufferBytes {
+				t.Fatalf("heap order broken at %d", p)
+			}
+		}
+	}
+	for k, i := range a.index {
+		if a.vals[i].Name != k || a.vals[i].OutputBufferBytes > seen[k] {
+			t.Fatalf("index %q → %+v (true sum %d)", k, a.vals[i], seen[k])
+		}
+	}
+}
+
 func TestInfoMalformed(t *testing.T) {
 	in := ParseInfo("# Server\r\nredis_version:7.2.0\r\nnot a field\r\ncmdstat_get:calls=x,usec=1\r\ndb0:keys=abc\r\n:empty\r\nok:1")
 	if in.Malformed != 4 {
