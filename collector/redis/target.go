@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -195,6 +196,9 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	if !utf8.ValidString(spec.label) {
 		return nil, errors.New("redis target host is not valid UTF-8")
 	}
+	if err := checkPort(spec); err != nil {
+		return nil, err
+	}
 	if spec.clientListLimit <= 0 {
 		spec.clientListLimit = defaultClientListLimit
 	}
@@ -296,6 +300,28 @@ func setClientOptions(opts *redis.Options, cred credentialSource, s connSettings
 	if opts.DialTimeout == 0 { // ?dial_timeout= wins for its target
 		opts.DialTimeout = s.dialTimeout
 	}
+}
+
+// checkPort refuses a TCP target whose port is not a number from 1 to
+// 65535. net/url accepts any digits (and url.Parse alone an empty port);
+// such a target would fail every scrape with reason="network", sending the
+// on-call person to the network instead of the flag.
+func checkPort(spec *targetSpec) error {
+	if spec.scheme == "unix" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(spec.opts.Addr)
+	if err != nil || !validPort(port) {
+		return fmt.Errorf("redis target %s: the port must be a number from 1 to 65535", spec.written)
+	}
+	return nil
+}
+
+// validPort reports whether port is a decimal from 1 to 65535, without
+// sign or leading zeros.
+func validPort(port string) bool {
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535 && port == strconv.Itoa(n)
 }
 
 // dialer returns a go-redis Dialer whose connections check every reply
@@ -466,6 +492,9 @@ type probeAddress struct {
 // errProbeTargetForm refuses /probe targets with more than an address.
 var errProbeTargetForm = errors.New("a /probe target is host:port, redis://host:port[/db], rediss://host:port[/db] or unix:///path, nothing else (no user, password or query)")
 
+// errProbePort refuses a /probe target whose port is out of range.
+var errProbePort = errors.New("the port of a /probe target must be a number from 1 to 65535")
+
 // dbPath is the optional /db of a redis:// URL; the collector reads only
 // server-wide data, so the database is ignored.
 var dbPath = regexp.MustCompile(`^(/[0-9]{0,5})?$`)
@@ -512,6 +541,9 @@ func parseProbeAddress(raw string) (probeAddress, error) {
 		port := u.Port()
 		if port == "" {
 			port = "6379"
+		}
+		if !validPort(port) {
+			return probeAddress{}, errProbePort
 		}
 		p.hostPort = net.JoinHostPort(host, port)
 	default:

@@ -62,7 +62,8 @@ func TestParseTarget(t *testing.T) {
 	if u, pw, _ := spec.opts.CredentialsProviderContext(t.Context()); pw != "from-env" || u != "" {
 		t.Errorf("env password %q user %q", pw, u)
 	}
-	for _, bad := range []string{"", "http://h:1", "redis://h:1/x/y", "redis://h:1?bogus=1", "redis://u:hunter2@h:1/notadb"} {
+	for _, bad := range []string{"", "http://h:1", "redis://h:1/x/y", "redis://h:1?bogus=1", "redis://u:hunter2@h:1/notadb",
+		"127.0.0.1:99999", "h:0", "redis://u:hunter2@h:65536", "rediss://[::1]:0", "h:abc"} {
 		_, err := parseTarget(bad, s)
 		if err == nil {
 			t.Errorf("%q accepted", bad)
@@ -105,6 +106,15 @@ func TestParseProbeAddress(t *testing.T) {
 		if _, err := parseProbeAddress(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+	// Review 2, F6: a port outside 1–65535 is refused, not dialled.
+	for _, bad := range []string{"h:99999", "h:0", "redis://h:65536", "redis://[::1]:0", "h:007", "h:18446744073709551617"} {
+		if _, err := parseProbeAddress(bad); !errors.Is(err, errProbePort) {
+			t.Errorf("%q: %v, want the port error", bad, err)
+		}
+	}
+	if p, err := parseProbeAddress("h:65535"); err != nil || p.hostPort != "h:65535" {
+		t.Errorf("h:65535: %+v %v", p, err)
 	}
 }
 
