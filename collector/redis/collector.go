@@ -37,6 +37,8 @@ var (
 		prometheus.GaugeValue, "addr", "cmd")
 	oversizedDesc = collector.NewMetric("redis_oversized_replies_total",
 		"Replies refused because the size their RESP header announced exceeded its limit (--redis.max-reply-bytes for CLIENT LIST).", prometheus.CounterValue, "addr")
+	budgetRefusedDesc = collector.NewMetric("redis_reply_budget_refusals_total",
+		"Replies over 64 KiB dropped because the exporter-wide reply memory budget (8 MiB) stayed full until the deadline.", prometheus.CounterValue, "addr")
 	scrapeSecondsDesc = collector.NewMetric("redis_scrape_duration_seconds",
 		"Wall time of this target's last scrape (all commands, parsing included), as measured by the exporter.", prometheus.GaugeValue, "addr")
 	infoDesc = collector.NewMetric("redis_server_info",
@@ -442,6 +444,7 @@ func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) err
 	err := t.scrape(ctx, ch)
 	scrapeSecondsDesc.Send(ch, time.Since(start).Seconds(), l)
 	oversizedDesc.Send(ch, float64(t.spec.oversized.Load()), l)
+	budgetRefusedDesc.Send(ch, float64(t.spec.budgetRefused.Load()), l)
 	var after errAfterUp
 	if errors.As(err, &after) {
 		upDesc.Send(ch, 1, l)

@@ -25,6 +25,7 @@ const (
 	reasonDNS        = "dns"             // the host name does not resolve
 	reasonTLS        = "tls"             // TLS handshake or certificate verification failed
 	reasonTooLarge   = "reply_too_large" // a reply over its limit (--redis.max-reply-bytes for CLIENT LIST, replyLimit for the others)
+	reasonBudget     = "reply_memory"    // a large reply found no room in replyBudget before the deadline
 	reasonProtocol   = "protocol"        // the peer does not speak RESP (or sent an empty INFO)
 	reasonLoading    = "loading"         // LOADING: the server is loading its dataset
 	reasonBusy       = "busy"            // BUSY: a script or function is running
@@ -42,6 +43,7 @@ var downMessages = map[string]string{
 	reasonDNS:        "redis target host name does not resolve",
 	reasonTLS:        "redis target TLS handshake failed (certificate, CA, server name, or a port that does not speak TLS)",
 	reasonTooLarge:   "redis target announced a reply over its size limit (1 MiB; CLIENT LIST: --redis.max-reply-bytes); connection dropped",
+	reasonBudget:     "redis target's large reply found no room in the process-wide reply memory budget (8 MiB held at once by all targets) before its deadline; connection dropped",
 	reasonProtocol:   "redis target does not speak the Redis protocol",
 	reasonLoading:    "redis target is loading its dataset",
 	reasonBusy:       "redis target is busy running a script",
@@ -69,6 +71,8 @@ func downReason(err error) string {
 	switch {
 	case errors.Is(err, resplimit.ErrTooLarge):
 		return reasonTooLarge
+	case errors.Is(err, resplimit.ErrBudget):
+		return reasonBudget
 	case errors.Is(err, resplimit.ErrProtocol):
 		return reasonProtocol
 	case errors.Is(err, errAuthRefused):

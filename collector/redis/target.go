@@ -41,6 +41,9 @@ type targetSpec struct {
 	// oversized counts replies refused by their size limit on any
 	// connection made with opts (scrapes and big-key scans).
 	oversized *atomic.Uint64
+	// budgetRefused counts replies that found no room in replyBudget
+	// before their deadline.
+	budgetRefused atomic.Uint64
 	// dial connects (TCP, TLS or Unix socket) without the reply limits;
 	// dialer adds them.
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -93,6 +96,19 @@ type connSettings struct {
 // aggregated as it arrives, so the limit bounds how long it is read, not
 // the memory it takes.
 const defaultClientListLimit = 64 << 20
+
+// replyBudget bounds the bytes of held replies (INFO or any other bulk
+// string over resplimit.HoldAbove, up to replyLimit each) that all Redis
+// connections of the process hold at once, scrapes, probes and big-key
+// scans together. Each such reply is buffered whole and then copied whole
+// by go-redis, so without it the transient memory is the number of
+// concurrent /probe requests (--web.max-probe-requests, 40) times about 2
+// × replyLimit, which review 2 measured at 61 MB of a 64 MiB cgroup. Real
+// replies are below HoldAbove (INFO is 5–50 kB) and never wait.
+var replyBudget = resplimit.NewBudget(replyBudgetBytes)
+
+// replyBudgetBytes is replyBudget's size: 8 replies at the 1 MiB limit.
+const replyBudgetBytes = 8 << 20
 
 // replyLimit bounds every reply other than CLIENT LIST, per command or
 // pipeline: INFO with commandstats is 5–50 kB on real servers (a 7.x
@@ -337,6 +353,7 @@ func (s *targetSpec) dialer(stream *resplimit.Stream) func(ctx context.Context, 
 		return resplimit.NewConn(c, resplimit.Options{
 			Limit: replyLimit, HoldAbove: resplimit.HoldAbove, Stream: stream,
 			OnLimit: func() { s.oversized.Add(1) },
+			Budget:  replyBudget, OnBudget: func() { s.budgetRefused.Add(1) },
 		}), nil
 	}
 }

@@ -42,6 +42,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // ErrTooLarge is returned (wrapped) when a reply would exceed the budget.
@@ -397,6 +398,12 @@ type Options struct {
 	Stream *Stream
 	// OnLimit, if set, is called once when a reply breaks its limit.
 	OnLimit func()
+	// Budget, if set, is shared by the connections whose held bulk
+	// strings it bounds together (see Budget); nil bounds them only one by
+	// one (Limit).
+	Budget *Budget
+	// OnBudget, if set, is called when a read fails with ErrBudget.
+	OnBudget func()
 }
 
 // emptyBulk is what go-redis reads in place of a streamed reply.
@@ -413,7 +420,11 @@ type Conn struct {
 	reset  atomic.Bool            // set by Write, applied by the next Read
 	armed  atomic.Pointer[armedW] // the sink for the reply to the command just written
 	// OnLimit is called once when a reply breaks its limit.
-	OnLimit func()
+	OnLimit  func()
+	budget   *Budget
+	onBudget func()
+	taken    atomic.Int64              // bytes of budget this connection holds
+	deadline atomic.Pointer[time.Time] // the last read deadline set
 
 	// The read side; go-redis reads a connection from one goroutine.
 	out  []byte // lexed bytes the reader may take now (a released hold, emptyBulk)
@@ -429,7 +440,7 @@ type armedW struct{ sink Sink }
 // socket) keeps working; a peeked byte is not consumed, so the lexer still
 // sees it.
 func NewConn(c net.Conn, o Options) net.Conn {
-	lc := &Conn{Conn: c, lex: Lexer{Limit: o.Limit, HoldAbove: o.HoldAbove}, stream: o.Stream, OnLimit: o.OnLimit}
+	lc := &Conn{Conn: c, lex: Lexer{Limit: o.Limit, HoldAbove: o.HoldAbove}, stream: o.Stream, OnLimit: o.OnLimit, budget: o.Budget, onBudget: o.OnBudget}
 	if sc, ok := c.(syscall.Conn); ok {
 		return &sysConn{Conn: lc, sc: sc}
 	}
@@ -450,6 +461,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 			c.out = c.out[n:]
 			if len(c.out) == 0 {
 				c.out = nil // a released hold can be large: do not keep it
+				if len(c.hold) == 0 && !c.lex.Holding() {
+					c.giveBack()
+				}
 			}
 			return n, nil
 		}
@@ -464,7 +478,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if n > 0 {
 			var lerr error
 			if k, lerr = c.take(p[:n]); lerr != nil {
-				_ = c.Conn.Close()
+				_ = c.Close()
 				if errors.Is(lerr, ErrTooLarge) && c.OnLimit != nil {
 					c.OnLimit()
 				}
@@ -547,6 +561,9 @@ func (c *Conn) take(b []byte) (int, error) {
 					c.release()
 				}
 			case c.lex.Holding(): // seg ends with the LF of a held bulk string's header
+				if err := c.takeBudget(c.lex.PayloadLeft()); err != nil {
+					return 0, err
+				}
 				deliver(seg[:n-1])
 				c.hold = grow(c.hold, seg[n-1:])
 				inPlace = false
@@ -590,6 +607,52 @@ func (c *Conn) Write(p []byte) (int, error) {
 	c.armed.Store(a)
 	c.reset.Store(true)
 	return c.Conn.Write(p)
+}
+
+// takeBudget takes n bytes from the shared budget, if any, waiting until
+// the read deadline at most.
+func (c *Conn) takeBudget(n int64) error {
+	if c.budget == nil {
+		return nil
+	}
+	var deadline time.Time
+	if d := c.deadline.Load(); d != nil {
+		deadline = *d
+	}
+	got, err := c.budget.take(n, deadline)
+	c.taken.Add(got)
+	if err != nil && c.onBudget != nil {
+		c.onBudget()
+	}
+	return err
+}
+
+// giveBack returns what the connection took from the budget: the reader
+// has taken every held byte.
+func (c *Conn) giveBack() {
+	if c.budget != nil {
+		c.budget.give(c.taken.Swap(0))
+	}
+}
+
+// SetDeadline records the read deadline, which bounds the wait for budget.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.deadline.Store(&t)
+	return c.Conn.SetDeadline(t)
+}
+
+// SetReadDeadline records the read deadline, which bounds the wait for
+// budget.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.deadline.Store(&t)
+	return c.Conn.SetReadDeadline(t)
+}
+
+// Close closes the connection and gives its budget back.
+func (c *Conn) Close() error {
+	err := c.Conn.Close()
+	c.giveBack()
+	return err
 }
 
 type sysConn struct {
