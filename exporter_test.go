@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -184,14 +185,18 @@ func TestMaxRequests(t *testing.T) {
 	}
 }
 
+var stubOnce sync.Once
+
 // TestProbeRequests checks /probe's input handling with a stub module that
 // allows exactly one target.
 func TestProbeRequests(t *testing.T) {
-	collector.RegisterProbe("stub", func(cfg collector.Config, target string) (collector.Collector, error) {
-		if target != "good:1" {
-			return nil, fmt.Errorf("%w: %q is not in --stub.allowed", collector.ErrTargetNotAllowed, target)
-		}
-		return &fakeCollector{name: "probed"}, nil
+	stubOnce.Do(func() { // modules register once per process; -count=2 runs this twice
+		collector.RegisterProbe("stub", func(cfg collector.Config, target string) (collector.Collector, error) {
+			if target != "good:1" {
+				return nil, fmt.Errorf("%w: %q is not in --stub.allowed", collector.ErrTargetNotAllowed, target)
+			}
+			return &fakeCollector{name: "probed"}, nil
+		})
 	})
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := newProbeHandler(collector.Paths{}, time.Second, newLimiter("probe", "--web.max-probe-requests", 0, logger), logger)
