@@ -163,7 +163,7 @@ func TestRefusalsCountedAndLogged(t *testing.T) {
 	}
 	now = now.Add(61 * time.Second)
 	refuse(1)
-	if n := lines.count("WARN", "refusing requests", "refused_since_last_line=50"); n != 1 {
+	if n := lines.count("WARN", "refusing requests", "count_since_last_line=50"); n != 1 {
 		t.Errorf("the second line does not sum up the 49 unlogged refusals and this one:\n%s", lines.buf.String())
 	}
 	close(block)

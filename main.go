@@ -72,8 +72,8 @@ func run() int {
 				Default("40").Int()
 		maxProbeRequests = kingpin.Flag("web.max-probe-requests", "Maximum number of parallel /probe requests; 0 disables the limit.").
 					Default("40").Int()
-		maxConnections = kingpin.Flag("web.max-connections", "Maximum number of open HTTP connections; a connection over it is closed when accepted. Idle keep-alive connections are closed after 2m. 0 disables the limit.").
-				Default("1024").Int()
+		maxConnections = kingpin.Flag("web.max-connections", "Maximum number of open HTTP connections; at the limit the longest idle keep-alive connection is closed to make room for a new one (a new one is closed only when all are serving requests). Idle connections are also closed after 2m. 0 disables the limit.").
+				Default("256").Int()
 		procfs = kingpin.Flag("path.procfs", "procfs mount point.").Default("/proc").String()
 		sysfs  = kingpin.Flag("path.sysfs", "sysfs mount point.").Default("/sys").String()
 		rootfs = kingpin.Flag("path.rootfs", "Host root file system mount point (for /dev/kmsg and log directories).").

@@ -37,9 +37,14 @@ var refusedDesc = collector.NewMetric("exporter_requests_refused_total",
 	"HTTP requests answered 503 because --web.max-requests (/metrics) or --web.max-probe-requests (/probe) requests were already running.",
 	prometheus.CounterValue, "handler")
 
-var connsRefusedDesc = collector.NewMetric("exporter_connections_refused_total",
-	"HTTP connections closed when accepted because --web.max-connections connections were already open.",
-	prometheus.CounterValue)
+var (
+	connsRefusedDesc = collector.NewMetric("exporter_connections_refused_total",
+		"HTTP connections closed when accepted because --web.max-connections connections were open, all serving requests.",
+		prometheus.CounterValue)
+	connsEvictedDesc = collector.NewMetric("exporter_idle_connections_evicted_total",
+		"Idle keep-alive HTTP connections closed to make room for a new one at --web.max-connections.",
+		prometheus.CounterValue)
+)
 
 // scrapeTimeout returns the per-collector timeout for one request: the flag,
 // lowered to Prometheus' X-Prometheus-Scrape-Timeout-Seconds minus a 0.5 s
@@ -93,7 +98,7 @@ func (rl *refusalLog) count(msg string, args ...any) {
 	}
 	rl.mu.Unlock()
 	if n > 0 {
-		rl.logger.Warn(msg, append(args, "refused_since_last_line", n)...)
+		rl.logger.Warn(msg, append(args, "count_since_last_line", n)...)
 	}
 }
 
@@ -142,36 +147,95 @@ func (l *limiter) refuse(w http.ResponseWriter, r *http.Request) {
 }
 
 // connLimit bounds the HTTP connections open at once
-// (--web.max-connections): a connection over the bound is closed as soon
-// as it is accepted, before anything is read from it or allocated for it,
-// counted in stall_exporter_connections_refused_total and logged through
-// a refusalLog. Without it every idle keep-alive connection costs about
-// 19 KB and a file descriptor until the descriptors run out and Prometheus
-// cannot connect at all. Use its connState as http.Server.ConnState.
+// (--web.max-connections). When a new connection would pass the bound, the
+// keep-alive connection that has been idle longest is closed to make room
+// (counted in stall_exporter_idle_connections_evicted_total): holding idle
+// connections cannot lock a scraper out. Only when every open connection
+// is in the middle of a request is the new one closed as soon as it is
+// accepted, before anything is read from it (counted in
+// stall_exporter_connections_refused_total); requests themselves are
+// bounded by --web.max-requests and --web.max-probe-requests, and request
+// headers by the server's ReadHeaderTimeout. Without a bound every idle
+// connection costs 11–19 KB and a file descriptor until the descriptors
+// run out. Both kinds of closing are logged through a refusalLog. Use its
+// connState as http.Server.ConnState.
 type connLimit struct {
-	max  int64 // 0: no limit
-	open atomic.Int64
-	refusalLog
+	max int // 0: no limit
+	now func() time.Time
+
+	mu sync.Mutex
+	// conns are the open connections, each with the time it last became
+	// idle; zero while it is new or serving a request.
+	conns map[net.Conn]time.Time
+
+	refusalLog            // new connections closed
+	evictions  refusalLog // idle connections closed for a new one
 }
 
 func newConnLimit(n int, logger *slog.Logger) *connLimit {
-	return &connLimit{max: int64(n), refusalLog: refusalLog{logger: logger, now: time.Now}}
+	return &connLimit{max: n, now: time.Now, conns: map[net.Conn]time.Time{},
+		refusalLog: refusalLog{logger: logger, now: time.Now}, evictions: refusalLog{logger: logger, now: time.Now}}
 }
 
-// connState counts a connection from its StateNew to its StateClosed (or
-// StateHijacked; net/http reports one of them for every connection, the
-// refused ones included) and closes the one over the bound.
+// connState tracks each connection from StateNew to StateClosed (or
+// StateHijacked; net/http reports one of them for every connection) and
+// makes room for a new connection over the bound.
 func (c *connLimit) connState(conn net.Conn, state http.ConnState) {
+	c.mu.Lock()
 	switch state {
 	case http.StateNew:
-		if n := c.open.Add(1); c.max > 0 && n > c.max {
-			c.count("closing new connections over the limit of open connections (at most one line per minute; every one is counted in stall_exporter_connections_refused_total)",
-				"limit", c.max, "flag", "--web.max-connections", "remote", conn.RemoteAddr().String())
-			conn.Close()
+		c.conns[conn] = time.Time{}
+	case http.StateIdle:
+		if _, ok := c.conns[conn]; ok {
+			c.conns[conn] = c.now()
+		}
+	case http.StateActive:
+		if _, ok := c.conns[conn]; ok {
+			c.conns[conn] = time.Time{}
 		}
 	case http.StateClosed, http.StateHijacked:
-		c.open.Add(-1)
+		delete(c.conns, conn)
 	}
+	if state != http.StateNew || c.max <= 0 || len(c.conns) <= c.max {
+		c.mu.Unlock()
+		return
+	}
+	victim := c.longestIdleLocked()
+	if victim == nil {
+		victim = conn
+	}
+	delete(c.conns, victim) // closed below; its StateClosed finds nothing
+	c.mu.Unlock()
+	remote := conn.RemoteAddr().String()
+	if victim == conn {
+		c.count("closing new connections while --web.max-connections connections are all serving requests (at most one line per minute; every one is counted in stall_exporter_connections_refused_total)",
+			"limit", c.max, "flag", "--web.max-connections", "remote", remote)
+	} else {
+		c.evictions.count("closing the longest idle keep-alive connections to make room for new ones at --web.max-connections (at most one line per minute; every one is counted in stall_exporter_idle_connections_evicted_total)",
+			"limit", c.max, "flag", "--web.max-connections", "evicted_remote", victim.RemoteAddr().String(), "new_remote", remote)
+	}
+	victim.Close()
+}
+
+// longestIdleLocked returns the open connection idle for the longest
+// time, or nil when none is idle. A scan: it runs only at the bound, over
+// at most --web.max-connections entries. c.mu must be held.
+func (c *connLimit) longestIdleLocked() net.Conn {
+	var victim net.Conn
+	var since time.Time
+	for conn, idle := range c.conns {
+		if !idle.IsZero() && (victim == nil || idle.Before(since)) {
+			victim, since = conn, idle
+		}
+	}
+	return victim
+}
+
+// open is the number of connections counted as open.
+func (c *connLimit) open() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.conns)
 }
 
 // refusals exports the refusal counters of the given limiters and of the
@@ -183,6 +247,7 @@ func refusals(conns *connLimit, ls ...*limiter) prometheus.Collector {
 		}
 		if conns != nil {
 			connsRefusedDesc.Send(ch, float64(conns.refused.Load()))
+			connsEvictedDesc.Send(ch, float64(conns.evictions.refused.Load()))
 		}
 	})
 }
