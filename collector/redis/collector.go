@@ -33,7 +33,7 @@ var (
 		"1 for why the last scrape of a target that is down failed (connection, AUTH or reply); absent while it is up.",
 		prometheus.GaugeValue, "addr", "reason")
 	refusedDesc = collector.NewMetric("redis_command_refused",
-		"1 if the target answered the last CLIENT LIST, CONFIG GET or MEMORY STATS with an error reply, 0 if it answered.",
+		"1 if the target answered the last CLIENT LIST, CONFIG GET or MEMORY STATS with an error reply (MEMORY STATS: or one over 1 MiB), 0 if it answered.",
 		prometheus.GaugeValue, "addr", "cmd")
 	oversizedDesc = collector.NewMetric("redis_oversized_replies_total",
 		"Replies refused because the size their RESP header announced exceeded its limit (--redis.max-reply-bytes for CLIENT LIST).", prometheus.CounterValue, "addr")
@@ -270,6 +270,13 @@ var refusedEffects = map[string]string{
 	cmdMemoryStats: "client memory is read from INFO instead; allow memory|stats",
 }
 
+// What a reply over replyLimit takes away, for the warning; by the cmd
+// label value. Only commands whose reply size the exporter does not bound
+// by other means are listed.
+var tooLargeEffects = map[string]string{
+	cmdMemoryStats: "client memory is read from INFO (mem_clients_normal, 5.0+) instead until the next --redis.config-refresh-interval tries again; its db.N entries grow with every non-empty database (about 2,700 fit)",
+}
+
 // The commands stall_redis_command_refused reports.
 const (
 	cmdClientList  = "client|list"
@@ -278,7 +285,8 @@ const (
 )
 
 // commandAnswered records whether the server answered cmd (err nil) or
-// refused it with an error reply. A refusal is logged at warn level once
+// refused it with an error reply (or, for MEMORY STATS, a reply over
+// replyLimit). A refusal is logged at warn level once
 // per command until the command is answered again, repeats at debug level.
 func (t *target) commandAnswered(cmd string, err error) {
 	if t.refused == nil {
@@ -293,6 +301,9 @@ func (t *target) commandAnswered(cmd string, err error) {
 	}
 	t.refused[cmd] = true
 	msg := "redis target refused " + cmd + ": " + refusedEffects[cmd]
+	if errors.Is(err, resplimit.ErrTooLarge) {
+		msg = "redis target's " + cmd + " reply is over the 1 MiB reply limit: " + tooLargeEffects[cmd]
+	}
 	if t.refusedWarned[cmd] {
 		t.logger.Debug(msg, "cmd", cmd, "err", err)
 		return
@@ -495,17 +506,17 @@ func isErrorReply(err error) bool {
 func (t *target) scrape(ctx context.Context, ch chan<- prometheus.Metric) error {
 	t.scrapes++
 
-	// One round trip: INFO (+ commandstats) and MEMORY STATS.
+	// One round trip: INFO (+ commandstats). MEMORY STATS gets its own,
+	// after it (memoryStats): its reply grows with every non-empty database,
+	// so in the same pipeline a server with a few thousand of them would
+	// take INFO, and the target, over replyLimit.
+	memStats := replies.AtLeast(t.major, t.minor, 4, 0) && !t.noMemoryStats
 	pipe := t.client.Pipeline()
 	var infoCmds []*redis.StringCmd
 	if replies.AtLeast(t.major, t.minor, 7, 0) {
 		infoCmds = append(infoCmds, pipe.Info(ctx, "server", "clients", "memory", "stats", "replication", "commandstats"))
 	} else {
 		infoCmds = append(infoCmds, pipe.Info(ctx), pipe.Info(ctx, "commandstats"))
-	}
-	var memCmd *redis.Cmd
-	if replies.AtLeast(t.major, t.minor, 4, 0) && !t.noMemoryStats {
-		memCmd = pipe.Do(ctx, "MEMORY", "STATS")
 	}
 	_, execErr := pipe.Exec(ctx)
 	if execErr != nil && !isErrorReply(execErr) {
@@ -540,22 +551,9 @@ func (t *target) scrape(ctx context.Context, ch chan<- prometheus.Metric) error 
 		t.problems.Add("redis version", 1, errors.New("INFO has no readable redis_version"))
 	}
 	var ms replies.MemoryStats
-	if memCmd != nil {
-		if err := memCmd.Err(); err != nil {
-			if isErrorReply(err) {
-				// Renamed, forbidden (NOPERM) or a proxy without it: INFO
-				// values are used instead until the next config refresh.
-				t.noMemoryStats = true
-				t.commandAnswered(cmdMemoryStats, err)
-			}
-		} else {
-			t.commandAnswered(cmdMemoryStats, nil)
-			ms, err = replies.ParseMemoryStats(memCmd.Val())
-			if err != nil {
-				t.problems.Add("redis MEMORY STATS", 1, err)
-			}
-			t.problems.Add("redis MEMORY STATS value", ms.Malformed, errors.New("MEMORY STATS value is not a number"))
-		}
+	var memErr error
+	if memStats {
+		ms, memErr = t.memoryStats(ctx)
 	}
 
 	if err := t.refreshConfig(ctx); err != nil {
@@ -567,12 +565,42 @@ func (t *target) scrape(ctx context.Context, ch chan<- prometheus.Metric) error 
 	t.sendConfig(ch)
 	t.sendClientList(ch)
 	t.sendRefused(ch)
-	if clErr != nil {
-		// INFO answered, so the target is up; the collector still reports
-		// the failure.
-		return errAfterUp{clErr}
+	// INFO answered, so the target is up; the collector still reports
+	// the failure.
+	if err := errors.Join(memErr, clErr); err != nil {
+		return errAfterUp{err}
 	}
 	return nil
+}
+
+// memoryStats sends MEMORY STATS in a round trip of its own and parses
+// the reply. An error reply (renamed, NOPERM, a proxy without it) and a
+// reply over replyLimit both leave t.noMemoryStats set until the next
+// config refresh, and the client memory is read from INFO meanwhile: the
+// reply is 387 bytes longer, as resplimit counts it, for every non-empty
+// database (Redis 7.0: 3 kB with 1, 388 kB with 1,000, 1.5 MB with 4,000),
+// so replyLimit holds about 2,700. The oversized reply is counted in
+// stall_redis_oversized_replies_total and costs its connection; the next
+// command opens a new one. Any other error (network, timeout, reply
+// memory budget) is returned, wrapped.
+func (t *target) memoryStats(ctx context.Context) (replies.MemoryStats, error) {
+	var ms replies.MemoryStats
+	v, err := t.client.Do(ctx, "MEMORY", "STATS").Result()
+	switch {
+	case isErrorReply(err) || errors.Is(err, resplimit.ErrTooLarge):
+		t.noMemoryStats = true
+		t.commandAnswered(cmdMemoryStats, err)
+		return ms, nil
+	case err != nil:
+		return ms, fmt.Errorf("MEMORY STATS: %w", err)
+	}
+	t.commandAnswered(cmdMemoryStats, nil)
+	ms, err = replies.ParseMemoryStats(v)
+	if err != nil {
+		t.problems.Add("redis MEMORY STATS", 1, err)
+	}
+	t.problems.Add("redis MEMORY STATS value", ms.Malformed, errors.New("MEMORY STATS value is not a number"))
+	return ms, nil
 }
 
 // errEmptyInfo is an INFO reply without a single field.

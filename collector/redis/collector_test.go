@@ -678,3 +678,78 @@ func TestRefusedCommands(t *testing.T) {
 		res.Must(t, name)
 	}
 }
+
+// TestManyDatabases: MEMORY STATS grows by one db.N entry per non-empty
+// database (387 bytes as the reply limit counts them, on 7.0), so a server
+// with a few thousand of them answers more than the 1 MiB reply limit.
+// With 1,000 the reply fits and is used; with 4,000 the target stays up
+// on every scrape (review 3, item 5: MEMORY STATS shared INFO's pipeline
+// and downed it with reason="reply_too_large"), the client memory comes
+// from INFO (command_refused{cmd="memory|stats"} 1), the oversized reply
+// is counted and logged once, and MEMORY STATS is not sent again before
+// the next config refresh.
+func TestManyDatabases(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t, "--databases", "4000")
+	admin := r.client()
+	fill := func(from, to int) {
+		t.Helper()
+		c := r.client(func(o *redis.Options) { o.PoolSize = 1 }) // SELECT sticks to the connection
+		pipe := c.Pipeline()
+		for db := from; db < to; db++ {
+			pipe.Do(t.Context(), "SELECT", db)
+			pipe.Set(t.Context(), "k", "v", 0)
+		}
+		if _, err := pipe.Exec(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	scrape := func(c collector.Collector, logs *collectortest.LogBuffer, dbs, scrapes int) collectortest.Result {
+		t.Helper()
+		var res collectortest.Result
+		for i := range scrapes {
+			res = collectortest.Scrape(t, c, 5*time.Second)
+			if v := res.Must(t, "stall_redis_up"); v != 1 || res.Err != nil {
+				t.Fatalf("%d databases, scrape %d: up %v, %v\n%s", dbs, i+1, v, res.Err, logs)
+			}
+		}
+		// Present either way; command_refused says which source it is
+		// (idle clients are 0 bytes in both on 7.0).
+		res.Must(t, "stall_redis_clients_memory_bytes", "type", "normal")
+		return res
+	}
+
+	fill(0, 1000)
+	logs := &collectortest.LogBuffer{}
+	c := newTestScraper(t, testSettings(), collectortest.Config("redis", logs), r.addr)
+	calls := commandCalls(t, admin, "memory|stats")
+	res := scrape(c, logs, 1000, 2) // the first scrape sends no MEMORY STATS
+	if n := commandCalls(t, admin, "memory|stats") - calls; n != 1 {
+		t.Errorf("1,000 databases: %d MEMORY STATS in 2 scrapes, want 1", n)
+	}
+	if v := res.Must(t, "stall_redis_command_refused", "cmd", "memory|stats"); v != 0 {
+		t.Errorf("1,000 databases: command_refused{memory|stats} %v, want 0 (MEMORY STATS used)", v)
+	}
+	if v := res.Must(t, "stall_redis_oversized_replies_total"); v != 0 {
+		t.Errorf("1,000 databases: %v oversized replies", v)
+	}
+
+	fill(1000, 4000)
+	logs = &collectortest.LogBuffer{}
+	c = newTestScraper(t, testSettings(), collectortest.Config("redis", logs), r.addr)
+	calls = commandCalls(t, admin, "memory|stats")
+	res = scrape(c, logs, 4000, 4)
+	if n := commandCalls(t, admin, "memory|stats") - calls; n != 1 {
+		t.Errorf("4,000 databases: %d MEMORY STATS in 4 scrapes, want 1 (not again before the config refresh)", n)
+	}
+	if v := res.Must(t, "stall_redis_command_refused", "cmd", "memory|stats"); v != 1 {
+		t.Errorf("4,000 databases: command_refused{memory|stats} %v, want 1 (client memory from INFO)", v)
+	}
+	if v := res.Must(t, "stall_redis_oversized_replies_total"); v != 1 {
+		t.Errorf("4,000 databases: %v oversized replies, want 1", v)
+	}
+	if n := strings.Count(logs.String(), "memory|stats reply is over the 1 MiB reply limit"); n != 1 {
+		t.Errorf("4,000 databases: the oversized MEMORY STATS logged %d times, want once:\n%s", n, logs)
+	}
+}

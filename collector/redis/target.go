@@ -113,8 +113,10 @@ const replyBudgetBytes = 8 << 20
 // replyLimit bounds every reply other than CLIENT LIST, per command or
 // pipeline: INFO with commandstats is 5–50 kB on real servers (a 7.x
 // server with every one of its ~380 commands and subcommands called is
-// about 45 kB), MEMORY STATS and CONFIG GET a few kB, a big-key SCAN page
-// of 100 key names a few kB. Bulk strings over resplimit.HoldAbove are
+// about 45 kB), CONFIG GET a few kB, MEMORY STATS 3 kB plus 387 bytes
+// per non-empty database (sent alone, so that a server with more than
+// about 2,700 of them loses MEMORY STATS, not INFO: target.memoryStats), a
+// big-key SCAN page of 100 key names a few kB. Bulk strings over resplimit.HoldAbove are
 // handed to go-redis only once complete, so a reply costs at most twice
 // what actually arrived.
 const replyLimit = 1 << 20
