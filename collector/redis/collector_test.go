@@ -310,13 +310,14 @@ func TestRestart(t *testing.T) {
 		t.Fatal("not up at start")
 	}
 	r.stop()
-	start := time.Now()
 	res := collectortest.Scrape(t, c, 3*time.Second)
 	if v := res.Must(t, "stall_redis_up"); v != 0 {
 		t.Fatal("up while the server is stopped")
 	}
-	if d := time.Since(start); d > 2500*time.Millisecond {
-		t.Errorf("a refused connection took %v to report", d)
+	// Reported as refused at once, not after a wait: a timeout would say
+	// "timeout" (a wall-clock bound here failed only on loaded machines).
+	if v := res.Must(t, "stall_redis_down_reason", "reason", reasonRefused); v != 1 {
+		t.Errorf("down_reason{refused} = %v while nothing listens", v)
 	}
 	r.start("127.0.0.1")
 	res = collectortest.Scrape(t, c, 3*time.Second)
@@ -329,46 +330,76 @@ func TestRestart(t *testing.T) {
 }
 
 // TestSilentListener: a server that accepts and never answers is
-// reported down within --redis.timeout, well before the scrape deadline,
-// and another healthy target in the same collector is unaffected.
+// reported down at --redis.timeout, well before the scrape deadline, and
+// another healthy target in the same collector is not held up by it.
+//
+// No bound here asks the real redis-server to be fast: the timeout leaves
+// it seconds for a first scrape under -race on a loaded machine (700 ms
+// did not, once: review 3, item 4), and "not held up" is checked by order,
+// not by wall time: each target's series are sent when its own scrape
+// ends, the silent one's at its timeout, so the healthy target's come
+// first unless it waited for the silent one.
 func TestSilentListener(t *testing.T) {
 	t.Parallel()
 	silent := collectortest.SilentListener(t)
 	r := startRedis(t)
 	s := testSettings()
-	s.timeout = 700 * time.Millisecond
+	s.timeout = 3 * time.Second
 	c := newTestScraper(t, s, collectortest.Config("redis", nil), silent, r.addr)
+	scrapeDeadline := s.timeout + 5*time.Second
 	start := time.Now()
-	res := collectortest.Scrape(t, c, 3*time.Second)
+	res := collectortest.Scrape(t, c, scrapeDeadline)
 	took := time.Since(start)
 	if v := res.Must(t, "stall_redis_up", "addr", "redis://"+silent); v != 0 {
 		t.Errorf("silent target up = %v", v)
 	}
-	if v := res.Must(t, "stall_redis_up", "addr", "redis://"+r.addr); v != 1 {
-		t.Errorf("healthy target up = %v", v)
+	if v := res.Must(t, "stall_redis_down_reason", "addr", "redis://"+silent, "reason", reasonTimeout); v != 1 {
+		t.Errorf("silent target down_reason{timeout} = %v", v)
 	}
-	if took > 1500*time.Millisecond {
-		t.Errorf("scrape took %v with --redis.timeout 700ms", took)
+	if v := res.Must(t, "stall_redis_up", "addr", "redis://"+r.addr); v != 1 {
+		t.Errorf("healthy target up = %v: %v", v, res.Err)
+	}
+	if h, q := sampleIndex(res, "stall_redis_up", "redis://"+r.addr), sampleIndex(res, "stall_redis_up", "redis://"+silent); h > q {
+		t.Errorf("the healthy target's series came after the silent one's (%d > %d): it waited for it", h, q)
+	}
+	// Ended by --redis.timeout: half-way to the scrape deadline is seconds
+	// of slack, and far from the deadline itself.
+	if limit := s.timeout + (scrapeDeadline-s.timeout)/2; took > limit {
+		t.Errorf("scrape took %v with --redis.timeout %v (scrape deadline %v)", took, s.timeout, scrapeDeadline)
 	}
 	if res.Err == nil {
 		t.Error("the collector should report the failed target")
 	}
 	// A scrape deadline shorter than --redis.timeout wins, and up 0 is
-	// still delivered before it.
+	// still delivered before it: the scrape leaves itself a tenth of the
+	// time, at most 250 ms, to send it (collector.ScrapeDeadline), so 2.5 s
+	// leaves all of 250 ms for that.
 	// The same for a TLS handshake that never completes.
 	s.timeout = 10 * time.Second
 	s.conn.dialTimeout = 10 * time.Second
 	c2 := newTestScraper(t, s, collectortest.Config("redis", nil), silent, "rediss://"+silent)
+	scrapeDeadline = 2500 * time.Millisecond
 	start = time.Now()
-	res = collectortest.Scrape(t, c2, 800*time.Millisecond)
+	res = collectortest.Scrape(t, c2, scrapeDeadline)
 	for _, l := range []string{"redis://" + silent, "rediss://" + silent} {
 		if v := res.Must(t, "stall_redis_up", "addr", l); v != 0 {
 			t.Errorf("%s: up = %v", l, v)
 		}
 	}
-	if took := time.Since(start); took > 800*time.Millisecond {
-		t.Errorf("Update returned after the scrape deadline (%v)", took)
+	if took := time.Since(start); took > scrapeDeadline {
+		t.Errorf("Update returned after the scrape deadline (%v > %v)", took, scrapeDeadline)
 	}
+}
+
+// sampleIndex is the position of name{addr} among the samples, in the
+// order the collector sent them; -1 when absent.
+func sampleIndex(res collectortest.Result, name, addr string) int {
+	for i, m := range res.Metrics {
+		if m.Name == name && m.Labels["addr"] == addr {
+			return i
+		}
+	}
+	return -1
 }
 
 func TestNoTargets(t *testing.T) {
@@ -573,9 +604,11 @@ func TestDownReasons(t *testing.T) {
 	}
 	logs := &collectortest.LogBuffer{}
 	s := testSettings()
-	s.timeout = 1500 * time.Millisecond
+	// Real servers answer (or refuse) well within the timeout even under
+	// -race on a loaded machine; only the silent listeners wait for it.
+	s.timeout = 3 * time.Second
 	c := newTestScraper(t, s, collectortest.Config("redis", logs), addrs...)
-	res := collectortest.Scrape(t, c, 4*time.Second)
+	res := collectortest.Scrape(t, c, s.timeout+3*time.Second)
 	for _, t0 := range c.targets {
 		want := targets[t0.spec.label]
 		if want == "" { // labels drop the user and query

@@ -167,7 +167,7 @@ func TestHostileReplySize(t *testing.T) {
 			if c.reason == reasonProtocol && cfg.Problems.Count() == 0 {
 				t.Error("a malformed reply is not counted in stall_collector_parse_errors_total")
 			}
-			waitFor(t, "the server to see its connections closed", 2*time.Second, func() bool { return srv.closed.Load() >= 3 })
+			waitFor(t, "the server to see its connections closed", 10*time.Second, func() bool { return srv.closed.Load() >= 3 })
 		})
 	}
 }

@@ -54,7 +54,7 @@ func TestProbeCacheBounded(t *testing.T) {
 	probeAll()
 	perTarget := (int64(heapAfterGC()) - int64(heapBefore)) / n
 	open := 0
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		open = 0
 		for _, srv := range servers {
 			open += int(srv.open())
@@ -78,7 +78,7 @@ func TestProbeCacheBounded(t *testing.T) {
 	// kept; targets idle for probeIdle are dropped.
 	trim := func(after time.Duration) { pc.targets.Trim(time.Now().Add(after)) }
 	trim(probeConnIdle + time.Second)
-	waitFor(t, "idle connections to close", 2*time.Second, func() bool {
+	waitFor(t, "idle connections to close", 10*time.Second, func() bool {
 		for _, srv := range servers {
 			if srv.open() > 0 {
 				return false
