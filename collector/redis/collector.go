@@ -33,7 +33,7 @@ var (
 		"1 for why the last scrape of a target that is down failed (connection, AUTH or reply); absent while it is up.",
 		prometheus.GaugeValue, "addr", "reason")
 	refusedDesc = collector.NewMetric("redis_command_refused",
-		"1 if the target answered the last CLIENT LIST, CONFIG GET or MEMORY STATS with an error reply (MEMORY STATS: or one over 1 MiB), 0 if it answered.",
+		"1 if the target answered the last CLIENT LIST, CONFIG GET or MEMORY STATS with an error reply, or MEMORY STATS with a reply over 1 MiB; 0 if it answered.",
 		prometheus.GaugeValue, "addr", "cmd")
 	oversizedDesc = collector.NewMetric("redis_oversized_replies_total",
 		"Replies refused because the size their RESP header announced exceeded its limit (--redis.max-reply-bytes for CLIENT LIST).", prometheus.CounterValue, "addr")
