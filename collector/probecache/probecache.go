@@ -3,12 +3,16 @@
 // eviction rule, so that an allowlist pattern wide enough to admit many
 // targets costs bounded memory and file descriptors.
 //
-// The rule, checked at every request: a target not probed for Limits.Idle
-// is dropped; beyond Limits.MaxTargets the least recently probed targets
-// are dropped. A module whose targets hold a connection can also bound the
-// idle connections: only the Limits.MaxConns most recently probed targets,
-// probed within Limits.ConnIdle, keep theirs (Hooks.DropConn closes the
-// others' and they reconnect on their next probe).
+// The rule, checked at every request and by a background trim every
+// Limits.TrimEvery while the cache holds targets: a target not probed for
+// Limits.Idle is dropped; beyond Limits.MaxTargets the least recently
+// probed targets are dropped. A module whose targets hold a connection can
+// also bound the idle connections: only the Limits.MaxConns most recently
+// probed targets, probed within Limits.ConnIdle, keep theirs
+// (Hooks.DropConn closes the others' and they reconnect on their next
+// probe). So after the probes stop, idle connections are closed within
+// ConnIdle plus one TrimEvery, and the targets dropped within Idle plus
+// one TrimEvery.
 package probecache
 
 import (
@@ -30,6 +34,21 @@ type Limits struct {
 	// ConnIdle is how long a target keeps its connection after its last
 	// probe. 0: until the target is dropped.
 	ConnIdle time.Duration
+	// TrimEvery is the period of the background trim. 0: a quarter of
+	// ConnIdle (of Idle without ConnIdle), at least a second.
+	TrimEvery time.Duration
+}
+
+// trimEvery is the background trim's period.
+func (l Limits) trimEvery() time.Duration {
+	if l.TrimEvery > 0 {
+		return l.TrimEvery
+	}
+	d := l.Idle
+	if l.ConnIdle > 0 {
+		d = min(d, l.ConnIdle)
+	}
+	return max(d/4, time.Second)
 }
 
 // Hooks release what a cached value holds.
@@ -47,9 +66,16 @@ type Hooks[V any] struct {
 type Cache[V any] struct {
 	limits Limits
 	hooks  Hooks[V]
+	// now and ticker are the background trim's clock; tests replace them.
+	now    func() time.Time
+	ticker func(time.Duration) (<-chan time.Time, func())
 
 	mu      sync.Mutex
 	entries map[string]*entry[V]
+	// stopTrim stops the background trim; nil while none runs. One
+	// goroutine per cache, started by the Get that caches the first
+	// target; it ends when the cache is empty, or at Reset.
+	stopTrim chan struct{}
 }
 
 type entry[V any] struct {
@@ -60,7 +86,13 @@ type entry[V any] struct {
 
 // New returns an empty cache.
 func New[V any](limits Limits, hooks Hooks[V]) *Cache[V] {
-	return &Cache[V]{limits: limits, hooks: hooks, entries: map[string]*entry[V]{}}
+	return &Cache[V]{limits: limits, hooks: hooks, entries: map[string]*entry[V]{},
+		now: time.Now, ticker: realTicker}
+}
+
+func realTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
 }
 
 // Get returns the value cached under key, or caches the one create returns
@@ -81,10 +113,37 @@ func (c *Cache[V]) Get(key string, now time.Time, create func() (V, error)) (V, 
 	}
 	e.lastProbed, e.conn = now, true
 	c.trim(now)
+	if c.stopTrim == nil && len(c.entries) > 0 {
+		c.stopTrim = make(chan struct{})
+		ticks, stopTicker := c.ticker(c.limits.trimEvery())
+		go c.trimLoop(ticks, stopTicker, c.stopTrim)
+	}
 	return e.v, nil
 }
 
-// Trim applies the limits as of now; Get does it at every request.
+// trimLoop trims at every tick until the cache is empty or stop is
+// closed, so idle limits hold without probes coming in.
+func (c *Cache[V]) trimLoop(ticks <-chan time.Time, stopTicker func(), stop chan struct{}) {
+	defer stopTicker()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ticks:
+		}
+		c.mu.Lock()
+		c.trim(c.now())
+		if len(c.entries) == 0 && c.stopTrim == stop {
+			c.stopTrim = nil
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+	}
+}
+
+// Trim applies the limits as of now; Get does it at every request, and a
+// background trim every Limits.TrimEvery.
 func (c *Cache[V]) Trim(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -98,12 +157,16 @@ func (c *Cache[V]) Len() int {
 	return len(c.entries)
 }
 
-// Reset drops every target.
+// Reset drops every target and stops the background trim.
 func (c *Cache[V]) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, e := range c.entries {
 		c.drop(k, e)
+	}
+	if c.stopTrim != nil {
+		close(c.stopTrim)
+		c.stopTrim = nil
 	}
 }
 

@@ -148,3 +148,105 @@ func TestCacheWithoutConnLimit(t *testing.T) {
 		t.Errorf("after Reset: %d cached, want 0 and every value closed", c.Len())
 	}
 }
+
+// fakeTicker stands for the background trim's clock: the test sets the
+// time and delivers the ticks.
+type fakeTicker struct {
+	mu      sync.Mutex
+	now     time.Time
+	periods []time.Duration
+	ticks   chan time.Time
+	stopped chan struct{} // closed when the trim stops its ticker
+}
+
+func useFakeTicker(c *Cache[*value], now time.Time) *fakeTicker {
+	f := &fakeTicker{now: now}
+	c.now = func() time.Time {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.now
+	}
+	c.ticker = func(d time.Duration) (<-chan time.Time, func()) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.periods = append(f.periods, d)
+		f.ticks, f.stopped = make(chan time.Time), make(chan struct{})
+		return f.ticks, func() { close(f.stopped) }
+	}
+	return f
+}
+
+// tick sets the time to at and delivers a tick; it returns once the trim
+// it caused has finished (the loop took a second tick, or stopped).
+func (f *fakeTicker) tick(t *testing.T, at time.Time) {
+	t.Helper()
+	f.mu.Lock()
+	f.now = at
+	ticks, stopped := f.ticks, f.stopped
+	f.mu.Unlock()
+	for range 2 {
+		select {
+		case ticks <- at:
+		case <-stopped:
+			return
+		case <-time.After(5 * time.Second):
+			t.Fatal("the background trim does not take ticks")
+		}
+	}
+}
+
+func (f *fakeTicker) running() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-f.stopped:
+		return false
+	default:
+		return true
+	}
+}
+
+// Without any probe coming in, the background trim closes a connection
+// idle for ConnIdle and drops a target idle for Idle at its next tick
+// (review 3, item 6); it stops when the cache is empty and starts again
+// with the next target; Reset stops it.
+func TestCacheBackgroundTrim(t *testing.T) {
+	c := New(limits, hooks())
+	start := time.Unix(1e9, 0)
+	f := useFakeTicker(c, start)
+	v, _ := c.Get("a", start, func() (*value, error) { return newValue("a"), nil })
+	if len(f.periods) != 1 || f.periods[0] != limits.ConnIdle/4 {
+		t.Fatalf("tickers started with periods %v, want one of %v (ConnIdle/4)", f.periods, limits.ConnIdle/4)
+	}
+	period := f.periods[0]
+	f.tick(t, start.Add(limits.ConnIdle-time.Second))
+	if !v.hasConn() {
+		t.Error("connection closed before ConnIdle")
+	}
+	f.tick(t, start.Add(limits.ConnIdle+period))
+	if v.hasConn() || c.Len() != 1 {
+		t.Errorf("one tick after ConnIdle: connection %v, %d cached; want none, 1", v.hasConn(), c.Len())
+	}
+	if !f.running() {
+		t.Error("the trim stopped with a target cached")
+	}
+	f.tick(t, start.Add(limits.Idle+period))
+	if c.Len() != 0 || !isClosed(t, v) {
+		t.Errorf("one tick after Idle: %d cached, want 0 and the value closed", c.Len())
+	}
+	if f.running() {
+		t.Error("the trim still runs with the cache empty")
+	}
+	later := start.Add(time.Hour)
+	c.Get("b", later, func() (*value, error) { return newValue("b"), nil })
+	c.Get("c", later, func() (*value, error) { return newValue("c"), nil })
+	if len(f.periods) != 2 || !f.running() {
+		t.Fatalf("%d tickers started, running %v; want a second one, running", len(f.periods), f.running())
+	}
+	c.Reset()
+	select {
+	case <-f.stopped:
+	case <-time.After(5 * time.Second):
+		t.Error("Reset did not stop the trim")
+	}
+}
