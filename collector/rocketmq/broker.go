@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,6 +76,9 @@ var (
 		"Runtime-info keys that were missing, unparsable or impossible, by key, since exporter start.", prometheus.CounterValue, "key")
 	sampleErrorsDesc = brokerMetric("lock_samples_failed_total",
 		"Background pageCacheLockTimeMills samples (--rocketmq.sample-interval) that failed since exporter start.", prometheus.CounterValue)
+	budgetRefusedDesc = brokerMetric("reply_budget_refusals_total",
+		"Requests to the broker whose reply frame found no room in the exporter-wide budget of reply frames read at once before the deadline, since exporter start.",
+		prometheus.CounterValue)
 	configInfoDesc = brokerMetric("broker_config_info",
 		"The broker settings that decide CommitLog stalls, from GET_BROKER_CONFIG (request 26), always 1.",
 		prometheus.GaugeValue, configLabels...)
@@ -250,15 +254,18 @@ type broker struct {
 	lockSum      float64
 	lockN        uint64
 	sampleErrors uint64
-	nextSample   time.Time
-	sampleFails  int
-	keyErrors    map[string]uint64
-	config       map[string]string
-	configAt     time.Time
-	configDenied bool      // the last config read was refused by the broker's ACL (logged once)
-	down         bool      // the last scrape's runtime-info request failed
-	downReason   string    // why, as last logged
-	downLogged   time.Time // when the going down or a change of reason was last logged
+	// budgetRefused counts requests that failed with remoting.ErrBudget
+	// (its client's OnBudget); shown once non-zero.
+	budgetRefused atomic.Uint64
+	nextSample    time.Time
+	sampleFails   int
+	keyErrors     map[string]uint64
+	config        map[string]string
+	configAt      time.Time
+	configDenied  bool      // the last config read was refused by the broker's ACL (logged once)
+	down          bool      // the last scrape's runtime-info request failed
+	downReason    string    // why, as last logged
+	downLogged    time.Time // when the going down or a change of reason was last logged
 }
 
 func (b *broker) observeLock(s float64) {
@@ -439,6 +446,9 @@ func (b *broker) sendState(ch chan<- prometheus.Metric) {
 		buckets, count := cumulativeBuckets(b.lockCounts, lockBounds)
 		ch <- prometheus.MustNewConstHistogram(lockSampledDesc, count, b.lockSum, buckets, lv...)
 		sampleErrorsDesc.Send(ch, float64(b.sampleErrors), lv...)
+	}
+	if n := b.budgetRefused.Load(); n > 0 {
+		budgetRefusedDesc.Send(ch, float64(n), lv...)
 	}
 	for key, n := range b.keyErrors {
 		keyErrorsDesc.Send(ch, float64(n), append(lv[:3:3], key)...)

@@ -85,7 +85,8 @@ func newScraper(cfg collector.Config, opts options) *scraper {
 		brokers: map[brokerKey]*broker{}, sharedAddrs: map[string]string{}, namesrvErr: map[string]error{},
 		nsClients: map[string]*remoting.Client{}}
 	for _, ns := range opts.Namesrv {
-		c.nsClients[ns] = remoting.NewClient(ns, remoting.Options{Timeout: opts.Timeout, MaxFrame: opts.MaxFrame})
+		c.nsClients[ns] = remoting.NewClient(ns, remoting.Options{Timeout: opts.Timeout, MaxFrame: opts.MaxFrame,
+			Budget: replyBudget(opts.MaxFrame)})
 	}
 	for _, a := range opts.Brokers {
 		c.brokers[brokerKey{direct: a}] = c.newBroker(a, true, [3]string{"", labelValue(a), ""})
@@ -97,20 +98,68 @@ func newScraper(cfg collector.Config, opts options) *scraper {
 }
 
 func (c *scraper) newBroker(addr string, direct bool, labels [3]string) *broker {
-	return &broker{
+	b := &broker{
 		addr: addr, direct: direct, labels: labels,
-		client: remoting.NewClient(addr, remoting.Options{Timeout: c.opts.Timeout, MaxFrame: c.opts.MaxFrame,
-			Credentials: c.opts.Credentials}),
 		lockCounts: make([]uint64, len(lockBounds)+1),
 		keyErrors:  map[string]uint64{},
 	}
+	b.client = remoting.NewClient(addr, remoting.Options{Timeout: c.opts.Timeout, MaxFrame: c.opts.MaxFrame,
+		Budget: replyBudget(c.opts.MaxFrame), OnBudget: func() { b.budgetRefused.Add(1) },
+		Credentials: c.opts.Credentials})
+	return b
+}
+
+// replyBudgetMin is the smallest budget of reply frames read at once by
+// all the process' remoting clients (remoting.Budget).
+const replyBudgetMin = 8 << 20
+
+var (
+	budgetsMu sync.Mutex
+	budgets   = map[int]*remoting.Budget{}
+)
+
+// replyBudget returns the budget shared by every client whose frame limit
+// is maxFrame — in the exporter, every client: --rocketmq.max-frame-bytes
+// is one value. Its size is twice the frame limit, or replyBudgetMin if
+// more: a frame's buffers add up to less than twice its size (readFrame),
+// so a frame at the limit always fits once the others give their bytes
+// back.
+func replyBudget(maxFrame int) *remoting.Budget {
+	budgetsMu.Lock()
+	defer budgetsMu.Unlock()
+	b := budgets[maxFrame]
+	if b == nil {
+		b = remoting.NewBudget(max(replyBudgetMin, 2*int64(maxFrame)))
+		budgets[maxFrame] = b
+	}
+	return b
+}
+
+// dropConns closes the connections of the brokers and name servers that
+// no request is using, keeping everything else, and reports whether it
+// closed them all; the next scrape dials again. /probe calls it
+// (probecache Hooks.DropConn) for brokers it has not probed lately.
+func (c *scraper) dropConns() bool {
+	all := true
+	for _, cl := range c.clients() {
+		all = cl.DropIdle() && all
+	}
+	return all
 }
 
 // close closes the connections of the brokers and name servers, waiting
 // for a request in progress on each; later requests fail. /probe calls it
 // for a target it drops.
 func (c *scraper) close() {
+	for _, cl := range c.clients() {
+		cl.Close()
+	}
+}
+
+// clients are the remoting clients of the brokers and name servers.
+func (c *scraper) clients() []*remoting.Client {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	clients := make([]*remoting.Client, 0, len(c.brokers)+len(c.nsClients))
 	for _, b := range c.brokers {
 		clients = append(clients, b.client)
@@ -118,10 +167,7 @@ func (c *scraper) close() {
 	for _, ns := range c.nsClients {
 		clients = append(clients, ns)
 	}
-	c.mu.Unlock()
-	for _, cl := range clients {
-		cl.Close()
-	}
+	return clients
 }
 
 func (c *scraper) remoteConfigured() bool {

@@ -57,7 +57,7 @@ func defaultFlags(t *testing.T) {
 	t.Helper()
 	saved := []any{*timeoutFlag, *sampleFlag, *configIntervalFlag, *discoveryIntervalFlag, *maxFrameFlag, *unlistedRetentionFlag}
 	*timeoutFlag, *sampleFlag, *configIntervalFlag, *discoveryIntervalFlag = 3*time.Second, time.Second, 5*time.Minute, 30*time.Second
-	*maxFrameFlag, *unlistedRetentionFlag = remoting.DefaultMaxFrame, time.Hour
+	*maxFrameFlag, *unlistedRetentionFlag = defaultMaxFrame, time.Hour
 	t.Cleanup(func() {
 		*timeoutFlag, *sampleFlag = saved[0].(time.Duration), saved[1].(time.Duration)
 		*configIntervalFlag, *discoveryIntervalFlag = saved[2].(time.Duration), saved[3].(time.Duration)

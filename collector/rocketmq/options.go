@@ -34,7 +34,7 @@ var (
 	aclFileFlag = kingpin.Flag("rocketmq.acl-file",
 		"File with accessKey=… and secretKey=… lines (optionally securityToken=…) to sign requests to brokers with aclEnable=true.").String()
 	maxFrameFlag = kingpin.Flag("rocketmq.max-frame-bytes",
-		"Largest remoting reply frame accepted, in bytes (the broker's own limit is 16 MiB).").Default(strconv.Itoa(remoting.DefaultMaxFrame)).Int()
+		"Largest remoting reply frame accepted, in bytes; the frames read at once by all connections share a budget of twice this (at least 8 MiB).").Default(strconv.Itoa(defaultMaxFrame)).Int()
 	probeAllowFlag = kingpin.Flag("rocketmq.probe.allowed-targets",
 		"Target allowed for /probe?module=rocketmq: host:port, a host (any port), or a CIDR; repeatable. '*' allows any target. With none, /probe refuses every RocketMQ target (403).").Strings()
 	logDirFlag = kingpin.Flag("rocketmq.log-dir",
@@ -206,6 +206,14 @@ const (
 	minFrame = 64 << 10
 	maxFrame = 1 << 30
 )
+
+// defaultMaxFrame is the default --rocketmq.max-frame-bytes: 4 MiB, not
+// the broker's own 16 MiB, because every frame read at once shares a
+// budget of twice the limit (replyBudget), which the deploy kit's 64 MiB
+// must hold. The largest reply asked for is a name server's cluster info,
+// about 130 bytes per broker group (4 MiB: some 30,000 groups); a
+// broker's runtime info is 2–5 KB and its config tens of KB.
+const defaultMaxFrame = 4 << 20
 
 func optionsFromFlags() (options, error) {
 	opts := options{

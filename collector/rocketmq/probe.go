@@ -14,17 +14,31 @@ import (
 // /probe?module=rocketmq&target=host:port
 
 // The /probe cache's limits (probecache.Limits): the collector of a probed
-// broker — its connection and put-latency histograms — is kept for
+// broker — its put-latency histograms, counters and config — is kept for
 // probeIdle after its last probe, for at most probeMaxTargets brokers (the
-// least recently probed one goes first). Every cached broker keeps its
-// connection: brokers are few, and they close idle connections themselves.
+// least recently probed one goes first). Its connection is kept only while
+// it is among the probeMaxConns most recently probed brokers and was
+// probed in the last probeConnIdle (the cache's trim closes the others
+// within a minute of that); the next probe dials again, which costs a TCP
+// connect: brokers need no handshake. An allowlist CIDR can admit many
+// brokers, and a peer need not close idle connections itself.
+//
+// What it costs (docs/rocketmq.md): 300 distinct brokers probed 40 at a
+// time left the exporter at 30.5 MB RSS with 64 connections, against 46 MB
+// with 256 connections and their 64 KiB read buffers before.
 const (
 	probeIdle       = 10 * time.Minute
 	probeMaxTargets = 256
+	probeConnIdle   = 2 * time.Minute
+	probeMaxConns   = 64
 )
 
-var probes = probecache.New(probecache.Limits{MaxTargets: probeMaxTargets, Idle: probeIdle},
-	probecache.Hooks[*scraper]{Close: (*scraper).close})
+var probes = probecache.New(probecache.Limits{
+	MaxTargets: probeMaxTargets, Idle: probeIdle, MaxConns: probeMaxConns, ConnIdle: probeConnIdle,
+}, probecache.Hooks[*scraper]{
+	Close:    (*scraper).close, // waits for a request in progress
+	DropConn: (*scraper).dropConns,
+})
 
 // probe returns the collector of one broker, host:port. The target is
 // checked and normalised first (normalizeHostPort: a malformed one is an

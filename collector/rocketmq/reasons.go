@@ -20,6 +20,7 @@ const (
 	reasonErrorReply  = "error_reply"     // another error code (SYSTEM_ERROR with an exception)
 	reasonProtocol    = "protocol"        // bytes that are not a remoting reply, or a frame cut short
 	reasonTooLarge    = "reply_too_large" // a frame over --rocketmq.max-frame-bytes
+	reasonMemory      = "reply_memory"    // a frame found no room in replyBudget before the deadline
 	reasonRefused     = "refused"         // nothing listens on the port (the broker process is gone)
 	reasonTimeout     = "timeout"         // no answer within --rocketmq.timeout (or the scrape's timeout)
 	reasonDNS         = "dns"             // the host name does not resolve
@@ -34,6 +35,7 @@ var downMessages = map[string]string{
 	reasonErrorReply:  "rocketmq broker answered GET_BROKER_RUNTIME_INFO with an error",
 	reasonProtocol:    "rocketmq broker sent a reply that is not a remoting frame",
 	reasonTooLarge:    "rocketmq broker sent a reply frame over --rocketmq.max-frame-bytes",
+	reasonMemory:      "rocketmq broker's reply found no room in the exporter-wide budget of reply frames read at once (many large replies at the same time)",
 	reasonRefused:     "rocketmq broker refused the connection (is the broker process running?)",
 	reasonTimeout:     "rocketmq broker not answering within --rocketmq.timeout",
 	reasonDNS:         "rocketmq broker host name does not resolve",
@@ -52,6 +54,8 @@ func downReason(err error) string {
 		return responseReason(re)
 	case errors.Is(err, remoting.ErrFrameTooLarge):
 		return reasonTooLarge
+	case errors.Is(err, remoting.ErrBudget):
+		return reasonMemory
 	case remoting.IsBadReply(err):
 		return reasonProtocol
 	case errors.As(err, &dnsErr):

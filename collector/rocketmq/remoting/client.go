@@ -25,6 +25,12 @@ type Options struct {
 	Timeout time.Duration
 	// MaxFrame is the largest reply frame accepted; DefaultMaxFrame when 0.
 	MaxFrame int
+	// Budget, when set, bounds the frame buffers this client and every
+	// other client sharing it hold at once (see Budget).
+	Budget *Budget
+	// OnBudget, when set, is called for each request that failed with
+	// ErrBudget.
+	OnBudget func()
 	// Credentials, when set, sign every request (broker aclEnable=true).
 	Credentials *Credentials
 	// Dial opens the connection; net.Dialer.DialContext when nil.
@@ -33,8 +39,8 @@ type Options struct {
 
 // Client talks to one broker or name server over one reused TCP connection.
 // Requests are serialised on that connection; any transport or framing
-// error closes it and the next request dials again. It is safe for
-// concurrent use.
+// error closes it, as DropIdle does, and the next request dials again. It
+// is safe for concurrent use.
 type Client struct {
 	addr string
 	opts Options
@@ -115,19 +121,30 @@ var ErrClosed = errors.New("remoting client closed")
 // Frames that are server requests, and responses to other opaques, are
 // dropped. A non-zero response code is returned as *ResponseError with the
 // response; the connection stays open. The request is bounded by ctx and by
-// Options.Timeout, whichever ends first.
+// Options.Timeout, whichever ends first. The response's bytes are given
+// back to Options.Budget when Invoke returns: a caller that keeps the
+// body holds them outside the budget.
 func (c *Client) Invoke(ctx context.Context, code int, ext map[string]string, body []byte) (*Command, error) {
+	resp, hold, err := c.invoke(ctx, code, ext, body)
+	hold.release()
+	return resp, err
+}
+
+// invoke is Invoke, returning what the response holds of the budget; the
+// caller releases it once done with the response.
+func (c *Client) invoke(ctx context.Context, code int, ext map[string]string, body []byte) (*Command, *frameHold, error) {
+	hold := &frameHold{b: c.opts.Budget}
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, hold, ctx.Err()
 	}
 	defer func() { <-c.sem }()
 	c.mu.Lock()
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {
-		return nil, ErrClosed
+		return nil, hold, ErrClosed
 	}
 
 	deadline := time.Now().Add(c.opts.Timeout)
@@ -135,15 +152,18 @@ func (c *Client) Invoke(ctx context.Context, code int, ext map[string]string, bo
 		deadline = d
 	}
 	reused := c.conn != nil
-	resp, err := c.roundTrip(ctx, code, ext, body, deadline)
+	resp, err := c.roundTrip(ctx, code, ext, body, deadline, hold)
 	if err != nil && reused && staleConn(err) && ctx.Err() == nil && time.Now().Before(deadline) {
 		// The idle connection was closed by the peer (a broker or name
 		// server restart, an idle-timeout in between): the request never
 		// reached a live server, and every request this client sends is a
 		// read, so it is sent once more on a fresh connection.
-		resp, err = c.roundTrip(ctx, code, ext, body, deadline)
+		resp, err = c.roundTrip(ctx, code, ext, body, deadline, hold)
 	}
-	return resp, err
+	if errors.Is(err, ErrBudget) && c.opts.OnBudget != nil {
+		c.opts.OnBudget()
+	}
+	return resp, hold, err
 }
 
 // staleConn reports errors that mean the peer had closed a reused
@@ -158,9 +178,9 @@ func staleConn(err error) bool {
 }
 
 // roundTrip sends one request on the current connection, dialling one if
-// there is none, and reads its response. Any transport error drops the
-// connection.
-func (c *Client) roundTrip(ctx context.Context, code int, ext map[string]string, body []byte, deadline time.Time) (*Command, error) {
+// there is none, and reads its response, its buffers taken from hold. Any
+// transport error drops the connection.
+func (c *Client) roundTrip(ctx context.Context, code int, ext map[string]string, body []byte, deadline time.Time, hold *frameHold) (*Command, error) {
 	if c.conn == nil {
 		dctx, cancel := context.WithDeadline(ctx, deadline)
 		conn, err := c.opts.Dial(dctx, "tcp", c.addr)
@@ -171,7 +191,11 @@ func (c *Client) roundTrip(ctx context.Context, code int, ext map[string]string,
 		c.mu.Lock()
 		c.dials++
 		c.mu.Unlock()
-		c.conn, c.br = conn, bufio.NewReaderSize(conn, 64<<10)
+		// A small read buffer: it only saves syscalls on small frames
+		// (runtime info is about 3 KB); readFrame reads larger ones
+		// straight into the frame's buffer. It lives as long as the
+		// connection, one per cached broker.
+		c.conn, c.br = conn, bufio.NewReaderSize(conn, connBuffer)
 	}
 	conn := c.conn
 	if err := conn.SetDeadline(deadline); err != nil {
@@ -202,13 +226,21 @@ func (c *Client) roundTrip(ctx context.Context, code int, ext map[string]string,
 		c.drop()
 		return nil, c.ctxErr(ctx, fmt.Errorf("write to %s: %w", c.addr, err))
 	}
+	bctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	alloc := func(n, replaced int) error { return hold.take(bctx, n, replaced) }
 	for {
-		resp, err := ReadCommand(c.br, c.opts.MaxFrame)
+		resp, err := readCommand(c.br, c.opts.MaxFrame, alloc)
 		if err != nil {
 			c.drop()
+			hold.release()
+			if errors.Is(err, ErrBudget) {
+				return nil, fmt.Errorf("read from %s: %w", c.addr, err)
+			}
 			return nil, c.ctxErr(ctx, fmt.Errorf("read from %s: %w", c.addr, err))
 		}
 		if !resp.IsResponse() || resp.Opaque != req.Opaque {
+			hold.release() // not kept
 			continue
 		}
 		if resp.Code != Success {
@@ -223,6 +255,24 @@ func (c *Client) ctxErr(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}
 	return err
+}
+
+// connBuffer is the size of a connection's read buffer.
+const connBuffer = 4 << 10
+
+// DropIdle closes the connection unless a request is using it, and reports
+// whether it did (or there was none); the client stays usable and its next
+// request dials again. /probe calls it for brokers probed long ago, so that
+// an idle cached broker costs no socket.
+func (c *Client) DropIdle() bool {
+	select {
+	case c.sem <- struct{}{}:
+	default:
+		return false
+	}
+	defer func() { <-c.sem }()
+	c.drop()
+	return true
 }
 
 // drop closes the connection after an error; the next request redials.
@@ -246,7 +296,8 @@ func (c *Client) Close() error {
 
 // RuntimeInfo sends GET_BROKER_RUNTIME_INFO (28) and decodes the KV table.
 func (c *Client) RuntimeInfo(ctx context.Context) (map[string]string, error) {
-	resp, err := c.Invoke(ctx, GetBrokerRuntimeInfo, nil, nil)
+	resp, hold, err := c.invoke(ctx, GetBrokerRuntimeInfo, nil, nil)
+	defer hold.release()
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +307,8 @@ func (c *Client) RuntimeInfo(ctx context.Context) (map[string]string, error) {
 // BrokerConfig sends GET_BROKER_CONFIG (26) and returns the settings and the
 // number of lines that were not key=value.
 func (c *Client) BrokerConfig(ctx context.Context) (map[string]string, int, error) {
-	resp, err := c.Invoke(ctx, GetBrokerConfig, nil, nil)
+	resp, hold, err := c.invoke(ctx, GetBrokerConfig, nil, nil)
+	defer hold.release()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -266,7 +318,8 @@ func (c *Client) BrokerConfig(ctx context.Context) (map[string]string, int, erro
 
 // ClusterInfo sends GET_BROKER_CLUSTER_INFO (106) to a name server.
 func (c *Client) ClusterInfo(ctx context.Context) ([]BrokerAddr, error) {
-	resp, err := c.Invoke(ctx, GetBrokerClusterInfo, nil, nil)
+	resp, hold, err := c.invoke(ctx, GetBrokerClusterInfo, nil, nil)
+	defer hold.release()
 	if err != nil {
 		return nil, err
 	}

@@ -201,6 +201,11 @@ func encodeBinaryHeader(c *Command) []byte {
 // ends inside a frame (or its length word) is an error wrapping both
 // ErrMalformed and io.ErrUnexpectedEOF.
 func ReadCommand(r io.Reader, maxFrame int) (*Command, error) {
+	return readCommand(r, maxFrame, nil)
+}
+
+// readCommand is ReadCommand with alloc (see readFrame).
+func readCommand(r io.Reader, maxFrame int, alloc func(n, replaced int) error) (*Command, error) {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrame
 	}
@@ -218,7 +223,7 @@ func ReadCommand(r io.Reader, maxFrame int) (*Command, error) {
 	if n < 4 {
 		return nil, fmt.Errorf("%w: frame length %d is shorter than its header-length word", ErrMalformed, n)
 	}
-	buf, err := readFrame(r, int(n))
+	buf, err := readFrame(r, int(n), alloc)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +239,16 @@ const readChunk = 64 << 10
 // so a peer that announces a large frame and then stalls costs at most
 // max(readChunk, twice what it sent) — never the n it promised. A complete
 // frame of n bytes is allocated in steps that add up to less than 2n.
-func readFrame(r io.Reader, n int) ([]byte, error) {
+// alloc, when not nil, is told the size of each buffer before it is
+// allocated and the size of the buffer it replaces (0 for the first), and
+// may refuse it.
+func readFrame(r io.Reader, n int, alloc func(n, replaced int) error) ([]byte, error) {
+	if alloc == nil {
+		alloc = func(int, int) error { return nil }
+	}
+	if err := alloc(min(n, readChunk), 0); err != nil {
+		return nil, err
+	}
 	buf := make([]byte, min(n, readChunk))
 	got := 0
 	for {
@@ -251,7 +265,11 @@ func readFrame(r io.Reader, n int) ([]byte, error) {
 		if got == n {
 			return buf, nil
 		}
-		buf = slices.Grow(buf, min(n, 2*got)-got)[:min(n, 2*got)]
+		next := min(n, 2*got)
+		if err := alloc(next, got); err != nil {
+			return nil, err
+		}
+		buf = slices.Grow(buf, next-got)[:next]
 	}
 }
 

@@ -553,3 +553,72 @@ func TestStalledAnnouncersCostWhatTheySent(t *testing.T) {
 			peers, got, limit, remoting.DefaultMaxFrame)
 	}
 }
+
+// A reply frame's buffers come from the client's Budget: a frame that could
+// never fit is refused at once, counted by OnBudget, and drops the
+// connection; one that fits holds its bytes until it has been parsed and
+// gives them all back.
+func TestBudget(t *testing.T) {
+	b := newBroker(t)
+	big := strings.Repeat("x", 200<<10) // a ~200 KiB runtime-info frame: buffers of 64, 128, then ~200 KiB
+	b.Set("padding", big)
+	refused := 0
+	small := remoting.NewBudget(150 << 10)
+	c := remoting.NewClient(b.Addr(), remoting.Options{Timeout: 2 * time.Second, Budget: small, OnBudget: func() { refused++ }})
+	defer c.Close()
+	start := time.Now()
+	_, err := c.RuntimeInfo(context.Background())
+	if !errors.Is(err, remoting.ErrBudget) || remoting.IsBadReply(err) {
+		t.Errorf("a frame needing more than the budget: err = %v, want ErrBudget, not a bad reply", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("refused after %s, want at once", took)
+	}
+	if refused != 1 || small.InUse() != 0 {
+		t.Errorf("OnBudget called %d times, %d bytes still taken; want 1, 0", refused, small.InUse())
+	}
+
+	budget := remoting.NewBudget(400 << 10)
+	c = remoting.NewClient(b.Addr(), remoting.Options{Timeout: 2 * time.Second, Budget: budget})
+	defer c.Close()
+	kv, err := c.RuntimeInfo(context.Background())
+	if err != nil || kv["padding"] != big {
+		t.Fatalf("a frame within the budget: %d-byte padding, %v", len(kv["padding"]), err)
+	}
+	if n := budget.InUse(); n != 0 {
+		t.Errorf("%d bytes of the budget still taken after the reply was parsed", n)
+	}
+}
+
+// DropIdle closes an idle connection and the next request dials again; it
+// leaves a connection in use alone.
+func TestDropIdle(t *testing.T) {
+	b := newBroker(t)
+	c := remoting.NewClient(b.Addr(), remoting.Options{Timeout: 2 * time.Second})
+	defer c.Close()
+	if _, err := c.RuntimeInfo(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !c.DropIdle() {
+		t.Error("DropIdle of an idle client = false")
+	}
+	if _, err := c.RuntimeInfo(context.Background()); err != nil {
+		t.Fatalf("after DropIdle: %v", err)
+	}
+	if d, a := c.Dials(), b.Accepted(); d != 2 || a != 2 {
+		t.Errorf("%d dials, %d accepted; want 2 and 2", d, a)
+	}
+	b.Delay(300 * time.Millisecond)
+	b.Inject(rocketmqtest.Slow)
+	done := make(chan error)
+	go func() { _, err := c.RuntimeInfo(context.Background()); done <- err }()
+	for len(b.Requests()) < 3 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if c.DropIdle() {
+		t.Error("DropIdle during a request = true")
+	}
+	if err := <-done; err != nil {
+		t.Errorf("the request DropIdle left alone: %v", err)
+	}
+}

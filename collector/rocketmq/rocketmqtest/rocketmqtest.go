@@ -48,8 +48,8 @@ const (
 	// Interleave first sends a server-initiated request frame and a response
 	// with another opaque, then the real answer.
 	Interleave
-	// Announce sends a length word promising a 16 MiB frame (the default
-	// limit, so a client accepts it) and 4 more bytes, then nothing until the
+	// Announce sends a length word promising a 16 MiB frame (the remoting
+	// package's default limit, so a client with it accepts it) and 4 more bytes, then nothing until the
 	// Delay passes or the server closes, then closes the connection: a peer
 	// that makes a client wait with a frame buffer it never fills.
 	Announce
@@ -176,6 +176,14 @@ func (s *Server) Accepted() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.accepted
+}
+
+// Open is the number of connections open now (accepted, not yet closed
+// by either side).
+func (s *Server) Open() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }
 
 // Close stops the server and closes every connection. Later calls do
