@@ -161,16 +161,7 @@ func newKmsgCollector(o kmsgOptions) *kmsgCollector {
 		o.Problems = NewProblems("kmsg", o.Logger)
 	}
 	if o.Sleep == nil {
-		o.Sleep = func(ctx context.Context, d time.Duration) bool {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-ctx.Done():
-				return false
-			case <-t.C:
-				return true
-			}
-		}
+		o.Sleep = Sleep
 	}
 	k := &kmsgCollector{opts: o, logger: o.Logger, problems: o.Problems, buf: make([]byte, kmsgBufSize)}
 	if o.Devices != nil {

@@ -302,7 +302,7 @@ func (c *Collector) captureLoop(ctx context.Context) {
 				c.logger.Debug("DNS capture still unavailable", "err", err, "retry_in", backoff)
 			}
 			failing = true
-			if !sleep(ctx, backoff) {
+			if !collector.Sleep(ctx, backoff) {
 				return
 			}
 			backoff = min(2*backoff, maxBackoff)
@@ -332,7 +332,7 @@ func (c *Collector) captureLoop(ctx context.Context) {
 		}
 		c.logger.Warn("DNS capture stopped; reopening with backoff", "err", err, "retry_in", backoff)
 		failing = true
-		if !sleep(ctx, backoff) {
+		if !collector.Sleep(ctx, backoff) {
 			return
 		}
 		backoff = min(2*backoff, maxBackoff)
@@ -375,17 +375,6 @@ func (c *Collector) safeHandle(b []byte, ts int64) {
 		}
 	}()
 	c.tr.handle(b, ts)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // captureStats returns packets passed by the kernel filter and dropped by
