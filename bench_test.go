@@ -51,7 +51,7 @@ func BenchmarkScrapeRealProc(b *testing.B) { benchScrape(b, "/proc", "/sys", hos
 // BenchmarkScrapeFixture is one host scrape on the Linux 6.8 fixture, for
 // numbers that do not depend on the machine's device count.
 func BenchmarkScrapeFixture(b *testing.B) {
-	benchScrape(b, "collector/fixtures/linux-6.8/proc", "collector/fixtures/linux-6.8/sys", hostCollectorList)
+	benchScrape(b, "collector/host/fixtures/linux-6.8/proc", "collector/host/fixtures/linux-6.8/sys", hostCollectorList)
 }
 
 // BenchmarkCollectorRealProc is each host collector alone on /proc, and

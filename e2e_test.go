@@ -21,7 +21,7 @@ import (
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under collector/fixtures/*/metrics.golden")
+var update = flag.Bool("update", false, "rewrite the golden files under collector/host/fixtures/*/metrics.golden")
 
 // hostCollectors are the scrape-time collectors that read only files; the
 // golden test runs exactly these, so background samplers and network
@@ -139,11 +139,11 @@ func disableOthers() []string {
 }
 
 // TestGolden runs the binary on each kernel generation's fixtures and
-// compares the whole /metrics output with collector/fixtures/<gen>/metrics.golden
+// compares the whole /metrics output with collector/host/fixtures/<gen>/metrics.golden
 // (regenerate with `make golden`). It also runs `promtool check metrics`.
 func TestGolden(t *testing.T) {
 	bin := buildBinary(t)
-	dirs, err := filepath.Glob("collector/fixtures/linux-*")
+	dirs, err := filepath.Glob("collector/host/fixtures/linux-*")
 	if err != nil || len(dirs) < 3 {
 		t.Fatalf("want at least three kernel generations of fixtures, found %v (%v)", dirs, err)
 	}

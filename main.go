@@ -29,8 +29,9 @@ import (
 	slogkit "github.com/tjhop/slog-gokit"
 
 	"github.com/stall-exporter/stall_exporter/collector"
-	// The application collectors register themselves in their init.
+	// The collectors register themselves in their init.
 	_ "github.com/stall-exporter/stall_exporter/collector/dns"
+	_ "github.com/stall-exporter/stall_exporter/collector/host"
 	_ "github.com/stall-exporter/stall_exporter/collector/redis"
 	_ "github.com/stall-exporter/stall_exporter/collector/rocketmq"
 )

@@ -62,7 +62,7 @@ func stableLines(s string) string {
 // TestNegotiation: gzip when asked (and the same text inside), the text
 // format by default, protobuf when asked, and promhttp's name[] filter.
 func TestNegotiation(t *testing.T) {
-	fix := "collector/fixtures/linux-6.8"
+	fix := "collector/host/fixtures/linux-6.8"
 	h := hostHandler(t, fix+"/proc", fix+"/sys")
 	plain := get(t, h, "/metrics")
 	if ct := plain.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
@@ -111,7 +111,7 @@ func TestNegotiation(t *testing.T) {
 // and the registry; under -race this finds unsynchronised state, and every
 // scrape must see the same host series.
 func TestConcurrentScrapes(t *testing.T) {
-	fix := "collector/fixtures/linux-6.8"
+	fix := "collector/host/fixtures/linux-6.8"
 	h := hostHandler(t, fix+"/proc", fix+"/sys")
 	want := stableLines(get(t, h, "/metrics").Body.String())
 	var wg sync.WaitGroup
@@ -146,7 +146,7 @@ func TestConcurrentScrapes(t *testing.T) {
 // client_golang's collectors (the nine process_* families, the Go runtime,
 // build info) with values that describe this process.
 func TestSelfMetrics(t *testing.T) {
-	fix := "collector/fixtures/linux-6.8"
+	fix := "collector/host/fixtures/linux-6.8"
 	s := samples(t, get(t, hostHandler(t, fix+"/proc", fix+"/sys"), "/metrics").Body.String())
 	for _, name := range []string{
 		"process_cpu_seconds_total", "process_open_fds", "process_max_fds", "process_virtual_memory_bytes",
@@ -179,7 +179,7 @@ func TestSelfMetrics(t *testing.T) {
 // series), for the Accept and Accept-Encoding headers of Prometheus, curl
 // and a protobuf client; only Content-Length is ours.
 func TestMatchesPromhttp(t *testing.T) {
-	fix := "collector/fixtures/linux-6.8"
+	fix := "collector/host/fixtures/linux-6.8"
 	logger := slog.New(slog.DiscardHandler)
 	built, err := collector.Build(collector.Config{
 		Paths: collector.Paths{Procfs: fix + "/proc", Sysfs: fix + "/sys", Rootfs: "/"}, Logger: logger}, hostCollectorList...)

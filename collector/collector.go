@@ -1,12 +1,15 @@
-// Package collector holds stall_exporter's collector registry and the host
-// collectors (one file each); the application collectors are packages
-// beneath it (collector/redis, collector/rocketmq, collector/dns) that main
-// imports for their init. Every collector follows one pattern: it registers
-// itself by name, with a one-line description for --help, in an init
-// function with Register (and a /probe module with RegisterProbe), declares
-// its own command-line flags as package variables (named
-// --<collector>.<option>), and implements Update, which sends the metrics of
-// one scrape. The exporter turns each registered name into a
+// Package collector is stall_exporter's collector framework: the registry
+// of collectors and /probe modules, metric declaration (NewMetric,
+// Declare*), bad-input counting (Problems), the mount points every file
+// read goes through (Paths), label values taken from outside (LabelValue)
+// and scrape deadlines. The collectors are packages of their own beneath
+// it — collector/host (the kernel: /proc, /sys, /dev/kmsg), collector/redis,
+// collector/rocketmq, collector/dns — which main imports for their init.
+// Every collector follows one pattern: it registers itself by name, with a
+// one-line description for --help, in an init function with Register (and
+// a /probe module with RegisterProbe), declares its own command-line flags
+// (named --<collector>.<option>), and implements Update, which sends the
+// metrics of one scrape. The exporter turns each registered name into a
 // --[no-]collector.<name> flag, wraps every Update with a timeout and with
 // the stall_scrape_collector_* self-metrics, and starts the background loop
 // of collectors that implement Runner.

@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"context"
 	"sync"
 
@@ -8,7 +10,7 @@ import (
 )
 
 func init() {
-	Register("diskstats",
+	collector.Register("diskstats",
 		"Per-device I/O counts, bytes, times and queue, from /proc/diskstats",
 		true, newDiskstatsCollector)
 }
@@ -19,36 +21,36 @@ func init() {
 const diskSectorBytes = 512
 
 var (
-	diskReads = NewMetric("disk_reads_completed_total",
+	diskReads = collector.NewMetric("disk_reads_completed_total",
 		"Reads completed (field 1 of /proc/diskstats).", prometheus.CounterValue, "device")
-	diskReadTime = NewMetric("disk_read_time_seconds_total",
+	diskReadTime = collector.NewMetric("disk_read_time_seconds_total",
 		"Time spent by all reads (field 4 of /proc/diskstats, ms), in seconds.", prometheus.CounterValue, "device")
-	diskReadBytes = NewMetric("disk_read_bytes_total",
+	diskReadBytes = collector.NewMetric("disk_read_bytes_total",
 		"Bytes read (field 3 of /proc/diskstats, 512-byte sectors).", prometheus.CounterValue, "device")
-	diskWrites = NewMetric("disk_writes_completed_total",
+	diskWrites = collector.NewMetric("disk_writes_completed_total",
 		"Writes completed (field 5 of /proc/diskstats).", prometheus.CounterValue, "device")
-	diskWriteTime = NewMetric("disk_write_time_seconds_total",
+	diskWriteTime = collector.NewMetric("disk_write_time_seconds_total",
 		"Time spent by all writes (field 8 of /proc/diskstats, ms), in seconds.", prometheus.CounterValue, "device")
-	diskWrittenBytes = NewMetric("disk_written_bytes_total",
+	diskWrittenBytes = collector.NewMetric("disk_written_bytes_total",
 		"Bytes written (field 7 of /proc/diskstats, 512-byte sectors).", prometheus.CounterValue, "device")
-	diskInProgress = NewMetric("disk_io_in_progress",
+	diskInProgress = collector.NewMetric("disk_io_in_progress",
 		"I/Os in flight right now (field 9 of /proc/diskstats).", prometheus.GaugeValue, "device")
-	diskIOTime = NewMetric("disk_io_time_seconds_total",
+	diskIOTime = collector.NewMetric("disk_io_time_seconds_total",
 		"Time the device had I/O in flight (field 10 of /proc/diskstats, ms), in seconds; its rate is utilisation.", prometheus.CounterValue, "device")
-	diskIOWeighted = NewMetric("disk_io_time_weighted_seconds_total",
+	diskIOWeighted = collector.NewMetric("disk_io_time_weighted_seconds_total",
 		"I/O time weighted by the number of I/Os in flight (field 11 of /proc/diskstats, ms), in seconds; its rate is the average queue depth.", prometheus.CounterValue, "device")
-	diskDiscards = NewMetric("disk_discards_completed_total",
+	diskDiscards = collector.NewMetric("disk_discards_completed_total",
 		"Discards completed (field 12 of /proc/diskstats, 4.18+).", prometheus.CounterValue, "device")
-	diskDiscardTime = NewMetric("disk_discard_time_seconds_total",
+	diskDiscardTime = collector.NewMetric("disk_discard_time_seconds_total",
 		"Time spent by all discards (field 15 of /proc/diskstats, 4.18+, ms), in seconds.", prometheus.CounterValue, "device")
-	diskFlushes = NewMetric("disk_flushes_completed_total",
+	diskFlushes = collector.NewMetric("disk_flushes_completed_total",
 		"Cache flush requests completed (field 16 of /proc/diskstats, 5.5+).", prometheus.CounterValue, "device")
-	diskFlushTime = NewMetric("disk_flush_time_seconds_total",
+	diskFlushTime = collector.NewMetric("disk_flush_time_seconds_total",
 		"Time spent by all flush requests (field 17 of /proc/diskstats, 5.5+, ms), in seconds.", prometheus.CounterValue, "device")
 )
 
 type diskstatsCollector struct {
-	problems *Problems
+	problems *collector.Problems
 
 	mu     sync.Mutex // concurrent scrapes share the file, buffer and filter cache
 	file   *ProcFile
@@ -56,7 +58,7 @@ type diskstatsCollector struct {
 	filter *DeviceFilter
 }
 
-func newDiskstatsCollector(cfg Config) (Collector, error) {
+func newDiskstatsCollector(cfg collector.Config) (collector.Collector, error) {
 	filter, err := NewDeviceFilter(cfg.Paths)
 	if err != nil {
 		return nil, err

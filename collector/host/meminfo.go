@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"context"
 	"errors"
 	"fmt"
@@ -10,17 +12,17 @@ import (
 )
 
 func init() {
-	Register("meminfo",
+	collector.Register("meminfo",
 		"Total, available, cached, dirty and writeback memory, from /proc/meminfo",
 		true, newMeminfoCollector)
 }
 
 var (
-	memTotal     = NewMetric("memory_total_bytes", "Usable RAM (MemTotal in /proc/meminfo), in bytes.", prometheus.GaugeValue)
-	memAvailable = NewMetric("memory_available_bytes", "Kernel's estimate of memory available to start new work without swapping (MemAvailable in /proc/meminfo, 3.14+), in bytes.", prometheus.GaugeValue)
-	memCached    = NewMetric("memory_cached_bytes", "Page cache excluding swap cache (Cached in /proc/meminfo), in bytes.", prometheus.GaugeValue)
-	memDirty     = NewMetric("memory_dirty_bytes", "Memory waiting to be written back to disk (Dirty in /proc/meminfo), in bytes; the same counter as stall_vm_dirty_bytes, rounded to KiB.", prometheus.GaugeValue)
-	memWriteback = NewMetric("memory_writeback_bytes", "Memory being written back to disk (Writeback in /proc/meminfo), in bytes.", prometheus.GaugeValue)
+	memTotal     = collector.NewMetric("memory_total_bytes", "Usable RAM (MemTotal in /proc/meminfo), in bytes.", prometheus.GaugeValue)
+	memAvailable = collector.NewMetric("memory_available_bytes", "Kernel's estimate of memory available to start new work without swapping (MemAvailable in /proc/meminfo, 3.14+), in bytes.", prometheus.GaugeValue)
+	memCached    = collector.NewMetric("memory_cached_bytes", "Page cache excluding swap cache (Cached in /proc/meminfo), in bytes.", prometheus.GaugeValue)
+	memDirty     = collector.NewMetric("memory_dirty_bytes", "Memory waiting to be written back to disk (Dirty in /proc/meminfo), in bytes; the same counter as stall_vm_dirty_bytes, rounded to KiB.", prometheus.GaugeValue)
+	memWriteback = collector.NewMetric("memory_writeback_bytes", "Memory being written back to disk (Writeback in /proc/meminfo), in bytes.", prometheus.GaugeValue)
 )
 
 // meminfoCollector reads /proc/meminfo with procfs. The file is read once
@@ -28,10 +30,10 @@ var (
 // exporter keeps parsers of its own.
 type meminfoCollector struct {
 	fs       procfs.FS // built once: procfs.NewFS stats the mount point
-	problems *Problems
+	problems *collector.Problems
 }
 
-func newMeminfoCollector(cfg Config) (Collector, error) {
+func newMeminfoCollector(cfg collector.Config) (collector.Collector, error) {
 	pfs, err := procfs.NewFS(cfg.Paths.Procfs)
 	if err != nil {
 		return nil, fmt.Errorf("--path.procfs: %w", err)
@@ -54,7 +56,7 @@ func (c *meminfoCollector) Update(_ context.Context, ch chan<- prometheus.Metric
 		return err
 	}
 	for _, f := range [...]struct {
-		m Metric
+		m collector.Metric
 		v *uint64
 	}{
 		{memTotal, mi.MemTotalBytes},

@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"bytes"
 	"context"
 	"errors"
@@ -127,10 +129,10 @@ func writeFakeProc(t testing.TB, procs ...fakeProcess) string {
 // concludes that hidepid hides other users' processes.
 var initProcess = fakeProcess{pid: 1, comm: "systemd", argv: []string{"/sbin/init"}, cgroup: "0::/init.scope\n"}
 
-func newTestSupervision(t testing.TB, proc string) (*supervisionCollector, *Problems) {
+func newTestSupervision(t testing.TB, proc string) (*supervisionCollector, *collector.Problems) {
 	t.Helper()
-	problems := NewProblems("supervision", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	c, err := newSupervision(Config{Paths: Paths{Procfs: proc}, Problems: problems}, 30*time.Second)
+	problems := collector.NewProblems("supervision", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := newSupervision(collector.Config{Paths: collector.Paths{Procfs: proc}, Problems: problems}, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,10 +415,10 @@ func TestSupervisionCache(t *testing.T) {
 // start.
 func TestSupervisionIntervalFlag(t *testing.T) {
 	proc := writeFakeProc(t, initProcess)
-	if _, err := newSupervision(Config{Paths: Paths{Procfs: proc}}, time.Second); err == nil || !strings.Contains(err.Error(), "minimum") {
+	if _, err := newSupervision(collector.Config{Paths: collector.Paths{Procfs: proc}}, time.Second); err == nil || !strings.Contains(err.Error(), "minimum") {
 		t.Errorf("1s interval: err = %v, want a minimum error", err)
 	}
-	if _, err := newSupervision(Config{Paths: Paths{Procfs: proc}}, minSupervisionInterval); err != nil {
+	if _, err := newSupervision(collector.Config{Paths: collector.Paths{Procfs: proc}}, minSupervisionInterval); err != nil {
 		t.Errorf("minimum interval refused: %v", err)
 	}
 }

@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"bytes"
 	"context"
 	"errors"
@@ -13,16 +15,16 @@ import (
 )
 
 func init() {
-	Register("zoneinfo",
+	collector.Register("zoneinfo",
 		"Free pages and the min/low/high watermarks of each memory zone, from /proc/zoneinfo",
 		true, newZoneinfoCollector)
 }
 
 var (
-	zoneFree = NewMetric("vm_zone_free_bytes",
+	zoneFree = collector.NewMetric("vm_zone_free_bytes",
 		"Free memory in a zone (\"pages free\" in /proc/zoneinfo × page size), in bytes.",
 		prometheus.GaugeValue, "node", "zone")
-	zoneWatermark = NewMetric("vm_zone_watermark_bytes",
+	zoneWatermark = collector.NewMetric("vm_zone_watermark_bytes",
 		"Zone watermark (min, low or high in /proc/zoneinfo × page size), in bytes; set by vm.min_free_kbytes and vm.watermark_scale_factor.",
 		prometheus.GaugeValue, "node", "zone", "level")
 )
@@ -167,7 +169,7 @@ func internZoneString(b []byte) string {
 
 type zoneinfoCollector struct {
 	pageSize float64
-	problems *Problems
+	problems *collector.Problems
 
 	mu    sync.Mutex // concurrent scrapes share the file, buffer and zones
 	file  *ProcFile
@@ -175,7 +177,7 @@ type zoneinfoCollector struct {
 	zones []Zone
 }
 
-func newZoneinfoCollector(cfg Config) (Collector, error) {
+func newZoneinfoCollector(cfg collector.Config) (collector.Collector, error) {
 	if err := checkPageSize(); err != nil {
 		return nil, err
 	}
@@ -192,7 +194,7 @@ func (c *zoneinfoCollector) Update(_ context.Context, ch chan<- prometheus.Metri
 	c.buf = data[:0]
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: %v", ErrNoData, err)
+			return fmt.Errorf("%w: %v", collector.ErrNoData, err)
 		}
 		return err
 	}

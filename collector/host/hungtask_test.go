@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -11,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-func hungTaskProc(t *testing.T, files map[string]string) Paths {
+func hungTaskProc(t *testing.T, files map[string]string) collector.Paths {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "sys", "kernel"), 0o755); err != nil {
@@ -22,13 +24,13 @@ func hungTaskProc(t *testing.T, files map[string]string) Paths {
 			t.Fatal(err)
 		}
 	}
-	return Paths{Procfs: dir}
+	return collector.Paths{Procfs: dir}
 }
 
-func newTestHungTask(t *testing.T, paths Paths, problems *Problems) *hungTaskCollector {
+func newTestHungTask(t *testing.T, paths collector.Paths, problems *collector.Problems) *hungTaskCollector {
 	t.Helper()
 	if problems == nil {
-		problems = NewProblems("hungtask", slog.New(slog.DiscardHandler))
+		problems = collector.NewProblems("hungtask", slog.New(slog.DiscardHandler))
 	}
 	c, err := newHungTaskCollector(paths, problems)
 	if err != nil {
@@ -73,7 +75,7 @@ func TestHungTaskOlderKernel(t *testing.T) {
 func TestHungTaskAbsentAndMalformed(t *testing.T) {
 	// CONFIG_DETECT_HUNG_TASK=n: none of the files.
 	c := newTestHungTask(t, hungTaskProc(t, nil), nil)
-	if err := c.Update(context.Background(), nil); !errors.Is(err, ErrNoData) {
+	if err := c.Update(context.Background(), nil); !errors.Is(err, collector.ErrNoData) {
 		t.Errorf("Update without the files = %v, want ErrNoData", err)
 	}
 	c = newTestHungTask(t, hungTaskProc(t, map[string]string{"hung_task_detect_count": "many\n", "hung_task_warnings": "10\n", "hung_task_timeout_secs": "x"}), c.problems)
@@ -94,7 +96,7 @@ func TestHungTaskAbsentAndMalformed(t *testing.T) {
 	c = newTestHungTask(t, paths, nil)
 	ch := make(chan prometheus.Metric, 8)
 	err := c.Update(context.Background(), ch)
-	if err == nil || errors.Is(err, ErrNoData) {
+	if err == nil || errors.Is(err, collector.ErrNoData) {
 		t.Errorf("unreadable detect count: %v, want a failure", err)
 	}
 	if len(ch) != 2 || c.problems.Count() != 0 {
@@ -106,7 +108,7 @@ func TestHungTaskRealProc(t *testing.T) {
 	if _, err := os.Stat("/proc/sys/kernel/hung_task_timeout_secs"); err != nil {
 		t.Skip("kernel without the hung task detector")
 	}
-	c := newTestHungTask(t, Paths{Procfs: "/proc"}, nil)
+	c := newTestHungTask(t, collector.Paths{Procfs: "/proc"}, nil)
 	mfs := samplerGather(t, c)
 	if _, ok := mfs["stall_kernel_hung_task_timeout_seconds"]; !ok {
 		t.Error("no timeout exported from this machine's /proc")

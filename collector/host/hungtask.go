@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"context"
 	"errors"
 	"fmt"
@@ -18,26 +20,26 @@ import (
 // kernel has stopped reporting.
 
 var (
-	hungTaskDetectedDesc = NewMetric("kernel_hung_task_detected_total",
+	hungTaskDetectedDesc = collector.NewMetric("kernel_hung_task_detected_total",
 		"Tasks the kernel's hung-task detector found blocked since boot, not rate-limited (/proc/sys/kernel/hung_task_detect_count, Linux 6.11+).",
 		prometheus.CounterValue)
-	hungTaskWarningsDesc = NewMetric("kernel_hung_task_warnings_remaining",
+	hungTaskWarningsDesc = collector.NewMetric("kernel_hung_task_warnings_remaining",
 		"Hung-task reports the kernel will still write to its log, -1 for unlimited (/proc/sys/kernel/hung_task_warnings).",
 		prometheus.GaugeValue)
-	hungTaskTimeoutDesc = NewMetric("kernel_hung_task_timeout_seconds",
+	hungTaskTimeoutDesc = collector.NewMetric("kernel_hung_task_timeout_seconds",
 		"Time a task must be blocked before the hung-task detector reports it, 0 if disabled (/proc/sys/kernel/hung_task_timeout_secs).",
 		prometheus.GaugeValue)
 )
 
 func init() {
-	Register("hungtask",
+	collector.Register("hungtask",
 		"The kernel hung-task detector's count, reports left and timeout, from /proc/sys/kernel",
-		true, func(cfg Config) (Collector, error) {
+		true, func(cfg collector.Config) (collector.Collector, error) {
 			return newHungTaskCollector(cfg.Paths, cfg.Problems)
 		})
 }
 
-func newHungTaskCollector(paths Paths, problems *Problems) (*hungTaskCollector, error) {
+func newHungTaskCollector(paths collector.Paths, problems *collector.Problems) (*hungTaskCollector, error) {
 	pfs, err := procfs.NewFS(paths.Procfs)
 	if err != nil {
 		return nil, fmt.Errorf("--path.procfs: %w", err)
@@ -50,7 +52,7 @@ func newHungTaskCollector(paths Paths, problems *Problems) (*hungTaskCollector, 
 // scrape.
 type hungTaskCollector struct {
 	fs       procfs.FS // built once: procfs.NewFS stats the mount point
-	problems *Problems
+	problems *collector.Problems
 }
 
 // Update sends what the kernel has of the three files; a kernel built
@@ -62,7 +64,7 @@ type hungTaskCollector struct {
 func (c *hungTaskCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	sent := 0
 	var errs []error
-	handle := func(name string, m Metric, v float64, err error) {
+	handle := func(name string, m collector.Metric, v float64, err error) {
 		switch {
 		case err == nil:
 			m.Send(ch, v)
@@ -82,7 +84,7 @@ func (c *hungTaskCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 	handle("hung_task_detect_count", hungTaskDetectedDesc, detected, err)
 	for _, f := range [...]struct {
 		name string
-		m    Metric
+		m    collector.Metric
 	}{{"hung_task_warnings", hungTaskWarningsDesc}, {"hung_task_timeout_secs", hungTaskTimeoutDesc}} {
 		v, err := sysctlInt(c.fs, "kernel."+f.name)
 		handle(f.name, f.m, float64(v), err)
@@ -91,7 +93,7 @@ func (c *hungTaskCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 		return err
 	}
 	if sent == 0 {
-		return ErrNoData
+		return collector.ErrNoData
 	}
 	return ctx.Err()
 }

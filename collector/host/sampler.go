@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"context"
 	"errors"
 	"fmt"
@@ -51,27 +53,27 @@ var (
 
 // The sampler's metrics; each sampler builds its own from them.
 var (
-	samplerAwait = DeclareHistogram("disk_await_seconds",
+	samplerAwait = collector.DeclareHistogram("disk_await_seconds",
 		"Average time per completed I/O in each sampler interval (/proc/diskstats ms reading and writing over reads and writes completed).",
 		samplerAwaitBuckets, "device")
-	samplerUtil = DeclareHistogram("disk_utilization_ratio",
+	samplerUtil = collector.DeclareHistogram("disk_utilization_ratio",
 		"Fraction of each sampler interval the device had I/O in flight (/proc/diskstats field 10), capped at 1.",
 		samplerUtilBuckets, "device")
-	samplerThrottle = DeclareHistogram("vm_dirty_throttle_ratio_sampled",
+	samplerThrottle = collector.DeclareHistogram("vm_dirty_throttle_ratio_sampled",
 		"Dirty throttle ratio at each sampler tick (/proc/vmstat, as stall_vm_dirty_throttle_ratio); at 1 writers are throttled.",
 		samplerThrottleBuckets)
-	samplerThrottled = DeclareCounter("vm_dirty_throttled_seconds_total",
+	samplerThrottled = collector.DeclareCounter("vm_dirty_throttled_seconds_total",
 		"Sampled time with the dirty throttle ratio (/proc/vmstat) at or above 1: ticks at or above 1 × --sampler.interval.")
-	samplerTicks = DeclareCounter("sampler_ticks_total",
+	samplerTicks = collector.DeclareCounter("sampler_ticks_total",
 		"Sampler ticks run since start (each reads /proc/vmstat and /proc/diskstats once).")
-	samplerOverruns = DeclareCounter("sampler_overruns_total",
+	samplerOverruns = collector.DeclareCounter("sampler_overruns_total",
 		"Sampler ticks whose work took longer than --sampler.interval, so the next tick was skipped.")
 )
 
 func init() {
-	Register("sampler",
+	collector.Register("sampler",
 		"Disk await and utilization and the dirty throttle ratio as histograms, sampled every --sampler.interval from /proc/diskstats and /proc/vmstat",
-		true, func(cfg Config) (Collector, error) {
+		true, func(cfg collector.Config) (collector.Collector, error) {
 			interval := *samplerIntervalFlag
 			if interval < samplerMinInterval || interval > samplerMaxInterval {
 				return nil, fmt.Errorf("--sampler.interval=%s is outside %s–%s", interval, samplerMinInterval, samplerMaxInterval)
@@ -106,7 +108,7 @@ type samplerOptions struct {
 	Filter   *DeviceFilter
 	Now      func() time.Time // monotonic clock; time.Now when nil
 	Logger   *slog.Logger
-	Problems *Problems
+	Problems *collector.Problems
 	// Ticker returns the tick channel of Run and its stop function;
 	// time.NewTicker when nil.
 	Ticker func(time.Duration) (<-chan time.Time, func())
@@ -119,7 +121,7 @@ type sampler struct {
 	interval time.Duration
 	maxGap   time.Duration
 	logger   *slog.Logger
-	problems *Problems
+	problems *collector.Problems
 
 	vmBuf, diskBuf []byte
 	vm             VMStat
@@ -168,7 +170,7 @@ func newSampler(o samplerOptions) *sampler {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Problems == nil {
-		o.Problems = NewProblems("sampler", o.Logger)
+		o.Problems = collector.NewProblems("sampler", o.Logger)
 	}
 	return &sampler{
 		opts:             o,
@@ -459,4 +461,4 @@ func (s *sampler) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 	return ctx.Err()
 }
 
-var _ Runner = (*sampler)(nil)
+var _ collector.Runner = (*sampler)(nil)

@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"bytes"
 	"context"
 	"errors"
@@ -25,7 +27,7 @@ import (
 // terminal and does not ignore SIGHUP. See docs/supervision.md.
 
 func init() {
-	Register("supervision",
+	collector.Register("supervision",
 		"How the RocketMQ broker, name server and redis-server processes are supervised (controlling terminal, SIGHUP), from /proc/<pid>",
 		true, newSupervisionCollector)
 }
@@ -39,13 +41,13 @@ func init() {
 const minSupervisionInterval = 10 * time.Second
 
 var (
-	watchedProcessesDesc = NewMetric("watched_processes",
+	watchedProcessesDesc = collector.NewMetric("watched_processes",
 		"RocketMQ broker, name server and redis-server processes on this host by supervision state, from /proc/<pid>.",
 		prometheus.GaugeValue, "service", "supervision")
-	supervisionScannedDesc = NewMetric("supervision_scanned_processes",
+	supervisionScannedDesc = collector.NewMetric("supervision_scanned_processes",
 		"Processes listed under --path.procfs at the last supervision scan; few means a private PID namespace or hidepid.",
 		prometheus.GaugeValue)
-	supervisionUnreadableDesc = NewMetric("supervision_unreadable_processes",
+	supervisionUnreadableDesc = collector.NewMetric("supervision_unreadable_processes",
 		"Processes whose /proc/<pid> files the last supervision scan was refused (hidepid=1); missing from stall_watched_processes.",
 		prometheus.GaugeValue)
 
@@ -65,8 +67,8 @@ var (
 
 type supervisionCollector struct {
 	fs       procfs.FS
-	paths    Paths
-	problems *Problems
+	paths    collector.Paths
+	problems *collector.Problems
 	interval time.Duration
 	now      func() time.Time
 
@@ -91,11 +93,11 @@ type supervisionScan struct {
 	hidden     bool
 }
 
-func newSupervisionCollector(cfg Config) (Collector, error) {
+func newSupervisionCollector(cfg collector.Config) (collector.Collector, error) {
 	return newSupervision(cfg, *supervisionInterval)
 }
 
-func newSupervision(cfg Config, interval time.Duration) (*supervisionCollector, error) {
+func newSupervision(cfg collector.Config, interval time.Duration) (*supervisionCollector, error) {
 	if interval < minSupervisionInterval {
 		return nil, fmt.Errorf("--supervision.scan-interval=%s is below the minimum of %s", interval, minSupervisionInterval)
 	}

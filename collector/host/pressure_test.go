@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -13,7 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-func pressureProc(t *testing.T, files map[string]string) Paths {
+func pressureProc(t *testing.T, files map[string]string) collector.Paths {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "pressure"), 0o755); err != nil {
@@ -24,12 +26,12 @@ func pressureProc(t *testing.T, files map[string]string) Paths {
 			t.Fatal(err)
 		}
 	}
-	return Paths{Procfs: dir}
+	return collector.Paths{Procfs: dir}
 }
 
-func newTestPressure(t *testing.T, paths Paths) *pressureCollector {
+func newTestPressure(t *testing.T, paths collector.Paths) *pressureCollector {
 	t.Helper()
-	c, err := newPressureCollector(Config{Paths: paths, Problems: NewProblems("pressure", slog.New(slog.DiscardHandler))})
+	c, err := newPressureCollector(collector.Config{Paths: paths, Problems: collector.NewProblems("pressure", slog.New(slog.DiscardHandler))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func pressureValues(t *testing.T, c *pressureCollector) (map[string]float64, err
 // TestPressureFixture: some and full of every resource in seconds; irq has
 // only a full line.
 func TestPressureFixture(t *testing.T) {
-	got, err := pressureValues(t, newTestPressure(t, Paths{Procfs: "fixtures/linux-6.8/proc"}))
+	got, err := pressureValues(t, newTestPressure(t, collector.Paths{Procfs: "fixtures/linux-6.8/proc"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +109,8 @@ func TestPressureMalformedAndAbsent(t *testing.T) {
 		t.Error("the malformed io file produced a value")
 	}
 
-	c = newTestPressure(t, Paths{Procfs: t.TempDir()})
-	if _, err := pressureValues(t, c); !errors.Is(err, ErrNoData) {
+	c = newTestPressure(t, collector.Paths{Procfs: t.TempDir()})
+	if _, err := pressureValues(t, c); !errors.Is(err, collector.ErrNoData) {
 		t.Errorf("no /proc/pressure: %v, want ErrNoData", err)
 	}
 }
@@ -118,7 +120,7 @@ func TestPressureRealProc(t *testing.T) {
 	if _, err := os.ReadFile("/proc/pressure/memory"); err != nil {
 		t.Skipf("no PSI on this kernel: %v", err)
 	}
-	got, err := pressureValues(t, newTestPressure(t, Paths{Procfs: "/proc"}))
+	got, err := pressureValues(t, newTestPressure(t, collector.Paths{Procfs: "/proc"}))
 	if err != nil {
 		t.Fatal(err)
 	}

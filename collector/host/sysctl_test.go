@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"context"
 	"os"
 	"path/filepath"
@@ -12,7 +14,7 @@ import (
 	"github.com/prometheus/procfs"
 )
 
-func sysctlValues(t *testing.T, c Collector) map[string]float64 {
+func sysctlValues(t *testing.T, c collector.Collector) map[string]float64 {
 	t.Helper()
 	ch := make(chan prometheus.Metric, 64)
 	if err := c.Update(context.Background(), ch); err != nil {

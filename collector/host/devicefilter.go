@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"errors"
 	"io/fs"
 	"os"
@@ -35,16 +37,16 @@ var partitionName = regexp.MustCompile(`^(?:((?:h|s|v|xv)d[a-z]+)\d+|((?:nvme\d+
 type DeviceFilter struct {
 	include, exclude *regexp.Regexp
 	partitions       bool
-	paths            Paths
+	paths            collector.Paths
 	cache            map[string]bool
 }
 
 // NewDeviceFilter builds the filter from the --diskstats.* flags.
-func NewDeviceFilter(paths Paths) (*DeviceFilter, error) {
+func NewDeviceFilter(paths collector.Paths) (*DeviceFilter, error) {
 	return newDeviceFilter(paths, *deviceInclude, *deviceExclude, *devicePartitions)
 }
 
-func newDeviceFilter(paths Paths, include, exclude string, partitions bool) (*DeviceFilter, error) {
+func newDeviceFilter(paths collector.Paths, include, exclude string, partitions bool) (*DeviceFilter, error) {
 	f := &DeviceFilter{partitions: partitions, paths: paths, cache: map[string]bool{}}
 	var err error
 	if include != "" {
@@ -126,7 +128,7 @@ func (f *DeviceFilter) isPartition(name string) bool {
 // the device (no host /sys in a container, a device gone since it logged),
 // the common partition names decide, as in isPartition; otherwise the name
 // is the disk. The kernel's "/" in a name (cciss/c0d0) is "!" in sysfs.
-func diskOf(paths Paths, name string) string {
+func diskOf(paths collector.Paths, name string) string {
 	dir := paths.Sys("class", "block", strings.ReplaceAll(name, "/", "!"))
 	if _, err := os.Stat(filepath.Join(dir, "partition")); err == nil {
 		if target, err := filepath.EvalSymlinks(dir); err == nil {

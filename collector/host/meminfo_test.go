@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"context"
 	"log/slog"
 	"os"
@@ -10,18 +12,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-func meminfoProc(t *testing.T, content string) Paths {
+func meminfoProc(t *testing.T, content string) collector.Paths {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "meminfo"), []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return Paths{Procfs: dir}
+	return collector.Paths{Procfs: dir}
 }
 
-func newTestMeminfo(t *testing.T, paths Paths) *meminfoCollector {
+func newTestMeminfo(t *testing.T, paths collector.Paths) *meminfoCollector {
 	t.Helper()
-	c, err := newMeminfoCollector(Config{Paths: paths, Problems: NewProblems("meminfo", slog.New(slog.DiscardHandler))})
+	c, err := newMeminfoCollector(collector.Config{Paths: paths, Problems: collector.NewProblems("meminfo", slog.New(slog.DiscardHandler))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +33,7 @@ func newTestMeminfo(t *testing.T, paths Paths) *meminfoCollector {
 // TestMeminfo: the five exported lines in bytes, and MemAvailable absent,
 // not 0, on a kernel without the line (before 3.14).
 func TestMeminfo(t *testing.T) {
-	c := newTestMeminfo(t, Paths{Procfs: "fixtures/linux-6.8/proc"})
+	c := newTestMeminfo(t, collector.Paths{Procfs: "fixtures/linux-6.8/proc"})
 	mfs := samplerGather(t, c)
 	for name, want := range map[string]float64{
 		"stall_memory_total_bytes":     32794148 * 1024,
@@ -66,7 +68,7 @@ func TestMeminfoMalformed(t *testing.T) {
 	if got := c.problems.Count(); got != 1 {
 		t.Errorf("problems = %d, want 1", got)
 	}
-	c = newTestMeminfo(t, Paths{Procfs: t.TempDir()})
+	c = newTestMeminfo(t, collector.Paths{Procfs: t.TempDir()})
 	if err := c.Update(context.Background(), make(chan prometheus.Metric, 16)); err == nil {
 		t.Error("a missing /proc/meminfo was accepted")
 	}
@@ -77,7 +79,7 @@ func TestMeminfoMalformed(t *testing.T) {
 
 // TestMeminfoRealProc: this machine's /proc/meminfo has every exported line.
 func TestMeminfoRealProc(t *testing.T) {
-	mfs := samplerGather(t, newTestMeminfo(t, Paths{Procfs: "/proc"}))
+	mfs := samplerGather(t, newTestMeminfo(t, collector.Paths{Procfs: "/proc"}))
 	for _, name := range []string{"stall_memory_total_bytes", "stall_memory_available_bytes", "stall_memory_cached_bytes"} {
 		if got := kmsgGauge(mfs, name); got <= 0 {
 			t.Errorf("%s = %v on this machine", name, got)

@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"context"
 	"errors"
 	"fmt"
@@ -12,12 +14,12 @@ import (
 )
 
 func init() {
-	Register("pressure",
+	collector.Register("pressure",
 		"Time tasks were stalled on CPU, memory, I/O and IRQs (PSI), from /proc/pressure",
 		true, newPressureCollector)
 }
 
-var pressureStalled = NewMetric("pressure_stalled_seconds_total",
+var pressureStalled = collector.NewMetric("pressure_stalled_seconds_total",
 	"Time some (scope=some) or all non-idle (scope=full) tasks were stalled on the resource (/proc/pressure/<resource> total=), in seconds.",
 	prometheus.CounterValue, "resource", "scope")
 
@@ -29,10 +31,10 @@ var psiResources = [...]string{"cpu", "io", "memory", "irq"}
 // sampler does not read them, so they are off the hot path).
 type pressureCollector struct {
 	fs       procfs.FS // built once: procfs.NewFS stats the mount point
-	problems *Problems
+	problems *collector.Problems
 }
 
-func newPressureCollector(cfg Config) (Collector, error) {
+func newPressureCollector(cfg collector.Config) (collector.Collector, error) {
 	pfs, err := procfs.NewFS(cfg.Paths.Procfs)
 	if err != nil {
 		return nil, fmt.Errorf("--path.procfs: %w", err)
@@ -80,7 +82,7 @@ func (c *pressureCollector) Update(_ context.Context, ch chan<- prometheus.Metri
 		return errors.Join(errs...)
 	}
 	if found == 0 {
-		return fmt.Errorf("%w: no /proc/pressure files", ErrNoData)
+		return fmt.Errorf("%w: no /proc/pressure files", collector.ErrNoData)
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"context"
 	"errors"
 	"fmt"
@@ -14,13 +16,13 @@ import (
 )
 
 func init() {
-	Register("sysctl",
+	collector.Register("sysctl",
 		"Page-cache and reclaim tunables (vm.dirty_*, swappiness, min_free_kbytes …), from /proc/sys/vm",
 		true, newSysctlCollector)
 }
 
 var (
-	vmSysctl = NewMetric("vm_sysctl",
+	vmSysctl = collector.NewMetric("vm_sysctl",
 		"Value of a page-cache or reclaim tunable as written in /proc/sys/vm/<name>, re-read every --sysctl.refresh-interval.",
 		prometheus.GaugeValue, "name")
 
@@ -37,7 +39,7 @@ type sysctlValue struct {
 
 type sysctlCollector struct {
 	fs       procfs.FS
-	problems *Problems
+	problems *collector.Problems
 	refresh  time.Duration
 	now      func() time.Time
 
@@ -46,7 +48,7 @@ type sysctlCollector struct {
 	readAt time.Time
 }
 
-func newSysctlCollector(cfg Config) (Collector, error) {
+func newSysctlCollector(cfg collector.Config) (collector.Collector, error) {
 	if *sysctlRefresh < 0 {
 		return nil, fmt.Errorf("--sysctl.refresh-interval=%s must be 0 (every scrape) or positive", *sysctlRefresh)
 	}

@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"context"
 	"errors"
 	"fmt"
@@ -33,27 +35,27 @@ const (
 )
 
 var (
-	kmsgEventsDesc = NewMetric("kernel_log_events_total",
+	kmsgEventsDesc = collector.NewMetric("kernel_log_events_total",
 		"Kernel log records (/dev/kmsg, kernel facility) of each stall-related event since the exporter started; lower bounds, as the kernel rate-limits them.",
 		prometheus.CounterValue, "event")
-	kmsgAllocOrderDesc = NewMetric("kernel_page_allocation_failures_total",
+	kmsgAllocOrderDesc = collector.NewMetric("kernel_page_allocation_failures_total",
 		"Kernel \"page allocation failure\" reports (/dev/kmsg) by the order of the failed allocation (2^order contiguous pages; other above 10) since the exporter started; lower bounds, as the kernel logs at most one report per 10 s on current kernels.",
 		prometheus.CounterValue, "order")
-	kmsgRecordsDesc = NewMetric("kernel_log_records_total",
+	kmsgRecordsDesc = collector.NewMetric("kernel_log_records_total",
 		"Kernel log records read from /dev/kmsg since the exporter started, of any facility and level.",
 		prometheus.CounterValue)
-	kmsgLostDesc = NewMetric("kernel_log_records_lost_total",
+	kmsgLostDesc = collector.NewMetric("kernel_log_records_lost_total",
 		"Kernel log records overwritten in the ring buffer before they were read (gaps in the /dev/kmsg sequence numbers).",
 		prometheus.CounterValue)
-	kmsgUpDesc = NewMetric("kernel_log_reader_up",
+	kmsgUpDesc = collector.NewMetric("kernel_log_reader_up",
 		"1 while the /dev/kmsg reader is open and reading, 0 while it cannot open or read it.",
 		prometheus.GaugeValue)
 )
 
 func init() {
-	Register("kmsg",
+	collector.Register("kmsg",
 		"Kernel log events (page allocation failures, hung tasks, OOM kills, I/O errors, soft lockups), from /dev/kmsg",
-		true, func(cfg Config) (Collector, error) {
+		true, func(cfg collector.Config) (collector.Collector, error) {
 			filter, err := NewDeviceFilter(cfg.Paths)
 			if err != nil {
 				return nil, err
@@ -109,10 +111,10 @@ type kmsgOptions struct {
 	// Paths and Devices decide which I/O errors are io_error_excluded: the
 	// disk of the device named (Paths' sysfs) against the diskstats device
 	// filter. Without Devices none is.
-	Paths    Paths
+	Paths    collector.Paths
 	Devices  *DeviceFilter
 	Logger   *slog.Logger
-	Problems *Problems
+	Problems *collector.Problems
 	// Sleep waits d or until ctx is done, reporting false when ctx is done.
 	Sleep func(ctx context.Context, d time.Duration) bool
 	// OnRecord, when set, is called by the reader after each record is
@@ -126,7 +128,7 @@ type kmsgOptions struct {
 type kmsgCollector struct {
 	opts     kmsgOptions
 	logger   *slog.Logger
-	problems *Problems
+	problems *collector.Problems
 
 	src    kmsgSource  // opened at construction, handed to Run
 	opened atomic.Bool // the kernel log was opened at least once: counters mean something
@@ -158,10 +160,10 @@ func newKmsgCollector(o kmsgOptions) *kmsgCollector {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Problems == nil {
-		o.Problems = NewProblems("kmsg", o.Logger)
+		o.Problems = collector.NewProblems("kmsg", o.Logger)
 	}
 	if o.Sleep == nil {
-		o.Sleep = Sleep
+		o.Sleep = collector.Sleep
 	}
 	k := &kmsgCollector{opts: o, logger: o.Logger, problems: o.Problems, buf: make([]byte, kmsgBufSize)}
 	if o.Devices != nil {
@@ -344,7 +346,7 @@ func (k *kmsgCollector) Update(ctx context.Context, ch chan<- prometheus.Metric)
 	return ctx.Err()
 }
 
-var _ Runner = (*kmsgCollector)(nil)
+var _ collector.Runner = (*kmsgCollector)(nil)
 
 // kmsgDevices decides whether an I/O error on a device the kernel names is
 // left out: the device's disk (diskOf, for a name that may be a partition)
@@ -353,7 +355,7 @@ var _ Runner = (*kmsgCollector)(nil)
 // once per device and a decided name costs no allocation. Owned by the
 // reader goroutine.
 type kmsgDevices struct {
-	paths  Paths
+	paths  collector.Paths
 	filter *DeviceFilter
 	cache  [2]map[string]bool // [0]: whole disks, [1]: disks or partitions
 }

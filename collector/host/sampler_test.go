@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -44,7 +46,7 @@ type samplerRig struct {
 
 func newSamplerRig(t *testing.T, interval time.Duration) *samplerRig {
 	t.Helper()
-	filter, err := newDeviceFilter(Paths{Sysfs: "fixtures/sampler/no-sysfs"}, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
+	filter, err := newDeviceFilter(collector.Paths{Sysfs: "fixtures/sampler/no-sysfs"}, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func samplerReadFixture(t *testing.T, elem ...string) []byte {
 
 // samplerGather runs Update through a pedantic registry and returns the
 // families by name.
-func samplerGather(t *testing.T, c Collector) map[string]*dto.MetricFamily {
+func samplerGather(t *testing.T, c collector.Collector) map[string]*dto.MetricFamily {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(samplerUpdateCollector{c})
@@ -82,7 +84,7 @@ func samplerGather(t *testing.T, c Collector) map[string]*dto.MetricFamily {
 	return out
 }
 
-type samplerUpdateCollector struct{ c Collector }
+type samplerUpdateCollector struct{ c collector.Collector }
 
 func (samplerUpdateCollector) Describe(chan<- *prometheus.Desc) {}
 func (u samplerUpdateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -422,7 +424,7 @@ func TestSamplerRealProc(t *testing.T) {
 	if _, err := os.Stat("/proc/diskstats"); err != nil {
 		t.Skip("no /proc/diskstats:", err)
 	}
-	filter, err := newDeviceFilter(Paths{Sysfs: "/sys"}, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
+	filter, err := newDeviceFilter(collector.Paths{Sysfs: "/sys"}, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,13 +516,12 @@ func (r *samplerSlowReader) Close() error { return nil }
 func TestSamplerIntervalFlagRange(t *testing.T) {
 	old := *samplerIntervalFlag
 	defer func() { *samplerIntervalFlag = old }()
-	factory := registrations["sampler"].factory
 	for _, c := range []struct {
 		d  time.Duration
 		ok bool
 	}{{50 * time.Millisecond, false}, {100 * time.Millisecond, true}, {time.Second, true}, {10 * time.Second, true}, {11 * time.Second, false}} {
 		*samplerIntervalFlag = c.d
-		_, err := factory(Config{Paths: Paths{Procfs: "/proc", Sysfs: "/sys"}, Logger: slog.New(slog.DiscardHandler), Problems: NewProblems("sampler", slog.New(slog.DiscardHandler))})
+		_, err := collector.Build(collector.Config{Paths: collector.Paths{Procfs: "/proc", Sysfs: "/sys"}, Logger: slog.New(slog.DiscardHandler)}, "sampler")
 		if (err == nil) != c.ok {
 			t.Errorf("--sampler.interval=%s: err %v, want ok=%v", c.d, err, c.ok)
 		}
@@ -542,7 +543,7 @@ func FuzzSamplerDiskstats(f *testing.F) {
 	f.Add([]byte("8 0 sda 1 2 3 4 5 6 7 8 9 10 11\n"), []byte("8 0 sda 0 2 3 4294967295 5 6 7 8 9 1 11\n"))
 	f.Add([]byte("8 0 sda 18446744073709551615 0 0 0 0 0 0 0 0 0 0"), []byte("8 0 sda 0 0 0 0 0 0 0 0 0 0 0"))
 	// Include every device, so no sysfs lookups slow the fuzzer down.
-	filter, err := newDeviceFilter(Paths{Sysfs: "fixtures/sampler/no-sysfs"}, ".*", "", false)
+	filter, err := newDeviceFilter(collector.Paths{Sysfs: "fixtures/sampler/no-sysfs"}, ".*", "", false)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -584,7 +585,7 @@ func FuzzSamplerDiskstats(f *testing.F) {
 }
 
 func BenchmarkSamplerTick(b *testing.B) {
-	filter, err := newDeviceFilter(Paths{Sysfs: "/sys"}, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
+	filter, err := newDeviceFilter(collector.Paths{Sysfs: "/sys"}, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -674,7 +675,7 @@ func BenchmarkSamplerReadDiskstats(b *testing.B) {
 // the process CPU time (getrusage, user+system) per tick. Run it with a
 // fixed count: -bench SamplerRunLoop -benchtime 500x.
 func BenchmarkSamplerRunLoop(b *testing.B) {
-	filter, err := newDeviceFilter(Paths{Sysfs: "/sys"}, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
+	filter, err := newDeviceFilter(collector.Paths{Sysfs: "/sys"}, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"context"
 	"fmt"
 	"sync"
@@ -9,81 +11,81 @@ import (
 )
 
 func init() {
-	Register("vmstat",
+	collector.Register("vmstat",
 		"Dirty and writeback memory, dirty throttling, reclaim, compaction, major faults, refaults and OOM kills, from /proc/vmstat",
 		true, newVMStatCollector)
 }
 
 var (
-	vmDirtyBytes = NewMetric("vm_dirty_bytes",
+	vmDirtyBytes = collector.NewMetric("vm_dirty_bytes",
 		"Page-cache pages waiting to be written back (nr_dirty in /proc/vmstat × page size), in bytes.",
 		prometheus.GaugeValue)
-	vmWritebackBytes = NewMetric("vm_writeback_bytes",
+	vmWritebackBytes = collector.NewMetric("vm_writeback_bytes",
 		"Pages under writeback right now (nr_writeback in /proc/vmstat × page size), in bytes.",
 		prometheus.GaugeValue)
-	vmUnstableBytes = NewMetric("vm_nfs_unstable_bytes",
+	vmUnstableBytes = collector.NewMetric("vm_nfs_unstable_bytes",
 		"NFS pages sent to the server but not yet committed (nr_unstable in /proc/vmstat × page size, before 5.8), in bytes.",
 		prometheus.GaugeValue)
-	vmDirtyThreshold = NewMetric("vm_dirty_threshold_bytes",
+	vmDirtyThreshold = collector.NewMetric("vm_dirty_threshold_bytes",
 		"The kernel's global dirty limit, above which writers are hard-throttled (nr_dirty_threshold in /proc/vmstat × page size), in bytes.",
 		prometheus.GaugeValue)
-	vmDirtyBgThreshold = NewMetric("vm_dirty_background_threshold_bytes",
+	vmDirtyBgThreshold = collector.NewMetric("vm_dirty_background_threshold_bytes",
 		"Dirty level at which background writeback starts (nr_dirty_background_threshold in /proc/vmstat × page size), in bytes.",
 		prometheus.GaugeValue)
-	vmThrottleRatio = NewMetric("vm_dirty_throttle_ratio",
+	vmThrottleRatio = collector.NewMetric("vm_dirty_throttle_ratio",
 		"Dirty, NFS unstable and writeback pages over the midpoint of the two dirty thresholds, from /proc/vmstat; at 1 writers are throttled.",
 		prometheus.GaugeValue)
-	vmDirtied = NewMetric("vm_dirtied_bytes_total",
+	vmDirtied = collector.NewMetric("vm_dirtied_bytes_total",
 		"Bytes of pages dirtied since boot (nr_dirtied in /proc/vmstat × page size).",
 		prometheus.CounterValue)
-	vmWritten = NewMetric("vm_written_bytes_total",
+	vmWritten = collector.NewMetric("vm_written_bytes_total",
 		"Bytes of pages written back since boot (nr_written in /proc/vmstat × page size).",
 		prometheus.CounterValue)
-	vmAllocStalls = NewMetric("vm_allocation_stalls_total",
+	vmAllocStalls = collector.NewMetric("vm_allocation_stalls_total",
 		"Allocations that entered direct reclaim, since boot (/proc/vmstat allocstall before 4.8, sum of allocstall_<zone> after).",
 		prometheus.CounterValue)
-	vmDirectScanned = NewMetric("vm_direct_reclaim_scanned_pages_total",
+	vmDirectScanned = collector.NewMetric("vm_direct_reclaim_scanned_pages_total",
 		"Pages scanned by direct reclaim in allocating tasks (/proc/vmstat pgscan_direct, or the sum of pgscan_direct_<zone> before 4.8).",
 		prometheus.CounterValue)
-	vmDirectReclaimed = NewMetric("vm_direct_reclaim_reclaimed_pages_total",
+	vmDirectReclaimed = collector.NewMetric("vm_direct_reclaim_reclaimed_pages_total",
 		"Pages reclaimed by direct reclaim (/proc/vmstat pgsteal_direct, or the sum of pgsteal_direct_<zone> before 4.8).",
 		prometheus.CounterValue)
-	vmDirectThrottled = NewMetric("vm_direct_reclaim_throttled_total",
+	vmDirectThrottled = collector.NewMetric("vm_direct_reclaim_throttled_total",
 		"Times a direct reclaimer was throttled waiting for kswapd (/proc/vmstat pgscan_direct_throttle).",
 		prometheus.CounterValue)
-	vmKswapdScanned = NewMetric("vm_kswapd_scanned_pages_total",
+	vmKswapdScanned = collector.NewMetric("vm_kswapd_scanned_pages_total",
 		"Pages scanned by kswapd (/proc/vmstat pgscan_kswapd, or the sum of pgscan_kswapd_<zone> before 4.8).",
 		prometheus.CounterValue)
-	vmKswapdReclaimed = NewMetric("vm_kswapd_reclaimed_pages_total",
+	vmKswapdReclaimed = collector.NewMetric("vm_kswapd_reclaimed_pages_total",
 		"Pages reclaimed by kswapd (/proc/vmstat pgsteal_kswapd, or the sum of pgsteal_kswapd_<zone> before 4.8).",
 		prometheus.CounterValue)
-	vmCompactStalls = NewMetric("vm_compaction_stalls_total",
+	vmCompactStalls = collector.NewMetric("vm_compaction_stalls_total",
 		"Allocations that stalled in direct compaction (/proc/vmstat compact_stall).",
 		prometheus.CounterValue)
-	vmCompactFails = NewMetric("vm_compaction_failures_total",
+	vmCompactFails = collector.NewMetric("vm_compaction_failures_total",
 		"Direct compactions that failed to produce a free block (/proc/vmstat compact_fail).",
 		prometheus.CounterValue)
-	vmMajorFaults = NewMetric("vm_major_faults_total",
+	vmMajorFaults = collector.NewMetric("vm_major_faults_total",
 		"Page faults that needed I/O (/proc/vmstat pgmajfault).",
 		prometheus.CounterValue)
-	vmRefaults = NewMetric("vm_refaults_total",
+	vmRefaults = collector.NewMetric("vm_refaults_total",
 		"Evicted pages faulted back in soon after, i.e. page-cache thrashing (/proc/vmstat workingset_refault*).",
 		prometheus.CounterValue)
-	vmOOMKills = NewMetric("vm_oom_kills_total",
+	vmOOMKills = collector.NewMetric("vm_oom_kills_total",
 		"Processes killed by the OOM killer (/proc/vmstat oom_kill, 4.13+).",
 		prometheus.CounterValue)
 )
 
 type vmstatCollector struct {
 	pageSize float64
-	problems *Problems
+	problems *collector.Problems
 
 	mu   sync.Mutex // concurrent scrapes share the file and buffer
 	file *ProcFile  // the sampler reads /proc/vmstat the same way, with its own
 	buf  []byte
 }
 
-func newVMStatCollector(cfg Config) (Collector, error) {
+func newVMStatCollector(cfg collector.Config) (collector.Collector, error) {
 	if err := checkPageSize(); err != nil {
 		return nil, err
 	}
@@ -107,7 +109,7 @@ func (c *vmstatCollector) Update(_ context.Context, ch chan<- prometheus.Metric)
 	if v.Len() == 0 {
 		return fmt.Errorf("%s: no known field", c.file.Path())
 	}
-	pages := func(m Metric, f VMField) {
+	pages := func(m collector.Metric, f VMField) {
 		if x, ok := v.Get(f); ok {
 			m.Send(ch, float64(x)*c.pageSize)
 		}
@@ -123,7 +125,7 @@ func (c *vmstatCollector) Update(_ context.Context, ch chan<- prometheus.Metric)
 		vmThrottleRatio.Send(ch, r)
 	}
 	for _, c := range [...]struct {
-		m  Metric
+		m  collector.Metric
 		fn func() (uint64, bool)
 	}{
 		{vmAllocStalls, v.AllocStalls},

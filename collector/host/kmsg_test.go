@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -122,7 +124,7 @@ func kmsgReadFixture(t *testing.T, name string) (items []kmsgFakeItem, expected 
 
 // kmsgFixturePaths has the block devices the fixtures name, laid out as in
 // sysfs: /sys/class/block/<name> links to …/<disk>/<name> for a partition.
-var kmsgFixturePaths = Paths{Sysfs: "fixtures/kmsg/sys"}
+var kmsgFixturePaths = collector.Paths{Sysfs: "fixtures/kmsg/sys"}
 
 // kmsgDefaultFilter is the diskstats device filter with its default flags.
 func kmsgDefaultFilter(t testing.TB) *DeviceFilter {
@@ -612,7 +614,7 @@ func TestKmsgIODevices(t *testing.T) {
 		{"no-such-sysfs", "md127", "md127"},
 		{"no-such-sysfs", "cciss/c0d0p1", "cciss/c0d0p1"},
 	} {
-		if got := diskOf(Paths{Sysfs: c.sysfs}, c.name); got != c.disk {
+		if got := diskOf(collector.Paths{Sysfs: c.sysfs}, c.name); got != c.disk {
 			t.Errorf("%s: diskOf(%s) = %s, want %s", c.sysfs, c.name, got, c.disk)
 		}
 	}
@@ -626,7 +628,7 @@ func TestKmsgIODevices(t *testing.T) {
 	}
 	for _, e := range sysDevs {
 		name := strings.ReplaceAll(e.Name(), "!", "/")
-		disk := diskOf(Paths{Sysfs: "/sys"}, name)
+		disk := diskOf(collector.Paths{Sysfs: "/sys"}, name)
 		_, perr := os.Stat(filepath.Join("/sys/class/block", e.Name(), "partition"))
 		switch {
 		case perr != nil && disk != name:

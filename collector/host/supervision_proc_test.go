@@ -1,6 +1,8 @@
-package collector
+package host
 
 import (
+	"github.com/stall-exporter/stall_exporter/collector"
+
 	"bufio"
 	"context"
 	"fmt"
@@ -79,7 +81,7 @@ func runStandInJVM(pidfile string) {
 }
 
 func scanAndPrint(proc string) int {
-	c, err := newSupervision(Config{Paths: Paths{Procfs: proc}, Problems: NewProblems("supervision", slog.New(slog.DiscardHandler))}, time.Minute)
+	c, err := newSupervision(collector.Config{Paths: collector.Paths{Procfs: proc}, Problems: collector.NewProblems("supervision", slog.New(slog.DiscardHandler))}, time.Minute)
 	if err != nil {
 		fmt.Println(err)
 		return 1

@@ -1,0 +1,12 @@
+// Package host holds the collectors of the kernel's own signals, one file
+// each: page cache and reclaim (vmstat.go, sysctl.go, zoneinfo.go,
+// meminfo.go), pressure stall information (pressure.go), disks
+// (diskstats.go), the 1 s sampler of both (sampler.go), the kernel log
+// (kmsg.go), hung-task detector state (hungtask.go) and process
+// supervision (supervision.go). The parsers of the files read on every
+// scrape and sampler tick (/proc/vmstat, /proc/zoneinfo, /proc/diskstats,
+// /dev/kmsg records) are ours and live beside their collector
+// (*_parse.go); the files read less often go through procfs. Fixtures of
+// several kernel generations are under fixtures/, each with a README and a
+// golden output (make golden).
+package host
