@@ -25,17 +25,3 @@ func ScrapeDeadline(ctx context.Context, start time.Time, timeout time.Duration)
 	}
 	return deadline
 }
-
-// Sleep waits for d and reports true, or returns false as soon as ctx
-// ends. The background readers (kmsg, the DNS capture) back off with it
-// between retries, so a shutdown never waits out a backoff.
-func Sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}

@@ -1,0 +1,128 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// lines returns the level and message of each log line written to buf
+// since the last call, and empties it.
+func lines(buf *bytes.Buffer) []string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		level := l[strings.Index(l, "level=")+6:]
+		level = level[:strings.IndexByte(level, ' ')]
+		msg := l[strings.Index(l, "msg=")+4:]
+		if i := strings.Index(msg, " reason="); i >= 0 {
+			msg = msg[:i]
+		}
+		if i := strings.Index(msg, " retry_in="); i >= 0 {
+			msg = msg[:i]
+		}
+		out = append(out, level+" "+strings.Trim(strings.SplitN(msg, " (logged again", 2)[0], `"`))
+	}
+	buf.Reset()
+	return out
+}
+
+func debugLogger(buf *bytes.Buffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}}))
+}
+
+// The first failure warns; the same reason again is debug; a new reason
+// warns only once a minute has passed since the last warning, then for
+// sure at its next failure; recovery is one info line.
+func TestStateLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		s := NewStateLog(debugLogger(&buf))
+		s.OK("recovered")
+		s.Failed("down", "timeout", errors.New("i/o timeout"))
+		s.Failed("down", "timeout", errors.New("i/o timeout"))
+		time.Sleep(10 * time.Second)
+		s.Failed("down", "auth", errors.New("WRONGPASS"))
+		time.Sleep(time.Minute)
+		s.Failed("down", "auth", errors.New("WRONGPASS"))
+		s.Failed("down", "auth", errors.New("WRONGPASS"))
+		if !s.Failing() {
+			t.Error("Failing() = false while failing")
+		}
+		s.OK("recovered")
+		s.OK("recovered")
+		s.Failed("down", "auth", errors.New("WRONGPASS"))
+		want := []string{"WARN down", "DEBUG down", "DEBUG down", "WARN down", "DEBUG down", "INFO recovered", "WARN down"}
+		if got := lines(&buf); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("log:\n%q\nwant\n%q", got, want)
+		}
+	})
+}
+
+// Retry waits Min after the first failure, doubles up to Max, starts
+// from Min again once an attempt opened its source, and ends at ErrStop
+// or when ctx is done, at once, whatever the wait.
+func TestRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		state := NewStateLog(debugLogger(&buf))
+		var starts []time.Duration
+		begin := time.Now()
+		n := 0
+		Retry(t.Context(), Backoff{Min: time.Second, Max: 4 * time.Second}, state, "reader", func(_ context.Context, opened func()) error {
+			starts = append(starts, time.Since(begin))
+			n++
+			switch n {
+			case 5: // opens, reads for 10 s, fails
+				opened()
+				time.Sleep(10 * time.Second)
+				return errors.New("EIO")
+			case 7:
+				return fmt.Errorf("read: %w", ErrStop)
+			}
+			return errors.New("ENOENT")
+		})
+		// Waits: 1, 2, 4, 4 (capped), then open at 11 s, read until 21 s,
+		// wait 1 (reset), fail, wait 2, stop.
+		want := []time.Duration{0, 1, 3, 7, 11, 22, 24}
+		for i := range want {
+			want[i] *= time.Second
+		}
+		if fmt.Sprint(starts) != fmt.Sprint(want) {
+			t.Errorf("attempts at %v, want %v", starts, want)
+		}
+		wantLog := []string{
+			"WARN reader cannot be opened; retrying with backoff", "DEBUG reader cannot be opened; retrying with backoff",
+			"DEBUG reader cannot be opened; retrying with backoff", "DEBUG reader cannot be opened; retrying with backoff",
+			"INFO reader open again", "WARN reader stopped; reopening with backoff",
+			"DEBUG reader cannot be opened; retrying with backoff",
+		}
+		if got := lines(&buf); fmt.Sprint(got) != fmt.Sprint(wantLog) {
+			t.Errorf("log:\n%q\nwant\n%q", got, wantLog)
+		}
+
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(30*time.Second, cancel)
+		start := time.Now()
+		Retry(ctx, Backoff{Min: time.Hour, Max: time.Hour}, state, "reader", func(context.Context, func()) error {
+			return errors.New("ENOENT")
+		})
+		if took := time.Since(start); took != 30*time.Second {
+			t.Errorf("Retry returned %v after it started, want at cancel (30s)", took)
+		}
+	})
+}
