@@ -94,11 +94,14 @@ func NormalizeHost(h string) (string, error) {
 	return strings.ToLower(name), nil
 }
 
-// maxShown bounds the part of an outside string an error quotes.
-const maxShown = 80
+// maxShown bounds the part of an outside string an error quotes: the
+// error is logged, and a peer decides the length of what it sends.
+const maxShown = 64
 
-// Shown quotes outside input for an error message or log line: at most 80
-// bytes, control characters and invalid UTF-8 replaced, in Go quotes.
+// Shown quotes outside input (a target, a peer's value) for an error
+// message or log line: at most 64 bytes (cut at a rune boundary and marked
+// "…"), control characters and invalid UTF-8 replaced by U+FFFD
+// (collector.LabelValue), in Go quotes.
 func Shown(s string) string {
 	return strconv.Quote(collector.LabelValue(s, maxShown))
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
@@ -97,7 +98,7 @@ func TestProbeBoundsConnections(t *testing.T) {
 func TestReplyBudget(t *testing.T) {
 	const maxFrame = 16<<20 + 1 // a limit no other test uses: its own budget
 	budgetsMu.Lock()
-	budget := remoting.NewBudget(64<<10 + 1<<10) // one first chunk and 1 KiB
+	budget := remote.NewBudget(64<<10 + 1<<10) // one first chunk and 1 KiB
 	budgets[maxFrame] = budget
 	budgetsMu.Unlock()
 	t.Cleanup(func() { budgetsMu.Lock(); delete(budgets, maxFrame); budgetsMu.Unlock() })

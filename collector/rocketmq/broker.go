@@ -254,7 +254,7 @@ type broker struct {
 	lockSum      float64
 	lockN        uint64
 	sampleErrors uint64
-	// budgetRefused counts requests that failed with remoting.ErrBudget
+	// budgetRefused counts requests that failed with remote.ErrBudget
 	// (its client's OnBudget); shown once non-zero.
 	budgetRefused atomic.Uint64
 	nextSample    time.Time

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
 
@@ -110,12 +111,12 @@ func (c *scraper) newBroker(addr string, direct bool, labels [3]string) *broker 
 }
 
 // replyBudgetMin is the smallest budget of reply frames read at once by
-// all the process' remoting clients (remoting.Budget).
+// all the process' remoting clients (remote.Budget).
 const replyBudgetMin = 8 << 20
 
 var (
 	budgetsMu sync.Mutex
-	budgets   = map[int]*remoting.Budget{}
+	budgets   = map[int]*remote.Budget{}
 )
 
 // replyBudget returns the budget shared by every client whose frame limit
@@ -124,12 +125,12 @@ var (
 // more: a frame's buffers add up to less than twice its size (readFrame),
 // so a frame at the limit always fits once the others give their bytes
 // back.
-func replyBudget(maxFrame int) *remoting.Budget {
+func replyBudget(maxFrame int) *remote.Budget {
 	budgetsMu.Lock()
 	defer budgetsMu.Unlock()
 	b := budgets[maxFrame]
 	if b == nil {
-		b = remoting.NewBudget(max(replyBudgetMin, 2*int64(maxFrame)))
+		b = remote.NewBudget(max(replyBudgetMin, 2*int64(maxFrame)))
 		budgets[maxFrame] = b
 	}
 	return b

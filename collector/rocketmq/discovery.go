@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
 
@@ -261,7 +262,7 @@ func (c *scraper) dialable(ns string, bs []remoting.BrokerAddr) []remoting.Broke
 	for _, b := range bs {
 		if b.Addr == "" || len(b.Addr) > maxAddrLen {
 			c.cfg.Problems.Add("rocketmq cluster info broker address", 1,
-				fmt.Errorf("name server %s: broker %s id %d: an address of %d bytes is not host:port", ns, shown(b.Name), b.ID, len(b.Addr)))
+				fmt.Errorf("name server %s: broker %s id %d: an address of %d bytes is not host:port", ns, remote.Shown(b.Name), b.ID, len(b.Addr)))
 			continue
 		}
 		out = append(out, b)

@@ -1,16 +1,14 @@
 package rocketmq
 
 import (
-	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
 
@@ -64,7 +62,7 @@ func normalizeAddrs(flag string, addrs []string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
 	for _, a := range addrs {
-		n, err := normalizeHostPort(a)
+		n, err := remote.NormalizeHostPort(a)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", flag, err)
 		}
@@ -74,129 +72,6 @@ func normalizeAddrs(flag string, addrs []string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// normalizeHostPort checks a broker or name server address — a
-// --rocketmq.broker or --rocketmq.namesrv value, a /probe target — and
-// returns its one spelling: host:port and nothing else (no path, query,
-// user, zone, percent-encoding, space or control character), a port
-// 1–65535 without leading zeros, the host as normalizeHost gives it, an
-// IPv6 address in brackets. So one broker is one /probe cache entry, one
-// connection and one broker label, however the target was written.
-func normalizeHostPort(a string) (string, error) {
-	i := strings.LastIndexByte(a, ':')
-	if i < 0 {
-		return "", fmt.Errorf("%s: want host:port", shown(a))
-	}
-	host, port := a[:i], a[i+1:]
-	p, err := normalizePort(port)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", shown(a), err)
-	}
-	if !strings.HasPrefix(host, "[") && strings.Contains(host, ":") {
-		return "", fmt.Errorf("%s: want host:port, an IPv6 address in brackets ([addr]:port)", shown(a))
-	}
-	h, err := normalizeHost(host)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", shown(a), err)
-	}
-	return net.JoinHostPort(h, p), nil
-}
-
-// normalizePort checks a port, 1–65535 in decimal digits, and drops leading
-// zeros.
-func normalizePort(p string) (string, error) {
-	n, err := strconv.Atoi(p)
-	if p == "" || strings.Trim(p, "0123456789") != "" || err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("port %s is not a number 1-65535", shown(p))
-	}
-	return strconv.Itoa(n), nil
-}
-
-// normalizeHost checks a host and returns its one spelling: an IP address
-// in Go's canonical form (an IPv4-mapped IPv6 address as the IPv4 address;
-// IPv6 without brackets, which may be given, and without a zone, which may
-// not), or a host name in lower case without the root's trailing dot:
-// labels of 1–63 letters, digits, '-' (not first or last) and '_', 253
-// bytes at most. A name whose last label is all digits ("127.1",
-// "010.0.0.1", "0x7f.0.0.1") is refused: it is an IP address in a form some
-// resolvers accept and netip does not, and would dodge a CIDR allowlist.
-func normalizeHost(h string) (string, error) {
-	bracketed := len(h) >= 2 && h[0] == '[' && h[len(h)-1] == ']'
-	if bracketed {
-		h = h[1 : len(h)-1]
-	}
-	if ip, err := netip.ParseAddr(h); err == nil {
-		switch {
-		case ip.Zone() != "":
-			return "", errors.New("an IPv6 zone is not accepted")
-		case bracketed && ip.Is4():
-			return "", errors.New("brackets are for IPv6 addresses")
-		}
-		return ip.Unmap().String(), nil
-	}
-	errName := errors.New("the host is not an IP address or a host name")
-	name := strings.TrimSuffix(h, ".")
-	if bracketed || name == "" || len(name) > 253 {
-		return "", errName
-	}
-	labels := strings.Split(name, ".")
-	for _, l := range labels {
-		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-			return "", errName
-		}
-		for i := 0; i < len(l); i++ {
-			// c is l[i] in lower case if it is an ASCII letter (bit 5 set).
-			if c := l[i] | 0x20; !('a' <= c && c <= 'z' || '0' <= l[i] && l[i] <= '9' || l[i] == '-' || l[i] == '_') {
-				return "", errName
-			}
-		}
-	}
-	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
-		return "", fmt.Errorf("%w: an all-digit last label is an IP address in a form not accepted", errName)
-	}
-	return strings.ToLower(name), nil
-}
-
-// parsePrefix parses an allowlist CIDR; an IPv4-mapped IPv6 prefix
-// (::ffff:10.0.0.0/104) is its IPv4 prefix, since targets are normalised to
-// IPv4.
-func parsePrefix(a string) (netip.Prefix, error) {
-	p, err := netip.ParsePrefix(a)
-	if err != nil {
-		return p, err
-	}
-	if p.Addr().Is4In6() && p.Bits() >= 96 {
-		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
-	}
-	return p.Masked(), nil
-}
-
-// checkAllowed checks the /probe allowlist entries: "*", host:port, a
-// bare host, or a CIDR.
-func checkAllowed(allow []string) error {
-	for _, a := range allow {
-		a = strings.TrimSpace(a)
-		switch {
-		case a == "":
-			return errors.New("empty entry")
-		case a == "*":
-		case strings.Contains(a, "/"):
-			if _, err := parsePrefix(a); err != nil {
-				return fmt.Errorf("%s is not a CIDR: %w", shown(a), err)
-			}
-		default:
-			_, hpErr := normalizeHostPort(a)
-			_, hErr := normalizeHost(a)
-			if hpErr != nil && hErr != nil {
-				if strings.Contains(a, ":") {
-					return hpErr
-				}
-				return fmt.Errorf("%s: want host:port, a host, a CIDR or '*': %w", shown(a), hErr)
-			}
-		}
-	}
-	return nil
 }
 
 // Limits of --rocketmq.max-frame-bytes: a 5.x runtime-info reply alone is
@@ -224,10 +99,11 @@ func optionsFromFlags() (options, error) {
 		UnlistedRetention: *unlistedRetentionFlag,
 		MaxFrame:          *maxFrameFlag,
 	}
-	if err := opts.validate(); err != nil {
+	err := opts.validate()
+	if err != nil {
 		return opts, err
 	}
-	if err := checkAllowed(*probeAllowFlag); err != nil {
+	if opts.Allow, err = remote.ParseAllowlist(*probeAllowFlag, "", ""); err != nil {
 		return opts, fmt.Errorf("--rocketmq.probe.allowed-targets: %w", err)
 	}
 	if *aclFileFlag != "" {
@@ -252,6 +128,7 @@ type options struct {
 	UnlistedRetention time.Duration // see --rocketmq.unlisted-broker-retention; 0 drops at once
 	MaxFrame          int
 	Credentials       *remoting.Credentials
+	Allow             *remote.Allowlist // --rocketmq.probe.allowed-targets
 }
 
 // validate rejects settings that cannot work.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 )
 
 // Parsers of RocketMQ runtime-info values (GET_BROKER_RUNTIME_INFO). Every
@@ -45,7 +45,7 @@ func parseDistribution(s string) ([13]uint64, error) {
 	for i, f := range fields {
 		want := "[" + distLabels[i] + "]:"
 		if !strings.HasPrefix(f, want) {
-			return out, fmt.Errorf("bucket %d is %s, want %s<count>", i, shown(f), want)
+			return out, fmt.Errorf("bucket %d is %s, want %s<count>", i, remote.Shown(f), want)
 		}
 		n, err := strconv.ParseUint(f[len(want):], 10, 64)
 		if err != nil {
@@ -69,18 +69,18 @@ func parseSize(s string) (float64, error) {
 	s = strings.TrimSpace(s)
 	num, unit, ok := strings.Cut(s, " ")
 	if !ok {
-		return 0, fmt.Errorf("size %s has no unit", shown(s))
+		return 0, fmt.Errorf("size %s has no unit", remote.Shown(s))
 	}
 	mult, ok := sizeUnits[strings.TrimSpace(unit)]
 	if !ok {
-		return 0, fmt.Errorf("size %s: unknown unit", shown(s))
+		return 0, fmt.Errorf("size %s: unknown unit", remote.Shown(s))
 	}
 	if strings.Count(num, ",") == 1 && !strings.Contains(num, ".") {
 		num = strings.Replace(num, ",", ".", 1)
 	}
 	v, err := strconv.ParseFloat(num, 64)
 	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-		return 0, fmt.Errorf("size %s: bad number", shown(s))
+		return 0, fmt.Errorf("size %s: bad number", remote.Shown(s))
 	}
 	return v * mult, nil
 }
@@ -94,7 +94,7 @@ func parseFloat(s string) (float64, error) {
 	}
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("not a number: %s", shown(s))
+		return 0, fmt.Errorf("not a number: %s", remote.Shown(s))
 	}
 	return v + 0, nil // + 0: "-0" is 0
 }
@@ -104,7 +104,7 @@ func parseFloat(s string) (float64, error) {
 func parseCount(s string) (float64, error) {
 	v, err := parseFloat(s)
 	if err == nil && v < 0 {
-		return 0, fmt.Errorf("negative count %s", shown(s))
+		return 0, fmt.Errorf("negative count %s", remote.Shown(s))
 	}
 	return v, err
 }
@@ -126,9 +126,9 @@ func parseMillis(s string) (float64, error) {
 	case err != nil:
 		return 0, err
 	case v < 0:
-		return 0, fmt.Errorf("negative duration %s ms", shown(s))
+		return 0, fmt.Errorf("negative duration %s ms", remote.Shown(s))
 	case v > maxMillis:
-		return 0, fmt.Errorf("duration %s ms is longer than 7 days: not a measurement", shown(s))
+		return 0, fmt.Errorf("duration %s ms is longer than 7 days: not a measurement", remote.Shown(s))
 	}
 	return v / 1000, nil
 }
@@ -140,17 +140,6 @@ func parseMillis(s string) (float64, error) {
 func parseConfigMillis(s string) (float64, error) {
 	v, err := parseCount(s)
 	return v / 1000, err
-}
-
-// maxShown bounds the peer text an error quotes: the error is logged, and a
-// broker decides the length of what it sends (up to the 16 MiB frame).
-const maxShown = 64
-
-// shown quotes peer text for an error message: at most maxShown bytes
-// (cut at a rune boundary and marked "…"), control characters and invalid
-// UTF-8 replaced by U+FFFD (collector.LabelValue).
-func shown(s string) string {
-	return strconv.Quote(collector.LabelValue(s, maxShown))
 }
 
 // parseTps parses "10s 60s 600s" rates: three space-separated

@@ -2,13 +2,11 @@ package rocketmq
 
 import (
 	"fmt"
-	"net"
-	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/probecache"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 )
 
 // /probe?module=rocketmq&target=host:port
@@ -42,17 +40,21 @@ var probes = probecache.New(probecache.Limits{
 })
 
 // probe returns the collector of one broker, host:port. The target is
-// checked and normalised first (normalizeHostPort: a malformed one is an
+// checked and normalised first (remote.NormalizeHostPort: a malformed one is an
 // error, 400, before the allowlist is asked), so the allowlist, the cache
 // key, the address dialled and the broker label all see one spelling.
 func probe(cfg collector.Config, target string) (collector.Collector, error) {
-	norm, err := normalizeHostPort(target)
+	norm, err := remote.NormalizeHostPort(target)
 	if err != nil {
 		return nil, fmt.Errorf("target %w", err)
 	}
 	target = norm
-	if !probeAllowed(*probeAllowFlag, target) {
-		return nil, fmt.Errorf("%w: %s is not in --rocketmq.probe.allowed-targets", collector.ErrTargetNotAllowed, shown(target))
+	allow, err := remote.ParseAllowlist(*probeAllowFlag, "", "")
+	if err != nil {
+		return nil, fmt.Errorf("--rocketmq.probe.allowed-targets: %w", err)
+	}
+	if !allow.Allows(target) {
+		return nil, fmt.Errorf("%w: %s is not in --rocketmq.probe.allowed-targets", collector.ErrTargetNotAllowed, remote.Shown(target))
 	}
 	return probes.Get(target, time.Now(), func() (*scraper, error) {
 		opts, err := optionsFromFlags()
@@ -62,36 +64,4 @@ func probe(cfg collector.Config, target string) (collector.Collector, error) {
 		opts.Brokers = []string{target}
 		return newScraper(cfg, opts), nil
 	})
-}
-
-// probeAllowed reports whether target, as normalizeHostPort returns it,
-// matches an allowlist entry: "*", a host:port or a host (any port),
-// compared after the same normalisation, or a CIDR containing the target's
-// IP address (an IPv4-mapped prefix is its IPv4 prefix). Host names are
-// compared, never resolved.
-func probeAllowed(allow []string, target string) bool {
-	host, _, err := net.SplitHostPort(target)
-	if err != nil {
-		return false
-	}
-	ip, ipErr := netip.ParseAddr(host)
-	for _, a := range allow {
-		a = strings.TrimSpace(a)
-		switch {
-		case a == "*":
-			return true
-		case strings.Contains(a, "/"):
-			if p, err := parsePrefix(a); err == nil && ipErr == nil && p.Contains(ip) {
-				return true
-			}
-		default:
-			if n, err := normalizeHostPort(a); err == nil && n == target {
-				return true
-			}
-			if n, err := normalizeHost(a); err == nil && n == host {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -1,13 +1,10 @@
 package rocketmq
 
 import (
-	"context"
 	"errors"
-	"net"
-	"os"
 	"strings"
-	"syscall"
 
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
 
@@ -21,52 +18,41 @@ const (
 	reasonProtocol    = "protocol"        // bytes that are not a remoting reply, or a frame cut short
 	reasonTooLarge    = "reply_too_large" // a frame over --rocketmq.max-frame-bytes
 	reasonMemory      = "reply_memory"    // a frame found no room in replyBudget before the deadline
-	reasonRefused     = "refused"         // nothing listens on the port (the broker process is gone)
-	reasonTimeout     = "timeout"         // no answer within --rocketmq.timeout (or the scrape's timeout)
-	reasonDNS         = "dns"             // the host name does not resolve
-	reasonNetwork     = "network"         // any other connection failure (reset, unreachable, closed)
+	// and the network's own reasons (remote.NetworkReason): refused (the
+	// broker process is gone), timeout (no answer within --rocketmq.timeout
+	// or the scrape's timeout), dns, network.
 )
 
 // downMessages are the warnings logged when a broker goes down, by reason.
 var downMessages = map[string]string{
-	reasonPermission:  "rocketmq broker refused GET_BROKER_RUNTIME_INFO: access denied (ACL); check --rocketmq.acl-file and the account's permissions on the broker",
-	reasonBusy:        "rocketmq broker answered GET_BROKER_RUNTIME_INFO with SYSTEM_BUSY",
-	reasonUnsupported: "rocketmq broker does not support GET_BROKER_RUNTIME_INFO (REQUEST_CODE_NOT_SUPPORTED): is this a broker's remoting port, not a Proxy or name server?",
-	reasonErrorReply:  "rocketmq broker answered GET_BROKER_RUNTIME_INFO with an error",
-	reasonProtocol:    "rocketmq broker sent a reply that is not a remoting frame",
-	reasonTooLarge:    "rocketmq broker sent a reply frame over --rocketmq.max-frame-bytes",
-	reasonMemory:      "rocketmq broker's reply found no room in the exporter-wide budget of reply frames read at once (many large replies at the same time)",
-	reasonRefused:     "rocketmq broker refused the connection (is the broker process running?)",
-	reasonTimeout:     "rocketmq broker not answering within --rocketmq.timeout",
-	reasonDNS:         "rocketmq broker host name does not resolve",
-	reasonNetwork:     "rocketmq broker connection failed",
+	reasonPermission:     "rocketmq broker refused GET_BROKER_RUNTIME_INFO: access denied (ACL); check --rocketmq.acl-file and the account's permissions on the broker",
+	reasonBusy:           "rocketmq broker answered GET_BROKER_RUNTIME_INFO with SYSTEM_BUSY",
+	reasonUnsupported:    "rocketmq broker does not support GET_BROKER_RUNTIME_INFO (REQUEST_CODE_NOT_SUPPORTED): is this a broker's remoting port, not a Proxy or name server?",
+	reasonErrorReply:     "rocketmq broker answered GET_BROKER_RUNTIME_INFO with an error",
+	reasonProtocol:       "rocketmq broker sent a reply that is not a remoting frame",
+	reasonTooLarge:       "rocketmq broker sent a reply frame over --rocketmq.max-frame-bytes",
+	reasonMemory:         "rocketmq broker's reply found no room in the exporter-wide budget of reply frames read at once (many large replies at the same time)",
+	remote.ReasonRefused: "rocketmq broker refused the connection (is the broker process running?)",
+	remote.ReasonTimeout: "rocketmq broker not answering within --rocketmq.timeout",
+	remote.ReasonDNS:     "rocketmq broker host name does not resolve",
+	remote.ReasonTLS:     "rocketmq broker connection failed in TLS",
+	remote.ReasonNetwork: "rocketmq broker connection failed",
 }
 
 // downReason classifies a failed GET_BROKER_RUNTIME_INFO.
 func downReason(err error) string {
-	var (
-		re     *remoting.ResponseError
-		dnsErr *net.DNSError
-		netErr net.Error
-	)
+	var re *remoting.ResponseError
 	switch {
 	case errors.As(err, &re):
 		return responseReason(re)
 	case errors.Is(err, remoting.ErrFrameTooLarge):
 		return reasonTooLarge
-	case errors.Is(err, remoting.ErrBudget):
+	case errors.Is(err, remote.ErrBudget):
 		return reasonMemory
 	case remoting.IsBadReply(err):
 		return reasonProtocol
-	case errors.As(err, &dnsErr):
-		return reasonDNS
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return reasonRefused
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
-		errors.As(err, &netErr) && netErr.Timeout():
-		return reasonTimeout
 	}
-	return reasonNetwork
+	return remote.NetworkReason(err)
 }
 
 // aclExceptions are the exception class names an ACL refusal carries in the

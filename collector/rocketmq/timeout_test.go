@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
@@ -246,7 +247,7 @@ func TestFailuresLoggedOnTransitions(t *testing.T) {
 	}
 	got := h.take()
 	want := []string{
-		"WARN " + downMessages[reasonRefused] + "; stall_rocketmq_up is 0 (logged again when it recovers or, at most once a minute, when the reason changes) broker=127.0.0.1:2 reason=refused",
+		"WARN " + downMessages[remote.ReasonRefused] + "; stall_rocketmq_up is 0 (logged again when it recovers or, at most once a minute, when the reason changes) broker=127.0.0.1:2 reason=refused",
 		"WARN rocketmq name server failed GET_BROKER_CLUSTER_INFO; the last known brokers are scraped (logged again when it recovers) namesrv=" + ns + " reason=timeout",
 	}
 	checkLogs(t, "three scrapes", got, want)
@@ -256,7 +257,7 @@ func TestFailuresLoggedOnTransitions(t *testing.T) {
 	collectortest.Expose(t, context.Background(), c)
 	collectortest.Expose(t, context.Background(), c)
 	checkLogs(t, "reset, then recovery", h.take(), []string{
-		"WARN " + downMessages[reasonNetwork] + "; stall_rocketmq_up is 0 (logged again when it recovers or, at most once a minute, when the reason changes) broker=" + b.Addr() + " reason=network",
+		"WARN " + downMessages[remote.ReasonNetwork] + "; stall_rocketmq_up is 0 (logged again when it recovers or, at most once a minute, when the reason changes) broker=" + b.Addr() + " reason=network",
 		"INFO rocketmq broker answering again broker=" + b.Addr(),
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
@@ -90,7 +91,7 @@ stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 0
 stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
 `)
 	checkLogs(t, "b unlisted, then dropped", r.logs.take(), []string{
-		"WARN " + downMessages[reasonRefused] + ";",
+		"WARN " + downMessages[remote.ReasonRefused] + ";",
 		"WARN rocketmq broker no longer listed by the name servers",
 		"INFO rocketmq broker dropped: not listed by the name servers for --rocketmq.unlisted-broker-retention broker=" + b.Addr() + " id=c/b/0",
 	})

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 )
 
 // Options configure a Client. The zero value is usable.
@@ -26,10 +28,16 @@ type Options struct {
 	// MaxFrame is the largest reply frame accepted; DefaultMaxFrame when 0.
 	MaxFrame int
 	// Budget, when set, bounds the frame buffers this client and every
-	// other client sharing it hold at once (see Budget).
-	Budget *Budget
+	// other client sharing it hold at once. A frame's buffer is taken from
+	// it as it is allocated (readFrame: the first chunk, then each
+	// doubling, which gives back the buffer it replaces once it has its own
+	// bytes), so a peer that announces a large frame and stalls holds only
+	// what it made the client allocate, and a complete frame of n bytes
+	// holds n, and at most 1.5n while it grows. The bytes are given back
+	// when the reply has been decoded and parsed.
+	Budget *remote.Budget
 	// OnBudget, when set, is called for each request that failed with
-	// ErrBudget.
+	// remote.ErrBudget.
 	OnBudget func()
 	// Credentials, when set, sign every request (broker aclEnable=true).
 	Credentials *Credentials
@@ -126,14 +134,15 @@ var ErrClosed = errors.New("remoting client closed")
 // body holds them outside the budget.
 func (c *Client) Invoke(ctx context.Context, code int, ext map[string]string, body []byte) (*Command, error) {
 	resp, hold, err := c.invoke(ctx, code, ext, body)
-	hold.release()
+	hold.Release()
 	return resp, err
 }
 
 // invoke is Invoke, returning what the response holds of the budget; the
 // caller releases it once done with the response.
-func (c *Client) invoke(ctx context.Context, code int, ext map[string]string, body []byte) (*Command, *frameHold, error) {
-	hold := &frameHold{b: c.opts.Budget}
+func (c *Client) invoke(ctx context.Context, code int, ext map[string]string, body []byte) (*Command, *remote.Hold, error) {
+	h := c.opts.Budget.NewHold()
+	hold := &h
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -160,7 +169,7 @@ func (c *Client) invoke(ctx context.Context, code int, ext map[string]string, bo
 		// read, so it is sent once more on a fresh connection.
 		resp, err = c.roundTrip(ctx, code, ext, body, deadline, hold)
 	}
-	if errors.Is(err, ErrBudget) && c.opts.OnBudget != nil {
+	if errors.Is(err, remote.ErrBudget) && c.opts.OnBudget != nil {
 		c.opts.OnBudget()
 	}
 	return resp, hold, err
@@ -180,7 +189,7 @@ func staleConn(err error) bool {
 // roundTrip sends one request on the current connection, dialling one if
 // there is none, and reads its response, its buffers taken from hold. Any
 // transport error drops the connection.
-func (c *Client) roundTrip(ctx context.Context, code int, ext map[string]string, body []byte, deadline time.Time, hold *frameHold) (*Command, error) {
+func (c *Client) roundTrip(ctx context.Context, code int, ext map[string]string, body []byte, deadline time.Time, hold *remote.Hold) (*Command, error) {
 	if c.conn == nil {
 		dctx, cancel := context.WithDeadline(ctx, deadline)
 		conn, err := c.opts.Dial(dctx, "tcp", c.addr)
@@ -228,19 +237,19 @@ func (c *Client) roundTrip(ctx context.Context, code int, ext map[string]string,
 	}
 	bctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	alloc := func(n, replaced int) error { return hold.take(bctx, n, replaced) }
+	alloc := func(n, replaced int) error { return hold.Take(bctx, int64(n), int64(replaced)) }
 	for {
 		resp, err := readCommand(c.br, c.opts.MaxFrame, alloc)
 		if err != nil {
 			c.drop()
-			hold.release()
-			if errors.Is(err, ErrBudget) {
+			hold.Release()
+			if errors.Is(err, remote.ErrBudget) {
 				return nil, fmt.Errorf("read from %s: %w", c.addr, err)
 			}
 			return nil, c.ctxErr(ctx, fmt.Errorf("read from %s: %w", c.addr, err))
 		}
 		if !resp.IsResponse() || resp.Opaque != req.Opaque {
-			hold.release() // not kept
+			hold.Release() // not kept
 			continue
 		}
 		if resp.Code != Success {
@@ -297,7 +306,7 @@ func (c *Client) Close() error {
 // RuntimeInfo sends GET_BROKER_RUNTIME_INFO (28) and decodes the KV table.
 func (c *Client) RuntimeInfo(ctx context.Context) (map[string]string, error) {
 	resp, hold, err := c.invoke(ctx, GetBrokerRuntimeInfo, nil, nil)
-	defer hold.release()
+	defer hold.Release()
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +317,7 @@ func (c *Client) RuntimeInfo(ctx context.Context) (map[string]string, error) {
 // number of lines that were not key=value.
 func (c *Client) BrokerConfig(ctx context.Context) (map[string]string, int, error) {
 	resp, hold, err := c.invoke(ctx, GetBrokerConfig, nil, nil)
-	defer hold.release()
+	defer hold.Release()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -319,7 +328,7 @@ func (c *Client) BrokerConfig(ctx context.Context) (map[string]string, int, erro
 // ClusterInfo sends GET_BROKER_CLUSTER_INFO (106) to a name server.
 func (c *Client) ClusterInfo(ctx context.Context) ([]BrokerAddr, error) {
 	resp, hold, err := c.invoke(ctx, GetBrokerClusterInfo, nil, nil)
-	defer hold.release()
+	defer hold.Release()
 	if err != nil {
 		return nil, err
 	}

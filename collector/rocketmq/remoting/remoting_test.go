@@ -15,6 +15,7 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 )
@@ -563,12 +564,12 @@ func TestBudget(t *testing.T) {
 	big := strings.Repeat("x", 200<<10) // a ~200 KiB runtime-info frame: buffers of 64, 128, then ~200 KiB
 	b.Set("padding", big)
 	refused := 0
-	small := remoting.NewBudget(150 << 10)
+	small := remote.NewBudget(150 << 10)
 	c := remoting.NewClient(b.Addr(), remoting.Options{Timeout: 2 * time.Second, Budget: small, OnBudget: func() { refused++ }})
 	defer c.Close()
 	start := time.Now()
 	_, err := c.RuntimeInfo(context.Background())
-	if !errors.Is(err, remoting.ErrBudget) || remoting.IsBadReply(err) {
+	if !errors.Is(err, remote.ErrBudget) || remoting.IsBadReply(err) {
 		t.Errorf("a frame needing more than the budget: err = %v, want ErrBudget, not a bad reply", err)
 	}
 	if took := time.Since(start); took > time.Second {
@@ -578,7 +579,7 @@ func TestBudget(t *testing.T) {
 		t.Errorf("OnBudget called %d times, %d bytes still taken; want 1, 0", refused, small.InUse())
 	}
 
-	budget := remoting.NewBudget(400 << 10)
+	budget := remote.NewBudget(400 << 10)
 	c = remoting.NewClient(b.Addr(), remoting.Options{Timeout: 2 * time.Second, Budget: budget})
 	defer c.Close()
 	kv, err := c.RuntimeInfo(context.Background())
