@@ -25,6 +25,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/procfs"
 )
 
 // Namespace is the prefix of every metric the exporter exports.
@@ -53,7 +54,10 @@ type Runner interface {
 
 // Config is what every collector factory receives.
 type Config struct {
-	Paths    Paths
+	Paths Paths
+	// ProcFS is procfs' view of Paths.Procfs, built once by Build for
+	// every collector (procfs.NewFS stats the mount point).
+	ProcFS   procfs.FS
 	Logger   *slog.Logger // already carries collector=<name>
 	Problems *Problems    // bad-input counter of this collector
 }
@@ -132,6 +136,10 @@ func Build(cfg Config, only ...string) (map[string]Built, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names) // the same collector reports a bad shared flag every time
+	fs, err := procfs.NewFS(cfg.Paths.Procfs)
+	if err != nil {
+		return nil, fmt.Errorf("--path.procfs: %w", err)
+	}
 	out := map[string]Built{}
 	for _, name := range names {
 		r := registrations[name]
@@ -140,7 +148,7 @@ func Build(cfg Config, only ...string) (map[string]Built, error) {
 		}
 		logger := cfg.Logger.With("collector", name)
 		problems := NewProblems(name, logger)
-		c, err := r.factory(Config{Paths: cfg.Paths, Logger: logger, Problems: problems})
+		c, err := r.factory(Config{Paths: cfg.Paths, ProcFS: fs, Logger: logger, Problems: problems})
 		if err != nil {
 			return nil, fmt.Errorf("collector %s: %w", name, err)
 		}
