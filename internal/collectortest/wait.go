@@ -1,0 +1,46 @@
+package collectortest
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// WaitFor polls cond until it returns nil, every 20 ms for the first
+// second and every 200 ms after, and fails the test with what and cond's
+// last error once limit has passed. It is for real sockets and processes,
+// which keep real time; clock-driven code is tested with testing/synctest.
+func WaitFor(t testing.TB, limit time.Duration, what string, cond func() error) {
+	t.Helper()
+	start := time.Now()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		elapsed := time.Since(start)
+		if elapsed > limit {
+			t.Fatalf("waited %v for %s: %v", limit, what, err)
+		}
+		if elapsed < time.Second {
+			time.Sleep(20 * time.Millisecond)
+		} else {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// RequireRoot is the policy for tests that need root (network
+// namespaces, cgroups, loop devices), the same as for a missing tool: in CI
+// (CI set) a test run without root fails, since `make test` runs as root;
+// elsewhere it skips, saying why.
+func RequireRoot(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("needs root: %s", why)
+	}
+	t.Skipf("needs root: %s", why)
+}
