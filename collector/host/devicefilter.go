@@ -26,9 +26,12 @@ var (
 )
 
 // partitionName matches the common partition names, used only when sysfs
-// cannot tell: sda1, vdb2, xvda1, nvme0n1p1, mmcblk0p1, md0p1, dm devices are
-// never partitions. Submatch 1 or 2 is the disk's name.
-var partitionName = regexp.MustCompile(`^(?:((?:h|s|v|xv)d[a-z]+)\d+|((?:nvme\d+n\d+|mmcblk\d+|md\d+|loop\d+))p\d+)$`)
+// cannot tell. A disk named with letters takes the partition number right
+// after them (sda1, vdb2, xvda1, hdc3); a disk whose name ends in a digit
+// takes "p" and the number (nvme0n1p1, mmcblk0p1, md0p1, loop0p1, nbd0p1,
+// Synology's sata1p1, cciss/c0d0p1). dm devices are never partitions.
+// Submatch 1 or 2 is the disk's name.
+var partitionName = regexp.MustCompile(`^(?:((?:h|s|v|xv)d[a-z]+)\d+|(.*\d)p\d+)$`)
 
 // DeviceFilter decides which block devices the diskstats collector and the
 // sampler export. By default: whole disks only, without ram, loop, zram,
@@ -108,16 +111,23 @@ func (f *DeviceFilter) ExcludesName(name string) bool {
 }
 
 func (f *DeviceFilter) isPartition(name string) bool {
-	_, err := os.Stat(f.paths.Sys("class", "block", name, "partition"))
+	dir := sysBlock(f.paths, name)
+	_, err := os.Stat(filepath.Join(dir, "partition"))
 	if err == nil {
 		return true
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		if _, derr := os.Stat(f.paths.Sys("class", "block", name)); derr == nil {
+		if _, derr := os.Stat(dir); derr == nil {
 			return false // sysfs knows the device and says it is not a partition
 		}
 	}
 	return partitionName.MatchString(name)
+}
+
+// sysBlock is the sysfs directory of a block device; the kernel's "/" in a
+// name (cciss/c0d0) is "!" in sysfs.
+func sysBlock(paths collector.Paths, name string) string {
+	return paths.Sys("class", "block", strings.ReplaceAll(name, "/", "!"))
 }
 
 // diskOf returns the whole disk a block device belongs to, by the kernel's
@@ -127,9 +137,9 @@ func (f *DeviceFilter) isPartition(name string) bool {
 // /sys/class/block/<name> links to …/<disk>/<name>. Where sysfs does not know
 // the device (no host /sys in a container, a device gone since it logged),
 // the common partition names decide, as in isPartition; otherwise the name
-// is the disk. The kernel's "/" in a name (cciss/c0d0) is "!" in sysfs.
+// is the disk.
 func diskOf(paths collector.Paths, name string) string {
-	dir := paths.Sys("class", "block", strings.ReplaceAll(name, "/", "!"))
+	dir := sysBlock(paths, name)
 	if _, err := os.Stat(filepath.Join(dir, "partition")); err == nil {
 		if target, err := filepath.EvalSymlinks(dir); err == nil {
 			parent := filepath.Base(filepath.Dir(target))

@@ -1,9 +1,15 @@
 package host
 
 import (
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 func TestDeviceFilter(t *testing.T) {
@@ -34,5 +40,53 @@ func TestDeviceFilter(t *testing.T) {
 	}
 	if _, err := newDeviceFilter(sys, "(", "", false); err == nil {
 		t.Error("a bad include regexp must be an error")
+	}
+}
+
+// TestPartitionNames: without sysfs, the name decides. A disk named with
+// letters takes the number right after them; a disk whose name ends in a
+// digit takes p and the number (Synology's sata1p1 was taken for a disk).
+func TestPartitionNames(t *testing.T) {
+	nosys := collector.Paths{Sysfs: t.TempDir()}
+	f, _ := newDeviceFilter(nosys, "", "", false)
+	for _, c := range []struct{ name, disk string }{
+		{"sda", "sda"}, {"sda1", "sda"}, {"sdaa12", "sdaa"}, {"vdb2", "vdb"}, {"xvda1", "xvda"}, {"hdc3", "hdc"},
+		{"nvme0n1", "nvme0n1"}, {"nvme0n1p2", "nvme0n1"}, {"nvme10n12p13", "nvme10n12"},
+		{"mmcblk0", "mmcblk0"}, {"mmcblk0p1", "mmcblk0"}, {"mmcblk0boot0", "mmcblk0boot0"},
+		{"md0", "md0"}, {"md127", "md127"}, {"md0p1", "md0"},
+		{"loop0", "loop0"}, {"loop0p1", "loop0"}, {"nbd0p1", "nbd0"}, {"zd16p1", "zd16"},
+		{"sata1", "sata1"}, {"sata1p1", "sata1"}, {"sata12p3", "sata12"},
+		{"cciss/c0d0", "cciss/c0d0"}, {"cciss/c0d0p1", "cciss/c0d0"},
+		{"dm-0", "dm-0"}, {"zram0", "zram0"}, {"sr0", "sr0"},
+		{"sdp1", "sdp"}, {"vdp", "vdp"}, // p after letters is part of the disk's name
+	} {
+		if got := diskOf(nosys, c.name); got != c.disk {
+			t.Errorf("diskOf(%s) = %s, want %s", c.name, got, c.disk)
+		}
+		if got, want := f.isPartition(c.name), c.disk != c.name; got != want {
+			t.Errorf("isPartition(%s) = %v, want %v", c.name, got, want)
+		}
+	}
+}
+
+// TestDiskstatsWithoutSysfs: on a Synology NAS without a mounted sysfs
+// (fixtures/synology-dsm7), DSM's partitions sata1p1…p3 are told apart from
+// the disks by name, as nvme0n1p1 is.
+func TestDiskstatsWithoutSysfs(t *testing.T) {
+	filter, err := newDeviceFilter(collector.Paths{Sysfs: filepath.Join(t.TempDir(), "no-sysfs")}, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &diskstatsCollector{file: NewProcFile("fixtures/synology-dsm7/proc/diskstats"), filter: filter,
+		problems: collector.NewProblems("diskstats", slog.New(slog.DiscardHandler))}
+	var devs []string
+	for _, m := range collectortest.Scrape(t, c, 10*time.Second).Metrics {
+		if m.Name == "stall_disk_reads_completed_total" {
+			devs = append(devs, m.Labels["device"])
+		}
+	}
+	sort.Strings(devs)
+	if got, want := strings.Join(devs, " "), "dm-0 md0 md1 md2 nvme0n1 sata1 sata2 synoboot synoboot1 synoboot2"; got != want {
+		t.Errorf("exported devices:\n got %s\nwant %s", got, want)
 	}
 }

@@ -612,7 +612,8 @@ func TestKmsgIODevices(t *testing.T) {
 		{"no-such-sysfs", "sdb1", "sdb"},
 		{"no-such-sysfs", "mmcblk0p1", "mmcblk0"},
 		{"no-such-sysfs", "md127", "md127"},
-		{"no-such-sysfs", "cciss/c0d0p1", "cciss/c0d0p1"},
+		{"no-such-sysfs", "cciss/c0d0p1", "cciss/c0d0"},
+		{"no-such-sysfs", "sata1p2", "sata1"}, // Synology DSM
 	} {
 		if got := diskOf(collector.Paths{Sysfs: c.sysfs}, c.name); got != c.disk {
 			t.Errorf("%s: diskOf(%s) = %s, want %s", c.sysfs, c.name, got, c.disk)
