@@ -9,21 +9,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-
-	"github.com/alecthomas/kingpin/v2"
 )
 
-var (
-	deviceInclude = kingpin.Flag("diskstats.device-include",
-		"Regexp of block devices to include (anchored). When set, only matching devices are exported, partitions and loop devices too.").
-		Default("").String()
-	deviceExclude = kingpin.Flag("diskstats.device-exclude",
-		"Regexp of block devices to exclude (anchored). Ignored when --diskstats.device-include is set.").
-		Default(`(ram|loop|zram|fd|sr|nbd)\d+`).String()
-	devicePartitions = kingpin.Flag("diskstats.partitions",
-		"Also export partitions (detected by /sys/class/block/<dev>/partition, or by name when sysfs is not mounted).").
-		Default("false").Bool()
-)
+// deviceSettings are the --diskstats.* flags: include (which, when set,
+// makes exclude and the partition rule not apply), exclude, and whether
+// partitions are exported.
+type deviceSettings struct {
+	include, exclude *regexp.Regexp // anchored; nil when the flag is empty
+	partitions       bool
+}
 
 // partitionName matches the common partition names, used only when sysfs
 // cannot tell. A disk named with letters takes the partition number right
@@ -38,30 +32,13 @@ var partitionName = regexp.MustCompile(`^(?:((?:h|s|v|xv)d[a-z]+)\d+|(.*\d)p\d+)
 // floppy, optical and nbd devices. Decisions are cached per name, so a
 // long-running filter reads sysfs once per device.
 type DeviceFilter struct {
-	include, exclude *regexp.Regexp
-	partitions       bool
-	paths            collector.Paths
-	cache            map[string]bool
+	deviceSettings
+	paths collector.Paths
+	cache map[string]bool
 }
 
-// NewDeviceFilter builds the filter from the --diskstats.* flags.
-func NewDeviceFilter(paths collector.Paths) (*DeviceFilter, error) {
-	return newDeviceFilter(paths, *deviceInclude, *deviceExclude, *devicePartitions)
-}
-
-func newDeviceFilter(paths collector.Paths, include, exclude string, partitions bool) (*DeviceFilter, error) {
-	f := &DeviceFilter{partitions: partitions, paths: paths, cache: map[string]bool{}}
-	var err error
-	if include != "" {
-		if f.include, err = regexp.Compile("^(?:" + include + ")$"); err != nil {
-			return nil, errors.New("--diskstats.device-include: " + err.Error())
-		}
-	} else if exclude != "" {
-		if f.exclude, err = regexp.Compile("^(?:" + exclude + ")$"); err != nil {
-			return nil, errors.New("--diskstats.device-exclude: " + err.Error())
-		}
-	}
-	return f, nil
+func newDeviceFilter(paths collector.Paths, s deviceSettings) *DeviceFilter {
+	return &DeviceFilter{deviceSettings: s, paths: paths, cache: map[string]bool{}}
 }
 
 // Ignored reports whether device name is filtered out. Not safe for

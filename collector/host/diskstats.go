@@ -10,9 +10,7 @@ import (
 )
 
 func init() {
-	collector.Register("diskstats",
-		"Per-device I/O counts, bytes, times and queue, from /proc/diskstats",
-		true, newDiskstatsCollector)
+	register("diskstats", "Per-device I/O counts, bytes, times and queue, from /proc/diskstats", newDiskstatsCollector)
 }
 
 // diskSectorBytes is the unit of the sector fields of /proc/diskstats: always
@@ -58,12 +56,8 @@ type diskstatsCollector struct {
 	filter *DeviceFilter
 }
 
-func newDiskstatsCollector(cfg collector.Config) (collector.Collector, error) {
-	filter, err := NewDeviceFilter(cfg.Paths)
-	if err != nil {
-		return nil, err
-	}
-	return &diskstatsCollector{file: NewProcFile(cfg.Paths.Proc("diskstats")), filter: filter, problems: cfg.Problems}, nil
+func newDiskstatsCollector(cfg collector.Config, s settings) *diskstatsCollector {
+	return &diskstatsCollector{file: NewProcFile(cfg.Paths.Proc("diskstats")), filter: newDeviceFilter(cfg.Paths, s.devices), problems: cfg.Problems}
 }
 
 // Update reads /proc/diskstats with the parser the sampler uses

@@ -32,26 +32,18 @@ var (
 )
 
 func init() {
-	collector.Register("hungtask",
-		"The kernel hung-task detector's count, reports left and timeout, from /proc/sys/kernel",
-		true, func(cfg collector.Config) (collector.Collector, error) {
-			return newHungTaskCollector(cfg.Paths, cfg.Problems)
-		})
+	register("hungtask", "The kernel hung-task detector's count, reports left and timeout, from /proc/sys/kernel", newHungTaskCollector)
 }
 
-func newHungTaskCollector(paths collector.Paths, problems *collector.Problems) (*hungTaskCollector, error) {
-	pfs, err := procfs.NewFS(paths.Procfs)
-	if err != nil {
-		return nil, fmt.Errorf("--path.procfs: %w", err)
-	}
-	return &hungTaskCollector{fs: pfs, problems: problems}, nil
+func newHungTaskCollector(cfg collector.Config, _ settings) *hungTaskCollector {
+	return &hungTaskCollector{fs: cfg.ProcFS, problems: cfg.Problems}
 }
 
 // hungTaskCollector reads the detector's files with procfs (FS.KernelHung
 // for the detect count, FS.SysctlInts for the two tunables), once per
 // scrape.
 type hungTaskCollector struct {
-	fs       procfs.FS // built once: procfs.NewFS stats the mount point
+	fs       procfs.FS
 	problems *collector.Problems
 }
 

@@ -32,11 +32,9 @@ func newTestHungTask(t *testing.T, paths collector.Paths, problems *collector.Pr
 	if problems == nil {
 		problems = collector.NewProblems("hungtask", slog.New(slog.DiscardHandler))
 	}
-	c, err := newHungTaskCollector(paths, problems)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	cfg := testConfig(t, "hungtask", paths.Procfs, "", nil)
+	cfg.Problems = problems
+	return newHungTaskCollector(cfg, testSettings(t))
 }
 
 func TestHungTask(t *testing.T) {

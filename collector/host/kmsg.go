@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -22,10 +21,6 @@ import (
 // stalls (allocation failures, hung tasks, OOM kills, I/O errors, soft
 // lockups) from /dev/kmsg, read by one background goroutine. See
 // docs/sampler.md.
-
-var kmsgFromBootFlag = kingpin.Flag("kmsg.from-boot",
-	"Also count the kernel log records already in the kernel's buffer at start (from boot, as far as the buffer reaches); by default only records logged after the exporter started are counted.").
-	Default("false").Bool()
 
 const (
 	kmsgBufSize    = 16 << 10 // a record is at most 8 KiB (CONSOLE_EXT_LOG_MAX) on every kernel so far
@@ -53,22 +48,17 @@ var (
 )
 
 func init() {
-	collector.Register("kmsg",
-		"Kernel log events (page allocation failures, hung tasks, OOM kills, I/O errors, soft lockups), from /dev/kmsg",
-		true, func(cfg collector.Config) (collector.Collector, error) {
-			filter, err := NewDeviceFilter(cfg.Paths)
-			if err != nil {
-				return nil, err
-			}
+	register("kmsg", "Kernel log events (page allocation failures, hung tasks, OOM kills, I/O errors, soft lockups), from /dev/kmsg",
+		func(cfg collector.Config, s settings) *kmsgCollector {
 			return newKmsgCollector(kmsgOptions{
 				Path:     cfg.Paths.Root("/dev/kmsg"),
 				Open:     openDevKmsg(cfg.Paths.Root("/dev/kmsg")),
-				FromBoot: *kmsgFromBootFlag,
+				FromBoot: s.kmsgFromBoot,
 				Paths:    cfg.Paths,
-				Devices:  filter,
+				Devices:  newDeviceFilter(cfg.Paths, s.devices),
 				Logger:   cfg.Logger,
 				Problems: cfg.Problems,
-			}), nil
+			})
 		})
 }
 

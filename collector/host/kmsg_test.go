@@ -128,12 +128,7 @@ var kmsgFixturePaths = collector.Paths{Sysfs: "fixtures/kmsg/sys"}
 
 // kmsgDefaultFilter is the diskstats device filter with its default flags.
 func kmsgDefaultFilter(t testing.TB) *DeviceFilter {
-	t.Helper()
-	f, err := newDeviceFilter(kmsgFixturePaths, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return newDeviceFilter(kmsgFixturePaths, testSettings(t).devices)
 }
 
 // kmsgRig runs a kmsg collector on fake sources handed out by its opener.
@@ -644,11 +639,7 @@ func TestKmsgIODevices(t *testing.T) {
 		}
 	}
 
-	include, err := newDeviceFilter(kmsgFixturePaths, `nvme\d+n\d+`, "", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := kmsgDevices{paths: kmsgFixturePaths, filter: include}
+	d := kmsgDevices{paths: kmsgFixturePaths, filter: newDeviceFilter(kmsgFixturePaths, testSettings(t, `--diskstats.device-include=nvme\d+n\d+`).devices)}
 	for _, c := range []struct {
 		name      string
 		partition bool

@@ -5,16 +5,13 @@ import (
 
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
 )
 
 func init() {
-	collector.Register("meminfo",
-		"Total, available, cached, dirty and writeback memory, from /proc/meminfo",
-		true, newMeminfoCollector)
+	register("meminfo", "Total, available, cached, dirty and writeback memory, from /proc/meminfo", newMeminfoCollector)
 }
 
 var (
@@ -29,16 +26,12 @@ var (
 // per scrape, not by the 1 s sampler, so it is off the hot path where the
 // exporter keeps parsers of its own.
 type meminfoCollector struct {
-	fs       procfs.FS // built once: procfs.NewFS stats the mount point
+	fs       procfs.FS
 	problems *collector.Problems
 }
 
-func newMeminfoCollector(cfg collector.Config) (collector.Collector, error) {
-	pfs, err := procfs.NewFS(cfg.Paths.Procfs)
-	if err != nil {
-		return nil, fmt.Errorf("--path.procfs: %w", err)
-	}
-	return &meminfoCollector{fs: pfs, problems: cfg.Problems}, nil
+func newMeminfoCollector(cfg collector.Config, _ settings) *meminfoCollector {
+	return &meminfoCollector{fs: cfg.ProcFS, problems: cfg.Problems}
 }
 
 // Update reads /proc/meminfo. Fields the kernel lacks (MemAvailable before

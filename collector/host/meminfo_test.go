@@ -4,7 +4,6 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,11 +22,7 @@ func meminfoProc(t *testing.T, content string) collector.Paths {
 
 func newTestMeminfo(t *testing.T, paths collector.Paths) *meminfoCollector {
 	t.Helper()
-	c, err := newMeminfoCollector(collector.Config{Paths: paths, Problems: collector.NewProblems("meminfo", slog.New(slog.DiscardHandler))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.(*meminfoCollector)
+	return build(t, newMeminfoCollector, "meminfo", paths.Procfs, "")
 }
 
 // TestMeminfo: the five exported lines in bytes, and MemAvailable absent,

@@ -14,9 +14,7 @@ import (
 )
 
 func init() {
-	collector.Register("pressure",
-		"Time tasks were stalled on CPU, memory, I/O and IRQs (PSI), from /proc/pressure",
-		true, newPressureCollector)
+	register("pressure", "Time tasks were stalled on CPU, memory, I/O and IRQs (PSI), from /proc/pressure", newPressureCollector)
 }
 
 var pressureStalled = collector.NewMetric("pressure_stalled_seconds_total",
@@ -30,16 +28,12 @@ var psiResources = [...]string{"cpu", "io", "memory", "irq"}
 // pressureCollector reads /proc/pressure/* with procfs, once per scrape (the
 // sampler does not read them, so they are off the hot path).
 type pressureCollector struct {
-	fs       procfs.FS // built once: procfs.NewFS stats the mount point
+	fs       procfs.FS
 	problems *collector.Problems
 }
 
-func newPressureCollector(cfg collector.Config) (collector.Collector, error) {
-	pfs, err := procfs.NewFS(cfg.Paths.Procfs)
-	if err != nil {
-		return nil, fmt.Errorf("--path.procfs: %w", err)
-	}
-	return &pressureCollector{fs: pfs, problems: cfg.Problems}, nil
+func newPressureCollector(cfg collector.Config, _ settings) *pressureCollector {
+	return &pressureCollector{fs: cfg.ProcFS, problems: cfg.Problems}
 }
 
 // psiUnavailable reports errors that mean "this kernel has no PSI": the file

@@ -5,7 +5,6 @@ import (
 
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,11 +30,7 @@ func pressureProc(t *testing.T, files map[string]string) collector.Paths {
 
 func newTestPressure(t *testing.T, paths collector.Paths) *pressureCollector {
 	t.Helper()
-	c, err := newPressureCollector(collector.Config{Paths: paths, Problems: collector.NewProblems("pressure", slog.New(slog.DiscardHandler))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.(*pressureCollector)
+	return build(t, newPressureCollector, "pressure", paths.Procfs, "")
 }
 
 func pressureValues(t *testing.T, c *pressureCollector) (map[string]float64, error) {

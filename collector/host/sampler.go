@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -22,19 +21,11 @@ import (
 // each interval into one histogram observation, so a short excursion stays
 // visible in the bucket counts after the next scrape. See docs/sampler.md.
 
-const (
-	samplerMinInterval = 100 * time.Millisecond
-	samplerMaxInterval = 10 * time.Second
-	// samplerMaxGapIntervals: when more than this many intervals pass
-	// between two ticks (suspended host, stopped process, a clock that
-	// jumped), the tick only re-baselines: an average over minutes is not a
-	// one-interval sample.
-	samplerMaxGapIntervals = 10
-)
-
-var samplerIntervalFlag = kingpin.Flag("sampler.interval",
-	"Interval of the sub-scrape sampler (100ms–10s): each interval's disk await, disk utilization and dirty throttle ratio become one histogram observation.").
-	Default("1s").Duration()
+// samplerMaxGapIntervals: when more than this many intervals pass between
+// two ticks (suspended host, stopped process, a clock that jumped), the
+// tick only re-baselines: an average over minutes is not a one-interval
+// sample.
+const samplerMaxGapIntervals = 10
 
 // Buckets, chosen for the incidents in docs/sampler.md.
 var (
@@ -71,25 +62,17 @@ var (
 )
 
 func init() {
-	collector.Register("sampler",
+	register("sampler",
 		"Disk await and utilization and the dirty throttle ratio as histograms, sampled every --sampler.interval from /proc/diskstats and /proc/vmstat",
-		true, func(cfg collector.Config) (collector.Collector, error) {
-			interval := *samplerIntervalFlag
-			if interval < samplerMinInterval || interval > samplerMaxInterval {
-				return nil, fmt.Errorf("--sampler.interval=%s is outside %s–%s", interval, samplerMinInterval, samplerMaxInterval)
-			}
-			filter, err := NewDeviceFilter(cfg.Paths)
-			if err != nil {
-				return nil, err
-			}
+		func(cfg collector.Config, s settings) *sampler {
 			return newSampler(samplerOptions{
-				Interval: interval,
+				Interval: s.samplerInterval,
 				VMStat:   NewProcFile(cfg.Paths.Proc("vmstat")),
 				Disk:     NewProcFile(cfg.Paths.Proc("diskstats")),
-				Filter:   filter,
+				Filter:   newDeviceFilter(cfg.Paths, s.devices),
 				Logger:   cfg.Logger,
 				Problems: cfg.Problems,
-			}), nil
+			})
 		})
 }
 

@@ -46,10 +46,7 @@ type samplerRig struct {
 
 func newSamplerRig(t *testing.T, interval time.Duration) *samplerRig {
 	t.Helper()
-	filter, err := newDeviceFilter(collector.Paths{Sysfs: "fixtures/sampler/no-sysfs"}, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	filter := newDeviceFilter(collector.Paths{Sysfs: "fixtures/sampler/no-sysfs"}, testSettings(t).devices)
 	r := &samplerRig{vm: &samplerFakeReader{}, disk: &samplerFakeReader{}, clock: &samplerFakeClock{t: time.Unix(1700000000, 0)}}
 	r.s = newSampler(samplerOptions{
 		Interval: interval, VMStat: r.vm, Disk: r.disk, Filter: filter, Now: r.clock.Now,
@@ -424,10 +421,7 @@ func TestSamplerRealProc(t *testing.T) {
 	if _, err := os.Stat("/proc/diskstats"); err != nil {
 		t.Skip("no /proc/diskstats:", err)
 	}
-	filter, err := newDeviceFilter(collector.Paths{Sysfs: "/sys"}, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	filter := newDeviceFilter(collector.Paths{Sysfs: "/sys"}, testSettings(t).devices)
 	s := newSampler(samplerOptions{
 		Interval: time.Second,
 		VMStat:   NewProcFile("/proc/vmstat"),
@@ -513,21 +507,6 @@ func (r *samplerSlowReader) Read(buf []byte) ([]byte, error) {
 }
 func (r *samplerSlowReader) Close() error { return nil }
 
-func TestSamplerIntervalFlagRange(t *testing.T) {
-	old := *samplerIntervalFlag
-	defer func() { *samplerIntervalFlag = old }()
-	for _, c := range []struct {
-		d  time.Duration
-		ok bool
-	}{{50 * time.Millisecond, false}, {100 * time.Millisecond, true}, {time.Second, true}, {10 * time.Second, true}, {11 * time.Second, false}} {
-		*samplerIntervalFlag = c.d
-		_, err := collector.Build(collector.Config{Paths: collector.Paths{Procfs: "/proc", Sysfs: "/sys"}, Logger: slog.New(slog.DiscardHandler)}, "sampler")
-		if (err == nil) != c.ok {
-			t.Errorf("--sampler.interval=%s: err %v, want ok=%v", c.d, err, c.ok)
-		}
-	}
-}
-
 // FuzzSamplerDiskstats feeds two arbitrary /proc/diskstats snapshots one
 // second apart through the sampler: it must not panic and every observation
 // must be finite, non-negative, and utilization at most 1.
@@ -543,10 +522,7 @@ func FuzzSamplerDiskstats(f *testing.F) {
 	f.Add([]byte("8 0 sda 1 2 3 4 5 6 7 8 9 10 11\n"), []byte("8 0 sda 0 2 3 4294967295 5 6 7 8 9 1 11\n"))
 	f.Add([]byte("8 0 sda 18446744073709551615 0 0 0 0 0 0 0 0 0 0"), []byte("8 0 sda 0 0 0 0 0 0 0 0 0 0 0"))
 	// Include every device, so no sysfs lookups slow the fuzzer down.
-	filter, err := newDeviceFilter(collector.Paths{Sysfs: "fixtures/sampler/no-sysfs"}, ".*", "", false)
-	if err != nil {
-		f.Fatal(err)
-	}
+	filter := newDeviceFilter(collector.Paths{Sysfs: "fixtures/sampler/no-sysfs"}, testSettings(f, "--diskstats.device-include=.*").devices)
 	// One sampler for all runs, reset in between: building client_golang
 	// vectors per run would dominate the fuzzer's time.
 	disk := &samplerFakeReader{}
@@ -585,10 +561,7 @@ func FuzzSamplerDiskstats(f *testing.F) {
 }
 
 func BenchmarkSamplerTick(b *testing.B) {
-	filter, err := newDeviceFilter(collector.Paths{Sysfs: "/sys"}, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
-	if err != nil {
-		b.Fatal(err)
-	}
+	filter := newDeviceFilter(collector.Paths{Sysfs: "/sys"}, testSettings(b).devices)
 	s := newSampler(samplerOptions{
 		Interval: time.Second,
 		VMStat:   NewProcFile("/proc/vmstat"),
@@ -675,10 +648,7 @@ func BenchmarkSamplerReadDiskstats(b *testing.B) {
 // the process CPU time (getrusage, user+system) per tick. Run it with a
 // fixed count: -bench SamplerRunLoop -benchtime 500x.
 func BenchmarkSamplerRunLoop(b *testing.B) {
-	filter, err := newDeviceFilter(collector.Paths{Sysfs: "/sys"}, "", `(ram|loop|zram|fd|sr|nbd)\d+`, false)
-	if err != nil {
-		b.Fatal(err)
-	}
+	filter := newDeviceFilter(collector.Paths{Sysfs: "/sys"}, testSettings(b).devices)
 	const interval = 10 * time.Millisecond
 	ticks := make(chan time.Time)
 	s := newSampler(samplerOptions{

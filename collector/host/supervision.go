@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
 )
@@ -27,18 +26,10 @@ import (
 // terminal and does not ignore SIGHUP. See docs/supervision.md.
 
 func init() {
-	collector.Register("supervision",
+	register("supervision",
 		"How the RocketMQ broker, name server and redis-server processes are supervised (controlling terminal, SIGHUP), from /proc/<pid>",
-		true, newSupervisionCollector)
+		newSupervision)
 }
-
-// minSupervisionInterval bounds the scan rate. A scan costs one open, read
-// and close of /proc/<pid>/comm per process, about 15 µs of CPU each on a
-// loaded 2-vCPU VM (docs/benchmarks.md): every 10 s on a host with 5,000
-// processes that is under 1 % of a core. The state it reports lasts as long
-// as the operator's session, minutes to days, so scanning faster gains
-// nothing.
-const minSupervisionInterval = 10 * time.Second
 
 var (
 	watchedProcessesDesc = collector.NewMetric("watched_processes",
@@ -50,10 +41,6 @@ var (
 	supervisionUnreadableDesc = collector.NewMetric("supervision_unreadable_processes",
 		"Processes whose /proc/<pid> files the last supervision scan was refused (hidepid=1); missing from stall_watched_processes.",
 		prometheus.GaugeValue)
-
-	supervisionInterval = kingpin.Flag("supervision.scan-interval",
-		"How often the supervision collector rescans /proc for the watched processes (RocketMQ broker and name server JVMs, redis-server); scrapes in between reuse the last scan. Minimum 10s.").
-		Default("30s").Duration()
 )
 
 // errProcHidden and errProcUnreadable fail the collector's scrape (the counts
@@ -69,7 +56,7 @@ type supervisionCollector struct {
 	fs       procfs.FS
 	paths    collector.Paths
 	problems *collector.Problems
-	interval time.Duration
+	interval time.Duration // --supervision.scan-interval
 	now      func() time.Time
 
 	mu        sync.Mutex
@@ -93,22 +80,11 @@ type supervisionScan struct {
 	hidden     bool
 }
 
-func newSupervisionCollector(cfg collector.Config) (collector.Collector, error) {
-	return newSupervision(cfg, *supervisionInterval)
-}
-
-func newSupervision(cfg collector.Config, interval time.Duration) (*supervisionCollector, error) {
-	if interval < minSupervisionInterval {
-		return nil, fmt.Errorf("--supervision.scan-interval=%s is below the minimum of %s", interval, minSupervisionInterval)
-	}
-	pfs, err := procfs.NewFS(cfg.Paths.Procfs)
-	if err != nil {
-		return nil, fmt.Errorf("--path.procfs: %w", err)
-	}
+func newSupervision(cfg collector.Config, s settings) *supervisionCollector {
 	return &supervisionCollector{
-		fs: pfs, paths: cfg.Paths, problems: cfg.Problems, interval: interval,
+		fs: cfg.ProcFS, paths: cfg.Paths, problems: cfg.Problems, interval: s.supervisionInterval,
 		now: time.Now, known: map[int]knownProc{},
-	}, nil
+	}
 }
 
 // Update exports the counts of the last scan, scanning first when it is

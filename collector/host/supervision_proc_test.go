@@ -81,11 +81,13 @@ func runStandInJVM(pidfile string) {
 }
 
 func scanAndPrint(proc string) int {
-	c, err := newSupervision(collector.Config{Paths: collector.Paths{Procfs: proc}, Problems: collector.NewProblems("supervision", slog.New(slog.DiscardHandler))}, time.Minute)
+	fs, err := procfs.NewFS(proc)
 	if err != nil {
 		fmt.Println(err)
 		return 1
 	}
+	c := newSupervision(collector.Config{Paths: collector.Paths{Procfs: proc}, ProcFS: fs,
+		Problems: collector.NewProblems("supervision", slog.New(slog.DiscardHandler))}, settings{supervisionInterval: time.Minute})
 	ch := make(chan prometheus.Metric, 64)
 	err = c.Update(context.Background(), ch)
 	close(ch)

@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -131,12 +129,8 @@ var initProcess = fakeProcess{pid: 1, comm: "systemd", argv: []string{"/sbin/ini
 
 func newTestSupervision(t testing.TB, proc string) (*supervisionCollector, *collector.Problems) {
 	t.Helper()
-	problems := collector.NewProblems("supervision", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	c, err := newSupervision(collector.Config{Paths: collector.Paths{Procfs: proc}, Problems: problems}, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, problems
+	cfg := testConfig(t, "supervision", proc, "", nil)
+	return newSupervision(cfg, testSettings(t)), cfg.Problems
 }
 
 func mustProc(t testing.TB, fs procfs.FS, pid int) procfs.Proc {
@@ -408,18 +402,6 @@ func TestSupervisionCache(t *testing.T) {
 	}
 	if len(c.known) != 2 {
 		t.Errorf("identity cache holds %d entries, want 2 (one per live candidate)", len(c.known))
-	}
-}
-
-// TestSupervisionIntervalFlag: an interval under the minimum is refused at
-// start.
-func TestSupervisionIntervalFlag(t *testing.T) {
-	proc := writeFakeProc(t, initProcess)
-	if _, err := newSupervision(collector.Config{Paths: collector.Paths{Procfs: proc}}, time.Second); err == nil || !strings.Contains(err.Error(), "minimum") {
-		t.Errorf("1s interval: err = %v, want a minimum error", err)
-	}
-	if _, err := newSupervision(collector.Config{Paths: collector.Paths{Procfs: proc}}, minSupervisionInterval); err != nil {
-		t.Errorf("minimum interval refused: %v", err)
 	}
 }
 

@@ -5,30 +5,22 @@ import (
 
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"sync"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
 )
 
 func init() {
-	collector.Register("sysctl",
-		"Page-cache and reclaim tunables (vm.dirty_*, swappiness, min_free_kbytes …), from /proc/sys/vm",
-		true, newSysctlCollector)
+	register("sysctl", "Page-cache and reclaim tunables (vm.dirty_*, swappiness, min_free_kbytes …), from /proc/sys/vm", newSysctlCollector)
 }
 
 var (
 	vmSysctl = collector.NewMetric("vm_sysctl",
 		"Value of a page-cache or reclaim tunable as written in /proc/sys/vm/<name>, re-read every --sysctl.refresh-interval.",
 		prometheus.GaugeValue, "name")
-
-	sysctlRefresh = kingpin.Flag("sysctl.refresh-interval",
-		"How long the vm.* tunables read from /proc/sys/vm are reused before being read again (0 = every scrape). Reading them costs ~50 small file reads; the kernel's resulting dirty thresholds are read live from /proc/vmstat every scrape.").
-		Default("1m").Duration()
 )
 
 // sysctlValue is one exported tunable.
@@ -48,15 +40,8 @@ type sysctlCollector struct {
 	readAt time.Time
 }
 
-func newSysctlCollector(cfg collector.Config) (collector.Collector, error) {
-	if *sysctlRefresh < 0 {
-		return nil, fmt.Errorf("--sysctl.refresh-interval=%s must be 0 (every scrape) or positive", *sysctlRefresh)
-	}
-	pfs, err := procfs.NewFS(cfg.Paths.Procfs)
-	if err != nil {
-		return nil, fmt.Errorf("--path.procfs: %w", err)
-	}
-	return &sysctlCollector{fs: pfs, problems: cfg.Problems, refresh: *sysctlRefresh, now: time.Now}, nil
+func newSysctlCollector(cfg collector.Config, s settings) *sysctlCollector {
+	return &sysctlCollector{fs: cfg.ProcFS, problems: cfg.Problems, refresh: s.sysctlRefresh, now: time.Now}
 }
 
 // Update exports the fixed set of vm.* tunables that decide dirty-page

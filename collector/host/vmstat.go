@@ -11,9 +11,9 @@ import (
 )
 
 func init() {
-	collector.Register("vmstat",
+	register("vmstat",
 		"Dirty and writeback memory, dirty throttling, reclaim, compaction, major faults, refaults and OOM kills, from /proc/vmstat",
-		true, newVMStatCollector)
+		newVMStatCollector)
 }
 
 var (
@@ -85,11 +85,8 @@ type vmstatCollector struct {
 	buf  []byte
 }
 
-func newVMStatCollector(cfg collector.Config) (collector.Collector, error) {
-	if err := checkPageSize(); err != nil {
-		return nil, err
-	}
-	return &vmstatCollector{file: NewProcFile(cfg.Paths.Proc("vmstat")), pageSize: float64(PageSize()), problems: cfg.Problems}, nil
+func newVMStatCollector(cfg collector.Config, s settings) *vmstatCollector {
+	return &vmstatCollector{file: NewProcFile(cfg.Paths.Proc("vmstat")), pageSize: float64(s.pageSize), problems: cfg.Problems}
 }
 
 // Update reads /proc/vmstat with ParseVMStat, the parser the sampler uses.

@@ -2,19 +2,8 @@ package host
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 )
-
-func readFixture(t testing.TB, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("fixtures", path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // TestParseVMStatLayouts checks the normalised counters on each kernel
 // generation's layout, with the sums worked out by hand from the fixtures.

@@ -15,9 +15,7 @@ import (
 )
 
 func init() {
-	collector.Register("zoneinfo",
-		"Free pages and the min/low/high watermarks of each memory zone, from /proc/zoneinfo",
-		true, newZoneinfoCollector)
+	register("zoneinfo", "Free pages and the min/low/high watermarks of each memory zone, from /proc/zoneinfo", newZoneinfoCollector)
 }
 
 var (
@@ -177,11 +175,8 @@ type zoneinfoCollector struct {
 	zones []Zone
 }
 
-func newZoneinfoCollector(cfg collector.Config) (collector.Collector, error) {
-	if err := checkPageSize(); err != nil {
-		return nil, err
-	}
-	return &zoneinfoCollector{file: NewProcFile(cfg.Paths.Proc("zoneinfo")), pageSize: float64(PageSize()), problems: cfg.Problems}, nil
+func newZoneinfoCollector(cfg collector.Config, s settings) *zoneinfoCollector {
+	return &zoneinfoCollector{file: NewProcFile(cfg.Paths.Proc("zoneinfo")), pageSize: float64(s.pageSize), problems: cfg.Problems}
 }
 
 // Update reads /proc/zoneinfo. Zones without managed pages (an empty Movable
