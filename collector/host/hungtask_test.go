@@ -1,68 +1,54 @@
 package host
 
 import (
-	"github.com/stall-exporter/stall_exporter/collector"
-
-	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
-func hungTaskProc(t *testing.T, files map[string]string) collector.Paths {
+// hungTaskAt builds the collector over a procfs holding the given
+// /proc/sys/kernel files.
+func hungTaskAt(t *testing.T, files map[string]string) (*hungTaskCollector, string) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "sys", "kernel"), 0o755); err != nil {
+	proc := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(proc, "sys", "kernel"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, "sys", "kernel", name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeFiles(t, proc, map[string]string{"sys/kernel/" + name: content})
 	}
-	return collector.Paths{Procfs: dir}
-}
-
-func newTestHungTask(t *testing.T, paths collector.Paths, problems *collector.Problems) *hungTaskCollector {
-	t.Helper()
-	if problems == nil {
-		problems = collector.NewProblems("hungtask", slog.New(slog.DiscardHandler))
-	}
-	cfg := testConfig(t, "hungtask", paths.Procfs, "", nil)
-	cfg.Problems = problems
-	return newHungTaskCollector(cfg, testSettings(t))
+	return build(t, newHungTaskCollector, "hungtask", proc, ""), proc
 }
 
 func TestHungTask(t *testing.T) {
-	c := newTestHungTask(t, hungTaskProc(t, map[string]string{
+	c, _ := hungTaskAt(t, map[string]string{
 		"hung_task_detect_count": "17\n",
 		"hung_task_warnings":     "0\n", // the kernel has stopped reporting
 		"hung_task_timeout_secs": "240\n",
-	}), nil)
-	mfs := samplerGather(t, c)
-	if got := samplerCounter(mfs, "stall_kernel_hung_task_detected_total"); got != 17 {
-		t.Errorf("detected = %v, want 17", got)
-	}
-	if got := kmsgGauge(mfs, "stall_kernel_hung_task_warnings_remaining"); got != 0 {
-		t.Errorf("warnings remaining = %v, want 0", got)
-	}
-	if got := kmsgGauge(mfs, "stall_kernel_hung_task_timeout_seconds"); got != 240 {
-		t.Errorf("timeout = %v, want 240", got)
+	})
+	r := scrape(t, c)
+	for name, want := range map[string]float64{
+		"stall_kernel_hung_task_detected_total":     17,
+		"stall_kernel_hung_task_warnings_remaining": 0,
+		"stall_kernel_hung_task_timeout_seconds":    240,
+	} {
+		if got := r.Must(t, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
 	}
 }
 
 func TestHungTaskOlderKernel(t *testing.T) {
 	// Before 6.11 there is no detect count; warnings -1 is unlimited.
-	c := newTestHungTask(t, hungTaskProc(t, map[string]string{"hung_task_warnings": "-1\n", "hung_task_timeout_secs": "120\n"}), nil)
-	mfs := samplerGather(t, c)
-	if _, ok := mfs["stall_kernel_hung_task_detected_total"]; ok {
+	c, _ := hungTaskAt(t, map[string]string{"hung_task_warnings": "-1\n", "hung_task_timeout_secs": "120\n"})
+	r := scrape(t, c)
+	if _, ok := r.Get("stall_kernel_hung_task_detected_total"); ok {
 		t.Error("detect count exported by a kernel without the file")
 	}
-	if got := kmsgGauge(mfs, "stall_kernel_hung_task_warnings_remaining"); got != -1 {
+	if got := r.Must(t, "stall_kernel_hung_task_warnings_remaining"); got != -1 {
 		t.Errorf("warnings remaining = %v, want -1", got)
 	}
 	if c.problems.Count() != 0 {
@@ -72,13 +58,12 @@ func TestHungTaskOlderKernel(t *testing.T) {
 
 func TestHungTaskAbsentAndMalformed(t *testing.T) {
 	// CONFIG_DETECT_HUNG_TASK=n: none of the files.
-	c := newTestHungTask(t, hungTaskProc(t, nil), nil)
-	if err := c.Update(context.Background(), nil); !errors.Is(err, collector.ErrNoData) {
-		t.Errorf("Update without the files = %v, want ErrNoData", err)
+	c, _ := hungTaskAt(t, nil)
+	if r := scrape(t, c); !errors.Is(r.Err, collector.ErrNoData) {
+		t.Errorf("Update without the files = %v, want ErrNoData", r.Err)
 	}
-	c = newTestHungTask(t, hungTaskProc(t, map[string]string{"hung_task_detect_count": "many\n", "hung_task_warnings": "10\n", "hung_task_timeout_secs": "x"}), c.problems)
-	mfs := samplerGather(t, c)
-	if got := kmsgGauge(mfs, "stall_kernel_hung_task_warnings_remaining"); got != 10 {
+	c, _ = hungTaskAt(t, map[string]string{"hung_task_detect_count": "many\n", "hung_task_warnings": "10\n", "hung_task_timeout_secs": "x"})
+	if got := scrape(t, c).Must(t, "stall_kernel_hung_task_warnings_remaining"); got != 10 {
 		t.Errorf("warnings remaining = %v, want 10 next to malformed files", got)
 	}
 	if got := c.problems.Count(); got != 2 {
@@ -87,18 +72,16 @@ func TestHungTaskAbsentAndMalformed(t *testing.T) {
 
 	// A file that cannot be read (here a directory in its place) fails the
 	// scrape without counting as bad input; the other files are sent.
-	paths := hungTaskProc(t, map[string]string{"hung_task_warnings": "10\n", "hung_task_timeout_secs": "120\n"})
-	if err := os.Mkdir(filepath.Join(paths.Procfs, "sys", "kernel", "hung_task_detect_count"), 0o755); err != nil {
+	c, proc := hungTaskAt(t, map[string]string{"hung_task_warnings": "10\n", "hung_task_timeout_secs": "120\n"})
+	if err := os.Mkdir(filepath.Join(proc, "sys", "kernel", "hung_task_detect_count"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c = newTestHungTask(t, paths, nil)
-	ch := make(chan prometheus.Metric, 8)
-	err := c.Update(context.Background(), ch)
-	if err == nil || errors.Is(err, collector.ErrNoData) {
-		t.Errorf("unreadable detect count: %v, want a failure", err)
+	r := scrape(t, c)
+	if r.Err == nil || errors.Is(r.Err, collector.ErrNoData) {
+		t.Errorf("unreadable detect count: %v, want a failure", r.Err)
 	}
-	if len(ch) != 2 || c.problems.Count() != 0 {
-		t.Errorf("%d values sent and %d problems counted, want 2 and 0", len(ch), c.problems.Count())
+	if len(r.Metrics) != 2 || c.problems.Count() != 0 {
+		t.Errorf("%d values sent and %d problems counted, want 2 and 0", len(r.Metrics), c.problems.Count())
 	}
 }
 
@@ -106,9 +89,8 @@ func TestHungTaskRealProc(t *testing.T) {
 	if _, err := os.Stat("/proc/sys/kernel/hung_task_timeout_secs"); err != nil {
 		t.Skip("kernel without the hung task detector")
 	}
-	c := newTestHungTask(t, collector.Paths{Procfs: "/proc"}, nil)
-	mfs := samplerGather(t, c)
-	if _, ok := mfs["stall_kernel_hung_task_timeout_seconds"]; !ok {
+	c := build(t, newHungTaskCollector, "hungtask", "/proc", "/sys")
+	if _, ok := scrape(t, c).Get("stall_kernel_hung_task_timeout_seconds"); !ok {
 		t.Error("no timeout exported from this machine's /proc")
 	}
 	if c.problems.Count() != 0 {

@@ -1,67 +1,29 @@
 package host
 
 import (
-	"github.com/stall-exporter/stall_exporter/collector"
-
-	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
-func pressureProc(t *testing.T, files map[string]string) collector.Paths {
-	t.Helper()
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "pressure"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, "pressure", name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return collector.Paths{Procfs: dir}
-}
-
-func newTestPressure(t *testing.T, paths collector.Paths) *pressureCollector {
-	t.Helper()
-	return build(t, newPressureCollector, "pressure", paths.Procfs, "")
-}
-
+// pressureValues scrapes c: "resource/scope" → seconds.
 func pressureValues(t *testing.T, c *pressureCollector) (map[string]float64, error) {
 	t.Helper()
-	ch := make(chan prometheus.Metric, 64)
-	err := c.Update(context.Background(), ch)
-	close(ch)
+	r := scrape(t, c)
 	out := map[string]float64{}
-	for m := range ch {
-		var pb dto.Metric
-		if err := m.Write(&pb); err != nil {
-			t.Fatal(err)
-		}
-		var res, scope string
-		for _, lp := range pb.GetLabel() {
-			switch lp.GetName() {
-			case "resource":
-				res = lp.GetValue()
-			case "scope":
-				scope = lp.GetValue()
-			}
-		}
-		out[res+"/"+scope] = pb.GetCounter().GetValue()
+	for _, m := range r.Metrics {
+		out[m.Labels["resource"]+"/"+m.Labels["scope"]] = m.Value
 	}
-	return out, err
+	return out, r.Err
 }
 
 // TestPressureFixture: some and full of every resource in seconds; irq has
 // only a full line.
 func TestPressureFixture(t *testing.T) {
-	got, err := pressureValues(t, newTestPressure(t, collector.Paths{Procfs: "fixtures/linux-6.8/proc"}))
+	got, err := pressureValues(t, build(t, newPressureCollector, "pressure", "fixtures/linux-6.8/proc", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +47,12 @@ func TestPressureFixture(t *testing.T) {
 // counts one problem and fails the scrape; the other resources are sent. No
 // /proc/pressure at all is "no data".
 func TestPressureMalformedAndAbsent(t *testing.T) {
-	c := newTestPressure(t, pressureProc(t, map[string]string{
-		"io":     "some avg10=x avg60=0 avg300=0 total=1\n",
-		"memory": "some avg10=0.00 avg60=0.00 avg300=0.00 total=2000000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n",
-		"cpu":    "some avg10=0.00 avg60=0.00 avg300=0.00 total=5\nfuture avg10=1\n", // unknown line kinds are skipped
-	}))
+	proc := writeFiles(t, t.TempDir(), map[string]string{
+		"pressure/io":     "some avg10=x avg60=0 avg300=0 total=1\n",
+		"pressure/memory": "some avg10=0.00 avg60=0.00 avg300=0.00 total=2000000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n",
+		"pressure/cpu":    "some avg10=0.00 avg60=0.00 avg300=0.00 total=5\nfuture avg10=1\n", // unknown line kinds are skipped
+	})
+	c := build(t, newPressureCollector, "pressure", proc, "")
 	got, err := pressureValues(t, c)
 	if err == nil || !strings.Contains(err.Error(), "/proc/pressure/io") {
 		t.Errorf("err = %v, want the malformed io file", err)
@@ -104,7 +67,7 @@ func TestPressureMalformedAndAbsent(t *testing.T) {
 		t.Error("the malformed io file produced a value")
 	}
 
-	c = newTestPressure(t, collector.Paths{Procfs: t.TempDir()})
+	c = build(t, newPressureCollector, "pressure", t.TempDir(), "")
 	if _, err := pressureValues(t, c); !errors.Is(err, collector.ErrNoData) {
 		t.Errorf("no /proc/pressure: %v, want ErrNoData", err)
 	}
@@ -115,7 +78,7 @@ func TestPressureRealProc(t *testing.T) {
 	if _, err := os.ReadFile("/proc/pressure/memory"); err != nil {
 		t.Skipf("no PSI on this kernel: %v", err)
 	}
-	got, err := pressureValues(t, newTestPressure(t, collector.Paths{Procfs: "/proc"}))
+	got, err := pressureValues(t, build(t, newPressureCollector, "pressure", "/proc", "/sys"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,6 @@ type supervisionCollector struct {
 	paths    collector.Paths
 	problems *collector.Problems
 	interval time.Duration // --supervision.scan-interval
-	now      func() time.Time
 
 	mu        sync.Mutex
 	last      *supervisionScan
@@ -83,7 +82,7 @@ type supervisionScan struct {
 func newSupervision(cfg collector.Config, s settings) *supervisionCollector {
 	return &supervisionCollector{
 		fs: cfg.ProcFS, paths: cfg.Paths, problems: cfg.Problems, interval: s.supervisionInterval,
-		now: time.Now, known: map[int]knownProc{},
+		known: map[int]knownProc{},
 	}
 }
 
@@ -94,12 +93,12 @@ func newSupervision(cfg collector.Config, s settings) *supervisionCollector {
 func (c *supervisionCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.last == nil || c.now().Sub(c.scannedAt) >= c.interval {
+	if c.last == nil || time.Since(c.scannedAt) >= c.interval {
 		s, err := c.scan(ctx)
 		if err != nil {
 			return err
 		}
-		c.last, c.scannedAt = s, c.now()
+		c.last, c.scannedAt = s, time.Now()
 	}
 	s := c.last
 	for i, svc := range watchedServices {

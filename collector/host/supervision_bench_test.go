@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // BenchmarkSupervisionScan is one uncached scan of this machine's real
@@ -19,7 +18,7 @@ import (
 // the first scan after start does. cpu-ns/op is the process's user+system
 // CPU, which includes the kernel's side of generating the /proc files.
 //
-//	go test -run '^$' -bench SupervisionScan -benchtime 200x ./collector/
+//	go test -run '^$' -bench SupervisionScan -benchtime 200x ./collector/host/
 func BenchmarkSupervisionScan(b *testing.B) {
 	for _, extra := range []int{0, 1000, 5000} {
 		b.Run(fmt.Sprintf("extra=%d", extra), func(b *testing.B) {
@@ -43,7 +42,7 @@ func BenchmarkSupervisionScan(b *testing.B) {
 							b.Fatal(err)
 						}
 					}
-					b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+					reportCPU(b, cpu, 0)
 					b.ReportMetric(float64(s.scanned), "procs")
 				})
 			}
@@ -68,13 +67,7 @@ func BenchmarkSupervisionReadEveryStat(b *testing.B) {
 			_, _ = p.Stat()
 		}
 	}
-	b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
-}
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	reportCPU(b, cpu, 0)
 }
 
 // startIdleProcesses starts n sleep processes, killed when the benchmark

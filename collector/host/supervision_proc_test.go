@@ -1,8 +1,6 @@
 package host
 
 import (
-	"github.com/stall-exporter/stall_exporter/collector"
-
 	"bufio"
 	"context"
 	"fmt"
@@ -22,6 +20,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // Real processes in each supervision state: a pseudo-terminal session, nohup,
@@ -186,18 +187,19 @@ func (r *rocketmqRig) redis(name string, extra ...string) []string {
 // arranges for that process to be killed when the test ends.
 func (r *rocketmqRig) waitPID(t *testing.T, name string) int {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var pid int
+	collectortest.WaitFor(t, 15*time.Second, name+" to write "+r.pidfile(name), func() error {
 		b, err := os.ReadFile(r.pidfile(name))
-		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil && pid > 0 {
-			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-			return pid
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not write %s: %v", name, r.pidfile(name), err)
+		if pid, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil || pid <= 0 {
+			return fmt.Errorf("pidfile holds %q", b)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	return pid
 }
 
 // start runs argv with no controlling terminal (its own session, as
@@ -329,17 +331,21 @@ func scanView(t *testing.T, pids ...int) string {
 	return r.nonZero()
 }
 
-// waitDead waits until pid has exited (gone, or a zombie nobody reaped).
-func waitDead(pid int, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil || strings.Contains(string(b), ") Z ") {
-			return true
+// dead reports whether pid has exited (gone, or a zombie nobody reaped).
+func dead(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err != nil || strings.Contains(string(b), ") Z ")
+}
+
+// waitDead waits until pid has exited.
+func waitDead(t *testing.T, pid int, what string) {
+	t.Helper()
+	collectortest.WaitFor(t, 10*time.Second, what, func() error {
+		if !dead(pid) {
+			return fmt.Errorf("process %d still runs", pid)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
+		return nil
+	})
 }
 
 func requireRedisServer(t *testing.T) {
@@ -396,16 +402,14 @@ JAVA_OPT_EXT=%s %s
 	}
 
 	master.Close()
-	if !waitDead(broker, 10*time.Second) {
-		t.Fatalf("the broker in the terminal survived the hangup")
-	}
-	for name, pid := range map[string]int{"name server": namesrv, "redis-server": redis} {
-		if waitDead(pid, 200*time.Millisecond) {
-			t.Errorf("the %s died with the session although it ignores SIGHUP", name)
-		}
-	}
+	waitDead(t, broker, "the broker in the terminal to die of the hangup")
 	if got, want := scanView(t, members...), "redis/detached=1 rocketmq_namesrv/detached=1"; got != want {
 		t.Errorf("after the hangup: %s, want %s", got, want)
+	}
+	for name, pid := range map[string]int{"name server": namesrv, "redis-server": redis} {
+		if dead(pid) {
+			t.Errorf("the %s died with the session although it ignores SIGHUP", name)
+		}
 	}
 }
 
@@ -432,9 +436,7 @@ func TestSupervisionRealDetached(t *testing.T) {
 	if err := zombie.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	if !waitDead(zombie.Process.Pid, 10*time.Second) {
-		t.Fatal("the killed JVM did not become a zombie")
-	}
+	waitDead(t, zombie.Process.Pid, "the killed JVM to become a zombie")
 	pids := []int{shell.Process.Pid, broker, redis, sentinel, zombie.Process.Pid}
 	if got, want := scanView(t, pids...), "redis/detached=1 rocketmq_broker/detached=1"; got != want {
 		t.Errorf("got %s, want %s", got, want)

@@ -1,10 +1,7 @@
 package host
 
 import (
-	"github.com/stall-exporter/stall_exporter/collector"
-
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,11 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/procfs"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 // fakeProcess is one /proc/<pid> directory of a fixture procfs, in the
@@ -152,28 +150,18 @@ type supervisionResult struct {
 
 func collectSupervision(t testing.TB, c *supervisionCollector) supervisionResult {
 	t.Helper()
-	ch := make(chan prometheus.Metric, 64)
-	err := c.Update(context.Background(), ch)
-	close(ch)
-	r := supervisionResult{counts: map[string]float64{}, gauges: map[string]float64{}, err: err}
-	for m := range ch {
-		var pb dto.Metric
-		if err := m.Write(&pb); err != nil {
-			t.Fatal(err)
-		}
-		switch m.Desc() {
-		case watchedProcessesDesc.Desc:
-			l := map[string]string{}
-			for _, lp := range pb.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			r.counts[l["service"]+"/"+l["supervision"]] = pb.GetGauge().GetValue()
-		case supervisionScannedDesc.Desc:
-			r.gauges["scanned"] = pb.GetGauge().GetValue()
-		case supervisionUnreadableDesc.Desc:
-			r.gauges["unreadable"] = pb.GetGauge().GetValue()
+	res := scrape(t, c)
+	r := supervisionResult{counts: map[string]float64{}, gauges: map[string]float64{}, err: res.Err}
+	for _, m := range res.Metrics {
+		switch m.Name {
+		case "stall_watched_processes":
+			r.counts[m.Labels["service"]+"/"+m.Labels["supervision"]] = m.Value
+		case "stall_supervision_scanned_processes":
+			r.gauges["scanned"] = m.Value
+		case "stall_supervision_unreadable_processes":
+			r.gauges["unreadable"] = m.Value
 		default:
-			t.Errorf("unexpected metric %s", m.Desc())
+			t.Errorf("unexpected metric %s", m.Name)
 		}
 	}
 	return r
@@ -354,10 +342,12 @@ func TestSupervisionHiddenProcs(t *testing.T) {
 // process's cmdline is read once for its PID and start time, and read
 // again when the PID is reused.
 func TestSupervisionCache(t *testing.T) {
+	synctest.Test(t, testSupervisionCache)
+}
+
+func testSupervisionCache(t *testing.T) {
 	proc := writeFakeProc(t, initProcess, fakeProcess{pid: 10, comm: "java", argv: argvBroker, tty: 34816, cgroup: cgV2Session})
 	c, _ := newTestSupervision(t, proc)
-	now := time.Unix(1700000000, 0)
-	c.now = func() time.Time { return now }
 	if got := collectSupervision(t, c).nonZero(); got != "rocketmq_broker/terminal=1" {
 		t.Fatalf("first scan: %s", got)
 	}
@@ -378,11 +368,11 @@ func TestSupervisionCache(t *testing.T) {
 	}
 	writeOver(fakeProcess{pid: 10, comm: "java", argv: argvBroker, cgroup: cgV2Service},
 		fakeProcess{pid: 11, comm: "java", argv: argvNamesrv, cgroup: cgV2Service})
-	now = now.Add(29 * time.Second)
+	advance(29 * time.Second)
 	if got := collectSupervision(t, c).nonZero(); got != "rocketmq_broker/terminal=1" {
 		t.Errorf("within the interval: %s, want the cached scan", got)
 	}
-	now = now.Add(time.Second)
+	advance(time.Second)
 	if got := collectSupervision(t, c).nonZero(); got != "rocketmq_broker/systemd=1 rocketmq_namesrv/systemd=1" {
 		t.Errorf("after the interval: %s", got)
 	}
@@ -390,13 +380,13 @@ func TestSupervisionCache(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(proc, "10", "cmdline"), []byte("java\x00-cp\x00x\x00com.example.Other\x00"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(30 * time.Second)
+	advance(30 * time.Second)
 	if got := collectSupervision(t, c).nonZero(); got != "rocketmq_broker/systemd=1 rocketmq_namesrv/systemd=1" {
 		t.Errorf("cmdline re-read for a known process: %s", got)
 	}
 	// PID 10 reused by another JVM (new start time): read again.
 	writeOver(fakeProcess{pid: 10, comm: "java", start: 99999, argv: []string{"java", "com.example.Other"}, cgroup: cgV2Service})
-	now = now.Add(30 * time.Second)
+	advance(30 * time.Second)
 	if got := collectSupervision(t, c).nonZero(); got != "rocketmq_namesrv/systemd=1" {
 		t.Errorf("reused PID: %s", got)
 	}

@@ -33,7 +33,6 @@ type sysctlCollector struct {
 	fs       procfs.FS
 	problems *collector.Problems
 	refresh  time.Duration
-	now      func() time.Time
 
 	mu     sync.Mutex
 	values []sysctlValue
@@ -41,7 +40,7 @@ type sysctlCollector struct {
 }
 
 func newSysctlCollector(cfg collector.Config, s settings) *sysctlCollector {
-	return &sysctlCollector{fs: cfg.ProcFS, problems: cfg.Problems, refresh: s.sysctlRefresh, now: time.Now}
+	return &sysctlCollector{fs: cfg.ProcFS, problems: cfg.Problems, refresh: s.sysctlRefresh}
 }
 
 // Update exports the fixed set of vm.* tunables that decide dirty-page
@@ -51,12 +50,12 @@ func newSysctlCollector(cfg collector.Config, s settings) *sysctlCollector {
 func (c *sysctlCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.values == nil || c.refresh <= 0 || c.now().Sub(c.readAt) >= c.refresh {
+	if c.values == nil || c.refresh <= 0 || time.Since(c.readAt) >= c.refresh {
 		values, err := c.read()
 		if err != nil {
 			return err
 		}
-		c.values, c.readAt = values, c.now()
+		c.values, c.readAt = values, time.Now()
 	}
 	for _, v := range c.values {
 		vmSysctl.Send(ch, v.value, v.name)
