@@ -1,14 +1,14 @@
 package host
 
 import (
-	"github.com/stall-exporter/stall_exporter/collector"
-
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 // deviceSettings are the --diskstats.* flags: include (which, when set,
@@ -27,67 +27,79 @@ type deviceSettings struct {
 // Submatch 1 or 2 is the disk's name.
 var partitionName = regexp.MustCompile(`^(?:((?:h|s|v|xv)d[a-z]+)\d+|(.*\d)p\d+)$`)
 
-// DeviceFilter decides which block devices the diskstats collector and the
-// sampler export. By default: whole disks only, without ram, loop, zram,
-// floppy, optical and nbd devices. Decisions are cached per name, so a
-// long-running filter reads sysfs once per device.
-type DeviceFilter struct {
+// deviceFilter decides which block devices are exported and which I/O
+// errors are left out. By default: whole disks only, without ram, loop,
+// zram, floppy, optical and nbd devices. Decisions are cached per name, so
+// a long-running filter reads sysfs once per device and a decided name
+// costs no allocation. Not safe for concurrent use: each collector keeps
+// its own.
+type deviceFilter struct {
 	deviceSettings
 	paths collector.Paths
-	cache map[string]bool
+	cache [3]map[string]bool // by decision: listedDevice, ioErrorDisk, ioErrorDevice
 }
 
-func newDeviceFilter(paths collector.Paths, s deviceSettings) *DeviceFilter {
-	return &DeviceFilter{deviceSettings: s, paths: paths, cache: map[string]bool{}}
+// The decisions a filter caches.
+const (
+	listedDevice  = iota // a /proc/diskstats line's device is not exported
+	ioErrorDisk          // an I/O error on this whole disk is left out
+	ioErrorDevice        // an I/O error on this device, perhaps a partition, is left out
+)
+
+func newDeviceFilter(paths collector.Paths, s deviceSettings) *deviceFilter {
+	return &deviceFilter{deviceSettings: s, paths: paths}
 }
 
-// Ignored reports whether device name is filtered out. Not safe for
-// concurrent use: each collector keeps its own filter.
-func (f *DeviceFilter) Ignored(name string) bool {
-	if v, ok := f.cache[name]; ok {
+// ignored reports whether the device of a /proc/diskstats line is not
+// exported: left out by name (--diskstats.device-include or -exclude), or
+// a partition without --diskstats.partitions. --diskstats.device-include
+// selects partitions by name too.
+func (f *deviceFilter) ignored(name []byte) bool { return f.decided(listedDevice, name) }
+
+// excludesIOError reports whether an I/O error on the device the kernel
+// names is left out (io_error_excluded): the device's disk, by name,
+// against --diskstats.device-include or -exclude, so "Buffer I/O error on
+// dev loop0p1" is left out with loop0. partition says the name may be a
+// partition (the buffer cache's messages); the block layer's name a whole
+// disk.
+func (f *deviceFilter) excludesIOError(name []byte, partition bool) bool {
+	if partition {
+		return f.decided(ioErrorDevice, name)
+	}
+	return f.decided(ioErrorDisk, name)
+}
+
+func (f *deviceFilter) decided(kind int, name []byte) bool {
+	v, ok := f.cache[kind][string(name)] // no allocation for a map index
+	if ok {
 		return v
 	}
-	return f.decideAndCache(name)
-}
-
-// ignoredBytes is Ignored for a name in a read buffer: no allocation once
-// the name is cached.
-func (f *DeviceFilter) ignoredBytes(name []byte) bool {
-	if v, ok := f.cache[string(name)]; ok {
-		return v
+	s := string(name)
+	switch kind {
+	case listedDevice:
+		v = f.excludesName(s) || f.include == nil && !f.partitions && f.isPartition(s)
+	case ioErrorDisk:
+		v = f.excludesName(s)
+	case ioErrorDevice:
+		v = f.excludesName(diskOf(f.paths, s))
 	}
-	return f.decideAndCache(string(name))
-}
-
-func (f *DeviceFilter) decideAndCache(name string) bool {
-	v := f.decide(name)
-	if len(f.cache) > 4096 { // device churn (loop devices in CI) must not grow memory forever
-		clear(f.cache)
+	if f.cache[kind] == nil || len(f.cache[kind]) >= 4096 { // device churn (loop devices in CI) must not grow memory forever
+		f.cache[kind] = map[string]bool{}
 	}
-	f.cache[name] = v
+	f.cache[kind][s] = v
 	return v
 }
 
-func (f *DeviceFilter) decide(name string) bool {
-	if f.ExcludesName(name) {
-		return true
-	}
-	// --diskstats.device-include selects partitions by name too.
-	return f.include == nil && !f.partitions && f.isPartition(name)
-}
-
-// ExcludesName reports whether --diskstats.device-include or -exclude leaves
-// the device out by its name alone, without the partition rule: for a disk a
-// kernel message names (an I/O error, see diskOf), not a /proc/diskstats
-// line. Safe for concurrent use.
-func (f *DeviceFilter) ExcludesName(name string) bool {
+// excludesName reports whether the include or exclude regexp leaves the
+// device out by its name alone.
+func (f *deviceFilter) excludesName(name string) bool {
 	if f.include != nil {
 		return !f.include.MatchString(name)
 	}
 	return f.exclude != nil && f.exclude.MatchString(name)
 }
 
-func (f *DeviceFilter) isPartition(name string) bool {
+func (f *deviceFilter) isPartition(name string) bool {
 	dir := sysBlock(f.paths, name)
 	_, err := os.Stat(filepath.Join(dir, "partition"))
 	if err == nil {

@@ -53,7 +53,7 @@ type diskstatsCollector struct {
 	mu     sync.Mutex // concurrent scrapes share the file, buffer and filter cache
 	file   *ProcFile
 	buf    []byte
-	filter *DeviceFilter
+	filter *deviceFilter
 }
 
 func newDiskstatsCollector(cfg collector.Config, s settings) *diskstatsCollector {
@@ -76,9 +76,7 @@ func (c *diskstatsCollector) Update(_ context.Context, ch chan<- prometheus.Metr
 	sc := newDiskstatsScanner(data)
 	for sc.Next() {
 		d := &sc.Line
-		// The filter caches by name; string(d.Name) in a map index does
-		// not allocate, so look up before converting.
-		if c.filter.ignoredBytes(d.Name) {
+		if c.filter.ignored(d.Name) {
 			continue
 		}
 		dev := string(d.Name)

@@ -1,13 +1,10 @@
 package host
 
 import (
-	"github.com/stall-exporter/stall_exporter/collector"
-
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"sync/atomic"
@@ -15,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 // The kmsg collector counts kernel log events that precede or explain
@@ -25,9 +24,12 @@ import (
 const (
 	kmsgBufSize    = 16 << 10 // a record is at most 8 KiB (CONSOLE_EXT_LOG_MAX) on every kernel so far
 	kmsgMaxBufSize = 1 << 20
-	kmsgMinBackoff = time.Second
-	kmsgMaxBackoff = time.Minute
 )
+
+// kmsgBackoff spaces the reopens of the kernel log: from 1 s to once a
+// minute, so granting CAP_SYSLOG or mounting the device later takes effect
+// without a restart.
+var kmsgBackoff = collector.Backoff{Min: time.Second, Max: time.Minute}
 
 var (
 	kmsgEventsDesc = collector.NewMetric("kernel_log_events_total",
@@ -50,15 +52,9 @@ var (
 func init() {
 	register("kmsg", "Kernel log events (page allocation failures, hung tasks, OOM kills, I/O errors, soft lockups), from /dev/kmsg",
 		func(cfg collector.Config, s settings) *kmsgCollector {
-			return newKmsgCollector(kmsgOptions{
-				Path:     cfg.Paths.Root("/dev/kmsg"),
-				Open:     openDevKmsg(cfg.Paths.Root("/dev/kmsg")),
-				FromBoot: s.kmsgFromBoot,
-				Paths:    cfg.Paths,
-				Devices:  newDeviceFilter(cfg.Paths, s.devices),
-				Logger:   cfg.Logger,
-				Problems: cfg.Problems,
-			})
+			path := cfg.Paths.Root("/dev/kmsg")
+			return newKmsgCollector(openDevKmsg(path), s.kmsgFromBoot, newDeviceFilter(cfg.Paths, s.devices),
+				cfg.Logger.With("path", path), cfg.Problems)
 		})
 }
 
@@ -94,30 +90,14 @@ func openDevKmsg(path string) kmsgOpener {
 	}
 }
 
-type kmsgOptions struct {
-	Path     string // for messages
-	Open     kmsgOpener
-	FromBoot bool
-	// Paths and Devices decide which I/O errors are io_error_excluded: the
-	// disk of the device named (Paths' sysfs) against the diskstats device
-	// filter. Without Devices none is.
-	Paths    collector.Paths
-	Devices  *DeviceFilter
-	Logger   *slog.Logger
-	Problems *collector.Problems
-	// Sleep waits d or until ctx is done, reporting false when ctx is done.
-	Sleep func(ctx context.Context, d time.Duration) bool
-	// OnRecord, when set, is called by the reader after each record is
-	// counted (tests synchronise on it).
-	OnRecord func(kmsgRecord)
-}
-
 // kmsgCollector is the "kmsg" collector. The reader goroutine (Run) owns
 // the read state; Update only loads atomics, so a flood of records never
 // slows a scrape and a slow scrape never slows the reader.
 type kmsgCollector struct {
-	opts     kmsgOptions
+	open     kmsgOpener
+	fromBoot bool // --kmsg.from-boot
 	logger   *slog.Logger
+	state    *collector.StateLog // open and read failures
 	problems *collector.Problems
 
 	src    kmsgSource  // opened at construction, handed to Run
@@ -127,7 +107,6 @@ type kmsgCollector struct {
 	lastSeq  uint64
 	haveSeq  bool
 	classify kmsgClassifier // survives reopens: a kill may be read after one, its announcement before
-	devices  kmsgDevices
 
 	up      atomic.Bool
 	records atomic.Uint64
@@ -141,89 +120,59 @@ type kmsgCollector struct {
 
 // newKmsgCollector opens the kernel log at once, so a missing device or
 // missing permission (dmesg_restrict without CAP_SYSLOG) is reported once at
-// start. Run then retries with backoff (1 s to 1 min), so granting the
-// capability or mounting the device later takes effect without a restart;
-// until the first successful open the collector exports only
-// stall_kernel_log_reader_up 0, so the blind spot is visible.
-func newKmsgCollector(o kmsgOptions) *kmsgCollector {
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+// start. Run then retries with kmsgBackoff; until the first successful open
+// the collector exports only stall_kernel_log_reader_up 0, so the blind spot
+// is visible. devices decides which I/O errors are io_error_excluded; nil
+// leaves out none.
+func newKmsgCollector(open kmsgOpener, fromBoot bool, devices *deviceFilter, logger *slog.Logger, problems *collector.Problems) *kmsgCollector {
+	k := &kmsgCollector{open: open, fromBoot: fromBoot, logger: logger, state: collector.NewStateLog(logger),
+		problems: problems, buf: make([]byte, kmsgBufSize)}
+	if devices != nil {
+		k.classify.excluded = devices.excludesIOError
 	}
-	if o.Problems == nil {
-		o.Problems = collector.NewProblems("kmsg", o.Logger)
+	src, err := open(fromBoot)
+	if err != nil {
+		k.state.Failed("cannot read the kernel log, so kernel log events are not counted until it can "+
+			"(needs CAP_SYSLOG when kernel.dmesg_restrict=1, and /dev/kmsg in the container); retrying with backoff up to once a minute",
+			"open", err)
+		return k
 	}
-	if o.Sleep == nil {
-		o.Sleep = collector.Sleep
-	}
-	k := &kmsgCollector{opts: o, logger: o.Logger, problems: o.Problems, buf: make([]byte, kmsgBufSize)}
-	if o.Devices != nil {
-		k.devices = kmsgDevices{paths: o.Paths, filter: o.Devices}
-		k.classify.excluded = k.devices.excluded
-	}
-	src, err := o.Open(o.FromBoot)
-	switch {
-	case err == nil:
-		k.src = src
-		k.opened.Store(true)
-		k.up.Store(true)
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.EPERM):
-		k.logger.Warn("cannot read the kernel log, so kernel log events are not counted until it can (needs CAP_SYSLOG when kernel.dmesg_restrict=1, and /dev/kmsg in the container); retrying with backoff up to once a minute",
-			"path", o.Path, "err", err)
-	default:
-		k.logger.Warn("cannot open the kernel log; retrying with backoff", "path", o.Path, "err", err)
-	}
+	k.src = src
+	k.opened.Store(true)
+	k.up.Store(true)
 	return k
 }
 
-// Run reads records until ctx is done, reopening after errors with
-// exponential backoff. After a reopen it reads from the oldest record and
+// Run reads records until ctx is done, reopening after errors
+// (collector.Retry). After a reopen it reads from the oldest record and
 // skips those already counted, so nothing is counted twice and records lost
 // meanwhile show up as a sequence gap. On a kernel whose /dev/kmsg cannot be
 // read (errKmsgWriteOnly) it warns once and reads no more.
 func (k *kmsgCollector) Run(ctx context.Context) {
 	src := k.src
 	k.src = nil
-	backoff := kmsgMinBackoff
-	for {
+	collector.Retry(ctx, kmsgBackoff, k.state, "the kernel log reader", func(ctx context.Context, opened func()) error {
 		if src == nil {
 			var err error
-			if src, err = k.opts.Open(k.haveSeq || k.opts.FromBoot); err != nil {
-				k.logger.Debug("reopening the kernel log failed", "path", k.opts.Path, "err", err, "retry_in", backoff)
-				if !k.opts.Sleep(ctx, backoff) {
-					return
-				}
-				backoff = min(2*backoff, kmsgMaxBackoff)
-				continue
+			if src, err = k.open(k.haveSeq || k.fromBoot); err != nil {
+				return err
 			}
-			if k.opened.Swap(true) {
-				k.logger.Info("kernel log reader reopened", "path", k.opts.Path)
-			} else {
-				k.logger.Info("kernel log reader opened; kernel log events are counted from now on", "path", k.opts.Path)
-			}
+		}
+		opened()
+		if !k.opened.Swap(true) {
+			k.logger.Info("kernel log reader opened; kernel log events are counted from now on")
 		}
 		k.up.Store(true)
-		n, err := k.readAll(ctx, src)
+		err := k.readAll(ctx, src)
 		src = nil
 		k.up.Store(false)
-		if ctx.Err() != nil {
-			return
-		}
 		if errors.Is(err, errKmsgWriteOnly) {
 			k.opened.Store(false) // no counter means anything: export reader_up 0 only
-			k.logger.Warn("this kernel's /dev/kmsg cannot be read (Linux < 3.5); kernel-log events are unavailable",
-				"path", k.opts.Path, "err", err)
-			<-ctx.Done()
-			return
+			k.logger.Warn("this kernel's /dev/kmsg cannot be read (Linux < 3.5); kernel-log events are unavailable", "err", err)
+			return fmt.Errorf("%w: %w", collector.ErrStop, err)
 		}
-		if n > 0 {
-			backoff = kmsgMinBackoff
-		}
-		k.logger.Warn("kernel log reader stopped; reopening with backoff", "path", k.opts.Path, "err", err, "retry_in", backoff)
-		if !k.opts.Sleep(ctx, backoff) {
-			return
-		}
-		backoff = min(2*backoff, kmsgMaxBackoff)
-	}
+		return err
+	})
 }
 
 // errKmsgWriteOnly: /dev/kmsg opens but every read fails with EINVAL
@@ -234,8 +183,8 @@ func (k *kmsgCollector) Run(ctx context.Context) {
 var errKmsgWriteOnly = errors.New("this kernel's /dev/kmsg cannot be read (Linux < 3.5)")
 
 // readAll reads records from src until an error other than EPIPE, or until
-// ctx is done. It closes src and returns how many records it read.
-func (k *kmsgCollector) readAll(ctx context.Context, src kmsgSource) (int, error) {
+// ctx is done, and closes src.
+func (k *kmsgCollector) readAll(ctx context.Context, src kmsgSource) error {
 	stop := context.AfterFunc(ctx, func() { src.Close() })
 	defer func() {
 		if stop() { // ctx was not done: AfterFunc did not close src
@@ -257,11 +206,11 @@ func (k *kmsgCollector) readAll(ctx context.Context, src kmsgSource) (int, error
 		case errors.Is(err, syscall.EINVAL) && read == 0:
 			// No record is 1 MiB: a device that refuses every read even
 			// then has no read operation at all (Linux < 3.5).
-			return read, fmt.Errorf("%w: %w", errKmsgWriteOnly, err)
+			return fmt.Errorf("%w: %w", errKmsgWriteOnly, err)
 		case ctx.Err() != nil:
-			return read, ctx.Err()
+			return ctx.Err()
 		default:
-			return read, err
+			return err
 		}
 	}
 }
@@ -308,9 +257,6 @@ func (k *kmsgCollector) handle(b []byte) {
 			}
 		}
 	}
-	if k.opts.OnRecord != nil {
-		k.opts.OnRecord(r)
-	}
 }
 
 // Update sends the counters. Every event is sent, zero or not, so rates and
@@ -337,35 +283,3 @@ func (k *kmsgCollector) Update(ctx context.Context, ch chan<- prometheus.Metric)
 }
 
 var _ collector.Runner = (*kmsgCollector)(nil)
-
-// kmsgDevices decides whether an I/O error on a device the kernel names is
-// left out: the device's disk (diskOf, for a name that may be a partition)
-// against the diskstats device filter, so "Buffer I/O error on dev loop0p1"
-// is left out with loop0. Decisions are cached per name, so sysfs is read
-// once per device and a decided name costs no allocation. Owned by the
-// reader goroutine.
-type kmsgDevices struct {
-	paths  collector.Paths
-	filter *DeviceFilter
-	cache  [2]map[string]bool // [0]: whole disks, [1]: disks or partitions
-}
-
-func (d *kmsgDevices) excluded(name []byte, partition bool) bool {
-	i := 0
-	if partition {
-		i = 1
-	}
-	if v, ok := d.cache[i][string(name)]; ok {
-		return v
-	}
-	disk := string(name)
-	if partition {
-		disk = diskOf(d.paths, disk)
-	}
-	v := d.filter.ExcludesName(disk)
-	if d.cache[i] == nil || len(d.cache[i]) >= 1024 { // device churn must not grow memory forever
-		d.cache[i] = map[string]bool{}
-	}
-	d.cache[i][string(name)] = v
-	return v
-}

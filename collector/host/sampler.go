@@ -88,7 +88,7 @@ type samplerOptions struct {
 	Interval time.Duration
 	VMStat   snapshotReader // /proc/vmstat
 	Disk     snapshotReader // /proc/diskstats
-	Filter   *DeviceFilter
+	Filter   *deviceFilter
 	Now      func() time.Time // monotonic clock; time.Now when nil
 	Logger   *slog.Logger
 	Problems *collector.Problems
@@ -321,7 +321,7 @@ func (s *sampler) lookup(name []byte, hint int) int {
 
 func (s *sampler) addDevice(l *diskstatsLine) int {
 	d := &samplerDevice{name: string(l.Name), major: l.Major, minor: l.Minor}
-	d.ignored = s.opts.Filter != nil && s.opts.Filter.Ignored(d.name)
+	d.ignored = s.opts.Filter != nil && s.opts.Filter.ignored(l.Name)
 	if !d.ignored {
 		d.await = s.await.WithLabelValues(d.name)
 		d.util = s.util.WithLabelValues(d.name)

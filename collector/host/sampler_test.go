@@ -533,7 +533,7 @@ func FuzzSamplerDiskstats(f *testing.F) {
 		s.devs = s.devs[:0]
 		s.await.Reset()
 		s.util.Reset()
-		clear(filter.cache)
+		filter.cache = [3]map[string]bool{}
 		disk.data = a
 		s.tick()
 		clock.t = clock.t.Add(time.Second)
