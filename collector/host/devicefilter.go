@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/stall-exporter/stall_exporter/collector"
 )
@@ -17,6 +18,28 @@ import (
 type deviceSettings struct {
 	include, exclude *regexp.Regexp // anchored; nil when the flag is empty
 	partitions       bool
+}
+
+// filterKey names one device filter: its sysfs and its settings.
+type filterKey struct {
+	sysfs, include, exclude string
+	partitions              bool
+}
+
+var filters shared[filterKey, *deviceFilter]
+
+// deviceFilterFor returns the one filter of these paths and settings,
+// shared by the diskstats collector, the sampler and the kernel log
+// reader.
+func deviceFilterFor(paths collector.Paths, s deviceSettings) *deviceFilter {
+	k := filterKey{sysfs: paths.Sysfs, partitions: s.partitions}
+	if s.include != nil {
+		k.include = s.include.String()
+	}
+	if s.exclude != nil {
+		k.exclude = s.exclude.String()
+	}
+	return filters.get(k, func() *deviceFilter { return newDeviceFilter(paths, s) })
 }
 
 // partitionName matches the common partition names, used only when sysfs
@@ -31,11 +54,12 @@ var partitionName = regexp.MustCompile(`^(?:((?:h|s|v|xv)d[a-z]+)\d+|(.*\d)p\d+)
 // errors are left out. By default: whole disks only, without ram, loop,
 // zram, floppy, optical and nbd devices. Decisions are cached per name, so
 // a long-running filter reads sysfs once per device and a decided name
-// costs no allocation. Not safe for concurrent use: each collector keeps
-// its own.
+// costs no allocation. Safe for concurrent use.
 type deviceFilter struct {
 	deviceSettings
 	paths collector.Paths
+
+	mu    sync.Mutex
 	cache [3]map[string]bool // by decision: listedDevice, ioErrorDisk, ioErrorDevice
 }
 
@@ -70,7 +94,9 @@ func (f *deviceFilter) excludesIOError(name []byte, partition bool) bool {
 }
 
 func (f *deviceFilter) decided(kind int, name []byte) bool {
+	f.mu.Lock()
 	v, ok := f.cache[kind][string(name)] // no allocation for a map index
+	f.mu.Unlock()
 	if ok {
 		return v
 	}
@@ -83,10 +109,12 @@ func (f *deviceFilter) decided(kind int, name []byte) bool {
 	case ioErrorDevice:
 		v = f.excludesName(diskOf(f.paths, s))
 	}
+	f.mu.Lock()
 	if f.cache[kind] == nil || len(f.cache[kind]) >= 4096 { // device churn (loop devices in CI) must not grow memory forever
 		f.cache[kind] = map[string]bool{}
 	}
 	f.cache[kind][s] = v
+	f.mu.Unlock()
 	return v
 }
 

@@ -1,13 +1,11 @@
 package host
 
 import (
-	"sort"
-	"strings"
+	"fmt"
+	"sync"
 	"testing"
-	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector"
-	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // TestDeviceFilter: sysfs says what a partition is where it knows the
@@ -57,19 +55,36 @@ func TestPartitionNames(t *testing.T) {
 	}
 }
 
-// TestDiskstatsWithoutSysfs: on a Synology NAS without a mounted sysfs
-// (fixtures/synology-dsm7), DSM's partitions sata1p1…p3 are told apart from
-// the disks by name, as nvme0n1p1 is.
-func TestDiskstatsWithoutSysfs(t *testing.T) {
-	c := build(t, newDiskstatsCollector, "diskstats", "fixtures/synology-dsm7/proc", "")
-	var devs []string
-	for _, m := range collectortest.Scrape(t, c, 10*time.Second).Metrics {
-		if m.Name == "stall_disk_reads_completed_total" {
-			devs = append(devs, m.Labels["device"])
-		}
+// TestDeviceFilterConcurrent: the diskstats scrape, the sampler and the
+// kernel log reader share one filter (run with -race), and a cached name
+// costs no allocation.
+func TestDeviceFilterConcurrent(t *testing.T) {
+	f := deviceFilterFor(collector.Paths{Sysfs: "fixtures/kmsg/sys"}, testSettings(t).devices)
+	names := [][]byte{[]byte("sda"), []byte("sda1"), []byte("loop0p1"), []byte("nvme0n1p2"), []byte("dm-3")}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 5000 {
+				n := names[i%len(names)]
+				if i%7 == 0 {
+					n = fmt.Appendf(nil, "loop%d", g*10000+i) // churn: new names keep coming
+				}
+				f.ignored(n)
+				f.excludesIOError(n, i%2 == 0)
+			}
+		})
 	}
-	sort.Strings(devs)
-	if got, want := strings.Join(devs, " "), "dm-0 md0 md1 md2 nvme0n1 sata1 sata2 synoboot synoboot1 synoboot2"; got != want {
-		t.Errorf("exported devices:\n got %s\nwant %s", got, want)
+	wg.Wait()
+	if !f.ignored([]byte("sda1")) || f.ignored([]byte("sda")) || !f.excludesIOError([]byte("loop0p1"), true) || f.excludesIOError([]byte("nvme0n1p2"), true) {
+		t.Error("wrong decisions after concurrent use")
+	}
+	if n := testing.AllocsPerRun(100, func() { f.ignored(names[1]); f.excludesIOError(names[2], true) }); n != 0 {
+		t.Errorf("a cached decision allocates %v times, want 0", n)
+	}
+	if g := deviceFilterFor(collector.Paths{Sysfs: "fixtures/kmsg/sys"}, testSettings(t).devices); g != f {
+		t.Error("the same paths and flags got another filter")
+	}
+	if g := deviceFilterFor(collector.Paths{Sysfs: "fixtures/kmsg/sys"}, testSettings(t, "--diskstats.partitions").devices); g == f {
+		t.Error("other flags got the same filter")
 	}
 }

@@ -1,12 +1,12 @@
 package host
 
 import (
-	"github.com/stall-exporter/stall_exporter/collector"
-
 	"context"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 func init() {
@@ -47,28 +47,34 @@ var (
 		"Time spent by all flush requests (field 17 of /proc/diskstats, 5.5+, ms), in seconds.", prometheus.CounterValue, "device")
 )
 
+// diskstatsCollector shares /proc/diskstats and the device filter with
+// the sampler (source.go).
 type diskstatsCollector struct {
+	src      *procSource
+	filter   *deviceFilter
 	problems *collector.Problems
 
-	mu     sync.Mutex // concurrent scrapes share the file, buffer and filter cache
-	file   *ProcFile
-	buf    []byte
-	filter *deviceFilter
+	mu  sync.Mutex // concurrent scrapes share the buffer
+	buf []byte
 }
 
 func newDiskstatsCollector(cfg collector.Config, s settings) *diskstatsCollector {
-	return &diskstatsCollector{file: NewProcFile(cfg.Paths.Proc("diskstats")), filter: newDeviceFilter(cfg.Paths, s.devices), problems: cfg.Problems}
+	return &diskstatsCollector{
+		src:      sourceAt(cfg.Paths.Proc("diskstats")),
+		filter:   deviceFilterFor(cfg.Paths, s.devices),
+		problems: cfg.Problems,
+	}
 }
 
-// Update reads /proc/diskstats with the parser the sampler uses
-// (diskstats_parse.go). The number of statistics per line tells the kernel
-// generation: 11 (up to 4.17), 15 (discards, 4.18+), 17 (flushes, 5.5+);
-// counters a line lacks are absent. A malformed line is counted and
-// skipped; the other lines are exported.
+// Update reads /proc/diskstats (the sampler's last read while it runs)
+// with the parser the sampler uses (diskstats_parse.go). The number of
+// statistics per line tells the kernel generation: 11 (up to 4.17), 15
+// (discards, 4.18+), 17 (flushes, 5.5+); counters a line lacks are absent.
+// A malformed line is counted and skipped; the other lines are exported.
 func (c *diskstatsCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	data, err := c.file.Read(c.buf)
+	data, err := c.src.Read(c.buf)
 	c.buf = data[:0]
 	if err != nil {
 		return err // every procfs has diskstats: a wrong --path.procfs

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"fmt"
 	"unicode/utf8"
 
 	"github.com/stall-exporter/stall_exporter/internal/scan"
@@ -156,9 +155,4 @@ func (sc *diskstatsScanner) parse(l []byte) string {
 	}
 	sc.Line.Stats = n
 	return ""
-}
-
-// String is for test failure messages.
-func (l diskstatsLine) String() string {
-	return fmt.Sprintf("%d:%d %s r=%d rms=%d w=%d wms=%d io=%d", l.Major, l.Minor, l.Name, l.Reads, l.ReadMs, l.Writes, l.WriteMs, l.IOMs)
 }

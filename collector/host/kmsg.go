@@ -53,7 +53,7 @@ func init() {
 	register("kmsg", "Kernel log events (page allocation failures, hung tasks, OOM kills, I/O errors, soft lockups), from /dev/kmsg",
 		func(cfg collector.Config, s settings) *kmsgCollector {
 			path := cfg.Paths.Root("/dev/kmsg")
-			return newKmsgCollector(openDevKmsg(path), s.kmsgFromBoot, newDeviceFilter(cfg.Paths, s.devices),
+			return newKmsgCollector(openDevKmsg(path), s.kmsgFromBoot, deviceFilterFor(cfg.Paths, s.devices),
 				cfg.Logger.With("path", path), cfg.Problems)
 		})
 }

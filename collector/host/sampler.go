@@ -1,18 +1,20 @@
 package host
 
 import (
-	"github.com/stall-exporter/stall_exporter/collector"
-
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 // The sampler catches what a 15–60 s scrape misses: a writer blocked in
@@ -64,60 +66,33 @@ var (
 func init() {
 	register("sampler",
 		"Disk await and utilization and the dirty throttle ratio as histograms, sampled every --sampler.interval from /proc/diskstats and /proc/vmstat",
-		func(cfg collector.Config, s settings) *sampler {
-			return newSampler(samplerOptions{
-				Interval: s.samplerInterval,
-				VMStat:   NewProcFile(cfg.Paths.Proc("vmstat")),
-				Disk:     NewProcFile(cfg.Paths.Proc("diskstats")),
-				Filter:   newDeviceFilter(cfg.Paths, s.devices),
-				Logger:   cfg.Logger,
-				Problems: cfg.Problems,
-			})
-		})
-}
-
-// snapshotReader returns the whole current content of one kernel file.
-type snapshotReader interface {
-	// Read fills buf[:cap(buf)] with the file, growing it when the file
-	// does not fit, and returns the filled slice.
-	Read(buf []byte) ([]byte, error)
-	Close() error
-}
-
-type samplerOptions struct {
-	Interval time.Duration
-	VMStat   snapshotReader // /proc/vmstat
-	Disk     snapshotReader // /proc/diskstats
-	Filter   *deviceFilter
-	Now      func() time.Time // monotonic clock; time.Now when nil
-	Logger   *slog.Logger
-	Problems *collector.Problems
-	// Ticker returns the tick channel of Run and its stop function;
-	// time.NewTicker when nil.
-	Ticker func(time.Duration) (<-chan time.Time, func())
+		newSampler)
 }
 
 // sampler is the "sampler" collector. tick runs in Run's goroutine only;
-// Update reads the client_golang metrics, which are safe for concurrent use.
+// Update reads the client_golang metrics, which are safe for concurrent
+// use, and the last tick's read errors.
 type sampler struct {
-	opts     samplerOptions
 	interval time.Duration
-	maxGap   time.Duration
-	logger   *slog.Logger
 	problems *collector.Problems
+	logger   *slog.Logger
+	// The scrape-time vmstat and diskstats collectors share the sources
+	// and the filter (source.go).
+	vmSrc, diskSrc     *procSource
+	filter             *deviceFilter
+	vmState, diskState *collector.StateLog
 
 	vmBuf, diskBuf []byte
 	vm             VMStat
 	devs           []*samplerDevice
 	gen            uint64
-	vmFailing      bool
-	diskFailing    bool
 	noThresholds   bool
 
 	hasThrottle atomic.Bool // the kernel reported the dirty thresholds at least once
 	// The last tick's read errors, for Update: a sampler that cannot read
 	// its files must not report success.
-	vmErr, diskErr atomic.Pointer[error]
+	mu             sync.Mutex
+	vmErr, diskErr error
 
 	await            *prometheus.HistogramVec
 	util             *prometheus.HistogramVec
@@ -139,28 +114,16 @@ type samplerDevice struct {
 	await, util  prometheus.Observer
 }
 
-func newSampler(o samplerOptions) *sampler {
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Ticker == nil {
-		o.Ticker = func(d time.Duration) (<-chan time.Time, func()) {
-			t := time.NewTicker(d)
-			return t.C, t.Stop
-		}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Problems == nil {
-		o.Problems = collector.NewProblems("sampler", o.Logger)
-	}
+func newSampler(cfg collector.Config, s settings) *sampler {
 	return &sampler{
-		opts:             o,
-		interval:         o.Interval,
-		maxGap:           samplerMaxGapIntervals * o.Interval,
-		logger:           o.Logger,
-		problems:         o.Problems,
+		interval:         s.samplerInterval,
+		problems:         cfg.Problems,
+		logger:           cfg.Logger,
+		vmSrc:            sourceAt(cfg.Paths.Proc("vmstat")),
+		diskSrc:          sourceAt(cfg.Paths.Proc("diskstats")),
+		filter:           deviceFilterFor(cfg.Paths, s.devices),
+		vmState:          collector.NewStateLog(cfg.Logger.With("path", cfg.Paths.Proc("vmstat"))),
+		diskState:        collector.NewStateLog(cfg.Logger.With("path", cfg.Paths.Proc("diskstats"))),
 		vmBuf:            make([]byte, 0, 16<<10),
 		diskBuf:          make([]byte, 0, 16<<10),
 		await:            samplerAwait.HistogramVec(),
@@ -172,18 +135,19 @@ func newSampler(o samplerOptions) *sampler {
 	}
 }
 
-// Run ticks every interval until ctx is done.
+// Run ticks every interval until ctx is done. Meanwhile the scrapes of
+// /proc/vmstat and /proc/diskstats take the sampler's reads.
 func (s *sampler) Run(ctx context.Context) {
-	c, stop := s.opts.Ticker(s.interval)
-	defer stop()
-	defer s.opts.VMStat.Close()
-	defer s.opts.Disk.Close()
+	defer s.vmSrc.sampledEvery(s.interval)()
+	defer s.diskSrc.sampledEvery(s.interval)()
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
 	s.safeTick() // baseline at once, so the first interval is not lost
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-c:
+		case <-t.C:
 			s.safeTick()
 		}
 	}
@@ -203,31 +167,47 @@ func (s *sampler) safeTick() {
 // tick takes one sample. It does not allocate unless a device appears, a
 // file is malformed or a read fails.
 func (s *sampler) tick() {
-	start := s.opts.Now()
-	s.sampleVM()
-	s.sampleDisks()
+	start := time.Now()
+	var vmErr, diskErr error
+	s.vmBuf, vmErr = s.vmSrc.ReadNow(s.vmBuf)
+	s.sampleVM(s.vmBuf, vmErr)
+	s.diskBuf, diskErr = s.diskSrc.ReadNow(s.diskBuf)
+	s.sampleDisks(s.diskBuf, diskErr, time.Now())
+	s.mu.Lock()
+	s.vmErr, s.diskErr = vmErr, diskErr
+	s.mu.Unlock()
+	s.finishTick(start)
+}
+
+// finishTick counts a tick that started at start, and an overrun when it
+// took longer than the interval.
+func (s *sampler) finishTick(start time.Time) {
 	s.ticks.Inc()
-	if s.opts.Now().Sub(start) > s.interval {
+	if time.Since(start) > s.interval {
 		s.overruns.Inc()
 	}
 }
 
-func (s *sampler) sampleVM() {
-	buf, err := s.opts.VMStat.Read(s.vmBuf)
-	s.vmBuf = buf[:0]
-	storeErr(&s.vmErr, err)
+// readReason is the StateLog reason of a failed read: a missing file, a
+// refused one, or any other error.
+func readReason(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "missing"
+	case errors.Is(err, fs.ErrPermission):
+		return "permission"
+	}
+	return "read"
+}
+
+// sampleVM samples one read of /proc/vmstat (err: the read failed).
+func (s *sampler) sampleVM(data []byte, err error) {
 	if err != nil {
-		if !s.vmFailing {
-			s.logger.Warn("sampler cannot read /proc/vmstat; the dirty throttle ratio is not sampled until it can", "err", err)
-			s.vmFailing = true
-		}
+		s.vmState.Failed("sampler cannot read /proc/vmstat; the dirty throttle ratio is not sampled until it can", readReason(err), err)
 		return
 	}
-	if s.vmFailing {
-		s.logger.Info("sampler reads /proc/vmstat again")
-		s.vmFailing = false
-	}
-	if bad, ferr := ParseVMStat(buf, &s.vm); bad > 0 {
+	s.vmState.OK("sampler reads /proc/vmstat again")
+	if bad, ferr := ParseVMStat(data, &s.vm); bad > 0 {
 		s.problems.Add("vmstat_line", bad, ferr)
 	}
 	r, ok := s.vm.ThrottleRatio()
@@ -246,27 +226,19 @@ func (s *sampler) sampleVM() {
 	}
 }
 
-func (s *sampler) sampleDisks() {
-	buf, err := s.opts.Disk.Read(s.diskBuf)
-	s.diskBuf = buf[:0]
-	storeErr(&s.diskErr, err)
+// sampleDisks samples one read of /proc/diskstats made at now (err: the
+// read failed).
+func (s *sampler) sampleDisks(data []byte, err error, now time.Time) {
 	if err != nil {
-		if !s.diskFailing {
-			s.logger.Warn("sampler cannot read /proc/diskstats; disk await and utilization are not sampled until it can", "err", err)
-			s.diskFailing = true
-		}
+		s.diskState.Failed("sampler cannot read /proc/diskstats; disk await and utilization are not sampled until it can", readReason(err), err)
 		for _, d := range s.devs {
 			d.valid = false // the next good read is a new baseline
 		}
 		return
 	}
-	if s.diskFailing {
-		s.logger.Info("sampler reads /proc/diskstats again")
-		s.diskFailing = false
-	}
-	now := s.opts.Now()
+	s.diskState.OK("sampler reads /proc/diskstats again")
 	s.gen++
-	sc := newDiskstatsScanner(buf)
+	sc := newDiskstatsScanner(data)
 	hint := 0
 	for sc.Next() {
 		l := &sc.Line
@@ -320,8 +292,7 @@ func (s *sampler) lookup(name []byte, hint int) int {
 }
 
 func (s *sampler) addDevice(l *diskstatsLine) int {
-	d := &samplerDevice{name: string(l.Name), major: l.Major, minor: l.Minor}
-	d.ignored = s.opts.Filter != nil && s.opts.Filter.ignored(l.Name)
+	d := &samplerDevice{name: string(l.Name), major: l.Major, minor: l.Minor, ignored: s.filter.ignored(l.Name)}
 	if !d.ignored {
 		d.await = s.await.WithLabelValues(d.name)
 		d.util = s.util.WithLabelValues(d.name)
@@ -350,7 +321,7 @@ func (s *sampler) observe(d *samplerDevice, l *diskstatsLine, now time.Time) {
 		return
 	}
 	dt := now.Sub(d.prevAt)
-	if dt <= 0 || dt > s.maxGap {
+	if dt <= 0 || dt > samplerMaxGapIntervals*s.interval {
 		return
 	}
 	reads, ok1 := countDelta(d.prev.Reads, l.Reads)
@@ -403,21 +374,6 @@ func msDelta(prev, cur uint64) (uint64, bool) {
 	return 0, false
 }
 
-// storeErr records a tick's read error (nil when the read worked); it
-// allocates only when the state changes.
-func storeErr(p *atomic.Pointer[error], err error) {
-	if err == nil {
-		if p.Load() != nil {
-			p.Store(nil)
-		}
-		return
-	}
-	if old := p.Load(); old == nil || (*old).Error() != err.Error() {
-		e := err // only this copy escapes, and only here
-		p.Store(&e)
-	}
-}
-
 // Update sends the sampler's histograms and counters. It fails while the
 // last tick could not read /proc/vmstat or /proc/diskstats: the histograms
 // then stop getting observations, and stall_scrape_collector_success 0 says
@@ -431,12 +387,15 @@ func (s *sampler) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 	}
 	s.ticks.Collect(ch)
 	s.overruns.Collect(ch)
+	s.mu.Lock()
+	vmErr, diskErr := s.vmErr, s.diskErr
+	s.mu.Unlock()
 	var errs []error
-	if p := s.vmErr.Load(); p != nil {
-		errs = append(errs, fmt.Errorf("the last tick could not read /proc/vmstat (no dirty throttle ratio): %w", *p))
+	if vmErr != nil {
+		errs = append(errs, fmt.Errorf("the last tick could not read /proc/vmstat (no dirty throttle ratio): %w", vmErr))
 	}
-	if p := s.diskErr.Load(); p != nil {
-		errs = append(errs, fmt.Errorf("the last tick could not read /proc/diskstats (no await, no utilization): %w", *p))
+	if diskErr != nil {
+		errs = append(errs, fmt.Errorf("the last tick could not read /proc/diskstats (no await, no utilization): %w", diskErr))
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)

@@ -1,291 +1,264 @@
 package host
 
 import (
-	"github.com/stall-exporter/stall_exporter/collector"
-
 	"context"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
-// samplerFakeReader serves whatever content the test set last.
-type samplerFakeReader struct {
-	data []byte
-	err  error
-}
-
-func (r *samplerFakeReader) Read(buf []byte) ([]byte, error) {
-	if r.err != nil {
-		return buf[:0], r.err
-	}
-	return append(buf[:0], r.data...), nil
-}
-func (r *samplerFakeReader) Close() error { return nil }
-
-// samplerFakeClock advances only when told.
-type samplerFakeClock struct{ t time.Time }
-
-func (c *samplerFakeClock) Now() time.Time { return c.t }
-
-type samplerRig struct {
-	s     *sampler
-	vm    *samplerFakeReader
-	disk  *samplerFakeReader
-	clock *samplerFakeClock
-}
-
-func newSamplerRig(t *testing.T, interval time.Duration) *samplerRig {
+// newTestSampler is the sampler of the procfs dir (which may lack its
+// files), with the default flags and no sysfs, so partitions are told by
+// name.
+func newTestSampler(t testing.TB, dir string, args ...string) *sampler {
 	t.Helper()
-	filter := newDeviceFilter(collector.Paths{Sysfs: "fixtures/sampler/no-sysfs"}, testSettings(t).devices)
-	r := &samplerRig{vm: &samplerFakeReader{}, disk: &samplerFakeReader{}, clock: &samplerFakeClock{t: time.Unix(1700000000, 0)}}
-	r.s = newSampler(samplerOptions{
-		Interval: interval, VMStat: r.vm, Disk: r.disk, Filter: filter, Now: r.clock.Now,
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	return r
+	return newSampler(testConfig(t, "sampler", dir, "", nil), testSettings(t, args...))
 }
 
-func samplerReadFixture(t *testing.T, elem ...string) []byte {
+// writeExcursion writes snapshot i of fixtures/sampler/excursion into the
+// procfs dir.
+func writeExcursion(t testing.TB, dir string, i int) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(append([]string{"fixtures", "sampler"}, elem...)...))
-	if err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"vmstat", "diskstats"} {
+		writeFiles(t, dir, map[string]string{f: string(readFixture(t, filepath.Join("sampler", "excursion", fmt.Sprint(i), f)))})
 	}
-	return b
 }
 
-// samplerGather runs Update through a pedantic registry and returns the
-// families by name.
-func samplerGather(t *testing.T, c collector.Collector) map[string]*dto.MetricFamily {
+// histogram is one histogram series of an exposition: its cumulative
+// bucket counts as "le:count … count:N" and its sum.
+type histogram struct {
+	buckets string
+	sum     float64
+}
+
+var sampleRe = regexp.MustCompile(`^([a-z_]+?)(_bucket|_sum|_count)(?:\{(.*)\})? (\S+)$`)
+
+// histogramOf finds the histogram of family whose device label is device
+// ("" for none) in what s exposes.
+func histogramOf(t testing.TB, s *sampler, family, device string) (histogram, bool) {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(samplerUpdateCollector{c})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]*dto.MetricFamily{}
-	for _, mf := range mfs {
-		out[mf.GetName()] = mf
-	}
-	return out
-}
-
-type samplerUpdateCollector struct{ c collector.Collector }
-
-func (samplerUpdateCollector) Describe(chan<- *prometheus.Desc) {}
-func (u samplerUpdateCollector) Collect(ch chan<- prometheus.Metric) {
-	// Update fails when a tick could not read a file; many rigs have no
-	// /proc/vmstat on purpose. TestSamplerBlindFails tests the error.
-	_ = u.c.Update(context.Background(), ch)
-}
-
-// samplerHist returns the histogram of family name with the given device
-// label ("" for none), or nil.
-func samplerHist(mfs map[string]*dto.MetricFamily, name, device string) *dto.Histogram {
-	for _, m := range mfs[name].GetMetric() {
+	var h histogram
+	var b strings.Builder
+	found := false
+	for _, l := range strings.Split(collectortest.Expose(t, context.Background(), s).Families(family), "\n") {
+		m := sampleRe.FindStringSubmatch(l)
+		if m == nil || m[1] != family {
+			continue
+		}
+		labels := m[3]
 		dev := ""
-		for _, lp := range m.GetLabel() {
-			if lp.GetName() == "device" {
-				dev = lp.GetValue()
+		if i := strings.Index(labels, `device="`); i >= 0 {
+			dev = labels[i+len(`device="`):]
+			dev = dev[:strings.IndexByte(dev, '"')]
+		}
+		if dev != device {
+			continue
+		}
+		found = true
+		switch m[2] {
+		case "_bucket":
+			le := labels[strings.Index(labels, `le="`)+len(`le="`):]
+			if le = le[:strings.IndexByte(le, '"')]; le != "+Inf" {
+				fmt.Fprintf(&b, "%s:%s ", le, m[4])
+			}
+		case "_sum":
+			h.sum, _ = strconv.ParseFloat(m[4], 64)
+		case "_count":
+			fmt.Fprintf(&b, "count:%s", m[4])
+		}
+	}
+	h.buckets = b.String()
+	return h, found
+}
+
+// observations is the number of observations of a histogram, 0 when it is
+// not exported.
+func observations(t testing.TB, s *sampler, family, device string) int {
+	t.Helper()
+	h, _ := histogramOf(t, s, family, device)
+	_, count, _ := strings.Cut(h.buckets, "count:")
+	n, _ := strconv.Atoi(count)
+	return n
+}
+
+// TestSamplerExcursion drives the sampler's Run loop over six fixture
+// snapshots one second apart (fixtures/sampler/excursion/N): dirty pages
+// cross the throttle point at ticks 2 and 3 (ratios 0.4 0.6 1.2 1.05 0.8
+// 0.4), and sda's await jumps from 2 ms to 800 ms for tick 3 while its
+// utilization hits 1. A scrape before the excursion shows nothing above 1;
+// the scrape after it shows the excursion in exact bucket counts: the
+// two-second excursion between two scrapes stays visible.
+func TestSamplerExcursion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		writeExcursion(t, dir, 0)
+		s := newTestSampler(t, dir)
+		go s.Run(t.Context())
+		synctest.Wait() // the first tick, at once
+		step := func(i int) {
+			writeExcursion(t, dir, i)
+			advance(time.Second)
+			synctest.Wait() // the tick of that second has read snapshot i
+		}
+		step(1)
+		if h, _ := histogramOf(t, s, "stall_vm_dirty_throttle_ratio_sampled", ""); h.buckets != "0.25:0 0.5:1 0.75:2 0.9:2 0.95:2 1:2 1.1:2 1.25:2 1.5:2 2:2 count:2" {
+			t.Errorf("throttle ratio before the excursion: %s", h.buckets)
+		}
+		if got := scrape(t, s).Must(t, "stall_vm_dirty_throttled_seconds_total"); got != 0 {
+			t.Errorf("throttled seconds before the excursion = %v, want 0", got)
+		}
+		for i := 2; i <= 5; i++ {
+			step(i)
+		}
+		for _, c := range []struct {
+			family, device, want string
+			sum                  float64
+		}{
+			{"stall_vm_dirty_throttle_ratio_sampled", "",
+				"0.25:0 0.5:2 0.75:3 0.9:4 0.95:4 1:4 1.1:5 1.25:6 1.5:6 2:6 count:6", 4.45},
+			// sda: 2 ms four times, 800 ms once (tick 0 is the baseline).
+			{"stall_disk_await_seconds", "sda",
+				"0.0005:0 0.001:0 0.0025:4 0.005:4 0.01:4 0.025:4 0.05:4 0.1:4 0.25:4 0.5:4 1:5 2.5:5 5:5 count:5", 0.808},
+			{"stall_disk_utilization_ratio", "sda", "0.05:0 0.25:0 0.5:4 0.75:4 0.9:4 0.99:4 1:5 count:5", -1},
+			// nvme0n1: 0.1 ms four times; idle at tick 3 (no await observation, util 0).
+			{"stall_disk_await_seconds", "nvme0n1",
+				"0.0005:4 0.001:4 0.0025:4 0.005:4 0.01:4 0.025:4 0.05:4 0.1:4 0.25:4 0.5:4 1:4 2.5:4 5:4 count:4", -1},
+			{"stall_disk_utilization_ratio", "nvme0n1", "0.05:5 0.25:5 0.5:5 0.75:5 0.9:5 0.99:5 1:5 count:5", -1},
+		} {
+			h, _ := histogramOf(t, s, c.family, c.device)
+			if h.buckets != c.want {
+				t.Errorf("%s{device=%q}:\n got %s\nwant %s", c.family, c.device, h.buckets, c.want)
+			}
+			if c.sum >= 0 && math.Abs(h.sum-c.sum) > 1e-9 {
+				t.Errorf("%s{device=%q}: sum %v, want %v", c.family, c.device, h.sum, c.sum)
 			}
 		}
-		if dev == device {
-			return m.GetHistogram()
+		r := scrape(t, s)
+		if got := r.Must(t, "stall_vm_dirty_throttled_seconds_total"); got != 2 {
+			t.Errorf("throttled seconds = %v, want 2", got)
 		}
-	}
-	return nil
-}
-
-// samplerBuckets formats cumulative bucket counts as "le:count ..." for
-// exact comparison.
-func samplerBuckets(h *dto.Histogram) string {
-	if h == nil {
-		return "<absent>"
-	}
-	var b strings.Builder
-	for _, bk := range h.GetBucket() {
-		fmt.Fprintf(&b, "%g:%d ", bk.GetUpperBound(), bk.GetCumulativeCount())
-	}
-	fmt.Fprintf(&b, "count:%d", h.GetSampleCount())
-	return b.String()
-}
-
-func samplerCounter(mfs map[string]*dto.MetricFamily, name string) float64 {
-	ms := mfs[name].GetMetric()
-	if len(ms) != 1 {
-		return math.NaN()
-	}
-	return ms[0].GetCounter().GetValue()
-}
-
-// TestSamplerExcursion drives the sampler over six fixture snapshots one
-// second apart (fixtures/sampler/excursion/N): dirty pages cross the
-// throttle point at ticks 2 and 3 (ratios 0.4 0.6 1.2 1.05 0.8 0.4), and
-// sda's await jumps from 2 ms to 800 ms for tick 3 while its utilization
-// hits 1. A scrape before the excursion shows nothing above 1; the scrape
-// after it shows the excursion in exact bucket counts.
-func TestSamplerExcursion(t *testing.T) {
-	r := newSamplerRig(t, time.Second)
-	step := func(i int) {
-		r.vm.data = samplerReadFixture(t, "excursion", fmt.Sprint(i), "vmstat")
-		r.disk.data = samplerReadFixture(t, "excursion", fmt.Sprint(i), "diskstats")
-		r.s.tick()
-		r.clock.t = r.clock.t.Add(time.Second)
-	}
-	step(0)
-	step(1)
-	before := samplerGather(t, r.s)
-	if got, want := samplerBuckets(samplerHist(before, "stall_vm_dirty_throttle_ratio_sampled", "")),
-		"0.25:0 0.5:1 0.75:2 0.9:2 0.95:2 1:2 1.1:2 1.25:2 1.5:2 2:2 count:2"; got != want {
-		t.Errorf("throttle ratio before the excursion:\n got %s\nwant %s", got, want)
-	}
-	if got := samplerCounter(before, "stall_vm_dirty_throttled_seconds_total"); got != 0 {
-		t.Errorf("throttled seconds before the excursion = %v, want 0", got)
-	}
-	for i := 2; i <= 5; i++ {
-		step(i)
-	}
-	after := samplerGather(t, r.s)
-
-	for _, c := range []struct{ name, device, want string }{
-		{"stall_vm_dirty_throttle_ratio_sampled", "",
-			"0.25:0 0.5:2 0.75:3 0.9:4 0.95:4 1:4 1.1:5 1.25:6 1.5:6 2:6 count:6"},
-		// sda: 2 ms four times, 800 ms once (tick 0 is the baseline).
-		{"stall_disk_await_seconds", "sda",
-			"0.0005:0 0.001:0 0.0025:4 0.005:4 0.01:4 0.025:4 0.05:4 0.1:4 0.25:4 0.5:4 1:5 2.5:5 5:5 count:5"},
-		{"stall_disk_utilization_ratio", "sda",
-			"0.05:0 0.25:0 0.5:4 0.75:4 0.9:4 0.99:4 1:5 count:5"},
-		// nvme0n1: 0.1 ms four times; idle at tick 3 (no await observation, util 0).
-		{"stall_disk_await_seconds", "nvme0n1",
-			"0.0005:4 0.001:4 0.0025:4 0.005:4 0.01:4 0.025:4 0.05:4 0.1:4 0.25:4 0.5:4 1:4 2.5:4 5:4 count:4"},
-		{"stall_disk_utilization_ratio", "nvme0n1",
-			"0.05:5 0.25:5 0.5:5 0.75:5 0.9:5 0.99:5 1:5 count:5"},
-	} {
-		if got := samplerBuckets(samplerHist(after, c.name, c.device)); got != c.want {
-			t.Errorf("%s{device=%q}:\n got %s\nwant %s", c.name, c.device, got, c.want)
+		if got := r.Must(t, "stall_sampler_ticks_total"); got != 6 {
+			t.Errorf("ticks = %v, want 6", got)
 		}
-	}
-	if h := samplerHist(after, "stall_vm_dirty_throttle_ratio_sampled", ""); math.Abs(h.GetSampleSum()-4.45) > 1e-9 {
-		t.Errorf("throttle ratio sum = %v, want 4.45", h.GetSampleSum())
-	}
-	if h := samplerHist(after, "stall_disk_await_seconds", "sda"); math.Abs(h.GetSampleSum()-0.808) > 1e-9 {
-		t.Errorf("sda await sum = %v, want 0.808", h.GetSampleSum())
-	}
-	if got := samplerCounter(after, "stall_vm_dirty_throttled_seconds_total"); got != 2 {
-		t.Errorf("throttled seconds = %v, want 2", got)
-	}
-	if got := samplerCounter(after, "stall_sampler_ticks_total"); got != 6 {
-		t.Errorf("ticks = %v, want 6", got)
-	}
-	if got := samplerCounter(after, "stall_sampler_overruns_total"); got != 0 {
-		t.Errorf("overruns = %v, want 0", got)
-	}
-	// Partitions and loop devices are filtered out by default.
-	for _, dev := range []string{"sda1", "nvme0n1p1", "loop0"} {
-		if h := samplerHist(after, "stall_disk_await_seconds", dev); h != nil {
-			t.Errorf("%s is exported, want it filtered", dev)
+		if got := r.Must(t, "stall_sampler_overruns_total"); got != 0 {
+			t.Errorf("overruns = %v, want 0", got)
 		}
-	}
-	if n := r.s.problems.Count(); n != 0 {
-		t.Errorf("%d parse problems on well-formed fixtures", n)
-	}
+		// Partitions and loop devices are filtered out by default.
+		for _, dev := range []string{"sda1", "nvme0n1p1", "loop0"} {
+			if _, ok := histogramOf(t, s, "stall_disk_await_seconds", dev); ok {
+				t.Errorf("%s is exported, want it filtered", dev)
+			}
+		}
+		if n := s.problems.Count(); n != 0 {
+			t.Errorf("%d parse problems on well-formed fixtures", n)
+		}
+	})
 }
 
-// samplerDiskLine builds a 20-field /proc/diskstats line.
-func samplerDiskLine(maj, min int, name string, reads, readMs, writes, writeMs, ioMs uint64) string {
+// diskLine builds a 20-field /proc/diskstats line.
+func diskLine(maj, min int, name string, reads, readMs, writes, writeMs, ioMs uint64) string {
 	return fmt.Sprintf("%4d %7d %s %d 0 0 %d %d 0 0 %d 0 %d %d 0 0 0 0 0 0\n",
 		maj, min, name, reads, readMs, writes, writeMs, ioMs, readMs+writeMs)
 }
 
-// samplerDiskStep advances the fake clock by dt and ticks on the given
-// /proc/diskstats lines.
-func samplerDiskStep(r *samplerRig, dt time.Duration, lines ...string) {
-	r.clock.t = r.clock.t.Add(dt)
-	r.disk.data = []byte(strings.Join(lines, ""))
-	r.s.tick()
+// diskSteps feeds the sampler's disk sampling /proc/diskstats reads made at
+// chosen times, the way tick does with the clock.
+type diskSteps struct {
+	s   *sampler
+	now time.Time
 }
 
-func samplerCount(t *testing.T, s *sampler, name, device string) uint64 {
-	t.Helper()
-	return samplerHist(samplerGather(t, s), name, device).GetSampleCount()
+func newDiskSteps(t *testing.T) *diskSteps {
+	return &diskSteps{s: newTestSampler(t, t.TempDir()), now: time.Unix(1700000000, 0)}
 }
 
-// samplerAssertFinite fails when any observation so far was negative, NaN
-// or infinite (visible in the sums, as every observation is ≥ 0 otherwise).
-func samplerAssertFinite(t testing.TB, mfs map[string]*dto.MetricFamily) {
+// step samples the lines as read dt after the previous read.
+func (d *diskSteps) step(dt time.Duration, lines ...string) {
+	d.now = d.now.Add(dt)
+	d.s.sampleDisks([]byte(strings.Join(lines, "")), nil, d.now)
+}
+
+// assertFinite fails when any observation so far was negative, NaN or
+// infinite (visible in the sums, as every observation is ≥ 0 otherwise),
+// or a utilization above 1. It reads the histograms directly, to keep the
+// fuzzer fast.
+func assertFinite(t testing.TB, s *sampler) {
 	t.Helper()
-	for name, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			h := m.GetHistogram()
-			if h == nil {
-				continue
-			}
-			if s := h.GetSampleSum(); s < 0 || math.IsNaN(s) || math.IsInf(s, 0) {
-				t.Fatalf("%s %v: sum %v is not a finite non-negative number", name, m.GetLabel(), s)
-			}
-			if name == "stall_disk_utilization_ratio" && h.GetSampleSum() > float64(h.GetSampleCount()) {
-				t.Fatalf("%s %v: sum %v > count %d: some utilization above 1", name, m.GetLabel(), h.GetSampleSum(), h.GetSampleCount())
-			}
+	ch := make(chan prometheus.Metric, 2*len(s.devs)+1)
+	s.await.Collect(ch)
+	s.util.Collect(ch)
+	s.throttle.Collect(ch)
+	close(ch)
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		h := pb.GetHistogram()
+		sum, n := h.GetSampleSum(), float64(h.GetSampleCount())
+		if sum < 0 || math.IsNaN(sum) || math.IsInf(sum, 0) {
+			t.Fatalf("%s %v: sum %v is not a finite non-negative number", m.Desc(), pb.GetLabel(), sum)
+		}
+		if strings.Contains(m.Desc().String(), "utilization") && sum > n {
+			t.Fatalf("%v: utilization sum %v > count %v: some utilization above 1", pb.GetLabel(), sum, n)
 		}
 	}
 }
 
+// TestSamplerCounterResetsAndWraps: the 32-bit millisecond fields wrap at
+// 2^32 and the interval across the wrap is observed; a device removed and
+// re-added (counts that went down, another major:minor) and an implausible
+// millisecond decrease only re-baseline.
 func TestSamplerCounterResetsAndWraps(t *testing.T) {
-	r := newSamplerRig(t, time.Second)
-	r.vm.err = os.ErrNotExist
+	d := newDiskSteps(t)
 	const near = math.MaxUint32 - 99 // 100 ms before the 32-bit millisecond fields wrap
-	samplerDiskStep(r, 0,
-		samplerDiskLine(8, 0, "sda", 1000, 1000, 1000, 1000, 1000),
-		samplerDiskLine(8, 16, "sdb", 10, near, 10, 0, near))
-	samplerDiskStep(r, time.Second,
-		samplerDiskLine(8, 0, "sda", 1100, 1100, 1100, 1100, 1500),
-		samplerDiskLine(8, 16, "sdb", 20, 400, 10, 0, 400)) // +500 ms across the wrap
-	mfs := samplerGather(t, r.s)
-	if h := samplerHist(mfs, "stall_disk_await_seconds", "sda"); h.GetSampleCount() != 1 || math.Abs(h.GetSampleSum()-0.001) > 1e-12 {
-		t.Fatalf("sda await after one interval: %d observations, sum %v; want 1, 0.001", h.GetSampleCount(), h.GetSampleSum())
+	d.step(0,
+		diskLine(8, 0, "sda", 1000, 1000, 1000, 1000, 1000),
+		diskLine(8, 16, "sdb", 10, near, 10, 0, near))
+	d.step(time.Second,
+		diskLine(8, 0, "sda", 1100, 1100, 1100, 1100, 1500),
+		diskLine(8, 16, "sdb", 20, 400, 10, 0, 400)) // +500 ms across the wrap
+	for _, c := range []struct {
+		family, device string
+		sum            float64
+	}{
+		{"stall_disk_await_seconds", "sda", 0.001},
+		{"stall_disk_await_seconds", "sdb", 0.05},
+		{"stall_disk_utilization_ratio", "sdb", 0.5},
+	} {
+		if h, _ := histogramOf(t, d.s, c.family, c.device); !strings.HasSuffix(h.buckets, "count:1") || math.Abs(h.sum-c.sum) > 1e-12 {
+			t.Errorf("%s{device=%s} after one interval: %s, sum %v; want one observation, sum %v", c.family, c.device, h.buckets, h.sum, c.sum)
+		}
 	}
-	if h := samplerHist(mfs, "stall_disk_await_seconds", "sdb"); h.GetSampleCount() != 1 || math.Abs(h.GetSampleSum()-0.05) > 1e-12 {
-		t.Errorf("sdb await across the wrap: %d observations, sum %v; want 1, 0.05", h.GetSampleCount(), h.GetSampleSum())
+	for _, c := range []struct {
+		what string
+		line string
+		want int
+	}{
+		{"sda removed and re-added: its counts start over", diskLine(8, 0, "sda", 5, 7, 5, 7, 9), 1},
+		{"the new baseline", diskLine(8, 0, "sda", 15, 17, 15, 17, 509), 2},
+		{"another major:minor under the same name is a new device", diskLine(8, 32, "sda", 30, 500, 15, 17, 900), 2},
+		{"a millisecond field that goes down far from 2^32 is not trusted", diskLine(8, 32, "sda", 40, 100, 15, 17, 1000), 2},
+		{"the next good interval", diskLine(8, 32, "sda", 50, 200, 15, 17, 1100), 3},
+	} {
+		d.step(time.Second, c.line)
+		if got := observations(t, d.s, "stall_disk_await_seconds", "sda"); got != c.want {
+			t.Errorf("%s: %d observations, want %d", c.what, got, c.want)
+		}
 	}
-	if h := samplerHist(mfs, "stall_disk_utilization_ratio", "sdb"); h.GetSampleCount() != 1 || math.Abs(h.GetSampleSum()-0.5) > 1e-12 {
-		t.Errorf("sdb utilization across the wrap: %d observations, sum %v; want 1, 0.5", h.GetSampleCount(), h.GetSampleSum())
-	}
-	// sda removed and re-added between two ticks: its counts start over.
-	samplerDiskStep(r, time.Second, samplerDiskLine(8, 0, "sda", 5, 7, 5, 7, 9))
-	if got := samplerCount(t, r.s, "stall_disk_await_seconds", "sda"); got != 1 {
-		t.Fatalf("a counter reset was observed: %d observations, want still 1", got)
-	}
-	samplerDiskStep(r, time.Second, samplerDiskLine(8, 0, "sda", 15, 17, 15, 17, 509))
-	if got := samplerCount(t, r.s, "stall_disk_await_seconds", "sda"); got != 2 {
-		t.Fatalf("after the new baseline: %d observations, want 2", got)
-	}
-	// Another major:minor under the same name is a new device.
-	samplerDiskStep(r, time.Second, samplerDiskLine(8, 32, "sda", 30, 500, 15, 17, 900))
-	if got := samplerCount(t, r.s, "stall_disk_await_seconds", "sda"); got != 2 {
-		t.Errorf("a replaced device was observed: %d, want 2", got)
-	}
-	// A millisecond field that goes down far from 2^32 is not trusted.
-	samplerDiskStep(r, time.Second, samplerDiskLine(8, 32, "sda", 40, 100, 15, 17, 1000))
-	if got := samplerCount(t, r.s, "stall_disk_await_seconds", "sda"); got != 2 {
-		t.Errorf("an implausible millisecond decrease was observed: %d, want 2", got)
-	}
-	// And the next good interval is observed again.
-	samplerDiskStep(r, time.Second, samplerDiskLine(8, 32, "sda", 50, 200, 15, 17, 1100))
-	if got := samplerCount(t, r.s, "stall_disk_await_seconds", "sda"); got != 3 {
-		t.Errorf("after the skipped interval: %d, want 3", got)
-	}
-	samplerAssertFinite(t, samplerGather(t, r.s))
+	assertFinite(t, d.s)
 }
 
 func TestSamplerCountDelta(t *testing.T) {
@@ -307,320 +280,238 @@ func TestSamplerCountDelta(t *testing.T) {
 	}
 }
 
+// TestSamplerClockJumps: an interval whose elapsed time is not positive or
+// longer than ten intervals (a clock that went back, a suspended host) is
+// never observed.
 func TestSamplerClockJumps(t *testing.T) {
-	r := newSamplerRig(t, time.Second)
-	r.vm.err = os.ErrNotExist
-	l := func(n uint64) string { return samplerDiskLine(8, 0, "sda", n, n, n, n, n) }
-	samplerDiskStep(r, 0, l(100))
-	samplerDiskStep(r, -5*time.Second, l(200)) // clock went backwards
-	samplerDiskStep(r, 0, l(300))              // no time passed
-	samplerDiskStep(r, time.Hour, l(400))      // suspended host or stopped process
-	if got := samplerCount(t, r.s, "stall_disk_utilization_ratio", "sda"); got != 0 {
+	d := newDiskSteps(t)
+	l := func(n uint64) string { return diskLine(8, 0, "sda", n, n, n, n, n) }
+	d.step(0, l(100))
+	d.step(-5*time.Second, l(200)) // clock went backwards
+	d.step(0, l(300))              // no time passed
+	d.step(time.Hour, l(400))      // suspended host or stopped process
+	if got := observations(t, d.s, "stall_disk_utilization_ratio", "sda"); got != 0 {
 		t.Fatalf("observations across clock jumps = %d, want 0", got)
 	}
-	samplerDiskStep(r, time.Second, l(500))
-	if got := samplerCount(t, r.s, "stall_disk_utilization_ratio", "sda"); got != 1 {
+	d.step(time.Second, l(500))
+	if got := observations(t, d.s, "stall_disk_utilization_ratio", "sda"); got != 1 {
 		t.Fatalf("observations after the clock settled = %d, want 1", got)
 	}
-	samplerAssertFinite(t, samplerGather(t, r.s))
+	assertFinite(t, d.s)
 }
 
+// TestSamplerDevicesComeAndGo: a device that appears is a baseline first;
+// one that disappears loses its state and series; a failed read
+// re-baselines every device.
 func TestSamplerDevicesComeAndGo(t *testing.T) {
-	r := newSamplerRig(t, time.Second)
-	r.vm.err = os.ErrNotExist
-	a := func(n uint64) string { return samplerDiskLine(8, 0, "sda", n, n, n, n, n) }
-	b := func(n uint64) string { return samplerDiskLine(8, 16, "sdb", n, n, n, n, n) }
-	samplerDiskStep(r, 0, a(10))
-	samplerDiskStep(r, time.Second, a(20), b(10)) // sdb appears: baseline only
-	samplerDiskStep(r, time.Second, b(20), a(30)) // order changes
-	mfs := samplerGather(t, r.s)
-	if got := samplerHist(mfs, "stall_disk_utilization_ratio", "sda").GetSampleCount(); got != 2 {
+	d := newDiskSteps(t)
+	a := func(n uint64) string { return diskLine(8, 0, "sda", n, n, n, n, n) }
+	b := func(n uint64) string { return diskLine(8, 16, "sdb", n, n, n, n, n) }
+	const util = "stall_disk_utilization_ratio"
+	d.step(0, a(10))
+	d.step(time.Second, a(20), b(10)) // sdb appears: baseline only
+	d.step(time.Second, b(20), a(30)) // order changes
+	if got := observations(t, d.s, util, "sda"); got != 2 {
 		t.Errorf("sda observations = %d, want 2", got)
 	}
-	if got := samplerHist(mfs, "stall_disk_utilization_ratio", "sdb").GetSampleCount(); got != 1 {
+	if got := observations(t, d.s, util, "sdb"); got != 1 {
 		t.Errorf("sdb observations = %d, want 1", got)
 	}
-	samplerDiskStep(r, time.Second, a(40)) // sdb disappears: its series go
-	mfs = samplerGather(t, r.s)
-	if h := samplerHist(mfs, "stall_disk_utilization_ratio", "sdb"); h != nil {
+	d.step(time.Second, a(40)) // sdb disappears: its series go
+	if _, ok := histogramOf(t, d.s, util, "sdb"); ok {
 		t.Errorf("sdb still exported after it disappeared")
 	}
-	if len(r.s.devs) != 1 {
-		t.Errorf("sampler keeps %d devices, want 1", len(r.s.devs))
+	if len(d.s.devs) != 1 {
+		t.Errorf("sampler keeps %d devices, want 1", len(d.s.devs))
 	}
-	samplerDiskStep(r, time.Second, a(50), b(5)) // sdb is back, counters restarted
-	samplerDiskStep(r, time.Second, a(60), b(15))
-	mfs = samplerGather(t, r.s)
-	if got := samplerHist(mfs, "stall_disk_utilization_ratio", "sdb").GetSampleCount(); got != 1 {
+	d.step(time.Second, a(50), b(5)) // sdb is back, counters restarted
+	d.step(time.Second, a(60), b(15))
+	if got := observations(t, d.s, util, "sdb"); got != 1 {
 		t.Errorf("sdb observations after it came back = %d, want 1", got)
 	}
-	// A failed read re-baselines every device.
-	r.disk.err = os.ErrPermission
-	r.s.tick()
-	r.disk.err = nil
-	samplerDiskStep(r, time.Second, a(70), b(25))
-	mfs = samplerGather(t, r.s)
-	if got := samplerHist(mfs, "stall_disk_utilization_ratio", "sda").GetSampleCount(); got != 5 {
+	d.s.sampleDisks(nil, os.ErrPermission, d.now)
+	d.step(time.Second, a(70), b(25))
+	if got := observations(t, d.s, util, "sda"); got != 5 {
 		t.Errorf("sda observations after a failed read = %d, want 5", got)
 	}
-	samplerAssertFinite(t, mfs)
+	assertFinite(t, d.s)
 }
 
+// TestSamplerBadInput: malformed lines are counted once each and skipped;
+// a vmstat without a usable nr_writeback gives no throttle sample.
 func TestSamplerBadInput(t *testing.T) {
-	r := newSamplerRig(t, time.Second)
-	r.vm.data = []byte("nr_dirty 10\nnr_writeback x\nnr_dirty_threshold 100\nnr_dirty_background_threshold 50\n")
-	good := samplerDiskLine(8, 0, "sda", 10, 10, 10, 10, 10)
-	r.disk.data = []byte("garbage\n" + good + "8 1 sdb 1 2 3\n   8  2 sdc 1 2 3 4\n" + good)
-	r.s.tick()
-	// vmstat: one bad value; nr_writeback is then absent, so no throttle sample.
-	// diskstats: "garbage", the 3-field sdb and the duplicate sda; sdc is the
+	d := newDiskSteps(t)
+	d.s.sampleVM([]byte("nr_dirty 10\nnr_writeback x\nnr_dirty_threshold 100\nnr_dirty_background_threshold 50\n"), nil)
+	good := diskLine(8, 0, "sda", 10, 10, 10, 10, 10)
+	// "garbage", the 3-field sdb and the duplicate sda are bad; sdc is the
 	// old 4-field partition format, skipped silently.
-	if got := r.s.problems.Count(); got != 4 {
+	d.step(0, "garbage\n", good, "8 1 sdb 1 2 3\n", "   8  2 sdc 1 2 3 4\n", good)
+	if got := d.s.problems.Count(); got != 4 {
 		t.Errorf("problems = %d, want 4", got)
 	}
-	mfs := samplerGather(t, r.s)
-	if _, ok := mfs["stall_vm_dirty_throttle_ratio_sampled"]; ok {
+	if _, ok := histogramOf(t, d.s, "stall_vm_dirty_throttle_ratio_sampled", ""); ok {
 		t.Errorf("throttle ratio exported without nr_writeback")
 	}
-	if len(r.s.devs) != 1 {
-		t.Errorf("devices tracked = %d, want 1 (sda; the 4-field sdc line has no timings)", len(r.s.devs))
-	}
-}
-
-func TestSamplerDiskstatsFormats(t *testing.T) {
-	for _, c := range []struct {
-		name, line string
-		want       string
-	}{
-		{"14 fields (before 4.18)", "   8       0 sda 1 2 3 4 5 6 7 8 9 10 11", "8:0 sda r=1 rms=4 w=5 wms=8 io=10"},
-		{"18 fields (4.18+)", "   8       0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15", "8:0 sda r=1 rms=4 w=5 wms=8 io=10"},
-		{"20 fields (5.5+)", " 259       0 nvme0n1 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17", "259:0 nvme0n1 r=1 rms=4 w=5 wms=8 io=10"},
-		{"tabs, a future 22 fields", "8\t0\tsda\t1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19", "8:0 sda r=1 rms=4 w=5 wms=8 io=10"},
-		{"ms fields at 2^32-1", "8 0 sda 1 0 0 4294967295 2 0 0 4294967295 0 4294967295 0", "8:0 sda r=1 rms=4294967295 w=2 wms=4294967295 io=4294967295"},
-	} {
-		sc := newDiskstatsScanner([]byte(c.line + "\n"))
-		if !sc.Next() {
-			t.Errorf("%s: no line parsed (bad %d: %v)", c.name, sc.Bad, sc.FirstErr)
-			continue
-		}
-		if got := sc.Line.String(); got != c.want {
-			t.Errorf("%s: got %s, want %s", c.name, got, c.want)
-		}
-	}
-	for _, bad := range []string{"x 0 sda 1 2 3 4 5 6 7 8 9 10 11", "8 0 sda 1 2 3 4 5 6 7 8 9 10", "8 0 sda 1 2 3 -4 5 6 7 8 9 10 11", "8", "8 0"} {
-		sc := newDiskstatsScanner([]byte(bad))
-		if sc.Next() || sc.Bad != 1 || sc.FirstErr == nil {
-			t.Errorf("%q: want one malformed line, got bad=%d err=%v", bad, sc.Bad, sc.FirstErr)
-		}
+	if len(d.s.devs) != 1 {
+		t.Errorf("devices tracked = %d, want 1 (sda; the 4-field sdc line has no timings)", len(d.s.devs))
 	}
 }
 
 // TestSamplerRealProc runs ticks on this machine's /proc and asserts that
 // the steady state allocates nothing.
 func TestSamplerRealProc(t *testing.T) {
-	if _, err := os.Stat("/proc/diskstats"); err != nil {
-		t.Skip("no /proc/diskstats:", err)
-	}
-	filter := newDeviceFilter(collector.Paths{Sysfs: "/sys"}, testSettings(t).devices)
-	s := newSampler(samplerOptions{
-		Interval: time.Second,
-		VMStat:   NewProcFile("/proc/vmstat"),
-		Disk:     NewProcFile("/proc/diskstats"),
-		Filter:   filter,
-	})
-	defer s.opts.VMStat.Close()
-	defer s.opts.Disk.Close()
+	s := newSampler(testConfig(t, "sampler", "/proc", "/sys", nil), testSettings(t))
 	s.tick()
 	s.tick()
 	if allocs := testing.AllocsPerRun(50, s.safeTick); allocs != 0 {
 		t.Errorf("one steady-state tick allocates %v times, want 0", allocs)
 	}
-	mfs := samplerGather(t, s)
-	if got := samplerCounter(mfs, "stall_sampler_ticks_total"); got != 53 {
-		t.Errorf("ticks = %v, want 53", got)
-	}
-	if s.vmFailing || s.diskFailing {
+	if s.vmState.Failing() || s.diskState.Failing() {
 		t.Fatalf("reading this machine's /proc failed")
 	}
-	if h := samplerHist(mfs, "stall_vm_dirty_throttle_ratio_sampled", ""); h.GetSampleCount() != 53 {
-		t.Errorf("throttle ratio observations = %d, want 53 (does this kernel lack nr_dirty_threshold?)", h.GetSampleCount())
+	if got := scrape(t, s).Must(t, "stall_sampler_ticks_total"); got != 53 {
+		t.Errorf("ticks = %v, want 53", got)
+	}
+	if got := observations(t, s, "stall_vm_dirty_throttle_ratio_sampled", ""); got != 53 {
+		t.Errorf("throttle ratio observations = %d, want 53 (does this kernel lack nr_dirty_threshold?)", got)
 	}
 	if n := s.problems.Count(); n != 0 {
 		t.Errorf("%d problems reading this machine's /proc", n)
 	}
-	samplerAssertFinite(t, mfs)
+	assertFinite(t, s)
 }
 
-func TestSamplerRunStopsAndTicks(t *testing.T) {
-	r := newSamplerRig(t, time.Second)
-	r.vm.data = samplerReadFixture(t, "excursion", "0", "vmstat")
-	r.disk.data = samplerReadFixture(t, "excursion", "0", "diskstats")
-	ticks := make(chan time.Time)
-	stopped := false
-	r.s.opts.Ticker = func(d time.Duration) (<-chan time.Time, func()) {
-		if d != time.Second {
-			t.Errorf("ticker interval %v, want 1s", d)
+// TestSamplerRunTicks: Run samples at once and then every interval, and
+// returns when ctx is done.
+func TestSamplerRunTicks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		writeExcursion(t, dir, 0)
+		s := newTestSampler(t, dir, "--sampler.interval=250ms")
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		advance(time.Second)
+		synctest.Wait()
+		if got := scrape(t, s).Must(t, "stall_sampler_ticks_total"); got != 5 {
+			t.Errorf("ticks after 1 s at 250 ms = %v, want 5 (one at start)", got)
 		}
-		return ticks, func() { stopped = true }
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.s.Run(ctx); close(done) }()
-	for i := 0; i < 3; i++ {
-		ticks <- time.Time{} // unbuffered: returns once Run has taken the tick
-	}
-	cancel()
-	<-done
-	if !stopped {
-		t.Error("Run did not stop its ticker")
-	}
-	// One tick at start, then one per received tick; the third received
-	// tick finished before Run looked at ctx again.
-	if got := samplerCounter(samplerGather(t, r.s), "stall_sampler_ticks_total"); got != 4 {
-		t.Errorf("ticks = %v, want 4", got)
-	}
+		cancel()
+		<-done
+	})
 }
 
+// TestSamplerOverrun: a tick that took longer than the interval is counted.
 func TestSamplerOverrun(t *testing.T) {
-	r := newSamplerRig(t, time.Second)
-	r.vm.err = os.ErrNotExist
-	slow := &samplerSlowReader{clock: r.clock, cost: 1500 * time.Millisecond}
-	r.s.opts.Disk = slow
-	r.s.tick()
-	slow.cost = 10 * time.Millisecond
-	r.s.tick()
-	mfs := samplerGather(t, r.s)
-	if got := samplerCounter(mfs, "stall_sampler_overruns_total"); got != 1 {
-		t.Errorf("overruns = %v, want 1", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s := newTestSampler(t, t.TempDir())
+		for _, took := range []time.Duration{1500 * time.Millisecond, 10 * time.Millisecond, time.Second} {
+			start := time.Now()
+			advance(took)
+			s.finishTick(start)
+		}
+		r := scrape(t, s)
+		if got := r.Must(t, "stall_sampler_overruns_total"); got != 1 {
+			t.Errorf("overruns = %v, want 1 (1.5 s; not 10 ms nor exactly the interval)", got)
+		}
+		if got := r.Must(t, "stall_sampler_ticks_total"); got != 3 {
+			t.Errorf("ticks = %v, want 3", got)
+		}
+	})
 }
-
-// samplerSlowReader advances the fake clock by cost on every read.
-type samplerSlowReader struct {
-	clock *samplerFakeClock
-	cost  time.Duration
-}
-
-func (r *samplerSlowReader) Read(buf []byte) ([]byte, error) {
-	r.clock.t = r.clock.t.Add(r.cost)
-	return buf[:0], nil
-}
-func (r *samplerSlowReader) Close() error { return nil }
 
 // FuzzSamplerDiskstats feeds two arbitrary /proc/diskstats snapshots one
 // second apart through the sampler: it must not panic and every observation
 // must be finite, non-negative, and utilization at most 1.
 func FuzzSamplerDiskstats(f *testing.F) {
 	for i := 0; i < 6; i++ {
-		b, err := os.ReadFile(filepath.Join("fixtures", "sampler", "excursion", fmt.Sprint(i), "diskstats"))
-		if err != nil {
-			f.Fatal(err)
-		}
-		next, _ := os.ReadFile(filepath.Join("fixtures", "sampler", "excursion", fmt.Sprint((i+1)%6), "diskstats"))
-		f.Add(b, next)
+		f.Add(readFixture(f, fmt.Sprintf("sampler/excursion/%d/diskstats", i)), readFixture(f, fmt.Sprintf("sampler/excursion/%d/diskstats", (i+1)%6)))
 	}
 	f.Add([]byte("8 0 sda 1 2 3 4 5 6 7 8 9 10 11\n"), []byte("8 0 sda 0 2 3 4294967295 5 6 7 8 9 1 11\n"))
 	f.Add([]byte("8 0 sda 18446744073709551615 0 0 0 0 0 0 0 0 0 0"), []byte("8 0 sda 0 0 0 0 0 0 0 0 0 0 0"))
-	// Include every device, so no sysfs lookups slow the fuzzer down.
-	filter := newDeviceFilter(collector.Paths{Sysfs: "fixtures/sampler/no-sysfs"}, testSettings(f, "--diskstats.device-include=.*").devices)
-	// One sampler for all runs, reset in between: building client_golang
+	f.Add([]byte("8 0 sda 1 0 0 1 1 0 0 1 0 0 2\n"), []byte("8 0 sda 2 0 0 2 2 0 0 2 0 5000 4\n")) // 5 s of I/O time in 1 s
+	// Include every device, so no sysfs lookups slow the fuzzer down. One
+	// sampler for all runs, reset in between: building client_golang
 	// vectors per run would dominate the fuzzer's time.
-	disk := &samplerFakeReader{}
-	clock := &samplerFakeClock{}
-	s := newSampler(samplerOptions{Interval: time.Second, VMStat: &samplerFakeReader{err: os.ErrNotExist},
-		Disk: disk, Filter: filter, Now: clock.Now})
+	s := newTestSampler(f, f.TempDir(), "--diskstats.device-include=.*")
+	t0 := time.Unix(1700000000, 0)
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		s.devs = s.devs[:0]
 		s.await.Reset()
 		s.util.Reset()
-		filter.cache = [3]map[string]bool{}
-		disk.data = a
-		s.tick()
-		clock.t = clock.t.Add(time.Second)
-		disk.data = b
-		s.tick()
-		ch := make(chan prometheus.Metric, 4*len(s.devs)+8)
-		s.await.Collect(ch)
-		s.util.Collect(ch)
-		close(ch)
-		for m := range ch {
-			var pb dto.Metric
-			if err := m.Write(&pb); err != nil {
-				t.Fatal(err)
-			}
-			h := pb.GetHistogram()
-			sum, n := h.GetSampleSum(), float64(h.GetSampleCount())
-			if sum < 0 || math.IsNaN(sum) || math.IsInf(sum, 0) {
-				t.Fatalf("%s: sum %v is not a finite non-negative number", m.Desc(), sum)
-			}
-			if strings.Contains(m.Desc().String(), "utilization") && sum > n {
-				t.Fatalf("utilization sum %v > count %v", sum, n)
-			}
-		}
+		s.sampleDisks(a, nil, t0)
+		s.sampleDisks(b, nil, t0.Add(time.Second))
+		assertFinite(t, s)
 	})
+}
+
+// TestSamplerSurvivesPanic: a tick that panics (here a nil filter stands in
+// for a bug) is counted as a problem, and the next tick runs.
+func TestSamplerSurvivesPanic(t *testing.T) {
+	dir := writeFiles(t, t.TempDir(), map[string]string{"diskstats": diskLine(8, 0, "sda", 1, 1, 1, 1, 1)})
+	s := newTestSampler(t, dir)
+	s.filter = nil
+	s.safeTick()
+	if got := s.problems.Count(); got != 1 {
+		t.Errorf("problems after a panicking tick = %d, want 1", got)
+	}
+}
+
+// TestSamplerBlindFails: a sampler that cannot read its files reports
+// failure (with an empty procfs it used to report success 1 while vmstat,
+// meminfo and diskstats reported 0), names what it cannot read, warns once
+// per file, and recovers when the files appear.
+func TestSamplerBlindFails(t *testing.T) {
+	dir := t.TempDir()
+	var logs collectortest.LogBuffer
+	s := newSampler(testConfig(t, "sampler", dir, "", &logs), testSettings(t))
+	if err := scrape(t, s).Err; err != nil {
+		t.Errorf("before the first tick: %v", err)
+	}
+	for range 3 {
+		s.tick()
+	}
+	err := scrape(t, s).Err
+	if err == nil || !strings.Contains(err.Error(), "/proc/vmstat") || !strings.Contains(err.Error(), "/proc/diskstats") {
+		t.Fatalf("blind sampler: %v, want an error naming both files", err)
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 2 {
+		t.Errorf("%d warnings after three blind ticks, want one per file:\n%s", n, logs.String())
+	}
+	writeFiles(t, dir, map[string]string{"diskstats": "   8       0 sda 1 2 3 4 5 6 7 8 9 10 11\n"})
+	s.tick()
+	if err := scrape(t, s).Err; err == nil || strings.Contains(err.Error(), "diskstats") {
+		t.Errorf("diskstats readable, vmstat not: %v, want an error about vmstat only", err)
+	}
+	if !strings.Contains(logs.String(), "level=INFO msg=\"sampler reads /proc/diskstats again\"") {
+		t.Errorf("no recovery logged:\n%s", logs.String())
+	}
+	writeExcursion(t, dir, 0)
+	s.tick()
+	if err := scrape(t, s).Err; err != nil {
+		t.Errorf("both files readable: %v", err)
+	}
 }
 
 func BenchmarkSamplerTick(b *testing.B) {
-	filter := newDeviceFilter(collector.Paths{Sysfs: "/sys"}, testSettings(b).devices)
-	s := newSampler(samplerOptions{
-		Interval: time.Second,
-		VMStat:   NewProcFile("/proc/vmstat"),
-		Disk:     NewProcFile("/proc/diskstats"),
-		Filter:   filter,
-	})
-	defer s.opts.VMStat.Close()
-	defer s.opts.Disk.Close()
+	s := newSampler(testConfig(b, "sampler", "/proc", "/sys", nil), testSettings(b))
 	s.tick()
 	b.ReportAllocs()
-	cpu := samplerCPUStart()
+	cpu := processCPU()
 	for b.Loop() {
 		s.tick()
 	}
-	cpu.report(b, time.Second)
-}
-
-// samplerCPU measures the process's user+system CPU time (getrusage), which
-// other processes on a shared machine do not inflate the way they inflate
-// wall time.
-type samplerCPU struct{ start time.Duration }
-
-func samplerRusage() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func samplerCPUStart() samplerCPU { return samplerCPU{start: samplerRusage()} }
-
-// report adds cpu-ns/op and, for an operation done once per period, the
-// share of one core it costs.
-func (c samplerCPU) report(b *testing.B, period time.Duration) {
-	per := float64(samplerRusage()-c.start) / float64(b.N)
-	b.ReportMetric(per, "cpu-ns/op")
-	if period > 0 {
-		b.ReportMetric(100*per/float64(period), "%core@"+period.String())
-	}
+	reportCPU(b, cpu, time.Second)
 }
 
 // BenchmarkSamplerReadVMStat and BenchmarkSamplerParseVMStat split the
 // vmstat part of a tick into the kernel's read and our parse.
-func BenchmarkSamplerReadVMStat(b *testing.B) {
-	r := NewProcFile("/proc/vmstat")
-	defer r.Close()
-	buf := make([]byte, 0, 16<<10)
-	b.ReportAllocs()
-	for b.Loop() {
-		var err error
-		if buf, err = r.Read(buf); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkSamplerReadVMStat(b *testing.B) { benchmarkRead(b, "/proc/vmstat") }
 
 func BenchmarkSamplerParseVMStat(b *testing.B) {
 	data, err := os.ReadFile("/proc/vmstat")
 	if err != nil {
-		b.Skip(err)
+		b.Fatal(err)
 	}
 	var v VMStat
 	b.ReportAllocs()
@@ -630,110 +521,46 @@ func BenchmarkSamplerParseVMStat(b *testing.B) {
 	}
 }
 
-func BenchmarkSamplerReadDiskstats(b *testing.B) {
-	r := NewProcFile("/proc/diskstats")
-	defer r.Close()
+func BenchmarkSamplerReadDiskstats(b *testing.B) { benchmarkRead(b, "/proc/diskstats") }
+
+// benchmarkRead is one read of a kernel file through its procSource.
+func benchmarkRead(b *testing.B, path string) {
+	src := &procSource{path: path}
 	buf := make([]byte, 0, 16<<10)
 	b.ReportAllocs()
 	for b.Loop() {
 		var err error
-		if buf, err = r.Read(buf); err != nil {
+		if buf, err = src.ReadNow(buf); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
 // BenchmarkSamplerRunLoop runs the real Run loop (ticker, goroutine
-// wake-ups, reads of this machine's /proc) at a 10 ms interval and reports
-// the process CPU time (getrusage, user+system) per tick. Run it with a
-// fixed count: -bench SamplerRunLoop -benchtime 500x.
+// wake-ups, reads of this machine's /proc) at a 10 ms interval for b.N
+// intervals of real time and reports the process CPU time (getrusage,
+// user+system) per tick. Run it with a fixed count: -bench SamplerRunLoop
+// -benchtime 500x.
 func BenchmarkSamplerRunLoop(b *testing.B) {
-	filter := newDeviceFilter(collector.Paths{Sysfs: "/sys"}, testSettings(b).devices)
-	const interval = 10 * time.Millisecond
-	ticks := make(chan time.Time)
-	s := newSampler(samplerOptions{
-		Interval: interval,
-		VMStat:   NewProcFile("/proc/vmstat"),
-		Disk:     NewProcFile("/proc/diskstats"),
-		Filter:   filter,
-		Ticker: func(time.Duration) (<-chan time.Time, func()) {
-			return ticks, func() {}
-		},
-	})
+	const interval = 10 * time.Millisecond // below the flag's minimum, to measure many wake-ups
+	st := testSettings(b)
+	st.samplerInterval = interval
+	s := newSampler(testConfig(b, "sampler", "/proc", "/sys", nil), st)
+	ticks := func() float64 {
+		var m dto.Metric
+		if err := s.ticks.Write(&m); err != nil {
+			b.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
-	real := time.NewTicker(interval)
-	defer real.Stop()
-	<-real.C
-	var before, after syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &before)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		ticks <- <-real.C // forward the real tick: the benchmark's own wake-up is counted too
-	}
-	b.StopTimer()
-	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	before, cpu := ticks(), processCPU()
+	time.Sleep(time.Duration(b.N) * interval) // real time: the ticker's wake-ups are what is measured
+	used, n := processCPU()-cpu, ticks()-before
 	cancel()
 	<-done
-	cpu := time.Duration(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) / time.Duration(b.N)
-	b.ReportMetric(float64(cpu.Nanoseconds()), "cpu-ns/tick")
-	b.ReportMetric(100*cpu.Seconds()/1, "%core@1s")
-}
-
-func TestSamplerSurvivesPanic(t *testing.T) {
-	r := newSamplerRig(t, time.Second)
-	r.s.opts.VMStat = samplerPanicReader{}
-	r.s.safeTick()
-	if got := r.s.problems.Count(); got != 1 {
-		t.Errorf("problems after a panicking tick = %d, want 1", got)
-	}
-}
-
-type samplerPanicReader struct{}
-
-func (samplerPanicReader) Read([]byte) ([]byte, error) { panic("injected") }
-func (samplerPanicReader) Close() error                { return nil }
-
-// TestSamplerBlindFails: a sampler that cannot read its files reports
-// failure (issue 11: with an empty procfs it reported success 1 while
-// vmstat, meminfo and diskstats reported 0), names what it cannot read, and
-// recovers when the files appear.
-func TestSamplerBlindFails(t *testing.T) {
-	dir := t.TempDir()
-	s := newSampler(samplerOptions{
-		Interval: time.Second,
-		VMStat:   NewProcFile(filepath.Join(dir, "vmstat")),
-		Disk:     NewProcFile(filepath.Join(dir, "diskstats")),
-	})
-	defer s.opts.VMStat.Close()
-	defer s.opts.Disk.Close()
-	update := func() error {
-		ch := make(chan prometheus.Metric, 100)
-		defer close(ch)
-		return s.Update(context.Background(), ch)
-	}
-	if err := update(); err != nil {
-		t.Errorf("before the first tick: %v", err)
-	}
-	s.tick()
-	err := update()
-	if err == nil || !strings.Contains(err.Error(), "/proc/vmstat") || !strings.Contains(err.Error(), "/proc/diskstats") {
-		t.Fatalf("blind sampler: %v, want an error naming both files", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "diskstats"), []byte("   8       0 sda 1 2 3 4 5 6 7 8 9 10 11\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s.tick()
-	if err := update(); err == nil || strings.Contains(err.Error(), "diskstats") {
-		t.Errorf("diskstats readable, vmstat not: %v, want an error about vmstat only", err)
-	}
-	vm := samplerReadFixture(t, "excursion", "0", "vmstat")
-	if err := os.WriteFile(filepath.Join(dir, "vmstat"), vm, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s.tick()
-	if err := update(); err != nil {
-		t.Errorf("both files readable: %v", err)
-	}
+	b.ReportMetric(float64(used.Nanoseconds())/n, "cpu-ns/tick")
+	b.ReportMetric(100*used.Seconds()/n, "%core@1s")
 }

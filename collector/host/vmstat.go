@@ -1,13 +1,13 @@
 package host
 
 import (
-	"github.com/stall-exporter/stall_exporter/collector"
-
 	"context"
 	"fmt"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 func init() {
@@ -76,24 +76,26 @@ var (
 		prometheus.CounterValue)
 )
 
+// vmstatCollector shares /proc/vmstat with the sampler (source.go).
 type vmstatCollector struct {
+	src      *procSource
 	pageSize float64
 	problems *collector.Problems
 
-	mu   sync.Mutex // concurrent scrapes share the file and buffer
-	file *ProcFile  // the sampler reads /proc/vmstat the same way, with its own
-	buf  []byte
+	mu  sync.Mutex // concurrent scrapes share the buffer
+	buf []byte
 }
 
 func newVMStatCollector(cfg collector.Config, s settings) *vmstatCollector {
-	return &vmstatCollector{file: NewProcFile(cfg.Paths.Proc("vmstat")), pageSize: float64(s.pageSize), problems: cfg.Problems}
+	return &vmstatCollector{src: sourceAt(cfg.Paths.Proc("vmstat")), pageSize: float64(s.pageSize), problems: cfg.Problems}
 }
 
-// Update reads /proc/vmstat with ParseVMStat, the parser the sampler uses.
+// Update reads /proc/vmstat (the sampler's last read while it runs) with
+// ParseVMStat, the parser the sampler uses.
 func (c *vmstatCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	data, err := c.file.Read(c.buf)
+	data, err := c.src.Read(c.buf)
 	c.buf = data[:0]
 	if err != nil {
 		// Every Linux procfs has /proc/vmstat: missing means a wrong --path.procfs.
@@ -104,7 +106,7 @@ func (c *vmstatCollector) Update(_ context.Context, ch chan<- prometheus.Metric)
 		c.problems.Add("vmstat_line", bad, perr)
 	}
 	if v.Len() == 0 {
-		return fmt.Errorf("%s: no known field", c.file.Path())
+		return fmt.Errorf("%s: no known field", c.src.path)
 	}
 	pages := func(m collector.Metric, f VMField) {
 		if x, ok := v.Get(f); ok {

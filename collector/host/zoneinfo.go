@@ -166,17 +166,17 @@ func internZoneString(b []byte) string {
 }
 
 type zoneinfoCollector struct {
+	src      *procSource
 	pageSize float64
 	problems *collector.Problems
 
-	mu    sync.Mutex // concurrent scrapes share the file, buffer and zones
-	file  *ProcFile
+	mu    sync.Mutex // concurrent scrapes share the buffer and zones
 	buf   []byte
 	zones []Zone
 }
 
 func newZoneinfoCollector(cfg collector.Config, s settings) *zoneinfoCollector {
-	return &zoneinfoCollector{file: NewProcFile(cfg.Paths.Proc("zoneinfo")), pageSize: float64(s.pageSize), problems: cfg.Problems}
+	return &zoneinfoCollector{src: sourceAt(cfg.Paths.Proc("zoneinfo")), pageSize: float64(s.pageSize), problems: cfg.Problems}
 }
 
 // Update reads /proc/zoneinfo. Zones without managed pages (an empty Movable
@@ -185,7 +185,7 @@ func newZoneinfoCollector(cfg collector.Config, s settings) *zoneinfoCollector {
 func (c *zoneinfoCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	data, err := c.file.Read(c.buf)
+	data, err := c.src.Read(c.buf)
 	c.buf = data[:0]
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
