@@ -3,10 +3,12 @@
 // meminfo.go), pressure stall information (pressure.go), disks
 // (diskstats.go), the 1 s sampler of both (sampler.go), the kernel log
 // (kmsg.go), hung-task detector state (hungtask.go) and process
-// supervision (supervision.go). The parsers of the files read on every
-// scrape and sampler tick (/proc/vmstat, /proc/zoneinfo, /proc/diskstats,
-// /dev/kmsg records) are ours and live beside their collector
-// (*_parse.go); the files read less often go through procfs. Fixtures of
-// several kernel generations are under fixtures/, each with a README and a
-// golden output (make golden).
+// supervision (supervision.go). Their flags are declared in flags.go. The
+// parsers of the files read on every scrape and sampler tick (/proc/vmstat,
+// /proc/zoneinfo, /proc/diskstats, /dev/kmsg records) are ours and live
+// beside their collector (*_parse.go); those files are read through one
+// source each (source.go), shared by the scrape and the sampler, and the
+// block devices are chosen by one filter (devicefilter.go); the files read
+// less often go through procfs. Fixtures of several kernel generations are
+// under fixtures/, each with a README and a golden output (make golden).
 package host

@@ -1,16 +1,17 @@
 package host
 
 import (
-	"github.com/stall-exporter/stall_exporter/collector"
-
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 // The hungtask collector reads the kernel's own hung-task detector state
@@ -63,7 +64,7 @@ func (c *hungTaskCollector) Update(ctx context.Context, ch chan<- prometheus.Met
 			sent++
 		case errors.Is(err, fs.ErrNotExist):
 		case procfsContentError(err):
-			c.problems.Add(name, 1, fmt.Errorf("/proc/sys/kernel/%s: %w", name, err))
+			c.problems.Add("hungtask_"+strings.TrimPrefix(name, "hung_task_"), 1, fmt.Errorf("/proc/sys/kernel/%s: %w", name, err))
 		default:
 			errs = append(errs, err)
 		}

@@ -1,13 +1,13 @@
 package host
 
 import (
-	"github.com/stall-exporter/stall_exporter/collector"
-
 	"context"
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 func init() {
@@ -44,7 +44,7 @@ func (c *meminfoCollector) Update(_ context.Context, ch chan<- prometheus.Metric
 	mi, err := c.fs.Meminfo()
 	if err != nil {
 		if errors.Is(err, procfs.ErrFileParse) {
-			c.problems.Add("meminfo", 1, err)
+			c.problems.Add("meminfo_line", 1, err)
 		}
 		return err
 	}

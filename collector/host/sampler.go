@@ -208,7 +208,7 @@ func (s *sampler) sampleVM(data []byte, err error) {
 	}
 	s.vmState.OK("sampler reads /proc/vmstat again")
 	if bad, ferr := ParseVMStat(data, &s.vm); bad > 0 {
-		s.problems.Add("vmstat_line", bad, ferr)
+		s.problems.Add("sampler_vmstat_line", bad, ferr)
 	}
 	r, ok := s.vm.ThrottleRatio()
 	if !ok {
@@ -249,7 +249,7 @@ func (s *sampler) sampleDisks(data []byte, err error, now time.Time) {
 		hint = i + 1
 		d := s.devs[i]
 		if d.seen == s.gen {
-			s.problems.Add("diskstats_duplicate", 1, fmt.Errorf("diskstats lists device %s twice", d.name))
+			s.problems.Add("sampler_diskstats_duplicate", 1, fmt.Errorf("diskstats lists device %s twice", d.name))
 			continue
 		}
 		d.seen = s.gen
@@ -259,7 +259,7 @@ func (s *sampler) sampleDisks(data []byte, err error, now time.Time) {
 		s.observe(d, l, now)
 	}
 	if sc.Bad > 0 {
-		s.problems.Add("diskstats_line", sc.Bad, sc.FirstErr)
+		s.problems.Add("sampler_diskstats_line", sc.Bad, sc.FirstErr)
 	}
 	// Devices that disappeared: drop their state and series. A device
 	// that comes back starts over with a new baseline.

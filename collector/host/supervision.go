@@ -1,8 +1,6 @@
 package host
 
 import (
-	"github.com/stall-exporter/stall_exporter/collector"
-
 	"bytes"
 	"context"
 	"errors"
@@ -16,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 // The supervision collector counts the processes this exporter watches — the
@@ -180,9 +180,9 @@ func (e *inspectError) Unwrap() error { return e.err }
 func inspectKind(err error) string {
 	var ie *inspectError
 	if errors.As(err, &ie) {
-		return ie.file
+		return "supervision_" + ie.file
 	}
-	return "proc"
+	return "supervision_proc"
 }
 
 // gone reports whether err means the process exited while it was read.

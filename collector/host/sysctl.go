@@ -1,16 +1,14 @@
 package host
 
 import (
-	"github.com/stall-exporter/stall_exporter/collector"
-
 	"context"
-	"errors"
-	"io/fs"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
+
+	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 func init() {
@@ -68,7 +66,7 @@ func (c *sysctlCollector) read() ([]sysctlValue, error) {
 	if err != nil {
 		// Missing /proc/sys/vm is a wrong --path.procfs; a value that is not
 		// a number makes procfs reject the whole directory.
-		if !errors.Is(err, fs.ErrNotExist) {
+		if procfsContentError(err) {
 			c.problems.Add("sysctl_value", 1, err)
 		}
 		return nil, err
