@@ -240,7 +240,7 @@ func (c *scraper) Run(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.logs.run(ctx, time.Second)
+			c.logs.run(ctx)
 		}()
 	}
 	if c.remoteConfigured() && c.opts.SampleInterval > 0 {

@@ -5,14 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,32 +22,6 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
-
-// scrape runs one Update and returns the sample lines (no HELP/TYPE) of
-// the named families, in text exposition format.
-func scrape(t testing.TB, c collector.Collector, families ...string) (string, error) {
-	t.Helper()
-	e := collectortest.Expose(t, context.Background(), c)
-	return e.Families(families...), e.Err
-}
-
-func expect(t *testing.T, got, want string) {
-	t.Helper()
-	want = strings.TrimLeft(want, "\n")
-	if got != want {
-		t.Errorf("metrics differ\n--- got\n%s--- want\n%s", got, want)
-	}
-}
-
-func startBroker(t *testing.T, runtime map[string]string, config string) *rocketmqtest.Broker {
-	t.Helper()
-	b, err := rocketmqtest.NewBroker("127.0.0.1:0", runtime, config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
-}
 
 // defaultFlags gives the flag variables their defaults (kingpin sets
 // them only when it parses a command line) until the test ends.
@@ -833,9 +805,8 @@ func TestBrokersSharingAnAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
 	cfg := collectortest.Config("rocketmq", nil)
-	cfg.Logger = slog.New(h)
+	h := recordLogs(&cfg)
 	clock := time.Unix(1_800_000_000, 0)
 	c := newScraper(cfg, options{Namesrv: []string{ns.Addr()}, Timeout: time.Second, DiscoveryInterval: 30 * time.Second})
 	c.now = func() time.Time { return clock }

@@ -2,9 +2,7 @@ package rocketmq
 
 import (
 	"context"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -58,9 +56,8 @@ func TestDownReasons(t *testing.T) {
 			b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
 			b.Delay(5 * time.Second)
 			addr := tc.setup(b)
-			h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
 			cfg := collectortest.Config("rocketmq", nil)
-			cfg.Logger = slog.New(h)
+			h := recordLogs(&cfg)
 			c := newScraper(cfg, options{Brokers: []string{addr}, Timeout: 500 * time.Millisecond})
 			got, err := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_down_reason")
 			expect(t, got, `
@@ -83,9 +80,8 @@ stall_rocketmq_up{broker="`+addr+`",broker_id="",cluster=""} 0
 // was also restarting); the same reason is not logged again.
 func TestDownReasonFollowsTheBroker(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
-	h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
 	cfg := collectortest.Config("rocketmq", nil)
-	cfg.Logger = slog.New(h)
+	h := recordLogs(&cfg)
 	clock := time.Unix(1_800_000_000, 0)
 	c := newScraper(cfg, options{Brokers: []string{b.Addr()}, Timeout: 500 * time.Millisecond})
 	c.now = func() time.Time { return clock }
@@ -124,9 +120,8 @@ func TestLongRemarkIsBounded(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\n")
 	b.ErrorReply(remoting.SystemError, "\x1b[2J"+strings.Repeat("x", 100_000))
 	b.Inject(rocketmqtest.ErrorReply)
-	h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
 	cfg := collectortest.Config("rocketmq", nil)
-	cfg.Logger = slog.New(h)
+	h := recordLogs(&cfg)
 	c := newScraper(cfg, options{Brokers: []string{b.Addr()}})
 	e := collectortest.Expose(t, context.Background(), c)
 	if e.Err == nil || len(e.Err.Error()) > 1000 || strings.Contains(e.Err.Error(), "\x1b") {
@@ -145,9 +140,8 @@ func TestLongRemarkIsBounded(t *testing.T) {
 func TestConfigRefusedByACL(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\nwarmMapedFileEnable=true\n")
 	b.ErrorReply(remoting.NoPermission, "no permission to GET_BROKER_CONFIG")
-	h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
 	cfg := collectortest.Config("rocketmq", nil)
-	cfg.Logger = slog.New(h)
+	h := recordLogs(&cfg)
 	c := newScraper(cfg, options{Brokers: []string{b.Addr()}})
 	for range 2 {
 		b.Inject(rocketmqtest.None, rocketmqtest.ErrorReply) // runtime info answered, config refused
@@ -183,9 +177,8 @@ func TestPeerTextBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
 	cfg := collectortest.Config("rocketmq", nil)
-	cfg.Logger = slog.New(h)
+	h := recordLogs(&cfg)
 	c := newScraper(cfg, options{Namesrv: []string{ns.Addr()}})
 	e := collectortest.Expose(t, context.Background(), c)
 	expect(t, e.Families("stall_rocketmq_up", "stall_rocketmq_broker_info"), `

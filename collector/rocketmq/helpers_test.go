@@ -1,0 +1,107 @@
+package rocketmq
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+)
+
+// scrape runs one Update and returns the sample lines (no HELP/TYPE) of
+// the named families, in text exposition format.
+func scrape(t testing.TB, c collector.Collector, families ...string) (string, error) {
+	t.Helper()
+	e := collectortest.Expose(t, context.Background(), c)
+	return e.Families(families...), e.Err
+}
+
+func expect(t *testing.T, got, want string) {
+	t.Helper()
+	want = strings.TrimLeft(want, "\n")
+	if got != want {
+		t.Errorf("metrics differ\n--- got\n%s--- want\n%s", got, want)
+	}
+}
+
+// startBroker starts a fake broker on a loopback port, closed when the
+// test ends.
+func startBroker(t *testing.T, runtime map[string]string, config string) *rocketmqtest.Broker {
+	t.Helper()
+	b, err := rocketmqtest.NewBroker("127.0.0.1:0", runtime, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// logRecords is a slog handler that keeps every record at info and above
+// as "LEVEL message key=value …", the logger's own attributes first.
+type logRecords struct {
+	mu    *sync.Mutex
+	recs  *[]string
+	attrs []slog.Attr
+}
+
+// recordLogs makes cfg's logger keep its records in the returned handler.
+func recordLogs(cfg *collector.Config) logRecords {
+	h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
+	cfg.Logger = slog.New(h)
+	return h
+}
+
+func (h logRecords) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h logRecords) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Level.String() + " " + r.Message)
+	add := func(a slog.Attr) bool {
+		b.WriteString(" " + a.Key + "=" + a.Value.String())
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	h.mu.Lock()
+	*h.recs = append(*h.recs, b.String())
+	h.mu.Unlock()
+	return nil
+}
+func (h logRecords) WithAttrs(a []slog.Attr) slog.Handler {
+	h.attrs = append(slices.Clip(h.attrs), a...)
+	return h
+}
+func (h logRecords) WithGroup(string) slog.Handler { return h }
+
+// take returns the records kept since the last take.
+func (h logRecords) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := *h.recs
+	*h.recs = nil
+	return out
+}
+
+// checkLogs compares records by prefix (the err attribute varies) and
+// checks no record carries the secret key of the ACL tests.
+func checkLogs(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	for _, g := range got {
+		if strings.Contains(g, "s3cret") {
+			t.Errorf("%s: log record carries the secret key: %s", what, g)
+		}
+	}
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(want); i++ {
+		ok = strings.HasPrefix(got[i], want[i])
+	}
+	if !ok {
+		t.Errorf("%s: logged\n%s\nwant records starting with\n%s", what, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
