@@ -3,7 +3,6 @@ package rocketmq
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
@@ -27,7 +26,7 @@ func TestImpossibleValuesAreBadInput(t *testing.T) {
 	rt["sendThreadPoolQueueSize"] = "-1"
 	b := startBroker(t, rt, "brokerName=b\nbrokerClusterName=c\nbrokerId=0\nwaitTimeMillsInSendQueue=-200\n")
 	cfg := collectortest.Config("rocketmq", nil)
-	c := newScraper(cfg, options{Brokers: []string{b.Addr()}, SampleInterval: time.Second})
+	c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+b.Addr(), "--rocketmq.sample-interval=1s"))
 	c.sampleOnce(t.Context()) // the sampler reads the same -5
 	c.sampleOnce(t.Context())
 	families := []string{"stall_rocketmq_up", "stall_rocketmq_commitlog_lock_held_seconds",

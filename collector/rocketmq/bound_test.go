@@ -1,6 +1,7 @@
 package rocketmq
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +19,9 @@ import (
 // and does not read its config again. Under the default flags a frame over
 // --rocketmq.max-frame-bytes (4 MiB) is refused and counted.
 func TestProbeBoundsConnections(t *testing.T) {
-	defaultFlags(t)
-	oldAllow := *probeAllowFlag
-	*probeAllowFlag = []string{"127.0.0.1/32"}
+	useFlags(t, "--rocketmq.probe.allowed-targets=127.0.0.1/32")
 	probes.Reset()
-	t.Cleanup(func() { *probeAllowFlag = oldAllow; probes.Reset() })
+	t.Cleanup(probes.Reset)
 	cfg := collectortest.Config("rocketmq", nil)
 
 	brokers := make([]*rocketmqtest.Broker, probeMaxConns+6)
@@ -107,8 +106,8 @@ func TestReplyBudget(t *testing.T) {
 	stalled.Delay(time.Minute)
 	stalled.Inject(rocketmqtest.Announce)                  // 16 MiB announced: its client takes a 64 KiB chunk and waits
 	victim := startBroker(t, rocketmqtest.Runtime49(), "") // no brokerName: labelled by its address
-	cs := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: []string{stalled.Addr()}, MaxFrame: maxFrame, Timeout: time.Second})
-	cv := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: []string{victim.Addr()}, MaxFrame: maxFrame, Timeout: 300 * time.Millisecond})
+	cs := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.broker="+stalled.Addr(), "--rocketmq.max-frame-bytes="+strconv.Itoa(maxFrame), "--rocketmq.timeout=1s"))
+	cv := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.broker="+victim.Addr(), "--rocketmq.max-frame-bytes="+strconv.Itoa(maxFrame), "--rocketmq.timeout=300ms"))
 	done := make(chan struct{})
 	go func() { defer close(done); scrape(t, cs) }()
 	for end := time.Now().Add(5 * time.Second); budget.InUse() < 64<<10 && time.Now().Before(end); {

@@ -37,15 +37,8 @@ func init() {
 // flag value that cannot work is an error, so the exporter refuses to
 // start.
 func newCollector(cfg collector.Config) (collector.Collector, error) {
-	opts, err := optionsFromFlags()
+	opts, err := flags.metricsOptions()
 	if err != nil {
-		return nil, err
-	}
-	opts.LogDir = *logDirFlag
-	if opts.Namesrv, err = normalizeAddrs("--rocketmq.namesrv", splitAddrs(*namesrvFlag)); err != nil {
-		return nil, err
-	}
-	if opts.Brokers, err = normalizeAddrs("--rocketmq.broker", splitAddrs(*brokerFlag)); err != nil {
 		return nil, err
 	}
 	return newScraper(cfg, opts), nil
@@ -73,21 +66,12 @@ type scraper struct {
 }
 
 func newScraper(cfg collector.Config, opts options) *scraper {
-	if opts.Timeout <= 0 {
-		opts.Timeout = 3 * time.Second
-	}
-	if opts.ConfigInterval <= 0 {
-		opts.ConfigInterval = 5 * time.Minute
-	}
-	if opts.DiscoveryInterval <= 0 {
-		opts.DiscoveryInterval = 30 * time.Second
-	}
 	c := &scraper{cfg: cfg, opts: opts, now: time.Now,
 		brokers: map[brokerKey]*broker{}, sharedAddrs: map[string]string{}, namesrvErr: map[string]error{},
 		nsClients: map[string]*remoting.Client{}}
 	for _, ns := range opts.Namesrv {
 		c.nsClients[ns] = remoting.NewClient(ns, remoting.Options{Timeout: opts.Timeout, MaxFrame: opts.MaxFrame,
-			Budget: replyBudget(opts.MaxFrame)})
+			Budget: replyBudget(opts.MaxFrame), Dial: opts.dial})
 	}
 	for _, a := range opts.Brokers {
 		c.brokers[brokerKey{direct: a}] = c.newBroker(a, true, [3]string{"", labelValue(a), ""})
@@ -106,7 +90,7 @@ func (c *scraper) newBroker(addr string, direct bool, labels [3]string) *broker 
 	}
 	b.client = remoting.NewClient(addr, remoting.Options{Timeout: c.opts.Timeout, MaxFrame: c.opts.MaxFrame,
 		Budget: replyBudget(c.opts.MaxFrame), OnBudget: func() { b.budgetRefused.Add(1) },
-		Credentials: c.opts.Credentials})
+		Credentials: c.opts.Credentials, Dial: c.opts.dial})
 	return b
 }
 
@@ -266,9 +250,6 @@ func (c *scraper) sampleOnce(ctx context.Context) {
 	c.refreshTopology(false)
 	brokers := c.knownBrokers()
 	interval := c.opts.SampleInterval
-	if interval <= 0 {
-		interval = time.Second
-	}
 	var wg sync.WaitGroup
 	for _, b := range brokers {
 		now := c.now()

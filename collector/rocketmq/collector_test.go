@@ -23,22 +23,8 @@ import (
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
-// defaultFlags gives the flag variables their defaults (kingpin sets
-// them only when it parses a command line) until the test ends.
-func defaultFlags(t *testing.T) {
-	t.Helper()
-	saved := []any{*timeoutFlag, *sampleFlag, *configIntervalFlag, *discoveryIntervalFlag, *maxFrameFlag, *unlistedRetentionFlag}
-	*timeoutFlag, *sampleFlag, *configIntervalFlag, *discoveryIntervalFlag = 3*time.Second, time.Second, 5*time.Minute, 30*time.Second
-	*maxFrameFlag, *unlistedRetentionFlag = defaultMaxFrame, time.Hour
-	t.Cleanup(func() {
-		*timeoutFlag, *sampleFlag = saved[0].(time.Duration), saved[1].(time.Duration)
-		*configIntervalFlag, *discoveryIntervalFlag = saved[2].(time.Duration), saved[3].(time.Duration)
-		*maxFrameFlag, *unlistedRetentionFlag = saved[4].(int), saved[5].(time.Duration)
-	})
-}
-
 func TestNothingConfiguredIsNoData(t *testing.T) {
-	c := newScraper(collectortest.Config("rocketmq", nil), options{})
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t))
 	if _, err := scrape(t, c); !errors.Is(err, collector.ErrNoData) {
 		t.Errorf("err = %v, want ErrNoData", err)
 	}
@@ -63,7 +49,7 @@ func TestNamesrvDiscovery49(t *testing.T) {
 	ns.SetBinary(true)
 
 	cfg := collectortest.Config("rocketmq", nil)
-	c := newScraper(cfg, options{Namesrv: []string{ns.Addr(), "127.0.0.1:1"}, Timeout: time.Second})
+	c := newScraper(cfg, testOptions(t, "--rocketmq.namesrv="+ns.Addr(), "--rocketmq.namesrv=127.0.0.1:1", "--rocketmq.timeout=1s"))
 	got, err := scrape(t, c,
 		"stall_rocketmq_up", "stall_rocketmq_namesrv_up", "stall_rocketmq_commitlog_lock_held_seconds",
 		"stall_rocketmq_flush_pending_bytes", "stall_rocketmq_transient_store_pool_enabled",
@@ -180,7 +166,7 @@ func TestDirectBroker5(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime5(), config5)
 	b.SetBinary(true)
 	cfg := collectortest.Config("rocketmq", nil)
-	c := newScraper(cfg, options{Brokers: []string{b.Addr()}})
+	c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+b.Addr()))
 	got, err := scrape(t, c, "stall_rocketmq_flush_pending_bytes", "stall_rocketmq_commit_pending_bytes",
 		"stall_rocketmq_transient_store_pool_enabled", "stall_rocketmq_transient_store_buffers_available",
 		"stall_rocketmq_messages_per_second", "stall_rocketmq_broker_config_page_cache_busy_timeout_seconds",
@@ -227,7 +213,7 @@ func TestBadKeysCostOneMetricEach(t *testing.T) {
 	rt["remainHowManyDataToFlush"] = "1.5 XB"
 	b := startBroker(t, rt, "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
 	cfg := collectortest.Config("rocketmq", nil)
-	c := newScraper(cfg, options{Brokers: []string{b.Addr()}})
+	c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+b.Addr()))
 	families := []string{"stall_rocketmq_up", "stall_rocketmq_commitlog_lock_held_seconds", "stall_rocketmq_send_queue_size",
 		"stall_rocketmq_send_queue_capacity", "stall_rocketmq_put_latency_seconds", "stall_rocketmq_commitlog_disk_ratio",
 		"stall_rocketmq_flush_pending_bytes", "stall_rocketmq_runtime_info_errors_total"}
@@ -258,7 +244,7 @@ func TestBrokerFaults(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\n")
 	b.Delay(5 * time.Second)
 	cfg := collectortest.Config("rocketmq", nil)
-	c := newScraper(cfg, options{Brokers: []string{b.Addr()}, Timeout: 300 * time.Millisecond})
+	c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+b.Addr(), "--rocketmq.timeout=300ms"))
 	up := func() string {
 		t.Helper()
 		got, err := scrape(t, c, "stall_rocketmq_up")
@@ -298,7 +284,7 @@ func TestBrokerFaults(t *testing.T) {
 // The background sampler keeps a histogram of pageCacheLockTimeMills.
 func TestLockSampler(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: []string{b.Addr()}, SampleInterval: time.Second})
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.broker="+b.Addr(), "--rocketmq.sample-interval=1s"))
 	for _, ms := range []string{"0", "0", "3", "120", "700", "1200", "15000"} {
 		b.Set("pageCacheLockTimeMills", ms)
 		c.sampleOnce(context.Background())
@@ -348,7 +334,7 @@ stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",cluster="c"} 0
 func TestScrapeEndsSamplerBackoff(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
 	clock := time.Unix(1_800_000_000, 0)
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: []string{b.Addr()}, SampleInterval: time.Second})
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.broker="+b.Addr(), "--rocketmq.sample-interval=1s"))
 	c.now = func() time.Time { return clock }
 	c.sampleOnce(context.Background()) // dial
 	// Five failed samples, each tick after the last backoff: 2, 4, 8, 16, 30 s.
@@ -444,10 +430,7 @@ func TestValueParsers(t *testing.T) {
 
 func TestProbe(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=probed\nbrokerClusterName=c\nbrokerId=0\n")
-	defaultFlags(t)
-	old := *probeAllowFlag
-	defer func() { *probeAllowFlag = old }()
-	*probeAllowFlag = []string{"127.0.0.1"}
+	useFlags(t, "--rocketmq.probe.allowed-targets=127.0.0.1")
 	if _, err := probe(collectortest.Config("rocketmq", nil), "10.9.9.9:10911"); !errors.Is(err, collector.ErrTargetNotAllowed) {
 		t.Errorf("refused target: err = %v", err)
 	}
@@ -471,15 +454,7 @@ func TestACLFile(t *testing.T) {
 	b.RequireACL(&remoting.Credentials{AccessKey: "exporter", SecretKey: "s3cret"})
 	p := filepath.Join(t.TempDir(), "acl")
 	os.WriteFile(p, []byte("accessKey=exporter\nsecretKey=s3cret\n"), 0o600)
-	defaultFlags(t)
-	old := *aclFileFlag
-	defer func() { *aclFileFlag = old }()
-	*aclFileFlag = p
-	opts, err := optionsFromFlags()
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Brokers = []string{b.Addr()}
+	opts := testOptions(t, "--rocketmq.acl-file="+p, "--rocketmq.broker="+b.Addr())
 	got, _ := scrape(t, newScraper(collectortest.Config("rocketmq", nil), opts), "stall_rocketmq_up")
 	expect(t, got, `
 stall_rocketmq_up{broker="b",broker_id="",cluster=""} 1
@@ -528,7 +503,7 @@ func TestRunStopsOnCancel(t *testing.T) {
 	dir := t.TempDir()
 	cfg := collectortest.Config("rocketmq", nil)
 	cfg.Paths.Rootfs = dir
-	c := newScraper(cfg, options{Brokers: []string{b.Addr()}, SampleInterval: 5 * time.Millisecond, LogDir: "/logs"})
+	c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+b.Addr(), "--rocketmq.sample-interval=5ms", "--rocketmq.log-dir=/logs"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
@@ -603,7 +578,7 @@ func BenchmarkSample(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer br.Close()
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: []string{br.Addr()}, SampleInterval: time.Second})
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(b, "--rocketmq.broker="+br.Addr(), "--rocketmq.sample-interval=1s"))
 	ctx := context.Background()
 	c.sampleOnce(ctx) // dial outside the measurement
 	b.ReportAllocs()
@@ -625,7 +600,7 @@ func BenchmarkSample(b *testing.B) {
 // process's resident set (VmRSS) at the same moment, over the RSS before.
 func BenchmarkStalledAnnouncers(b *testing.B) {
 	const peers = 5
-	var addrs []string
+	args := []string{"--rocketmq.timeout=300ms"}
 	var brokers []*rocketmqtest.Broker
 	for range peers {
 		br, err := rocketmqtest.NewBroker("127.0.0.1:0", rocketmqtest.Runtime49(), "brokerName=b\n")
@@ -634,9 +609,9 @@ func BenchmarkStalledAnnouncers(b *testing.B) {
 		}
 		defer br.Close()
 		br.Delay(time.Minute)
-		brokers, addrs = append(brokers, br), append(addrs, br.Addr())
+		brokers, args = append(brokers, br), append(args, "--rocketmq.broker="+br.Addr())
 	}
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: addrs, Timeout: 300 * time.Millisecond})
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(b, args...))
 	var heap, rss float64
 	for i := 0; i < b.N; i++ {
 		sent := 0
@@ -717,7 +692,7 @@ func TestTopologyChangesAndNamesrvOutage(t *testing.T) {
 	}
 	defer ns.Close()
 	clock := time.Unix(1_800_000_000, 0)
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns.Addr()}, DiscoveryInterval: 30 * time.Second})
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.namesrv="+ns.Addr(), "--rocketmq.discovery-interval=30s", "--rocketmq.unlisted-broker-retention=0s"))
 	c.now = func() time.Time { return clock }
 	got, _ := scrape(t, c, "stall_rocketmq_up")
 	expect(t, got, `
@@ -760,7 +735,7 @@ func TestNamesrvBadRepliesCounted(t *testing.T) {
 	defer ns.Close()
 	clock := time.Unix(1_800_000_000, 0)
 	cfg := collectortest.Config("rocketmq", nil)
-	c := newScraper(cfg, options{Namesrv: []string{ns.Addr()}, Timeout: time.Second, DiscoveryInterval: 30 * time.Second})
+	c := newScraper(cfg, testOptions(t, "--rocketmq.namesrv="+ns.Addr(), "--rocketmq.timeout=1s", "--rocketmq.discovery-interval=30s"))
 	c.now = func() time.Time { return clock }
 	scrapeAndEndRound := func() string {
 		t.Helper()
@@ -808,7 +783,8 @@ func TestBrokersSharingAnAddress(t *testing.T) {
 	cfg := collectortest.Config("rocketmq", nil)
 	h := recordLogs(&cfg)
 	clock := time.Unix(1_800_000_000, 0)
-	c := newScraper(cfg, options{Namesrv: []string{ns.Addr()}, Timeout: time.Second, DiscoveryInterval: 30 * time.Second})
+	c := newScraper(cfg, testOptions(t, "--rocketmq.namesrv="+ns.Addr(), "--rocketmq.timeout=1s", "--rocketmq.discovery-interval=30s",
+		"--rocketmq.unlisted-broker-retention=0s"))
 	c.now = func() time.Time { return clock }
 	for range 2 {
 		got, _ := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_broker_info")

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
@@ -39,6 +40,38 @@ func startBroker(t *testing.T, runtime map[string]string, config string) *rocket
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
+}
+
+// parseFlags parses args (none: the defaults) on an application of its
+// own, as main parses the process's command line.
+func parseFlags(t testing.TB, args ...string) *flagValues {
+	t.Helper()
+	app := kingpin.New("test", "")
+	f := registerFlags(app)
+	if _, err := app.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// testOptions are the /metrics collector's options for the command line
+// args.
+func testOptions(t testing.TB, args ...string) options {
+	t.Helper()
+	opts, err := parseFlags(t, args...).metricsOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return opts
+}
+
+// useFlags makes the /probe module read args as the process's flags until
+// the test ends: probe.go reads them at each new target.
+func useFlags(t *testing.T, args ...string) {
+	t.Helper()
+	saved := flags
+	flags = parseFlags(t, args...)
+	t.Cleanup(func() { flags = saved })
 }
 
 // logRecords is a slog handler that keeps every record at info and above

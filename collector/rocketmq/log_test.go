@@ -36,7 +36,7 @@ func newLogRig(t *testing.T, create bool) *logRig {
 }
 
 func (r *logRig) start() {
-	r.c = newScraper(r.cfg, options{LogDir: "/home/rocketmq/logs/rocketmqlogs"})
+	r.c = newScraper(r.cfg, testOptions(r.t, "--rocketmq.log-dir=/home/rocketmq/logs/rocketmqlogs"))
 	r.c.logs.poll()
 }
 

@@ -58,7 +58,7 @@ func TestDownReasons(t *testing.T) {
 			addr := tc.setup(b)
 			cfg := collectortest.Config("rocketmq", nil)
 			h := recordLogs(&cfg)
-			c := newScraper(cfg, options{Brokers: []string{addr}, Timeout: 500 * time.Millisecond})
+			c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+addr, "--rocketmq.timeout=500ms"))
 			got, err := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_down_reason")
 			expect(t, got, `
 stall_rocketmq_down_reason{broker="`+addr+`",broker_id="",cluster="",reason="`+tc.reason+`"} 1
@@ -83,7 +83,7 @@ func TestDownReasonFollowsTheBroker(t *testing.T) {
 	cfg := collectortest.Config("rocketmq", nil)
 	h := recordLogs(&cfg)
 	clock := time.Unix(1_800_000_000, 0)
-	c := newScraper(cfg, options{Brokers: []string{b.Addr()}, Timeout: 500 * time.Millisecond})
+	c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+b.Addr(), "--rocketmq.timeout=500ms"))
 	c.now = func() time.Time { return clock }
 	reasons := func() string {
 		t.Helper()
@@ -122,7 +122,7 @@ func TestLongRemarkIsBounded(t *testing.T) {
 	b.Inject(rocketmqtest.ErrorReply)
 	cfg := collectortest.Config("rocketmq", nil)
 	h := recordLogs(&cfg)
-	c := newScraper(cfg, options{Brokers: []string{b.Addr()}})
+	c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+b.Addr()))
 	e := collectortest.Expose(t, context.Background(), c)
 	if e.Err == nil || len(e.Err.Error()) > 1000 || strings.Contains(e.Err.Error(), "\x1b") {
 		t.Errorf("the scrape's error is %d bytes (or carries the raw ESC), want at most 1000", len(e.Err.Error()))
@@ -142,7 +142,7 @@ func TestConfigRefusedByACL(t *testing.T) {
 	b.ErrorReply(remoting.NoPermission, "no permission to GET_BROKER_CONFIG")
 	cfg := collectortest.Config("rocketmq", nil)
 	h := recordLogs(&cfg)
-	c := newScraper(cfg, options{Brokers: []string{b.Addr()}})
+	c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+b.Addr()))
 	for range 2 {
 		b.Inject(rocketmqtest.None, rocketmqtest.ErrorReply) // runtime info answered, config refused
 		got, err := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_down_reason", "stall_rocketmq_broker_config_info")
@@ -179,7 +179,7 @@ func TestPeerTextBounded(t *testing.T) {
 	defer ns.Close()
 	cfg := collectortest.Config("rocketmq", nil)
 	h := recordLogs(&cfg)
-	c := newScraper(cfg, options{Namesrv: []string{ns.Addr()}})
+	c := newScraper(cfg, testOptions(t, "--rocketmq.namesrv="+ns.Addr()))
 	e := collectortest.Expose(t, context.Background(), c)
 	expect(t, e.Families("stall_rocketmq_up", "stall_rocketmq_broker_info"), `
 stall_rocketmq_broker_info{address="`+good.Addr()+`",broker="a",broker_id="0",cluster="c",version="V4_9_7`+"\uFFFD\uFFFD"+`[0m"} 1

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
@@ -34,14 +33,8 @@ const incident1Replay = "../../alerts/tests/incident-1-broker-gone-with-session.
 // collector fails here.
 func TestIncident1ReplayIsWhatTheCollectorExports(t *testing.T) {
 	want := replaySeries(t, incident1Replay, `stall_rocketmq_up{`)
-	retention, err := time.ParseDuration(kingpin.CommandLine.GetFlag("rocketmq.unlisted-broker-retention").Model().Default[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	discovery, err := time.ParseDuration(kingpin.CommandLine.GetFlag("rocketmq.discovery-interval").Model().Default[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	defaults := parseFlags(t)
+	retention, discovery := *defaults.unlistedRetention, *defaults.discoveryInterval
 	b := startBroker(t, rocketmqtest.Runtime49(), "")
 	listed := []remoting.BrokerAddr{{Cluster: "DefaultCluster", Name: "broker-c", ID: 0, Addr: b.Addr()}}
 	r := newUnlistedRig(t, retention)

@@ -21,8 +21,7 @@ func TestSilentBrokerCostsOneBudget(t *testing.T) {
 	good := startBroker(t, rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
 	silent := collectortest.SilentListener(t)
 	const timeout = time.Second
-	c := newScraper(collectortest.Config("rocketmq", nil), options{
-		Brokers: []string{good.Addr(), silent, "127.0.0.1:2"}, Timeout: timeout})
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.broker="+good.Addr(), "--rocketmq.broker="+silent, "--rocketmq.broker=127.0.0.1:2", "--rocketmq.timeout="+timeout.String()))
 	r := collectortest.Expose(t, context.Background(), c)
 	expect(t, r.Families("stall_rocketmq_up"), `
 stall_rocketmq_up{broker="127.0.0.1:2",broker_id="",cluster=""} 0
@@ -48,7 +47,7 @@ stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 func TestScrapeEndsBeforeContextDeadline(t *testing.T) {
 	good := startBroker(t, rocketmqtest.Runtime5(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
 	silent := collectortest.SilentListener(t)
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: []string{good.Addr(), silent}, Timeout: 10 * time.Second})
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.broker="+good.Addr(), "--rocketmq.broker="+silent, "--rocketmq.timeout=10s"))
 	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
 	defer cancel()
 	r := collectortest.Expose(t, ctx, c)
@@ -68,7 +67,7 @@ func TestSilentNamesrvKeepsBrokerLabels(t *testing.T) {
 	good := startBroker(t, rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
 	ns := collectortest.SilentListener(t)
 	const timeout = time.Second
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns}, Brokers: []string{good.Addr()}, Timeout: timeout})
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.namesrv="+ns, "--rocketmq.broker="+good.Addr(), "--rocketmq.timeout="+timeout.String()))
 	r := collectortest.Expose(t, context.Background(), c)
 	want := `
 stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
@@ -109,8 +108,7 @@ func TestUnansweredNamesrvAskedOncePerScrape(t *testing.T) {
 	for range 500 {
 		ns.Inject(rocketmqtest.Unsupported) // a well-formed refusal, as from a 5.x Proxy
 	}
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns.Addr()}, Timeout: time.Second,
-		SampleInterval: 10 * time.Millisecond})
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.namesrv="+ns.Addr(), "--rocketmq.timeout=1s", "--rocketmq.sample-interval=10ms"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
@@ -132,7 +130,7 @@ func TestSilentNamesrvDelaysOneScrape(t *testing.T) {
 	good := startBroker(t, rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
 	ns := collectortest.SilentListener(t)
 	const timeout = 2 * time.Second
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns}, Brokers: []string{good.Addr()}, Timeout: timeout})
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.namesrv="+ns, "--rocketmq.broker="+good.Addr(), "--rocketmq.timeout="+timeout.String()))
 	first := collectortest.Expose(t, context.Background(), c)
 	c.mu.Lock()
 	running := c.discovering != nil
@@ -169,9 +167,13 @@ func TestManyBadTargetsOneBudget(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(time.Unix(1_800_000_000, 0).UnixNano())
 	const timeout = time.Second
-	brokers := []string{collectortest.SilentListener(t), collectortest.SilentListener(t), collectortest.SilentListener(t), "127.0.0.1:2", "127.0.0.1:3"}
-	c := newScraper(collectortest.Config("rocketmq", nil), options{
-		Namesrv: []string{ns.Addr(), collectortest.SilentListener(t), collectortest.SilentListener(t)}, Brokers: brokers, Timeout: timeout, DiscoveryInterval: 30 * time.Second})
+	var brokers []string
+	for _, a := range []string{collectortest.SilentListener(t), collectortest.SilentListener(t), collectortest.SilentListener(t), "127.0.0.1:2", "127.0.0.1:3"} {
+		brokers = append(brokers, "--rocketmq.broker="+a)
+	}
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, append(brokers,
+		"--rocketmq.namesrv="+ns.Addr(), "--rocketmq.namesrv="+collectortest.SilentListener(t), "--rocketmq.namesrv="+collectortest.SilentListener(t),
+		"--rocketmq.timeout="+timeout.String())...))
 	c.now = func() time.Time { return time.Unix(0, clock.Load()) }
 	for i := range 3 {
 		if i == 1 {
@@ -201,8 +203,10 @@ func TestFailuresLoggedOnTransitions(t *testing.T) {
 	cfg := collectortest.Config("rocketmq", nil)
 	h := recordLogs(&cfg)
 	ns := collectortest.SilentListener(t)
-	c := newScraper(cfg, options{Brokers: []string{b.Addr(), "127.0.0.1:2"}, Namesrv: []string{ns},
-		Timeout: 300 * time.Millisecond, Credentials: cr})
+	opts := testOptions(t, "--rocketmq.broker="+b.Addr(), "--rocketmq.broker=127.0.0.1:2", "--rocketmq.namesrv="+ns,
+		"--rocketmq.timeout=300ms")
+	opts.Credentials = cr
+	c := newScraper(cfg, opts)
 	for range 3 {
 		collectortest.Expose(t, context.Background(), c)
 		c.mu.Lock()
@@ -229,39 +233,36 @@ func TestFailuresLoggedOnTransitions(t *testing.T) {
 	})
 }
 
-// Flag values that cannot work stop the exporter at startup.
+// Flag values that cannot work stop the exporter at startup, each error
+// naming its flag.
 func TestInvalidFlags(t *testing.T) {
+	valid := []string{"--rocketmq.probe.allowed-targets=10.0.0.0/24", "--rocketmq.probe.allowed-targets=*",
+		"--rocketmq.probe.allowed-targets=host", "--rocketmq.probe.allowed-targets=h:10911", "--rocketmq.broker=127.0.0.1:10911"}
+	if _, err := parseFlags(t, valid...).metricsOptions(); err != nil {
+		t.Fatalf("valid flags refused: %v", err)
+	}
 	for _, tc := range []struct {
-		name string
-		set  func()
-		want string
+		name, arg, want string
 	}{
-		{"bad CIDR", func() { *probeAllowFlag = []string{"10.0.0.0/99"} }, "--rocketmq.probe.allowed-targets"},
-		{"bad allowed port", func() { *probeAllowFlag = []string{"10.0.0.1:99999"} }, "--rocketmq.probe.allowed-targets"},
-		{"broker without port", func() { *brokerFlag = []string{"nohostport"} }, "--rocketmq.broker"},
-		{"broker without host", func() { *brokerFlag = []string{":10911"} }, "--rocketmq.broker"},
-		{"broker with a path", func() { *brokerFlag = []string{"127.0.0.1:10911/x"} }, "--rocketmq.broker"},
-		{"bad allowed host", func() { *probeAllowFlag = []string{"bro ker"} }, "--rocketmq.probe.allowed-targets"},
-		{"namesrv bad port", func() { *namesrvFlag = []string{"ns:port"} }, "--rocketmq.namesrv"},
-		{"frame 0", func() { *maxFrameFlag = 0 }, "--rocketmq.max-frame-bytes"},
-		{"frame huge", func() { *maxFrameFlag = 2 << 30 }, "--rocketmq.max-frame-bytes"},
-		{"negative sample", func() { *sampleFlag = -time.Second }, "--rocketmq.sample-interval"},
-		{"timeout 0", func() { *timeoutFlag = 0 }, "--rocketmq.timeout"},
-		{"negative timeout", func() { *timeoutFlag = -time.Second }, "--rocketmq.timeout"},
-		{"config interval 0", func() { *configIntervalFlag = 0 }, "--rocketmq.config-interval"},
-		{"discovery interval 0", func() { *discoveryIntervalFlag = 0 }, "--rocketmq.discovery-interval"},
-		{"negative unlisted retention", func() { *unlistedRetentionFlag = -time.Minute }, "--rocketmq.unlisted-broker-retention"},
+		{"bad CIDR", "--rocketmq.probe.allowed-targets=10.0.0.0/99", "--rocketmq.probe.allowed-targets"},
+		{"bad allowed port", "--rocketmq.probe.allowed-targets=10.0.0.1:99999", "--rocketmq.probe.allowed-targets"},
+		{"broker without port", "--rocketmq.broker=nohostport", "--rocketmq.broker"},
+		{"broker without host", "--rocketmq.broker=:10911", "--rocketmq.broker"},
+		{"broker with a path", "--rocketmq.broker=127.0.0.1:10911/x", "--rocketmq.broker"},
+		{"bad allowed host", "--rocketmq.probe.allowed-targets=bro ker", "--rocketmq.probe.allowed-targets"},
+		{"namesrv bad port", "--rocketmq.namesrv=ns:port", "--rocketmq.namesrv"},
+		{"frame 0", "--rocketmq.max-frame-bytes=0", "--rocketmq.max-frame-bytes"},
+		{"frame huge", "--rocketmq.max-frame-bytes=2147483648", "--rocketmq.max-frame-bytes"},
+		{"negative sample", "--rocketmq.sample-interval=-1s", "--rocketmq.sample-interval"},
+		{"timeout 0", "--rocketmq.timeout=0s", "--rocketmq.timeout"},
+		{"negative timeout", "--rocketmq.timeout=-1s", "--rocketmq.timeout"},
+		{"config interval 0", "--rocketmq.config-interval=0s", "--rocketmq.config-interval"},
+		{"discovery interval 0", "--rocketmq.discovery-interval=0s", "--rocketmq.discovery-interval"},
+		{"negative unlisted retention", "--rocketmq.unlisted-broker-retention=-1m", "--rocketmq.unlisted-broker-retention"},
+		{"missing ACL file", "--rocketmq.acl-file=/nonexistent/acl", "--rocketmq.acl-file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			defaultFlags(t)
-			saved := [3][]string{*probeAllowFlag, *brokerFlag, *namesrvFlag}
-			defer func() { *probeAllowFlag, *brokerFlag, *namesrvFlag = saved[0], saved[1], saved[2] }()
-			*probeAllowFlag, *brokerFlag, *namesrvFlag = []string{"10.0.0.0/24", "*", "host", "h:10911"}, []string{"127.0.0.1:10911"}, nil
-			if _, err := newCollector(collectortest.Config("rocketmq", nil)); err != nil {
-				t.Fatalf("valid flags refused: %v", err)
-			}
-			tc.set()
-			_, err := newCollector(collectortest.Config("rocketmq", nil))
+			_, err := parseFlags(t, append(valid, tc.arg)...).metricsOptions()
 			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one starting with %s", err, tc.want)
 			}
@@ -283,7 +284,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns.Addr()}, Timeout: 2 * time.Second, SampleInterval: time.Second})
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.namesrv="+ns.Addr(), "--rocketmq.timeout=2s", "--rocketmq.sample-interval=1s"))
 	collectortest.Expose(t, context.Background(), c)
 	c.sampleOnce(context.Background())
 	b49.Set("putLatency99", "12")
@@ -305,7 +306,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 func TestFailedConfigReadKeepsLabels(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=direct\nbrokerId=2\nflushDiskType=SYNC_FLUSH\n")
 	clock := time.Unix(1_800_000_000, 0)
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: []string{b.Addr()}, Timeout: time.Second, ConfigInterval: time.Minute})
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.broker="+b.Addr(), "--rocketmq.timeout=1s", "--rocketmq.config-interval=1m"))
 	c.now = func() time.Time { return clock }
 	want := `
 stall_rocketmq_up{broker="direct",broker_id="2",cluster="c"} 1
@@ -347,7 +348,7 @@ func TestEmptyTopologyIsNoError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns.Addr()}, Timeout: time.Second})
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.namesrv="+ns.Addr(), "--rocketmq.timeout=1s"))
 	r := collectortest.Expose(t, context.Background(), c)
 	if r.Err != nil {
 		t.Errorf("err = %v", r.Err)

@@ -33,8 +33,7 @@ func newUnlistedRig(t *testing.T, retention time.Duration, brokers ...remoting.B
 	r := &unlistedRig{t: t, ns: ns, clock: time.Unix(1_800_000_000, 0), logs: logRecords{mu: &sync.Mutex{}, recs: new([]string)}}
 	cfg := collectortest.Config("rocketmq", nil)
 	cfg.Logger = slog.New(r.logs)
-	r.c = newScraper(cfg, options{Namesrv: []string{ns.Addr()}, Timeout: time.Second,
-		DiscoveryInterval: 30 * time.Second, UnlistedRetention: retention})
+	r.c = newScraper(cfg, testOptions(r.t, "--rocketmq.namesrv="+ns.Addr(), "--rocketmq.timeout=1s", "--rocketmq.discovery-interval=30s", "--rocketmq.unlisted-broker-retention="+retention.String()))
 	r.c.now = func() time.Time { return r.clock }
 	return r
 }
