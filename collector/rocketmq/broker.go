@@ -262,10 +262,9 @@ type broker struct {
 	keyErrors     map[string]uint64
 	config        map[string]string
 	configAt      time.Time
-	configDenied  bool      // the last config read was refused by the broker's ACL (logged once)
-	down          bool      // the last scrape's runtime-info request failed
-	downReason    string    // why, as last logged
-	downLogged    time.Time // when the going down or a change of reason was last logged
+	// state logs the broker going down (its runtime info failing) and
+	// answering again; configState its ACL refusing GET_BROKER_CONFIG.
+	state, configState *collector.StateLog
 }
 
 func (b *broker) observeLock(s float64) {
@@ -311,19 +310,16 @@ func (c *scraper) scrapeBroker(ctx context.Context, b *broker, ch chan<- prometh
 	lv := b.labels[:]
 	if err != nil {
 		reason := downReason(err)
-		c.logDown(b, reason, err)
+		b.state.Failed(downMessages[reason]+"; stall_rocketmq_up is 0", reason, err)
 		if remoting.IsBadReply(err) {
-			c.cfg.Problems.Add("rocketmq runtime info reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
+			c.cfg.Problems.Add("rocketmq_runtime_info_reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
 		}
 		upDesc.Send(ch, 0, lv...)
 		downReasonDesc.Send(ch, 1, append(lv[:3:3], reason)...)
 		b.sendState(ch)
 		return fmt.Errorf("broker %s: %s: %w", b.addr, reason, err)
 	}
-	if b.down {
-		c.cfg.Logger.Info("rocketmq broker answering again", "broker", b.addr)
-		b.down = false
-	}
+	b.state.OK("rocketmq broker answering again")
 	// The broker answers again: the sampler's backoff (sampleOnce) ends now,
 	// not when its up to 30 s run out.
 	b.sampleFails, b.nextSample = 0, time.Time{}
@@ -333,48 +329,32 @@ func (c *scraper) scrapeBroker(ctx context.Context, b *broker, ch chan<- prometh
 	return nil
 }
 
-// logDown logs a broker going down at warn, with why; while it stays down,
-// a different reason is logged too, at most once a minute, so a broker
-// whose failures alternate cannot flood the log. b.mu must be held.
-func (c *scraper) logDown(b *broker, reason string, err error) {
-	now := c.now()
-	if !b.down || reason != b.downReason && now.Sub(b.downLogged) >= time.Minute {
-		c.cfg.Logger.Warn(downMessages[reason]+"; stall_rocketmq_up is 0 (logged again when it recovers or, at most once a minute, when the reason changes)",
-			"broker", b.addr, "reason", reason, "err", err)
-		b.downReason, b.downLogged = reason, now
-	}
-	b.down = true
-}
-
 // readConfig reads GET_BROKER_CONFIG; a failure keeps the last config and
 // labels and is retried at the next scrape. A bad reply is also counted as
 // bad input.
 func (c *scraper) readConfig(ctx context.Context, b *broker) {
 	cfg, bad, err := b.client.BrokerConfig(ctx)
 	if bad > 0 {
-		c.cfg.Problems.Add("rocketmq broker config line", bad, fmt.Errorf("broker %s: %d config lines without '='", b.addr, bad))
+		c.cfg.Problems.Add("rocketmq_config_line", bad, fmt.Errorf("broker %s: %d config lines without '='", b.addr, bad))
 	}
 	if remoting.IsBadReply(err) {
-		c.cfg.Problems.Add("rocketmq broker config reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
+		c.cfg.Problems.Add("rocketmq_config_reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var re *remoting.ResponseError
 	if errors.As(err, &re) && responseReason(re) == reasonPermission {
 		// The account may read runtime info but not the config: the
-		// config series and incident 3's alert are missing, so say so once.
-		if !b.configDenied {
-			c.cfg.Logger.Warn("rocketmq broker refused GET_BROKER_CONFIG: access denied (ACL); stall_rocketmq_broker_config_* are absent until the account may read the config (logged once)",
-				"broker", b.addr, "err", err)
-		}
-		b.configDenied = true
+		// config series and incident 3's alert are missing, so say so.
+		b.configState.Failed("rocketmq broker refused GET_BROKER_CONFIG: access denied (ACL); stall_rocketmq_broker_config_* are absent until the account may read the config",
+			reasonPermission, err)
 		return
 	}
 	if err != nil {
 		c.cfg.Logger.Debug("GET_BROKER_CONFIG failed; keeping the last config", "broker", b.addr, "err", err)
 		return
 	}
-	b.configDenied = false
+	b.configState.OK("rocketmq broker answers GET_BROKER_CONFIG again")
 	b.config, b.configAt = cfg, c.now()
 	if b.direct {
 		b.labels = labelsFromConfig(cfg, b.addr)
@@ -400,7 +380,7 @@ func labelValue(s string) string { return collector.LabelValue(s, collector.MaxL
 // keyError counts one missing or bad runtime-info key; b.mu must be held.
 func (b *broker) keyError(problems *collector.Problems, key string, err error) {
 	b.keyErrors[key]++
-	problems.Add("rocketmq runtime-info key "+key, 1, fmt.Errorf("broker %s: %s: %w", b.addr, key, err))
+	problems.Add("rocketmq_runtime_info_key_"+key, 1, fmt.Errorf("broker %s: %s: %w", b.addr, key, err))
 }
 
 var errMissing = errors.New("missing")

@@ -53,25 +53,26 @@ type scraper struct {
 	now  func() time.Time
 
 	mu            sync.Mutex
-	brokers       map[brokerKey]*broker       // discovered by cluster, name and id; named directly by address
-	sharedAddrs   map[string]string           // addresses announced for several brokers, as last logged
-	namesrvErr    map[string]error            // result of the last discovery per name server (nil: answered)
-	nsClients     map[string]*remoting.Client // one reused connection per name server
-	lastDiscovery time.Time                   // start of the last discovery round
-	discovered    bool                        // some round got an answer
-	discovering   chan struct{}               // closed when the running round ends; nil when none runs
-	ready         chan struct{}               // closed at the running round's first answer or its end
-	roundWaited   bool                        // a scrape has waited for the running round
-	roundFailed   bool                        // no name server answered the last finished round
+	brokers       map[brokerKey]*broker // discovered by cluster, name and id; named directly by address
+	sharedAddrs   map[string]string     // addresses announced for several brokers, as last logged
+	namesrvs      map[string]*namesrv   // by address
+	lastDiscovery time.Time             // start of the last discovery round
+	discovered    bool                  // some round got an answer
+	discovering   chan struct{}         // closed when the running round ends; nil when none runs
+	ready         chan struct{}         // closed at the running round's first answer or its end
+	roundWaited   bool                  // a scrape has waited for the running round
+	roundFailed   bool                  // no name server answered the last finished round
 }
 
 func newScraper(cfg collector.Config, opts options) *scraper {
 	c := &scraper{cfg: cfg, opts: opts, now: time.Now,
-		brokers: map[brokerKey]*broker{}, sharedAddrs: map[string]string{}, namesrvErr: map[string]error{},
-		nsClients: map[string]*remoting.Client{}}
-	for _, ns := range opts.Namesrv {
-		c.nsClients[ns] = remoting.NewClient(ns, remoting.Options{Timeout: opts.Timeout, MaxFrame: opts.MaxFrame,
-			Budget: replyBudget(opts.MaxFrame), Dial: opts.dial})
+		brokers: map[brokerKey]*broker{}, sharedAddrs: map[string]string{}, namesrvs: map[string]*namesrv{}}
+	for _, addr := range opts.Namesrv {
+		c.namesrvs[addr] = &namesrv{
+			client: remoting.NewClient(addr, remoting.Options{Timeout: opts.Timeout, MaxFrame: opts.MaxFrame,
+				Budget: replyBudget(opts.MaxFrame), Dial: opts.dial}),
+			state: collector.NewStateLog(cfg.Logger.With("namesrv", addr)),
+		}
 	}
 	for _, a := range opts.Brokers {
 		c.brokers[brokerKey{direct: a}] = c.newBroker(a, true, [3]string{"", labelValue(a), ""})
@@ -83,10 +84,12 @@ func newScraper(cfg collector.Config, opts options) *scraper {
 }
 
 func (c *scraper) newBroker(addr string, direct bool, labels [3]string) *broker {
+	logger := c.cfg.Logger.With("broker", addr)
 	b := &broker{
 		addr: addr, direct: direct, labels: labels,
 		lockCounts: make([]uint64, len(lockBounds)+1),
 		keyErrors:  map[string]uint64{},
+		state:      collector.NewStateLog(logger), configState: collector.NewStateLog(logger),
 	}
 	b.client = remoting.NewClient(addr, remoting.Options{Timeout: c.opts.Timeout, MaxFrame: c.opts.MaxFrame,
 		Budget: replyBudget(c.opts.MaxFrame), OnBudget: func() { b.budgetRefused.Add(1) },
@@ -145,12 +148,12 @@ func (c *scraper) close() {
 func (c *scraper) clients() []*remoting.Client {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	clients := make([]*remoting.Client, 0, len(c.brokers)+len(c.nsClients))
+	clients := make([]*remoting.Client, 0, len(c.brokers)+len(c.namesrvs))
 	for _, b := range c.brokers {
 		clients = append(clients, b.client)
 	}
-	for _, ns := range c.nsClients {
-		clients = append(clients, ns)
+	for _, ns := range c.namesrvs {
+		clients = append(clients, ns.client)
 	}
 	return clients
 }
@@ -273,7 +276,7 @@ func (c *scraper) sampleOnce(ctx context.Context) {
 					return
 				}
 				if remoting.IsBadReply(err) {
-					c.cfg.Problems.Add("rocketmq runtime info reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
+					c.cfg.Problems.Add("rocketmq_runtime_info_reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
 				}
 				b.sampleErrors++
 				b.sampleFails++

@@ -11,9 +11,22 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
+
+// namesrv is one name server.
+type namesrv struct {
+	client *remoting.Client
+	state  *collector.StateLog // it failing and answering again
+	asked  bool                // a discovery round has finished with it; guarded by the scraper's mu
+	err    error               // its result in that round (nil: answered)
+}
+
+// failedLast reports whether the name server failed the last round;
+// c.mu must be held.
+func (ns *namesrv) failedLast() bool { return ns.asked && ns.err != nil }
 
 // refreshTopology starts a discovery round in the background when one is
 // due and none is running: --rocketmq.discovery-interval after the last
@@ -107,8 +120,8 @@ func (c *scraper) knownBrokers() []*broker {
 // soon as only name servers that failed the previous round are still
 // pending; brokers that no answering name server lists are marked unlisted
 // when the round ends (see markUnlisted). When none answers, the last known
-// brokers are kept. A name server going down is logged once at warn, its
-// recovery at info.
+// brokers are kept. A name server failing and answering again is logged
+// through its StateLog.
 func (c *scraper) discover(ctx context.Context, ready func()) {
 	type result struct {
 		ns      string
@@ -126,7 +139,7 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			bs, err := c.nsClients[ns].ClusterInfo(ctx)
+			bs, err := c.namesrvs[ns].client.ClusterInfo(ctx)
 			bs = c.dialable(ns, bs)
 			results[i] = result{ns, bs, err}
 			c.mu.Lock()
@@ -140,7 +153,7 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 			// for name servers known to be down.
 			early := answered && len(pending) > 0
 			for p := range pending {
-				if prev, seen := c.namesrvErr[p]; !seen || prev == nil {
+				if !c.namesrvs[p].failedLast() {
 					early = false
 				}
 			}
@@ -158,22 +171,17 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 	atAddr := map[string][]string{} // the brokers announced at each address
 	failed := 0
 	for _, r := range results {
-		prev, seen := c.namesrvErr[r.ns]
-		c.namesrvErr[r.ns] = r.err
+		ns := c.namesrvs[r.ns]
+		ns.asked, ns.err = true, r.err
 		if r.err != nil {
 			failed++
-			if !seen || prev == nil {
-				c.cfg.Logger.Warn("rocketmq name server failed GET_BROKER_CLUSTER_INFO; the last known brokers are scraped (logged again when it recovers)",
-					"namesrv", r.ns, "reason", downReason(r.err), "err", r.err)
-			}
+			ns.state.Failed("rocketmq name server failed GET_BROKER_CLUSTER_INFO; the last known brokers are scraped", downReason(r.err), r.err)
 			if remoting.IsBadReply(r.err) {
-				c.cfg.Problems.Add("rocketmq cluster info", 1, r.err)
+				c.cfg.Problems.Add("rocketmq_cluster_info_reply", 1, r.err)
 			}
 			continue
 		}
-		if seen && prev != nil {
-			c.cfg.Logger.Info("rocketmq name server answering again", "namesrv", r.ns)
-		}
+		ns.state.OK("rocketmq name server answering again")
 		for _, b := range r.brokers {
 			k := discoveredKey(b)
 			if !found[k] {
@@ -261,7 +269,7 @@ func (c *scraper) dialable(ns string, bs []remoting.BrokerAddr) []remoting.Broke
 	out := bs[:0]
 	for _, b := range bs {
 		if b.Addr == "" || len(b.Addr) > maxAddrLen {
-			c.cfg.Problems.Add("rocketmq cluster info broker address", 1,
+			c.cfg.Problems.Add("rocketmq_cluster_info_address", 1,
 				fmt.Errorf("name server %s: broker %s id %d: an address of %d bytes is not host:port", ns, remote.Shown(b.Name), b.ID, len(b.Addr)))
 			continue
 		}
@@ -322,14 +330,14 @@ func (c *scraper) sendNamesrv(ch chan<- prometheus.Metric) []error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
-	for _, ns := range c.opts.Namesrv {
-		err, ok := c.namesrvErr[ns]
-		if !ok {
+	for _, addr := range c.opts.Namesrv {
+		ns := c.namesrvs[addr]
+		if !ns.asked {
 			continue
 		}
-		namesrvUpDesc.Send(ch, b2f(err == nil), ns)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("name server %s: %w", ns, err))
+		namesrvUpDesc.Send(ch, b2f(ns.err == nil), addr)
+		if ns.err != nil {
+			errs = append(errs, fmt.Errorf("name server %s: %w", addr, ns.err))
 		}
 	}
 	return errs

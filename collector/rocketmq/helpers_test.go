@@ -121,6 +121,19 @@ func (h logRecords) take() []string {
 	return out
 }
 
+// repeats is what collector.StateLog adds to the warning of a failing
+// state.
+const repeats = " (logged again when the reason changes, at most once a minute; repeats at debug level)"
+
+// pipeOptions are testOptions for a scraper whose connections go to the
+// fake servers of n (tests under testing/synctest).
+func pipeOptions(t testing.TB, n *rocketmqtest.Net, args ...string) options {
+	t.Helper()
+	opts := testOptions(t, args...)
+	opts.dial = n.Dial
+	return opts
+}
+
 // checkLogs compares records by prefix (the err attribute varies) and
 // checks no record carries the secret key of the ACL tests.
 func checkLogs(t *testing.T, what string, got, want []string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
@@ -75,41 +76,45 @@ stall_rocketmq_up{broker="`+addr+`",broker_id="",cluster=""} 0
 	}
 }
 
-// The reason is absent while the broker answers, follows it when it
-// changes, and a changed reason is logged (an ACL change on a broker that
-// was also restarting); the same reason is not logged again.
+// The reason is absent while the broker answers and follows it when it
+// changes; a changed reason is logged (an ACL change on a broker that was
+// also restarting), at most once a minute, and the same reason is not
+// logged again.
 func TestDownReasonFollowsTheBroker(t *testing.T) {
-	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
-	cfg := collectortest.Config("rocketmq", nil)
-	h := recordLogs(&cfg)
-	clock := time.Unix(1_800_000_000, 0)
-	c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+b.Addr(), "--rocketmq.timeout=500ms"))
-	c.now = func() time.Time { return clock }
-	reasons := func() string {
-		t.Helper()
-		got, _ := scrape(t, c, "stall_rocketmq_down_reason")
-		clock = clock.Add(15 * time.Second)
-		return got
-	}
-	if got := strings.TrimSpace(reasons()); got != "" {
-		t.Errorf("up: %s", got)
-	}
-	// busy, then alternating with unsupported every 15 s: the change is
-	// logged once, then at most once a minute.
-	b.Inject(rocketmqtest.Busy, rocketmqtest.Busy, rocketmqtest.Unsupported, rocketmqtest.Busy, rocketmqtest.Unsupported,
-		rocketmqtest.Busy, rocketmqtest.Unsupported)
-	for _, want := range []string{"busy", "busy", "unsupported", "busy", "unsupported", "busy", "unsupported"} {
-		if got := reasons(); !strings.Contains(got, `reason="`+want+`"} 1`) {
-			t.Errorf("got %s, want reason %s", got, want)
+	synctest.Test(t, func(t *testing.T) {
+		var n rocketmqtest.Net
+		b := n.Broker("10.0.0.1:10911", rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
+		defer b.Close()
+		cfg := collectortest.Config("rocketmq", nil)
+		h := recordLogs(&cfg)
+		c := newScraper(cfg, pipeOptions(t, &n, "--rocketmq.broker="+b.Addr(), "--rocketmq.timeout=500ms"))
+		defer c.close()
+		reasons := func() string {
+			t.Helper()
+			got, _ := scrape(t, c, "stall_rocketmq_down_reason")
+			time.Sleep(15 * time.Second)
+			return got
 		}
-	}
-	if got := strings.TrimSpace(reasons()); got != "" {
-		t.Errorf("recovered: %s", got)
-	}
-	checkLogs(t, "busy, then alternating with unsupported", h.take(), []string{
-		"WARN rocketmq broker answered GET_BROKER_RUNTIME_INFO with SYSTEM_BUSY;",                                                                                    // 0 s: down
-		"WARN rocketmq broker does not support GET_BROKER_RUNTIME_INFO (REQUEST_CODE_NOT_SUPPORTED): is this a broker's remoting port, not a Proxy or name server?;", // 60 s
-		"INFO rocketmq broker answering again",
+		if got := strings.TrimSpace(reasons()); got != "" {
+			t.Errorf("up: %s", got)
+		}
+		// busy, then alternating with unsupported every 15 s: the change is
+		// logged once, then at most once a minute.
+		b.Inject(rocketmqtest.Busy, rocketmqtest.Busy, rocketmqtest.Unsupported, rocketmqtest.Busy, rocketmqtest.Unsupported,
+			rocketmqtest.Busy, rocketmqtest.Unsupported)
+		for _, want := range []string{"busy", "busy", "unsupported", "busy", "unsupported", "busy", "unsupported"} {
+			if got := reasons(); !strings.Contains(got, `reason="`+want+`"} 1`) {
+				t.Errorf("got %s, want reason %s", got, want)
+			}
+		}
+		if got := strings.TrimSpace(reasons()); got != "" {
+			t.Errorf("recovered: %s", got)
+		}
+		checkLogs(t, "busy, then alternating with unsupported", h.take(), []string{
+			"WARN rocketmq broker answered GET_BROKER_RUNTIME_INFO with SYSTEM_BUSY;",                                                                                    // 15 s: down
+			"WARN rocketmq broker does not support GET_BROKER_RUNTIME_INFO (REQUEST_CODE_NOT_SUPPORTED): is this a broker's remoting port, not a Proxy or name server?;", // 75 s
+			"INFO rocketmq broker answering again",
+		})
 	})
 }
 
@@ -135,8 +140,8 @@ func TestLongRemarkIsBounded(t *testing.T) {
 }
 
 // An account that may read runtime info but not the config: the broker is
-// up, the config series are absent, and that is said once at warn, not
-// hidden at debug (the RocketMQ side of review 1, items 6 and 13).
+// up, the config series are absent, and that is said at warn, not hidden
+// at debug, once while it lasts; the end of it is said at info.
 func TestConfigRefusedByACL(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\nwarmMapedFileEnable=true\n")
 	b.ErrorReply(remoting.NoPermission, "no permission to GET_BROKER_CONFIG")
@@ -154,13 +159,14 @@ stall_rocketmq_up{broker="`+b.Addr()+`",broker_id="",cluster=""} 1
 `)
 	}
 	checkLogs(t, "config refused twice", h.take(), []string{
-		"WARN rocketmq broker refused GET_BROKER_CONFIG: access denied (ACL); stall_rocketmq_broker_config_* are absent until the account may read the config (logged once) broker=" + b.Addr(),
+		"WARN rocketmq broker refused GET_BROKER_CONFIG: access denied (ACL); stall_rocketmq_broker_config_* are absent until the account may read the config" + repeats + " broker=" + b.Addr() + " reason=permission",
 	})
 	// Allowed again: the config is read and labels the broker.
 	got, _ := scrape(t, c, "stall_rocketmq_up")
 	expect(t, got, `
 stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
 `)
+	checkLogs(t, "config allowed again", h.take(), []string{"INFO rocketmq broker answers GET_BROKER_CONFIG again broker=" + b.Addr()})
 }
 
 // Text a name server or broker chooses stays bounded and printable: a

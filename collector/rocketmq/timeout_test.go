@@ -194,8 +194,9 @@ func TestManyBadTargetsOneBudget(t *testing.T) {
 	}
 }
 
-// A broker going down is logged once at warn, its recovery once at info,
-// never each scrape, and never with the ACL secret.
+// A broker or name server going down is logged at warn, its recovery at
+// info (collector.StateLog), never each scrape, and never with the ACL
+// secret.
 func TestFailuresLoggedOnTransitions(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\n")
 	cr := &remoting.Credentials{AccessKey: "exporter", SecretKey: "s3cret-key"}
@@ -218,8 +219,8 @@ func TestFailuresLoggedOnTransitions(t *testing.T) {
 	}
 	got := h.take()
 	want := []string{
-		"WARN " + downMessages[remote.ReasonRefused] + "; stall_rocketmq_up is 0 (logged again when it recovers or, at most once a minute, when the reason changes) broker=127.0.0.1:2 reason=refused",
-		"WARN rocketmq name server failed GET_BROKER_CLUSTER_INFO; the last known brokers are scraped (logged again when it recovers) namesrv=" + ns + " reason=timeout",
+		"WARN " + downMessages[remote.ReasonRefused] + "; stall_rocketmq_up is 0" + repeats + " broker=127.0.0.1:2 reason=refused",
+		"WARN rocketmq name server failed GET_BROKER_CLUSTER_INFO; the last known brokers are scraped" + repeats + " namesrv=" + ns + " reason=timeout",
 	}
 	checkLogs(t, "three scrapes", got, want)
 
@@ -228,7 +229,7 @@ func TestFailuresLoggedOnTransitions(t *testing.T) {
 	collectortest.Expose(t, context.Background(), c)
 	collectortest.Expose(t, context.Background(), c)
 	checkLogs(t, "reset, then recovery", h.take(), []string{
-		"WARN " + downMessages[remote.ReasonNetwork] + "; stall_rocketmq_up is 0 (logged again when it recovers or, at most once a minute, when the reason changes) broker=" + b.Addr() + " reason=network",
+		"WARN " + downMessages[remote.ReasonNetwork] + "; stall_rocketmq_up is 0" + repeats + " broker=" + b.Addr() + " reason=network",
 		"INFO rocketmq broker answering again broker=" + b.Addr(),
 	})
 }
