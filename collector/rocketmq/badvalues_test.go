@@ -12,7 +12,7 @@ import (
 // longer than any broker has run, NaN, infinity — are bad input: counted by
 // key in stall_rocketmq_runtime_info_errors_total and
 // stall_collector_parse_errors_total, and the metric is absent, never a
-// wrong value (review 1, item 10: "-5" was exported as a lock held for
+// wrong value ("-5" was once exported as a lock held for
 // -0.005 s, and fed the sampled histogram a negative sum in le="0";
 // "99999999999999999999" ms became 1e17 s).
 func TestImpossibleValuesAreBadInput(t *testing.T) {

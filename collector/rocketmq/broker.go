@@ -299,7 +299,7 @@ func (c *scraper) scrapeBroker(ctx context.Context, b *broker, ch chan<- prometh
 	kv, err := b.client.RuntimeInfo(ctx)
 	if err == nil {
 		b.mu.Lock()
-		configDue := b.config == nil || c.now().Sub(b.configAt) >= c.opts.ConfigInterval
+		configDue := b.config == nil || time.Now().Sub(b.configAt) >= c.opts.ConfigInterval
 		b.mu.Unlock()
 		if configDue {
 			c.readConfig(ctx, b)
@@ -324,7 +324,7 @@ func (c *scraper) scrapeBroker(ctx context.Context, b *broker, ch chan<- prometh
 	// not when its up to 30 s run out.
 	b.sampleFails, b.nextSample = 0, time.Time{}
 	upDesc.Send(ch, 1, lv...)
-	b.emitRuntime(ch, kv, c.now(), c.cfg.Problems)
+	b.emitRuntime(ch, kv, time.Now(), c.cfg.Problems)
 	b.sendState(ch)
 	return nil
 }
@@ -355,7 +355,7 @@ func (c *scraper) readConfig(ctx context.Context, b *broker) {
 		return
 	}
 	b.configState.OK("rocketmq broker answers GET_BROKER_CONFIG again")
-	b.config, b.configAt = cfg, c.now()
+	b.config, b.configAt = cfg, time.Now()
 	if b.direct {
 		b.labels = labelsFromConfig(cfg, b.addr)
 	}

@@ -50,7 +50,6 @@ type scraper struct {
 	cfg  collector.Config
 	opts options
 	logs *logFollower
-	now  func() time.Time
 
 	mu            sync.Mutex
 	brokers       map[brokerKey]*broker // discovered by cluster, name and id; named directly by address
@@ -65,7 +64,7 @@ type scraper struct {
 }
 
 func newScraper(cfg collector.Config, opts options) *scraper {
-	c := &scraper{cfg: cfg, opts: opts, now: time.Now,
+	c := &scraper{cfg: cfg, opts: opts,
 		brokers: map[brokerKey]*broker{}, sharedAddrs: map[string]string{}, namesrvs: map[string]*namesrv{}}
 	for _, addr := range opts.Namesrv {
 		c.namesrvs[addr] = &namesrv{
@@ -255,7 +254,7 @@ func (c *scraper) sampleOnce(ctx context.Context) {
 	interval := c.opts.SampleInterval
 	var wg sync.WaitGroup
 	for _, b := range brokers {
-		now := c.now()
+		now := time.Now()
 		b.mu.Lock()
 		skip := now.Before(b.nextSample)
 		b.mu.Unlock()
@@ -268,7 +267,7 @@ func (c *scraper) sampleOnce(ctx context.Context) {
 			sctx, cancel := context.WithTimeout(ctx, interval)
 			defer cancel()
 			kv, err := b.client.RuntimeInfo(sctx)
-			now := c.now()
+			now := time.Now()
 			b.mu.Lock()
 			defer b.mu.Unlock()
 			if err != nil {

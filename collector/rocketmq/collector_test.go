@@ -2,7 +2,6 @@ package rocketmq
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -281,79 +280,6 @@ func TestBrokerFaults(t *testing.T) {
 	}
 }
 
-// The background sampler keeps a histogram of pageCacheLockTimeMills.
-func TestLockSampler(t *testing.T) {
-	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
-	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.broker="+b.Addr(), "--rocketmq.sample-interval=1s"))
-	for _, ms := range []string{"0", "0", "3", "120", "700", "1200", "15000"} {
-		b.Set("pageCacheLockTimeMills", ms)
-		c.sampleOnce(context.Background())
-	}
-	got, err := scrape(t, c, "stall_rocketmq_commitlog_lock_held_sampled_seconds", "stall_rocketmq_lock_samples_failed_total")
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect(t, got, `
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0"} 2
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.005"} 3
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.01"} 3
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.05"} 3
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.1"} 3
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.2"} 4
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.5"} 4
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="1"} 5
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="2"} 6
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="5"} 6
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="10"} 6
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="+Inf"} 7
-stall_rocketmq_commitlog_lock_held_sampled_seconds_sum{broker="b",broker_id="0",cluster="c"} 17.023
-stall_rocketmq_commitlog_lock_held_sampled_seconds_count{broker="b",broker_id="0",cluster="c"} 7
-stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",cluster="c"} 0
-`)
-	// A failing broker is counted and then backed off, not redialled every tick.
-	clock := time.Unix(1_800_000_000, 0)
-	c.now = func() time.Time { return clock }
-	b.Inject(rocketmqtest.Reset, rocketmqtest.Reset) // the reused connection, then the one retry on a fresh one
-	c.sampleOnce(context.Background())
-	c.sampleOnce(context.Background()) // within the 2 s backoff: skipped
-	if n := b.RequestCount(remoting.GetBrokerRuntimeInfo); n != 10 {
-		t.Errorf("%d runtime-info requests, want 10 (1 scrape + 7 samples + 1 failed, sent twice: reused connection, then a fresh one; the backed-off tick sends none)", n)
-	}
-	clock = clock.Add(3 * time.Second)
-	c.sampleOnce(context.Background())
-	got, _ = scrape(t, c, "stall_rocketmq_lock_samples_failed_total", "stall_rocketmq_commitlog_lock_held_sampled_seconds")
-	if !strings.Contains(got, `stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",cluster="c"} 1`) ||
-		!strings.Contains(got, `_count{broker="b",broker_id="0",cluster="c"} 8`) {
-		t.Errorf("after a failed and a recovered sample:\n%s", got)
-	}
-}
-
-// A scrape that reaches the broker again ends the sampler's backoff: the
-// next tick samples (issue 11 item 15; sampling used to resume only when
-// the backoff of up to 30 s ran out, 8 s after up 1 in the report).
-func TestScrapeEndsSamplerBackoff(t *testing.T) {
-	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
-	clock := time.Unix(1_800_000_000, 0)
-	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.broker="+b.Addr(), "--rocketmq.sample-interval=1s"))
-	c.now = func() time.Time { return clock }
-	c.sampleOnce(context.Background()) // dial
-	// Five failed samples, each tick after the last backoff: 2, 4, 8, 16, 30 s.
-	for range 5 {
-		b.Inject(rocketmqtest.Garbage) // a bad reply is not retried
-		c.sampleOnce(context.Background())
-		clock = clock.Add(31 * time.Second)
-	}
-	clock = clock.Add(-31 * time.Second).Add(time.Second) // 1 s after the last failure: 29 s of backoff left
-	if got, _ := scrape(t, c, "stall_rocketmq_up"); !strings.HasSuffix(got, "} 1\n") {
-		t.Fatalf("scrape: %s", got)
-	}
-	before := b.RequestCount(remoting.GetBrokerRuntimeInfo)
-	c.sampleOnce(context.Background())
-	if n := b.RequestCount(remoting.GetBrokerRuntimeInfo) - before; n != 1 {
-		t.Errorf("the tick after a scrape reached the broker sent %d samples, want 1 (backoff ended)", n)
-	}
-}
-
 func TestPutHistogramWindows(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	w1 := [13]uint64{1, 2}
@@ -497,36 +423,6 @@ func FuzzRuntimeInfo(f *testing.F) {
 	})
 }
 
-// Run samples in the background until its context ends.
-func TestRunStopsOnCancel(t *testing.T) {
-	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\n")
-	dir := t.TempDir()
-	cfg := collectortest.Config("rocketmq", nil)
-	cfg.Paths.Rootfs = dir
-	c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+b.Addr(), "--rocketmq.sample-interval=5ms", "--rocketmq.log-dir=/logs"))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { c.Run(ctx); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for b.RequestCount(remoting.GetBrokerRuntimeInfo) < 6 {
-		if time.Now().After(deadline) {
-			t.Fatal("the sampler sent fewer than 6 requests in 10 s")
-		}
-		scrape(t, c, "stall_rocketmq_up") // scrapes run concurrently with the sampler (go test -race)
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return after cancel")
-	}
-	got, _ := scrape(t, c, "stall_rocketmq_commitlog_lock_held_sampled_seconds")
-	if !strings.Contains(got, `stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="",cluster="",le="0"}`) {
-		t.Errorf("no samples:\n%s", got)
-	}
-}
-
 // BenchmarkRuntimeInfoDecode: one GET_BROKER_RUNTIME_INFO reply
 // frame (4.9.7 key set, JSON header) decoded, its table parsed, and every
 // metric of the broker produced.
@@ -566,33 +462,6 @@ func BenchmarkRuntimeInfoDecode(b *testing.B) {
 	}
 }
 
-// BenchmarkSample: one background lock sample of one broker over
-// loopback TCP. The test broker runs in the same process, so cpu-ns/op (the
-// process's user+system CPU per sample, from getrusage) counts both the
-// exporter's and the fake broker's side: an upper bound of the exporter's
-// cost. At --rocketmq.sample-interval=1s, the share of one core is
-// cpu-ns/op / 1e9.
-func BenchmarkSample(b *testing.B) {
-	br, err := rocketmqtest.NewBroker("127.0.0.1:0", rocketmqtest.Runtime49(), "brokerName=b\n")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer br.Close()
-	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(b, "--rocketmq.broker="+br.Addr(), "--rocketmq.sample-interval=1s"))
-	ctx := context.Background()
-	c.sampleOnce(ctx) // dial outside the measurement
-	b.ReportAllocs()
-	cpu0 := processCPU()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		c.sampleOnce(ctx)
-	}
-	b.StopTimer()
-	cpu := processCPU() - cpu0
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e9*100, "%core@1s")
-}
-
 // BenchmarkStalledAnnouncers: one scrape of five brokers that each answer
 // with a length word announcing a 16 MiB frame and then stall until the
 // scrape's timeout (issue 11 item 3). heap-MiB is the Go heap in use while
@@ -600,7 +469,7 @@ func BenchmarkSample(b *testing.B) {
 // process's resident set (VmRSS) at the same moment, over the RSS before.
 func BenchmarkStalledAnnouncers(b *testing.B) {
 	const peers = 5
-	args := []string{"--rocketmq.timeout=300ms"}
+	args := []string{"--rocketmq.timeout=300ms", "--rocketmq.max-frame-bytes=16777216"} // the 16 MiB announced are accepted
 	var brokers []*rocketmqtest.Broker
 	for range peers {
 		br, err := rocketmqtest.NewBroker("127.0.0.1:0", rocketmqtest.Runtime49(), "brokerName=b\n")
@@ -614,10 +483,8 @@ func BenchmarkStalledAnnouncers(b *testing.B) {
 	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(b, args...))
 	var heap, rss float64
 	for i := 0; i < b.N; i++ {
-		sent := 0
 		for _, br := range brokers {
 			br.Inject(rocketmqtest.Announce)
-			sent += br.RequestCount(remoting.GetBrokerRuntimeInfo)
 		}
 		runtime.GC()
 		var m0, m1 runtime.MemStats
@@ -625,14 +492,14 @@ func BenchmarkStalledAnnouncers(b *testing.B) {
 		rss0 := vmRSS(b)
 		done := make(chan struct{})
 		go func() { scrape(b, c); close(done) }()
-		for n := 0; n < sent+peers; {
-			time.Sleep(5 * time.Millisecond)
-			n = 0
-			for _, br := range brokers {
-				n += br.RequestCount(remoting.GetBrokerRuntimeInfo)
+		// The announcements are read and the clients wait, each with a
+		// first 64 KiB chunk of the frame taken from the reply budget.
+		collectortest.WaitFor(b, 10*time.Second, "five clients waiting for their frames", func() error {
+			if n := replyBudget(c.opts.MaxFrame).InUse(); n < peers*64<<10 {
+				return fmt.Errorf("%d bytes of frames held", n)
 			}
-		}
-		time.Sleep(50 * time.Millisecond) // the announcements are read and the clients wait
+			return nil
+		})
 		runtime.ReadMemStats(&m1)
 		heap += float64(int64(m1.HeapInuse)-int64(m0.HeapInuse)) / (1 << 20)
 		rss += float64(vmRSS(b)-rss0) / (1 << 20)
@@ -677,152 +544,6 @@ func BenchmarkLogLine(b *testing.B) {
 		l.line("store.log", lock)
 		l.line("watermark.log", water)
 		l.line("store.log", chatter)
-	}
-}
-
-// Discovery follows the topology; when every name server fails the last
-// known brokers are still scraped.
-func TestTopologyChangesAndNamesrvOutage(t *testing.T) {
-	a := startBroker(t, rocketmqtest.Runtime49(), "")
-	b2 := startBroker(t, rocketmqtest.Runtime5(), "")
-	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{
-		{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}, {Cluster: "c", Name: "b", ID: 0, Addr: b2.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	clock := time.Unix(1_800_000_000, 0)
-	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.namesrv="+ns.Addr(), "--rocketmq.discovery-interval=30s", "--rocketmq.unlisted-broker-retention=0s"))
-	c.now = func() time.Time { return clock }
-	got, _ := scrape(t, c, "stall_rocketmq_up")
-	expect(t, got, `
-stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
-stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
-`)
-	// Broker b leaves the topology.
-	ns.SetBrokers([]remoting.BrokerAddr{{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}})
-	clock = clock.Add(31 * time.Second)
-	got, _ = scrape(t, c, "stall_rocketmq_up")
-	expect(t, got, `
-stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
-`)
-	// The name server goes away: broker a is still scraped.
-	ns.Inject(rocketmqtest.Reset, rocketmqtest.Reset) // the reused connection, then the one retry
-	clock = clock.Add(31 * time.Second)
-	got, err = scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_namesrv_up")
-	if err == nil || !strings.Contains(err.Error(), "name server "+ns.Addr()) {
-		t.Errorf("err = %v, want the name server's failure", err)
-	}
-	expect(t, got, `
-stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 0
-stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
-`)
-	if n := ns.RequestCount(remoting.GetBrokerClusterInfo); n != 4 {
-		t.Errorf("%d cluster-info requests, want 4 (the failed discovery was sent twice: reused connection, then a fresh one)", n)
-	}
-}
-
-// Bad replies from a name server — garbage, a length over the limit, noise
-// starting with a 0x7fffffff length, half a frame and a close — are bad
-// input: each is counted in stall_collector_parse_errors_total (issue 11
-// item 13), and the last known brokers are still scraped.
-func TestNamesrvBadRepliesCounted(t *testing.T) {
-	a := startBroker(t, rocketmqtest.Runtime49(), "")
-	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	clock := time.Unix(1_800_000_000, 0)
-	cfg := collectortest.Config("rocketmq", nil)
-	c := newScraper(cfg, testOptions(t, "--rocketmq.namesrv="+ns.Addr(), "--rocketmq.timeout=1s", "--rocketmq.discovery-interval=30s"))
-	c.now = func() time.Time { return clock }
-	scrapeAndEndRound := func() string {
-		t.Helper()
-		got, _ := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_namesrv_up")
-		c.mu.Lock()
-		done := c.discovering
-		c.mu.Unlock()
-		if done != nil {
-			<-done
-		}
-		return got
-	}
-	scrapeAndEndRound()
-	for _, f := range []rocketmqtest.Fault{rocketmqtest.Garbage, rocketmqtest.Huge, rocketmqtest.Noise, rocketmqtest.Truncated} {
-		before := cfg.Problems.Count()
-		ns.Inject(f)
-		clock = clock.Add(31 * time.Second)
-		scrapeAndEndRound()
-		got := scrapeAndEndRound()
-		if d := cfg.Problems.Count() - before; d != 1 {
-			t.Errorf("fault %d from the name server: %d problems counted, want 1", f, d)
-		}
-		if !strings.Contains(got, `stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 0`) ||
-			!strings.Contains(got, `stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1`) {
-			t.Errorf("fault %d: %s", f, got)
-		}
-	}
-}
-
-// A master and a slave that the name server announces at one address are
-// two brokers: each keeps its own series and labels, and the shared address
-// is logged once (issue 11 item 12: they collapsed into one series labelled
-// as the slave, silently).
-func TestBrokersSharingAnAddress(t *testing.T) {
-	b := startBroker(t, rocketmqtest.Runtime49(), "")
-	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{
-		{Cluster: "c", Name: "broker-a", ID: 0, Addr: b.Addr()},
-		{Cluster: "c", Name: "broker-a", ID: 1, Addr: b.Addr()},
-		{Cluster: "c", Name: "broker-b", ID: 0, Addr: "127.0.0.1:2"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	cfg := collectortest.Config("rocketmq", nil)
-	h := recordLogs(&cfg)
-	clock := time.Unix(1_800_000_000, 0)
-	c := newScraper(cfg, testOptions(t, "--rocketmq.namesrv="+ns.Addr(), "--rocketmq.timeout=1s", "--rocketmq.discovery-interval=30s",
-		"--rocketmq.unlisted-broker-retention=0s"))
-	c.now = func() time.Time { return clock }
-	for range 2 {
-		got, _ := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_broker_info")
-		expect(t, got, `
-stall_rocketmq_broker_info{address="`+b.Addr()+`",broker="broker-a",broker_id="0",cluster="c",version="V4_9_7"} 1
-stall_rocketmq_broker_info{address="`+b.Addr()+`",broker="broker-a",broker_id="1",cluster="c",version="V4_9_7"} 1
-stall_rocketmq_up{broker="broker-a",broker_id="0",cluster="c"} 1
-stall_rocketmq_up{broker="broker-a",broker_id="1",cluster="c"} 1
-stall_rocketmq_up{broker="broker-b",broker_id="0",cluster="c"} 0
-`)
-		clock = clock.Add(31 * time.Second) // the second scrape runs a new round: logged only once
-	}
-	var shared []string
-	for _, r := range h.take() {
-		if strings.Contains(r, "one address") {
-			shared = append(shared, r)
-		}
-	}
-	if len(shared) != 1 || !strings.Contains(shared[0], "address="+b.Addr()) ||
-		!strings.Contains(shared[0], "c/broker-a/0") || !strings.Contains(shared[0], "c/broker-a/1") {
-		t.Errorf("want one warning naming the shared address and both brokers, got %q", shared)
-	}
-	// The slave moves to an address of its own: same series, new address.
-	b2 := startBroker(t, rocketmqtest.Runtime5(), "")
-	ns.SetBrokers([]remoting.BrokerAddr{{Cluster: "c", Name: "broker-a", ID: 0, Addr: b.Addr()}, {Cluster: "c", Name: "broker-a", ID: 1, Addr: b2.Addr()}})
-	got, _ := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_broker_info")
-	for _, want := range []string{
-		`stall_rocketmq_broker_info{address="` + b.Addr() + `",broker="broker-a",broker_id="0",cluster="c",version="V4_9_7"} 1`,
-		`stall_rocketmq_broker_info{address="` + b2.Addr() + `",broker="broker-a",broker_id="1",cluster="c",version="V5_3_3"} 1`,
-		`stall_rocketmq_up{broker="broker-a",broker_id="0",cluster="c"} 1`,
-		`stall_rocketmq_up{broker="broker-a",broker_id="1",cluster="c"} 1`,
-	} {
-		if !strings.Contains(got, want+"\n") {
-			t.Errorf("after the slave moved: missing %s in\n%s", want, got)
-		}
-	}
-	if n := strings.Count(got, "\n"); n != 4 {
-		t.Errorf("after the slave moved: %d series, want 4:\n%s", n, got)
 	}
 }
 

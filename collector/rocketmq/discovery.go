@@ -44,7 +44,7 @@ func (c *scraper) refreshTopology(byScrape bool) (<-chan struct{}, bool) {
 	defer c.mu.Unlock()
 	if c.discovering == nil {
 		due := len(c.opts.Namesrv) > 0 &&
-			((c.discovered && c.now().Sub(c.lastDiscovery) >= c.opts.DiscoveryInterval) || (!c.discovered && byScrape))
+			((c.discovered && time.Now().Sub(c.lastDiscovery) >= c.opts.DiscoveryInterval) || (!c.discovered && byScrape))
 		if !due {
 			return nil, false
 		}
@@ -61,7 +61,7 @@ func (c *scraper) refreshTopology(byScrape bool) (<-chan struct{}, bool) {
 func (c *scraper) startRound() {
 	done, ready := make(chan struct{}), make(chan struct{})
 	c.discovering, c.ready, c.roundWaited = done, ready, false
-	c.lastDiscovery = c.now()
+	c.lastDiscovery = time.Now()
 	var once sync.Once
 	markReady := func() { once.Do(func() { close(ready) }) }
 	go func() {
@@ -95,7 +95,7 @@ func discoveredKey(ba remoting.BrokerAddr) brokerKey {
 func (c *scraper) knownBrokers() []*broker {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.dropUnlisted(c.now())
+	c.dropUnlisted(time.Now())
 	keys := make([]brokerKey, 0, len(c.brokers))
 	for k := range c.brokers {
 		keys = append(keys, k)
@@ -218,7 +218,7 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 // its place, with a new broker id) is that process under a new identity:
 // it is dropped at once. c.mu must be held.
 func (c *scraper) markUnlisted(found map[brokerKey]bool, atAddr map[string][]string) {
-	now := c.now()
+	now := time.Now()
 	for k, b := range c.brokers {
 		switch {
 		case b.direct:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
@@ -132,6 +133,49 @@ func pipeOptions(t testing.TB, n *rocketmqtest.Net, args ...string) options {
 	opts := testOptions(t, args...)
 	opts.dial = n.Dial
 	return opts
+}
+
+// pipeBroker starts a fake broker at addr on n, closed when the test
+// ends.
+func pipeBroker(t *testing.T, n *rocketmqtest.Net, addr string, runtime map[string]string, config string) *rocketmqtest.Broker {
+	b := n.Broker(addr, runtime, config)
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// pipeNameServer starts a fake name server at addr on n, closed when the
+// test ends.
+func pipeNameServer(t *testing.T, n *rocketmqtest.Net, addr string, brokers ...remoting.BrokerAddr) *rocketmqtest.NameServer {
+	ns := n.NameServer(addr, brokers)
+	t.Cleanup(func() { ns.Close() })
+	return ns
+}
+
+// pipeSilent starts a server at addr on n that never answers, closed when
+// the test ends, and returns addr.
+func pipeSilent(t *testing.T, n *rocketmqtest.Net, addr string) string {
+	s := n.Silent(addr)
+	t.Cleanup(func() { s.Close() })
+	return addr
+}
+
+// pipeScraper is a scraper of the servers of n, configured by the
+// command line args and closed when the test ends.
+func pipeScraper(t *testing.T, cfg collector.Config, n *rocketmqtest.Net, args ...string) *scraper {
+	t.Helper()
+	c := newScraper(cfg, pipeOptions(t, n, args...))
+	t.Cleanup(c.close)
+	return c
+}
+
+// endRound waits for the discovery round in the background, if one runs.
+func endRound(c *scraper) {
+	c.mu.Lock()
+	done := c.discovering
+	c.mu.Unlock()
+	if done != nil {
+		<-done
+	}
 }
 
 // checkLogs compares records by prefix (the err attribute varies) and

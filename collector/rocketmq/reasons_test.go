@@ -14,8 +14,7 @@ import (
 
 // A broker that is down says why, in stall_rocketmq_down_reason and in the
 // one warning logged when it goes down: an ACL refusal is not "not
-// answering" (review 1, item 13: NO_PERMISSION was logged as "broker not
-// answering").
+// answering" (NO_PERMISSION was once logged as "broker not answering").
 func TestDownReasons(t *testing.T) {
 	aclException := "org.apache.rocketmq.acl.common.AclException: [10003:signature-failed] unable to calculate a request signature. error=Check signature failed for accessKey=exporter, org.apache.rocketmq.acl.plain.PlainAccessValidator.validate(PlainAccessValidator.java:221)"
 	for _, tc := range []struct {
@@ -119,8 +118,8 @@ func TestDownReasonFollowsTheBroker(t *testing.T) {
 }
 
 // A broker's error remark is the peer's text: a 100 KB one must not become
-// a 100 KB log line or error (review 1, item 12: lines of 100,270 and
-// 101,285 characters), and a control character in it stays escaped.
+// a 100 KB log line or error (lines of 100,270 and 101,285 characters were
+// seen), and a control character in it stays escaped.
 func TestLongRemarkIsBounded(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\n")
 	b.ErrorReply(remoting.SystemError, "\x1b[2J"+strings.Repeat("x", 100_000))
@@ -171,7 +170,7 @@ stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
 
 // Text a name server or broker chooses stays bounded and printable: a
 // 100 KB broker address is bad input (counted, logged short), a version
-// with a NUL becomes a label without it (review 1, item 12).
+// with a NUL becomes a label without it.
 func TestPeerTextBounded(t *testing.T) {
 	rt := rocketmqtest.Runtime49()
 	rt["brokerVersionDesc"] = "V4_9_7\x00\x1b[0m" // a NUL and an escape sequence

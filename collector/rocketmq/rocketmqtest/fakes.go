@@ -2,11 +2,15 @@ package rocketmqtest
 
 import (
 	"context"
+	"errors"
+	"io"
 	"maps"
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
@@ -154,5 +158,35 @@ func (n *Net) Dial(_ context.Context, network, addr string) (net.Conn, error) {
 		client.Close()
 		return nil, refused
 	}
-	return client, nil
+	return &pipeConn{Conn: client}, nil
+}
+
+// pipeConn is the client's end of a Net connection. Like a TCP socket,
+// and unlike net.Pipe, it takes a deadline and a write after the server
+// closed the connection (the bytes are lost); the next read says EOF. A client
+// reusing a connection the server closed meanwhile (a restarted broker)
+// sees what it would see on TCP.
+type pipeConn struct {
+	net.Conn
+	closed atomic.Bool
+}
+
+func (c *pipeConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if errors.Is(err, io.ErrClosedPipe) && !c.closed.Load() {
+		return len(p), nil
+	}
+	return n, err
+}
+
+func (c *pipeConn) SetDeadline(t time.Time) error {
+	if err := c.Conn.SetDeadline(t); err != nil && (!errors.Is(err, io.ErrClosedPipe) || c.closed.Load()) {
+		return err
+	}
+	return nil
+}
+
+func (c *pipeConn) Close() error {
+	c.closed.Store(true)
+	return c.Conn.Close()
 }

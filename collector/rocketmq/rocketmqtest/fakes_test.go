@@ -13,7 +13,8 @@ import (
 )
 
 // A Net's servers answer over net.Pipe inside a synctest bubble, where a
-// slow reply and a silent server cost fake time only; an address without a
+// slow reply and a silent server cost fake time only, a connection the
+// server closed looks as it does over TCP, and an address without a
 // server, or a closed one, refuses.
 func TestNetUnderSynctest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -44,6 +45,12 @@ func TestNetUnderSynctest(t *testing.T) {
 		}
 		if silent.RequestCount(remoting.GetBrokerRuntimeInfo) != 1 {
 			t.Errorf("the silent server did not read the request")
+		}
+		// A restarted broker: the client's idle connection was closed, the
+		// request goes out once more on a new one, as over TCP.
+		b.CloseConns()
+		if _, err := c.RuntimeInfo(context.Background()); err != nil || b.Accepted() != 2 {
+			t.Errorf("after the server closed the connection: %v, %d connections accepted, want an answer on a second", err, b.Accepted())
 		}
 		b.Close()
 		for _, addr := range []string{b.Addr(), "10.0.0.3:10911"} {
