@@ -275,18 +275,12 @@ func (b *broker) observeLock(s float64) {
 }
 
 // observeDistribution feeds putMessageDistributeTime into the cumulative
-// histogram; b.mu must be held.
-func (b *broker) observeDistribution(kv map[string]string, now time.Time) bool {
-	v, ok := kv["putMessageDistributeTime"]
-	if !ok {
-		return false
+// histogram; b.mu must be held. A bad value is counted by the scrape that
+// emits the metrics.
+func (b *broker) observeDistribution(kv map[string]string, now time.Time) {
+	if dist, err := parseDistribution(kv["putMessageDistributeTime"]); err == nil {
+		b.put.observe(dist, reportsWindowInProgress(kv["brokerVersionDesc"]), now)
 	}
-	dist, err := parseDistribution(v)
-	if err != nil {
-		return false // counted by the scrape that emits the metrics
-	}
-	b.put.observe(dist, reportsWindowInProgress(kv["brokerVersionDesc"]), now)
-	return true
 }
 
 // scrapeBroker reads one broker's runtime info and, when it answered and
