@@ -213,16 +213,11 @@ func fileReason(err error) string {
 }
 
 func (l *logFollower) send(ch chan<- prometheus.Metric) {
-	l.m.events.Collect(ch)
-	l.m.lines.Collect(ch)
-	l.m.rotations.Collect(ch)
-	l.m.lastTime.Collect(ch)
-	l.m.lockHeld.Collect(ch)
-	l.m.busyHeld.Collect(ch)
-	l.m.putSlow.Collect(ch)
-	l.m.mappedFile.Collect(ch)
-	l.m.queueSize.Collect(ch)
-	l.m.queueWait.Collect(ch)
+	m := l.m
+	for _, c := range []prometheus.Collector{m.events, m.lines, m.rotations, m.lastTime, m.lockHeld, m.busyHeld,
+		m.putSlow, m.mappedFile, m.queueSize, m.queueWait} {
+		c.Collect(ch)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.m.putWindows {
