@@ -10,12 +10,20 @@
 //
 // It registers the "rocketmq" collector and /probe module in its init, so
 // main only imports it.
+//
+// Where things are: collector.go is the scraper and its Update, flags.go
+// the flags and options, discovery.go the rounds that ask the name servers
+// and topology.go the set of brokers they change, broker.go one broker's
+// scrape and state, runtime.go its runtime-info keys as metrics
+// (metrics.go declares them), parse.go the value parsers, sampler.go the
+// background lock sampler, reasons.go why a broker is down, log.go and
+// loglines.go the broker log follower (over internal/logfollow), probe.go
+// the /probe module.
 package rocketmq
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -37,15 +45,8 @@ func init() {
 // flag value that cannot work is an error, so the exporter refuses to
 // start.
 func newCollector(cfg collector.Config) (collector.Collector, error) {
-	opts, err := optionsFromFlags()
+	opts, err := flags.metricsOptions()
 	if err != nil {
-		return nil, err
-	}
-	opts.LogDir = *logDirFlag
-	if opts.Namesrv, err = normalizeAddrs("--rocketmq.namesrv", splitAddrs(*namesrvFlag)); err != nil {
-		return nil, err
-	}
-	if opts.Brokers, err = normalizeAddrs("--rocketmq.broker", splitAddrs(*brokerFlag)); err != nil {
 		return nil, err
 	}
 	return newScraper(cfg, opts), nil
@@ -57,37 +58,28 @@ type scraper struct {
 	cfg  collector.Config
 	opts options
 	logs *logFollower
-	now  func() time.Time
 
 	mu            sync.Mutex
-	brokers       map[brokerKey]*broker       // discovered by cluster, name and id; named directly by address
-	sharedAddrs   map[string]string           // addresses announced for several brokers, as last logged
-	namesrvErr    map[string]error            // result of the last discovery per name server (nil: answered)
-	nsClients     map[string]*remoting.Client // one reused connection per name server
-	lastDiscovery time.Time                   // start of the last discovery round
-	discovered    bool                        // some round got an answer
-	discovering   chan struct{}               // closed when the running round ends; nil when none runs
-	ready         chan struct{}               // closed at the running round's first answer or its end
-	roundWaited   bool                        // a scrape has waited for the running round
-	roundFailed   bool                        // no name server answered the last finished round
+	brokers       map[brokerKey]*broker // discovered by cluster, name and id; named directly by address
+	sharedAddrs   map[string]string     // addresses announced for several brokers, as last logged
+	namesrvs      map[string]*namesrv   // by address
+	lastDiscovery time.Time             // start of the last discovery round
+	discovered    bool                  // some round got an answer
+	discovering   chan struct{}         // closed when the running round ends; nil when none runs
+	ready         chan struct{}         // closed at the running round's first answer or its end
+	roundWaited   bool                  // a scrape has waited for the running round
+	roundFailed   bool                  // no name server answered the last finished round
 }
 
 func newScraper(cfg collector.Config, opts options) *scraper {
-	if opts.Timeout <= 0 {
-		opts.Timeout = 3 * time.Second
-	}
-	if opts.ConfigInterval <= 0 {
-		opts.ConfigInterval = 5 * time.Minute
-	}
-	if opts.DiscoveryInterval <= 0 {
-		opts.DiscoveryInterval = 30 * time.Second
-	}
-	c := &scraper{cfg: cfg, opts: opts, now: time.Now,
-		brokers: map[brokerKey]*broker{}, sharedAddrs: map[string]string{}, namesrvErr: map[string]error{},
-		nsClients: map[string]*remoting.Client{}}
-	for _, ns := range opts.Namesrv {
-		c.nsClients[ns] = remoting.NewClient(ns, remoting.Options{Timeout: opts.Timeout, MaxFrame: opts.MaxFrame,
-			Budget: replyBudget(opts.MaxFrame)})
+	c := &scraper{cfg: cfg, opts: opts,
+		brokers: map[brokerKey]*broker{}, sharedAddrs: map[string]string{}, namesrvs: map[string]*namesrv{}}
+	for _, addr := range opts.Namesrv {
+		c.namesrvs[addr] = &namesrv{
+			client: remoting.NewClient(addr, remoting.Options{Timeout: opts.Timeout, MaxFrame: opts.MaxFrame,
+				Budget: replyBudget(opts.MaxFrame), Dial: opts.dial}),
+			state: collector.NewStateLog(cfg.Logger.With("namesrv", addr)),
+		}
 	}
 	for _, a := range opts.Brokers {
 		c.brokers[brokerKey{direct: a}] = c.newBroker(a, true, [3]string{"", labelValue(a), ""})
@@ -99,14 +91,16 @@ func newScraper(cfg collector.Config, opts options) *scraper {
 }
 
 func (c *scraper) newBroker(addr string, direct bool, labels [3]string) *broker {
+	logger := c.cfg.Logger.With("broker", addr)
 	b := &broker{
 		addr: addr, direct: direct, labels: labels,
 		lockCounts: make([]uint64, len(lockBounds)+1),
 		keyErrors:  map[string]uint64{},
+		state:      collector.NewStateLog(logger), configState: collector.NewStateLog(logger),
 	}
 	b.client = remoting.NewClient(addr, remoting.Options{Timeout: c.opts.Timeout, MaxFrame: c.opts.MaxFrame,
 		Budget: replyBudget(c.opts.MaxFrame), OnBudget: func() { b.budgetRefused.Add(1) },
-		Credentials: c.opts.Credentials})
+		Credentials: c.opts.Credentials, Dial: c.opts.dial})
 	return b
 }
 
@@ -161,12 +155,12 @@ func (c *scraper) close() {
 func (c *scraper) clients() []*remoting.Client {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	clients := make([]*remoting.Client, 0, len(c.brokers)+len(c.nsClients))
+	clients := make([]*remoting.Client, 0, len(c.brokers)+len(c.namesrvs))
 	for _, b := range c.brokers {
 		clients = append(clients, b.client)
 	}
-	for _, ns := range c.nsClients {
-		clients = append(clients, ns)
+	for _, ns := range c.namesrvs {
+		clients = append(clients, ns.client)
 	}
 	return clients
 }
@@ -230,84 +224,4 @@ func (c *scraper) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 		errs = append(errs, errors.New("no broker known yet: the name servers have not answered"))
 	}
 	return errors.Join(append(errs, berrs...)...)
-}
-
-// Run samples pageCacheLockTimeMills every --rocketmq.sample-interval and
-// follows the broker logs, until ctx is done.
-func (c *scraper) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	if c.logs != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.logs.run(ctx, time.Second)
-		}()
-	}
-	if c.remoteConfigured() && c.opts.SampleInterval > 0 {
-		t := time.NewTicker(c.opts.SampleInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				wg.Wait()
-				return
-			case <-t.C:
-				c.sampleOnce(ctx)
-			}
-		}
-	}
-	wg.Wait()
-}
-
-// sampleOnce polls every known broker once, each bounded by the sample
-// interval. A broker that fails is skipped for a backoff of 2^n intervals
-// (up to 30 s) so a dead broker is not redialled every second.
-func (c *scraper) sampleOnce(ctx context.Context) {
-	c.refreshTopology(false)
-	brokers := c.knownBrokers()
-	interval := c.opts.SampleInterval
-	if interval <= 0 {
-		interval = time.Second
-	}
-	var wg sync.WaitGroup
-	for _, b := range brokers {
-		now := c.now()
-		b.mu.Lock()
-		skip := now.Before(b.nextSample)
-		b.mu.Unlock()
-		if skip {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sctx, cancel := context.WithTimeout(ctx, interval)
-			defer cancel()
-			kv, err := b.client.RuntimeInfo(sctx)
-			now := c.now()
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				if remoting.IsBadReply(err) {
-					c.cfg.Problems.Add("rocketmq runtime info reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
-				}
-				b.sampleErrors++
-				b.sampleFails++
-				backoff := interval << min(b.sampleFails, 5)
-				b.nextSample = now.Add(min(backoff, 30*time.Second))
-				return
-			}
-			b.sampleFails, b.nextSample = 0, time.Time{}
-			if v, ok := kv["pageCacheLockTimeMills"]; ok {
-				if s, err := parseMillis(v); err == nil {
-					b.observeLock(s)
-				}
-			}
-			b.observeDistribution(kv, now)
-		}()
-	}
-	wg.Wait()
 }

@@ -1,8 +1,6 @@
 package rocketmq
 
 import (
-	"bytes"
-	"compress/gzip"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,7 +36,7 @@ func newLogRig(t *testing.T, create bool) *logRig {
 }
 
 func (r *logRig) start() {
-	r.c = newScraper(r.cfg, options{LogDir: "/home/rocketmq/logs/rocketmqlogs"})
+	r.c = newScraper(r.cfg, testOptions(r.t, "--rocketmq.log-dir=/home/rocketmq/logs/rocketmqlogs"))
 	r.c.logs.poll()
 }
 
@@ -212,177 +210,37 @@ stall_rocketmq_log_rotations_total{file="watermark.log"} 0
 	}
 }
 
-// Two rotations between two polls: the middle file, created and rotated
-// away entirely between them, is read too (issue 11 item 16: its lines were
-// lost). First logback's plain rename-and-create.
-func TestLogTwoRotationsInOnePollRenamed(t *testing.T) {
-	r := newLogRig(t, true)
-	r.append("store.log", lineChatter)
-	r.append("watermark.log", "")
-	r.start()
-	r.append("store.log", lineLock)
-	r.c.logs.poll()
-	r.append("store.log", lineLock) // the first file's last line, unread at the rotation
-	rename := func(to string) {
-		t.Helper()
-		if err := os.Rename(filepath.Join(r.dir, "store.log"), filepath.Join(r.dir, to)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rename("store.2024-05-06.0.log")
-	r.append("store.log", lineLocks, linePut5) // the middle file
-	rename("store.2024-05-06.1.log")
-	r.append("store.log", lineMapped)
-	got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_rotations_total", "stall_rocketmq_log_lines_total")
-	expect(t, got, `
-stall_rocketmq_log_events_total{event="lock_slow"} 3
-stall_rocketmq_log_events_total{event="mapped_file_slow"} 1
-stall_rocketmq_log_events_total{event="page_cache_busy"} 0
-stall_rocketmq_log_events_total{event="pagecache_rt"} 0
-stall_rocketmq_log_events_total{event="put_slow"} 1
-stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 0
-stall_rocketmq_log_lines_total{file="store.log"} 5
-stall_rocketmq_log_lines_total{file="watermark.log"} 0
-stall_rocketmq_log_rotations_total{file="store.log"} 2
-stall_rocketmq_log_rotations_total{file="watermark.log"} 0
-`)
-	// A third poll finds nothing new: no file is read twice.
-	got = r.scrape("stall_rocketmq_log_lines_total")
-	if !strings.Contains(got, `stall_rocketmq_log_lines_total{file="store.log"} 5`) {
-		t.Errorf("after another poll:\n%s", got)
-	}
-	// The renamed files are compressed later (a time-based policy gzips in
-	// the background), then the current file rotates: the archives of files
-	// already read are not read again.
-	for _, name := range []string{"store.2024-05-06.0.log", "store.2024-05-06.1.log"} {
-		data, err := os.ReadFile(filepath.Join(r.dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		gzipTo(t, filepath.Join(r.dir, name+".gz"), string(data))
-		os.Remove(filepath.Join(r.dir, name))
-	}
-	rename("store.2024-05-06.2.log")
-	r.append("store.log", lineLock)
-	got = r.scrape("stall_rocketmq_log_lines_total", "stall_rocketmq_log_rotations_total")
-	if !strings.Contains(got, `stall_rocketmq_log_lines_total{file="store.log"} 6`) || !strings.Contains(got, `stall_rocketmq_log_rotations_total{file="store.log"} 3`) {
-		t.Errorf("after a third rotation, with the earlier files compressed since:\n%s", got)
-	}
-	if n := r.cfg.Problems.Count(); n != 0 {
-		t.Errorf("%d problems", n)
-	}
-}
-
-// The same with the broker's shipped logback configuration: each rotated
-// file is gzipped into otherdays/store.N.log.gz (the older archives shifted
-// up by one) and deleted before the new store.log is created, so the middle
-// file exists only as an archive.
-func TestLogTwoRotationsInOnePollGzipped(t *testing.T) {
-	r := newLogRig(t, true)
-	r.append("store.log", lineChatter)
-	r.append("watermark.log", "")
-	archives := filepath.Join(r.dir, "otherdays")
-	if err := os.MkdirAll(archives, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// An archive from before the exporter started: never read.
-	gzipTo(t, filepath.Join(archives, "store.1.log.gz"), strings.Repeat(lineLock, 3))
-	r.start()
-	r.append("store.log", lineLock)
-	r.c.logs.poll()
-	r.append("store.log", lineLock)
-	rollover := func() {
-		t.Helper()
-		for i := 9; i >= 1; i-- {
-			os.Rename(filepath.Join(archives, fmt.Sprintf("store.%d.log.gz", i)), filepath.Join(archives, fmt.Sprintf("store.%d.log.gz", i+1)))
-		}
-		data, err := os.ReadFile(filepath.Join(r.dir, "store.log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		gzipTo(t, filepath.Join(archives, "store.1.log.gz"), string(data))
-		if err := os.Remove(filepath.Join(r.dir, "store.log")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rollover()
-	r.append("store.log", lineLocks, linePut5) // the middle file
-	rollover()
-	r.append("store.log", lineMapped)
-	got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_rotations_total", "stall_rocketmq_log_lines_total")
-	expect(t, got, `
-stall_rocketmq_log_events_total{event="lock_slow"} 3
-stall_rocketmq_log_events_total{event="mapped_file_slow"} 1
-stall_rocketmq_log_events_total{event="page_cache_busy"} 0
-stall_rocketmq_log_events_total{event="pagecache_rt"} 0
-stall_rocketmq_log_events_total{event="put_slow"} 1
-stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 0
-stall_rocketmq_log_lines_total{file="store.log"} 5
-stall_rocketmq_log_lines_total{file="watermark.log"} 0
-stall_rocketmq_log_rotations_total{file="store.log"} 2
-stall_rocketmq_log_rotations_total{file="watermark.log"} 0
-`)
-	if n := r.cfg.Problems.Count(); n != 0 {
-		t.Errorf("%d problems", n)
-	}
-}
-
-// gzipTo writes text gzipped to path, as logback's compressor does.
-func gzipTo(t *testing.T, path, text string) {
-	t.Helper()
-	var b bytes.Buffer
-	zw := gzip.NewWriter(&b)
-	zw.Write([]byte(text))
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestLogTruncatedInPlaceAndOverlong(t *testing.T) {
-	r := newLogRig(t, true)
-	r.append("store.log", strings.Repeat(lineChatter, 10))
-	r.append("watermark.log", "")
-	r.start()
-	// copytruncate: same inode, shorter; then new lines. (A file that grows
-	// back past the old offset between two polls cannot be told apart from
-	// one that grew: that case loses the first bytes.)
-	if err := os.Truncate(filepath.Join(r.dir, "store.log"), 0); err != nil {
-		t.Fatal(err)
-	}
-	r.append("store.log", lineLock)
-	r.scrape()
-	// A line longer than the limit is skipped and counted; the next is read.
-	r.append("store.log", "2024-05-06 14:00:00 WARN x - "+strings.Repeat("x", maxLogLine+10)+"\n", lineLocks)
-	got := r.scrape("stall_rocketmq_log_events_total")
-	if !strings.Contains(got, `{event="lock_slow"} 2`) {
-		t.Errorf("events:\n%s", got)
-	}
-	if n := r.cfg.Problems.Count(); n != 2 {
-		t.Errorf("problems = %d, want 2 (truncated in place, overlong line)", n)
-	}
-}
-
+// A missing log directory or file is a state, not bad input: logged when
+// it starts (once for the directory, not per file and not per poll) and
+// when it ends; a file that appears after the start is read whole.
 func TestLogMissingDirAppearsLater(t *testing.T) {
 	r := newLogRig(t, false)
+	logs := recordLogs(&r.cfg)
 	r.start()
 	r.scrape()
 	r.scrape()
-	if n := r.cfg.Problems.Count(); n != 1 {
-		t.Errorf("missing directory counted %d times over 3 polls, want once", n)
-	}
+	checkLogs(t, "no directory, three polls", logs.take(), []string{
+		"WARN rocketmq log dir unreadable; nothing is counted from the broker logs until it can be read (logged again when the reason changes, at most once a minute; repeats at debug level) dir=" + r.dir + " reason=missing",
+	})
 	os.MkdirAll(r.dir, 0o755)
-	r.append("store.log", lineLock) // a file that appears after start is read whole
-	r.scrape()
+	r.append("store.log", lineLock)
 	got := r.scrape("stall_rocketmq_log_events_total")
 	if !strings.Contains(got, `{event="lock_slow"} 1`) {
 		t.Errorf("events:\n%s", got)
 	}
-	// watermark.log still missing: counted once more (another kind), not per poll.
-	if n := r.cfg.Problems.Count(); n != 2 {
-		t.Errorf("problems = %d, want 2", n)
+	r.scrape()
+	// watermark.log is still missing: its own state, logged once.
+	checkLogs(t, "the directory appears with store.log only", logs.take(), []string{
+		"WARN rocketmq log file cannot be read; its lines are not counted until it can (logged again when the reason changes, at most once a minute; repeats at debug level) file=" + filepath.Join(r.dir, "watermark.log") + " reason=missing",
+		"INFO rocketmq log dir readable again dir=" + r.dir,
+	})
+	r.append("watermark.log", "")
+	r.scrape()
+	checkLogs(t, "watermark.log appears", logs.take(), []string{
+		"INFO rocketmq log file read again file=" + filepath.Join(r.dir, "watermark.log"),
+	})
+	if n := r.cfg.Problems.Count(); n != 0 {
+		t.Errorf("problems = %d, want 0: a missing file or directory is not bad input", n)
 	}
 }
 

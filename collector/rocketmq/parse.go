@@ -114,7 +114,7 @@ func parseCount(s string) (float64, error) {
 // boot, a window's put percentile. Each is at most the broker's uptime,
 // and no broker stalls for a week unnoticed: the broker itself fails sends
 // that waited 200 ms, producers give up after 3 s. A larger value is not a
-// measurement (review 1 saw "99999999999999999999" exported as 1e17 s).
+// measurement ("99999999999999999999" was once exported as 1e17 s).
 const maxMillis = 7 * 24 * 3600 * 1000
 
 // parseMillis parses a runtime-info duration in milliseconds into seconds.

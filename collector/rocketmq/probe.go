@@ -49,7 +49,7 @@ func probe(cfg collector.Config, target string) (collector.Collector, error) {
 		return nil, fmt.Errorf("target %w", err)
 	}
 	target = norm
-	allow, err := remote.ParseAllowlist(*probeAllowFlag, "", "")
+	allow, err := remote.ParseAllowlist(*flags.probeAllowed, "", "")
 	if err != nil {
 		return nil, fmt.Errorf("--rocketmq.probe.allowed-targets: %w", err)
 	}

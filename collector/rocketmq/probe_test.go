@@ -15,11 +15,8 @@ import (
 // collector and one connection per broker however the target is spelled.
 func TestProbeTargets(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "")
-	defaultFlags(t)
-	old := *probeAllowFlag
-	defer func() { *probeAllowFlag = old }()
+	useFlags(t, "--rocketmq.probe.allowed-targets=127.0.0.1/32")
 	_, port, _ := strings.Cut(b.Addr(), ":")
-	*probeAllowFlag = []string{"127.0.0.1/32"}
 	cfg := collectortest.Config("rocketmq", nil)
 	for _, bad := range []string{
 		b.Addr() + "/x", b.Addr() + "?a=b", ":0", ":-1", ":99999", b.Addr() + "\x00", "127.0.0.1:99999",

@@ -2,10 +2,9 @@ package rocketmq
 
 import (
 	"context"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
@@ -15,8 +14,7 @@ import (
 
 // A broker that is down says why, in stall_rocketmq_down_reason and in the
 // one warning logged when it goes down: an ACL refusal is not "not
-// answering" (review 1, item 13: NO_PERMISSION was logged as "broker not
-// answering").
+// answering" (NO_PERMISSION was once logged as "broker not answering").
 func TestDownReasons(t *testing.T) {
 	aclException := "org.apache.rocketmq.acl.common.AclException: [10003:signature-failed] unable to calculate a request signature. error=Check signature failed for accessKey=exporter, org.apache.rocketmq.acl.plain.PlainAccessValidator.validate(PlainAccessValidator.java:221)"
 	for _, tc := range []struct {
@@ -58,10 +56,9 @@ func TestDownReasons(t *testing.T) {
 			b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
 			b.Delay(5 * time.Second)
 			addr := tc.setup(b)
-			h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
 			cfg := collectortest.Config("rocketmq", nil)
-			cfg.Logger = slog.New(h)
-			c := newScraper(cfg, options{Brokers: []string{addr}, Timeout: 500 * time.Millisecond})
+			h := recordLogs(&cfg)
+			c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+addr, "--rocketmq.timeout=500ms"))
 			got, err := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_down_reason")
 			expect(t, got, `
 stall_rocketmq_down_reason{broker="`+addr+`",broker_id="",cluster="",reason="`+tc.reason+`"} 1
@@ -78,56 +75,58 @@ stall_rocketmq_up{broker="`+addr+`",broker_id="",cluster=""} 0
 	}
 }
 
-// The reason is absent while the broker answers, follows it when it
-// changes, and a changed reason is logged (an ACL change on a broker that
-// was also restarting); the same reason is not logged again.
+// The reason is absent while the broker answers and follows it when it
+// changes; a changed reason is logged (an ACL change on a broker that was
+// also restarting), at most once a minute, and the same reason is not
+// logged again.
 func TestDownReasonFollowsTheBroker(t *testing.T) {
-	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
-	h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
-	cfg := collectortest.Config("rocketmq", nil)
-	cfg.Logger = slog.New(h)
-	clock := time.Unix(1_800_000_000, 0)
-	c := newScraper(cfg, options{Brokers: []string{b.Addr()}, Timeout: 500 * time.Millisecond})
-	c.now = func() time.Time { return clock }
-	reasons := func() string {
-		t.Helper()
-		got, _ := scrape(t, c, "stall_rocketmq_down_reason")
-		clock = clock.Add(15 * time.Second)
-		return got
-	}
-	if got := strings.TrimSpace(reasons()); got != "" {
-		t.Errorf("up: %s", got)
-	}
-	// busy, then alternating with unsupported every 15 s: the change is
-	// logged once, then at most once a minute.
-	b.Inject(rocketmqtest.Busy, rocketmqtest.Busy, rocketmqtest.Unsupported, rocketmqtest.Busy, rocketmqtest.Unsupported,
-		rocketmqtest.Busy, rocketmqtest.Unsupported)
-	for _, want := range []string{"busy", "busy", "unsupported", "busy", "unsupported", "busy", "unsupported"} {
-		if got := reasons(); !strings.Contains(got, `reason="`+want+`"} 1`) {
-			t.Errorf("got %s, want reason %s", got, want)
+	synctest.Test(t, func(t *testing.T) {
+		var n rocketmqtest.Net
+		b := n.Broker("10.0.0.1:10911", rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\n")
+		defer b.Close()
+		cfg := collectortest.Config("rocketmq", nil)
+		h := recordLogs(&cfg)
+		c := newScraper(cfg, pipeOptions(t, &n, "--rocketmq.broker="+b.Addr(), "--rocketmq.timeout=500ms"))
+		defer c.close()
+		reasons := func() string {
+			t.Helper()
+			got, _ := scrape(t, c, "stall_rocketmq_down_reason")
+			time.Sleep(15 * time.Second)
+			return got
 		}
-	}
-	if got := strings.TrimSpace(reasons()); got != "" {
-		t.Errorf("recovered: %s", got)
-	}
-	checkLogs(t, "busy, then alternating with unsupported", h.take(), []string{
-		"WARN rocketmq broker answered GET_BROKER_RUNTIME_INFO with SYSTEM_BUSY;",                                                                                    // 0 s: down
-		"WARN rocketmq broker does not support GET_BROKER_RUNTIME_INFO (REQUEST_CODE_NOT_SUPPORTED): is this a broker's remoting port, not a Proxy or name server?;", // 60 s
-		"INFO rocketmq broker answering again",
+		if got := strings.TrimSpace(reasons()); got != "" {
+			t.Errorf("up: %s", got)
+		}
+		// busy, then alternating with unsupported every 15 s: the change is
+		// logged once, then at most once a minute.
+		b.Inject(rocketmqtest.Busy, rocketmqtest.Busy, rocketmqtest.Unsupported, rocketmqtest.Busy, rocketmqtest.Unsupported,
+			rocketmqtest.Busy, rocketmqtest.Unsupported)
+		for _, want := range []string{"busy", "busy", "unsupported", "busy", "unsupported", "busy", "unsupported"} {
+			if got := reasons(); !strings.Contains(got, `reason="`+want+`"} 1`) {
+				t.Errorf("got %s, want reason %s", got, want)
+			}
+		}
+		if got := strings.TrimSpace(reasons()); got != "" {
+			t.Errorf("recovered: %s", got)
+		}
+		checkLogs(t, "busy, then alternating with unsupported", h.take(), []string{
+			"WARN rocketmq broker answered GET_BROKER_RUNTIME_INFO with SYSTEM_BUSY;",                                                                                    // 15 s: down
+			"WARN rocketmq broker does not support GET_BROKER_RUNTIME_INFO (REQUEST_CODE_NOT_SUPPORTED): is this a broker's remoting port, not a Proxy or name server?;", // 75 s
+			"INFO rocketmq broker answering again",
+		})
 	})
 }
 
 // A broker's error remark is the peer's text: a 100 KB one must not become
-// a 100 KB log line or error (review 1, item 12: lines of 100,270 and
-// 101,285 characters), and a control character in it stays escaped.
+// a 100 KB log line or error (lines of 100,270 and 101,285 characters were
+// seen), and a control character in it stays escaped.
 func TestLongRemarkIsBounded(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\n")
 	b.ErrorReply(remoting.SystemError, "\x1b[2J"+strings.Repeat("x", 100_000))
 	b.Inject(rocketmqtest.ErrorReply)
-	h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
 	cfg := collectortest.Config("rocketmq", nil)
-	cfg.Logger = slog.New(h)
-	c := newScraper(cfg, options{Brokers: []string{b.Addr()}})
+	h := recordLogs(&cfg)
+	c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+b.Addr()))
 	e := collectortest.Expose(t, context.Background(), c)
 	if e.Err == nil || len(e.Err.Error()) > 1000 || strings.Contains(e.Err.Error(), "\x1b") {
 		t.Errorf("the scrape's error is %d bytes (or carries the raw ESC), want at most 1000", len(e.Err.Error()))
@@ -140,15 +139,14 @@ func TestLongRemarkIsBounded(t *testing.T) {
 }
 
 // An account that may read runtime info but not the config: the broker is
-// up, the config series are absent, and that is said once at warn, not
-// hidden at debug (the RocketMQ side of review 1, items 6 and 13).
+// up, the config series are absent, and that is said at warn, not hidden
+// at debug, once while it lasts; the end of it is said at info.
 func TestConfigRefusedByACL(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\nbrokerClusterName=c\nbrokerId=0\nwarmMapedFileEnable=true\n")
 	b.ErrorReply(remoting.NoPermission, "no permission to GET_BROKER_CONFIG")
-	h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
 	cfg := collectortest.Config("rocketmq", nil)
-	cfg.Logger = slog.New(h)
-	c := newScraper(cfg, options{Brokers: []string{b.Addr()}})
+	h := recordLogs(&cfg)
+	c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+b.Addr()))
 	for range 2 {
 		b.Inject(rocketmqtest.None, rocketmqtest.ErrorReply) // runtime info answered, config refused
 		got, err := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_down_reason", "stall_rocketmq_broker_config_info")
@@ -160,18 +158,19 @@ stall_rocketmq_up{broker="`+b.Addr()+`",broker_id="",cluster=""} 1
 `)
 	}
 	checkLogs(t, "config refused twice", h.take(), []string{
-		"WARN rocketmq broker refused GET_BROKER_CONFIG: access denied (ACL); stall_rocketmq_broker_config_* are absent until the account may read the config (logged once) broker=" + b.Addr(),
+		"WARN rocketmq broker refused GET_BROKER_CONFIG: access denied (ACL); stall_rocketmq_broker_config_* are absent until the account may read the config" + repeats + " broker=" + b.Addr() + " reason=permission",
 	})
 	// Allowed again: the config is read and labels the broker.
 	got, _ := scrape(t, c, "stall_rocketmq_up")
 	expect(t, got, `
 stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
 `)
+	checkLogs(t, "config allowed again", h.take(), []string{"INFO rocketmq broker answers GET_BROKER_CONFIG again broker=" + b.Addr()})
 }
 
 // Text a name server or broker chooses stays bounded and printable: a
 // 100 KB broker address is bad input (counted, logged short), a version
-// with a NUL becomes a label without it (review 1, item 12).
+// with a NUL becomes a label without it.
 func TestPeerTextBounded(t *testing.T) {
 	rt := rocketmqtest.Runtime49()
 	rt["brokerVersionDesc"] = "V4_9_7\x00\x1b[0m" // a NUL and an escape sequence
@@ -183,10 +182,9 @@ func TestPeerTextBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
 	cfg := collectortest.Config("rocketmq", nil)
-	cfg.Logger = slog.New(h)
-	c := newScraper(cfg, options{Namesrv: []string{ns.Addr()}})
+	h := recordLogs(&cfg)
+	c := newScraper(cfg, testOptions(t, "--rocketmq.namesrv="+ns.Addr()))
 	e := collectortest.Expose(t, context.Background(), c)
 	expect(t, e.Families("stall_rocketmq_up", "stall_rocketmq_broker_info"), `
 stall_rocketmq_broker_info{address="`+good.Addr()+`",broker="a",broker_id="0",cluster="c",version="V4_9_7`+"\uFFFD\uFFFD"+`[0m"} 1

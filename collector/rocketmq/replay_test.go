@@ -7,13 +7,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
-	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 )
 
 // incident1Replay is the promtool replay of incident 1, whose
@@ -25,69 +24,64 @@ const incident1Replay = "../../alerts/tests/incident-1-broker-gone-with-session.
 // incident 1's timeline — a name server, a broker that registers, answers
 // for half an hour, then dies with the operator's session and, as a
 // stopping broker does, leaves the name server's list at once — scraping
-// every 15 s on a fake clock with the shipped defaults (discovery every
+// every 15 s under testing/synctest with the shipped defaults (discovery every
 // 30 s, --rocketmq.unlisted-broker-retention), and compares its
 // stall_rocketmq_up series, sample by sample, with the one the replay feeds
 // promtool. The replay used to feed a constant up 0 that the collector
 // never produced (the series vanished within 30 s, so RocketMQBrokerDown
-// could not fire: review 1, item 1); now a replay that drifts from the
-// collector fails here.
+// could not fire); a replay that drifts from the collector fails here.
 func TestIncident1ReplayIsWhatTheCollectorExports(t *testing.T) {
-	want := replaySeries(t, incident1Replay, `stall_rocketmq_up{`)
-	retention, err := time.ParseDuration(kingpin.CommandLine.GetFlag("rocketmq.unlisted-broker-retention").Model().Default[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	discovery, err := time.ParseDuration(kingpin.CommandLine.GetFlag("rocketmq.discovery-interval").Model().Default[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := startBroker(t, rocketmqtest.Runtime49(), "")
-	listed := []remoting.BrokerAddr{{Cluster: "DefaultCluster", Name: "broker-c", ID: 0, Addr: b.Addr()}}
-	r := newUnlistedRig(t, retention)
-	r.c.opts.DiscoveryInterval = discovery
-	const (
-		registered = 10 * time.Second // 13:30:10: the JVM is up and registered
-		sessionEnd = 30 * time.Minute // 14:00:00, just after that scrape
-	)
-	// Run past the broker's drop even if the replay ends before it.
-	steps := max(len(want), int((sessionEnd+retention+2*discovery)/(15*time.Second))) + 8
-	var got []string
-	for step := 0; step < steps; step++ {
-		at := time.Duration(step) * 15 * time.Second
-		if at > registered && at-15*time.Second <= registered {
-			r.ns.SetBrokers(listed)
+	synctest.Test(t, func(t *testing.T) {
+		want := replaySeries(t, incident1Replay, `stall_rocketmq_up{`)
+		defaults := parseFlags(t)
+		retention, discovery := *defaults.unlistedRetention, *defaults.discoveryInterval
+		r := newUnlistedRig(t, retention)
+		r.c.opts.DiscoveryInterval = discovery
+		b := r.broker("10.0.0.1:10911")
+		listed := []remoting.BrokerAddr{{Cluster: "DefaultCluster", Name: "broker-c", ID: 0, Addr: b.Addr()}}
+		const (
+			registered = 10 * time.Second // 13:30:10: the JVM is up and registered
+			sessionEnd = 30 * time.Minute // 14:00:00, just after that scrape
+		)
+		// Run past the broker's drop even if the replay ends before it.
+		steps := max(len(want), int((sessionEnd+retention+2*discovery)/(15*time.Second))) + 8
+		var got []string
+		for step := 0; step < steps; step++ {
+			at := time.Duration(step) * 15 * time.Second
+			if at > registered && at-15*time.Second <= registered {
+				r.ns.SetBrokers(listed)
+			}
+			if at > sessionEnd && at-15*time.Second <= sessionEnd {
+				b.Close()            // SIGHUP: the JVM exits ...
+				r.ns.SetBrokers(nil) // ... and its shutdown hook unregisters it
+			}
+			out := r.scrape("stall_rocketmq_up")
+			v := "_"
+			if _, val, ok := strings.Cut(strings.TrimSpace(out), `broker="broker-c",broker_id="0",cluster="DefaultCluster"} `); ok {
+				v = val
+			}
+			got = append(got, v)
 		}
-		if at > sessionEnd && at-15*time.Second <= sessionEnd {
-			b.Close()            // SIGHUP: the JVM exits ...
-			r.ns.SetBrokers(nil) // ... and its shutdown hook unregisters it
+		// Prometheus marks a series stale at the first scrape without it.
+		seen := false
+		for i, v := range got {
+			if v != "_" {
+				seen = true
+			} else if seen {
+				got[i], seen = "stale", false
+			}
 		}
-		out := r.scrape("stall_rocketmq_up")
-		v := "_"
-		if _, val, ok := strings.Cut(strings.TrimSpace(out), `broker="broker-c",broker_id="0",cluster="DefaultCluster"} `); ok {
-			v = val
+		for len(want) < len(got) {
+			want = append(want, "_")
 		}
-		got = append(got, v)
-	}
-	// Prometheus marks a series stale at the first scrape without it.
-	seen := false
-	for i, v := range got {
-		if v != "_" {
-			seen = true
-		} else if seen {
-			got[i], seen = "stale", false
+		for i := range got {
+			if got[i] != want[i] {
+				t.Errorf("at %s the collector exports %s, the replay feeds %s\ncollector: %s\nreplay:    %s",
+					time.Duration(i)*15*time.Second, got[i], want[i], compact(got), compact(want))
+				break
+			}
 		}
-	}
-	for len(want) < len(got) {
-		want = append(want, "_")
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			t.Errorf("at %s the collector exports %s, the replay feeds %s\ncollector: %s\nreplay:    %s",
-				time.Duration(i)*15*time.Second, got[i], want[i], compact(got), compact(want))
-			break
-		}
-	}
+	})
 }
 
 // replaySeries returns the samples of the one input series of a promtool

@@ -2,11 +2,9 @@ package rocketmq
 
 import (
 	"context"
-	"log/slog"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector/remote"
@@ -16,303 +14,222 @@ import (
 )
 
 // One silent broker and one refusing broker cost only their own up 0: the
-// scrape ends within one --rocketmq.timeout (the silent broker's config is
-// not asked for on top of its runtime info), the healthy broker is fully
+// scrape takes one --rocketmq.timeout (the silent broker's config is not
+// asked for on top of its runtime info), the healthy broker is fully
 // reported, and the collector fails naming both bad brokers.
 func TestSilentBrokerCostsOneBudget(t *testing.T) {
-	good := startBroker(t, rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
-	silent := collectortest.SilentListener(t)
-	const timeout = time.Second
-	c := newScraper(collectortest.Config("rocketmq", nil), options{
-		Brokers: []string{good.Addr(), silent, "127.0.0.1:2"}, Timeout: timeout})
-	r := collectortest.Expose(t, context.Background(), c)
-	expect(t, r.Families("stall_rocketmq_up"), `
-stall_rocketmq_up{broker="127.0.0.1:2",broker_id="",cluster=""} 0
-stall_rocketmq_up{broker="`+silent+`",broker_id="",cluster=""} 0
+	synctest.Test(t, func(t *testing.T) {
+		var n rocketmqtest.Net
+		good := pipeBroker(t, &n, "10.0.0.1:10911", rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
+		silent := pipeSilent(t, &n, "10.0.0.2:10911")
+		const timeout = time.Second
+		c := pipeScraper(t, collectortest.Config("rocketmq", nil), &n,
+			"--rocketmq.broker="+good.Addr(), "--rocketmq.broker="+silent, "--rocketmq.broker=10.0.0.3:10911", "--rocketmq.timeout=1s")
+		r := collectortest.Expose(t, context.Background(), c)
+		expect(t, r.Families("stall_rocketmq_up"), `
+stall_rocketmq_up{broker="10.0.0.2:10911",broker_id="",cluster=""} 0
+stall_rocketmq_up{broker="10.0.0.3:10911",broker_id="",cluster=""} 0
 stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 `)
-	if r.Elapsed < timeout || r.Elapsed > timeout*3/2 {
-		t.Errorf("scrape took %v, want one --rocketmq.timeout (%v), never 2×", r.Elapsed, timeout)
-	}
-	if r.Err == nil || !strings.Contains(r.Err.Error(), "broker "+silent) || !strings.Contains(r.Err.Error(), "broker 127.0.0.1:2") ||
-		strings.Contains(r.Err.Error(), good.Addr()) {
-		t.Errorf("err = %v, want the silent and the refusing broker", r.Err)
-	}
-	if !strings.Contains(r.Text, `stall_rocketmq_put_messages_total{broker="good",broker_id="0",cluster="c"} 1.234567e+06`) {
-		t.Errorf("healthy broker's series missing:\n%s", r.Text)
-	}
+		if r.Elapsed != timeout {
+			t.Errorf("scrape took %v, want one --rocketmq.timeout (%v)", r.Elapsed, timeout)
+		}
+		if r.Err == nil || !strings.Contains(r.Err.Error(), "broker "+silent) || !strings.Contains(r.Err.Error(), "broker 10.0.0.3:10911") ||
+			strings.Contains(r.Err.Error(), good.Addr()) {
+			t.Errorf("err = %v, want the silent and the refusing broker", r.Err)
+		}
+		if !strings.Contains(r.Text, `stall_rocketmq_put_messages_total{broker="good",broker_id="0",cluster="c"} 1.234567e+06`) {
+			t.Errorf("healthy broker's series missing:\n%s", r.Text)
+		}
+	})
 }
 
 // The scrape's own deadline (the exporter's collector timeout, lowered from
 // the Prometheus scrape-timeout header) is kept even when it is shorter than
-// --rocketmq.timeout: Update returns before it, with up 0 for the silent
-// broker and the healthy broker's series.
+// --rocketmq.timeout: Update returns a tenth of it early, with up 0 for the
+// silent broker and the healthy broker's series.
 func TestScrapeEndsBeforeContextDeadline(t *testing.T) {
-	good := startBroker(t, rocketmqtest.Runtime5(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
-	silent := collectortest.SilentListener(t)
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: []string{good.Addr(), silent}, Timeout: 10 * time.Second})
-	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
-	defer cancel()
-	r := collectortest.Expose(t, ctx, c)
-	if !r.InTime {
-		t.Errorf("Update returned after its context ended (%v)", r.Elapsed)
-	}
-	expect(t, r.Families("stall_rocketmq_up"), `
-stall_rocketmq_up{broker="`+silent+`",broker_id="",cluster=""} 0
+	synctest.Test(t, func(t *testing.T) {
+		var n rocketmqtest.Net
+		good := pipeBroker(t, &n, "10.0.0.1:10911", rocketmqtest.Runtime5(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
+		silent := pipeSilent(t, &n, "10.0.0.2:10911")
+		c := pipeScraper(t, collectortest.Config("rocketmq", nil), &n, "--rocketmq.broker="+good.Addr(), "--rocketmq.broker="+silent, "--rocketmq.timeout=10s")
+		ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+		defer cancel()
+		r := collectortest.Expose(t, ctx, c)
+		if !r.InTime || r.Elapsed != 720*time.Millisecond {
+			t.Errorf("Update returned after %v (in time: %v), want 720 ms: 800 ms less a tenth", r.Elapsed, r.InTime)
+		}
+		expect(t, r.Families("stall_rocketmq_up"), `
+stall_rocketmq_up{broker="10.0.0.2:10911",broker_id="",cluster=""} 0
 stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 `)
+	})
 }
 
-// A silent name server delays the first scrape by at most half the budget
-// and later scrapes not at all; the directly named broker keeps its labels
-// from its config and its up reflects its own runtime info only.
+// A silent name server delays the first scrape by half the budget and,
+// once its failure is known, later scrapes not at all; the directly named
+// broker keeps its labels from its config and its up reflects its own
+// runtime info only.
 func TestSilentNamesrvKeepsBrokerLabels(t *testing.T) {
-	good := startBroker(t, rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
-	ns := collectortest.SilentListener(t)
-	const timeout = time.Second
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns}, Brokers: []string{good.Addr()}, Timeout: timeout})
-	r := collectortest.Expose(t, context.Background(), c)
-	want := `
+	synctest.Test(t, func(t *testing.T) {
+		var n rocketmqtest.Net
+		good := pipeBroker(t, &n, "10.0.0.1:10911", rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
+		ns := pipeSilent(t, &n, "10.0.0.9:9876")
+		const timeout = time.Second
+		c := pipeScraper(t, collectortest.Config("rocketmq", nil), &n, "--rocketmq.namesrv="+ns, "--rocketmq.broker="+good.Addr(), "--rocketmq.timeout=1s")
+		r := collectortest.Expose(t, context.Background(), c)
+		expect(t, r.Families("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), `
 stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
-`
-	expect(t, r.Families("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), want)
-	if r.Elapsed > timeout*3/4 {
-		t.Errorf("first scrape took %v, want about half of --rocketmq.timeout (%v)", r.Elapsed, timeout)
-	}
-	// Let the discovery round time out, then scrape again: no wait now.
-	c.mu.Lock()
-	done := c.discovering
-	c.mu.Unlock()
-	if done != nil {
-		<-done
-	}
-	r = collectortest.Expose(t, context.Background(), c)
-	expect(t, r.Families("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), `
+`)
+		if r.Elapsed != timeout/2 {
+			t.Errorf("first scrape took %v, want half of --rocketmq.timeout (%v)", r.Elapsed, timeout)
+		}
+		endRound(c) // the discovery round times out
+		r = collectortest.Expose(t, context.Background(), c)
+		expect(t, r.Families("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), `
 stall_rocketmq_namesrv_up{namesrv="`+ns+`"} 0
 stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 `)
-	if r.Elapsed > timeout/4 {
-		t.Errorf("scrape after the name server failed took %v, want no wait for it", r.Elapsed)
-	}
-	if r.Err == nil || !strings.Contains(r.Err.Error(), "name server "+ns) {
-		t.Errorf("err = %v, want the silent name server", r.Err)
-	}
-}
-
-// Until a name server has answered, it is asked once per scrape, never by
-// the background sampler's ticks (issue 11 item 14: 12 requests in 10 s with
-// two scrapes, one per 1 s tick).
-func TestUnansweredNamesrvAskedOncePerScrape(t *testing.T) {
-	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	for range 500 {
-		ns.Inject(rocketmqtest.Unsupported) // a well-formed refusal, as from a 5.x Proxy
-	}
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns.Addr()}, Timeout: time.Second,
-		SampleInterval: 10 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { c.Run(ctx); close(done) }()
-	for range 2 {
-		collectortest.Expose(t, context.Background(), c)
-		time.Sleep(300 * time.Millisecond) // about 30 sampler ticks
-	}
-	cancel()
-	<-done
-	if n := ns.RequestCount(remoting.GetBrokerClusterInfo); n != 2 {
-		t.Errorf("name server asked %d times over 2 scrapes and ~60 sampler ticks, want 2 (once per scrape)", n)
-	}
+		if r.Elapsed != 0 {
+			t.Errorf("scrape after the name server failed took %v, want no wait for it", r.Elapsed)
+		}
+		if r.Err == nil || !strings.Contains(r.Err.Error(), "name server "+ns) {
+			t.Errorf("err = %v, want the silent name server", r.Err)
+		}
+	})
 }
 
 // A name server that never answers delays at most one scrape: a scrape
 // that comes while the round it delayed is still running does not wait
-// for it again (issue 11 item 14).
+// for it again.
 func TestSilentNamesrvDelaysOneScrape(t *testing.T) {
-	good := startBroker(t, rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
-	ns := collectortest.SilentListener(t)
-	const timeout = 2 * time.Second
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns}, Brokers: []string{good.Addr()}, Timeout: timeout})
-	first := collectortest.Expose(t, context.Background(), c)
-	c.mu.Lock()
-	running := c.discovering != nil
-	c.mu.Unlock()
-	if !running {
-		t.Fatal("the discovery round ended before the second scrape: the test proves nothing")
-	}
-	second := collectortest.Expose(t, context.Background(), c) // the first round is still waiting for the name server
-	if first.Elapsed < timeout/4 {
-		t.Errorf("first scrape took %v: it should wait for the name server's first answer for a while", first.Elapsed)
-	}
-	if second.Elapsed > timeout/8 {
-		t.Errorf("second scrape took %v, want no wait for a round that already delayed a scrape", second.Elapsed)
-	}
-	for i, r := range []collectortest.Exposition{first, second} {
-		if !strings.Contains(r.Families("stall_rocketmq_up"), `stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1`) {
-			t.Errorf("scrape %d: %s", i+1, r.Families("stall_rocketmq_up"))
+	synctest.Test(t, func(t *testing.T) {
+		var n rocketmqtest.Net
+		good := pipeBroker(t, &n, "10.0.0.1:10911", rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=good\nbrokerId=0\n")
+		ns := pipeSilent(t, &n, "10.0.0.9:9876")
+		const timeout = 2 * time.Second
+		c := pipeScraper(t, collectortest.Config("rocketmq", nil), &n, "--rocketmq.namesrv="+ns, "--rocketmq.broker="+good.Addr(), "--rocketmq.timeout=2s")
+		first := collectortest.Expose(t, context.Background(), c)
+		second := collectortest.Expose(t, context.Background(), c) // the first round still waits for the name server
+		if first.Elapsed != timeout/2 {
+			t.Errorf("first scrape took %v, want half of --rocketmq.timeout waiting for the name server's first answer", first.Elapsed)
 		}
-	}
+		if second.Elapsed != 0 {
+			t.Errorf("second scrape took %v, want no wait for a round that already delayed a scrape", second.Elapsed)
+		}
+		for i, r := range []collectortest.Exposition{first, second} {
+			if !strings.Contains(r.Families("stall_rocketmq_up"), `stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1`) {
+				t.Errorf("scrape %d: %s", i+1, r.Families("stall_rocketmq_up"))
+			}
+		}
+	})
 }
 
 // Brokers found through a name server keep their labels when the name
 // server later stops answering; five bad brokers and two silent name
 // servers still end the scrape within one --rocketmq.timeout.
 func TestManyBadTargetsOneBudget(t *testing.T) {
-	good := startBroker(t, rocketmqtest.Runtime49(), "")
-	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", []remoting.BrokerAddr{{Cluster: "c", Name: "good", ID: 1, Addr: good.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	ns.Delay(time.Minute)
-	// The clock is read by the discovery rounds, which run in the background.
-	var clock atomic.Int64
-	clock.Store(time.Unix(1_800_000_000, 0).UnixNano())
-	const timeout = time.Second
-	brokers := []string{collectortest.SilentListener(t), collectortest.SilentListener(t), collectortest.SilentListener(t), "127.0.0.1:2", "127.0.0.1:3"}
-	c := newScraper(collectortest.Config("rocketmq", nil), options{
-		Namesrv: []string{ns.Addr(), collectortest.SilentListener(t), collectortest.SilentListener(t)}, Brokers: brokers, Timeout: timeout, DiscoveryInterval: 30 * time.Second})
-	c.now = func() time.Time { return time.Unix(0, clock.Load()) }
-	for i := range 3 {
-		if i == 1 {
-			ns.Inject(rocketmqtest.Slow) // the name server hangs from the second round on
-			clock.Add(int64(31 * time.Second))
+	synctest.Test(t, func(t *testing.T) {
+		var n rocketmqtest.Net
+		good := pipeBroker(t, &n, "10.0.0.1:10911", rocketmqtest.Runtime49(), "")
+		ns := pipeNameServer(t, &n, "10.0.0.9:9876", remoting.BrokerAddr{Cluster: "c", Name: "good", ID: 1, Addr: good.Addr()})
+		ns.Delay(time.Minute)
+		const timeout = time.Second
+		args := []string{"--rocketmq.timeout=1s", "--rocketmq.discovery-interval=30s", "--rocketmq.namesrv=" + ns.Addr(),
+			"--rocketmq.namesrv=" + pipeSilent(t, &n, "10.0.0.10:9876"), "--rocketmq.namesrv=" + pipeSilent(t, &n, "10.0.0.11:9876"),
+			"--rocketmq.broker=10.0.0.5:10911", "--rocketmq.broker=10.0.0.6:10911"} // nothing listens there
+		for _, a := range []string{"10.0.0.2:10911", "10.0.0.3:10911", "10.0.0.4:10911"} {
+			args = append(args, "--rocketmq.broker="+pipeSilent(t, &n, a))
 		}
-		r := collectortest.Expose(t, context.Background(), c)
-		up := r.Families("stall_rocketmq_up")
-		if !strings.Contains(up, "stall_rocketmq_up{broker=\"good\",broker_id=\"1\",cluster=\"c\"} 1\n") {
-			t.Errorf("scrape %d: healthy broker missing or down:\n%s", i, up)
+		c := pipeScraper(t, collectortest.Config("rocketmq", nil), &n, args...)
+		for i := range 3 {
+			if i == 1 {
+				ns.Inject(rocketmqtest.Slow) // the name server hangs from the second round on
+				time.Sleep(31 * time.Second)
+			}
+			r := collectortest.Expose(t, context.Background(), c)
+			up := r.Families("stall_rocketmq_up")
+			if !strings.Contains(up, "stall_rocketmq_up{broker=\"good\",broker_id=\"1\",cluster=\"c\"} 1\n") {
+				t.Errorf("scrape %d: healthy broker missing or down:\n%s", i, up)
+			}
+			if n := strings.Count(up, "} 0\n"); n != 5 {
+				t.Errorf("scrape %d: %d brokers up 0, want 5", i, n)
+			}
+			if r.Elapsed != timeout {
+				t.Errorf("scrape %d took %v, want one --rocketmq.timeout (%v)", i, r.Elapsed, timeout)
+			}
 		}
-		if n := strings.Count(up, "} 0\n"); n != 5 {
-			t.Errorf("scrape %d: %d brokers up 0, want 5", i, n)
-		}
-		if r.Elapsed > timeout*3/2 {
-			t.Errorf("scrape %d took %v, want about --rocketmq.timeout (%v)", i, r.Elapsed, timeout)
-		}
-	}
-}
-
-// logRecords is a slog handler that keeps every record at info and above.
-type logRecords struct {
-	mu   *sync.Mutex
-	recs *[]string
-}
-
-func (h logRecords) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
-func (h logRecords) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Level.String() + " " + r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		b.WriteString(" " + a.Key + "=" + a.Value.String())
-		return true
 	})
-	h.mu.Lock()
-	*h.recs = append(*h.recs, b.String())
-	h.mu.Unlock()
-	return nil
-}
-func (h logRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h logRecords) WithGroup(string) slog.Handler      { return h }
-
-func (h logRecords) take() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := *h.recs
-	*h.recs = nil
-	return out
 }
 
-// A broker going down is logged once at warn, its recovery once at info,
-// never each scrape, and never with the ACL secret.
+// A broker or name server going down is logged at warn, its recovery at
+// info (collector.StateLog), never each scrape, and never with the ACL
+// secret.
 func TestFailuresLoggedOnTransitions(t *testing.T) {
-	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\n")
-	cr := &remoting.Credentials{AccessKey: "exporter", SecretKey: "s3cret-key"}
-	b.RequireACL(cr)
-	h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
-	cfg := collectortest.Config("rocketmq", nil)
-	cfg.Logger = slog.New(h)
-	ns := collectortest.SilentListener(t)
-	c := newScraper(cfg, options{Brokers: []string{b.Addr(), "127.0.0.1:2"}, Namesrv: []string{ns},
-		Timeout: 300 * time.Millisecond, Credentials: cr})
-	for range 3 {
-		collectortest.Expose(t, context.Background(), c)
-		c.mu.Lock()
-		done := c.discovering
-		c.mu.Unlock()
-		if done != nil {
-			<-done
+	synctest.Test(t, func(t *testing.T) {
+		var n rocketmqtest.Net
+		b := pipeBroker(t, &n, "10.0.0.1:10911", rocketmqtest.Runtime49(), "brokerName=b\n")
+		cr := &remoting.Credentials{AccessKey: "exporter", SecretKey: "s3cret-key"}
+		b.RequireACL(cr)
+		cfg := collectortest.Config("rocketmq", nil)
+		h := recordLogs(&cfg)
+		ns := pipeSilent(t, &n, "10.0.0.9:9876")
+		opts := pipeOptions(t, &n, "--rocketmq.broker="+b.Addr(), "--rocketmq.broker=10.0.0.2:10911", "--rocketmq.namesrv="+ns,
+			"--rocketmq.timeout=300ms")
+		opts.Credentials = cr
+		c := newScraper(cfg, opts)
+		defer c.close()
+		for range 3 {
+			collectortest.Expose(t, context.Background(), c)
+			endRound(c)
 		}
-	}
-	got := h.take()
-	want := []string{
-		"WARN " + downMessages[remote.ReasonRefused] + "; stall_rocketmq_up is 0 (logged again when it recovers or, at most once a minute, when the reason changes) broker=127.0.0.1:2 reason=refused",
-		"WARN rocketmq name server failed GET_BROKER_CLUSTER_INFO; the last known brokers are scraped (logged again when it recovers) namesrv=" + ns + " reason=timeout",
-	}
-	checkLogs(t, "three scrapes", got, want)
+		checkLogs(t, "three scrapes", h.take(), []string{
+			"WARN " + downMessages[remote.ReasonRefused] + "; stall_rocketmq_up is 0" + repeats + " broker=10.0.0.2:10911 reason=refused",
+			"WARN rocketmq name server failed GET_BROKER_CLUSTER_INFO; the last known brokers are scraped" + repeats + " namesrv=" + ns + " reason=timeout",
+		})
 
-	b.Inject(rocketmqtest.Reset, rocketmqtest.Reset) // the reused connection, then the one retry
-	collectortest.Expose(t, context.Background(), c)
-	collectortest.Expose(t, context.Background(), c)
-	collectortest.Expose(t, context.Background(), c)
-	checkLogs(t, "reset, then recovery", h.take(), []string{
-		"WARN " + downMessages[remote.ReasonNetwork] + "; stall_rocketmq_up is 0 (logged again when it recovers or, at most once a minute, when the reason changes) broker=" + b.Addr() + " reason=network",
-		"INFO rocketmq broker answering again broker=" + b.Addr(),
+		b.Inject(rocketmqtest.Reset, rocketmqtest.Reset) // the reused connection, then the one retry
+		for range 3 {
+			collectortest.Expose(t, context.Background(), c)
+		}
+		checkLogs(t, "reset, then recovery", h.take(), []string{
+			"WARN " + downMessages[remote.ReasonNetwork] + "; stall_rocketmq_up is 0" + repeats + " broker=" + b.Addr() + " reason=network",
+			"INFO rocketmq broker answering again broker=" + b.Addr(),
+		})
 	})
 }
 
-// checkLogs compares records by prefix (the err attribute varies) and
-// checks no record carries the secret key.
-func checkLogs(t *testing.T, what string, got, want []string) {
-	t.Helper()
-	for _, g := range got {
-		if strings.Contains(g, "s3cret") {
-			t.Errorf("%s: log record carries the secret key: %s", what, g)
-		}
-	}
-	ok := len(got) == len(want)
-	for i := 0; ok && i < len(want); i++ {
-		ok = strings.HasPrefix(got[i], want[i])
-	}
-	if !ok {
-		t.Errorf("%s: logged\n%s\nwant records starting with\n%s", what, strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-}
-
-// Flag values that cannot work stop the exporter at startup.
+// Flag values that cannot work stop the exporter at startup, each error
+// naming its flag.
 func TestInvalidFlags(t *testing.T) {
+	valid := []string{"--rocketmq.probe.allowed-targets=10.0.0.0/24", "--rocketmq.probe.allowed-targets=*",
+		"--rocketmq.probe.allowed-targets=host", "--rocketmq.probe.allowed-targets=h:10911", "--rocketmq.broker=127.0.0.1:10911"}
+	if _, err := parseFlags(t, valid...).metricsOptions(); err != nil {
+		t.Fatalf("valid flags refused: %v", err)
+	}
 	for _, tc := range []struct {
-		name string
-		set  func()
-		want string
+		name, arg, want string
 	}{
-		{"bad CIDR", func() { *probeAllowFlag = []string{"10.0.0.0/99"} }, "--rocketmq.probe.allowed-targets"},
-		{"bad allowed port", func() { *probeAllowFlag = []string{"10.0.0.1:99999"} }, "--rocketmq.probe.allowed-targets"},
-		{"broker without port", func() { *brokerFlag = []string{"nohostport"} }, "--rocketmq.broker"},
-		{"broker without host", func() { *brokerFlag = []string{":10911"} }, "--rocketmq.broker"},
-		{"broker with a path", func() { *brokerFlag = []string{"127.0.0.1:10911/x"} }, "--rocketmq.broker"},
-		{"bad allowed host", func() { *probeAllowFlag = []string{"bro ker"} }, "--rocketmq.probe.allowed-targets"},
-		{"namesrv bad port", func() { *namesrvFlag = []string{"ns:port"} }, "--rocketmq.namesrv"},
-		{"frame 0", func() { *maxFrameFlag = 0 }, "--rocketmq.max-frame-bytes"},
-		{"frame huge", func() { *maxFrameFlag = 2 << 30 }, "--rocketmq.max-frame-bytes"},
-		{"negative sample", func() { *sampleFlag = -time.Second }, "--rocketmq.sample-interval"},
-		{"timeout 0", func() { *timeoutFlag = 0 }, "--rocketmq.timeout"},
-		{"negative timeout", func() { *timeoutFlag = -time.Second }, "--rocketmq.timeout"},
-		{"config interval 0", func() { *configIntervalFlag = 0 }, "--rocketmq.config-interval"},
-		{"discovery interval 0", func() { *discoveryIntervalFlag = 0 }, "--rocketmq.discovery-interval"},
-		{"negative unlisted retention", func() { *unlistedRetentionFlag = -time.Minute }, "--rocketmq.unlisted-broker-retention"},
+		{"bad CIDR", "--rocketmq.probe.allowed-targets=10.0.0.0/99", "--rocketmq.probe.allowed-targets"},
+		{"bad allowed port", "--rocketmq.probe.allowed-targets=10.0.0.1:99999", "--rocketmq.probe.allowed-targets"},
+		{"broker without port", "--rocketmq.broker=nohostport", "--rocketmq.broker"},
+		{"broker without host", "--rocketmq.broker=:10911", "--rocketmq.broker"},
+		{"broker with a path", "--rocketmq.broker=127.0.0.1:10911/x", "--rocketmq.broker"},
+		{"bad allowed host", "--rocketmq.probe.allowed-targets=bro ker", "--rocketmq.probe.allowed-targets"},
+		{"namesrv bad port", "--rocketmq.namesrv=ns:port", "--rocketmq.namesrv"},
+		{"frame 0", "--rocketmq.max-frame-bytes=0", "--rocketmq.max-frame-bytes"},
+		{"frame huge", "--rocketmq.max-frame-bytes=2147483648", "--rocketmq.max-frame-bytes"},
+		{"negative sample", "--rocketmq.sample-interval=-1s", "--rocketmq.sample-interval"},
+		{"timeout 0", "--rocketmq.timeout=0s", "--rocketmq.timeout"},
+		{"negative timeout", "--rocketmq.timeout=-1s", "--rocketmq.timeout"},
+		{"config interval 0", "--rocketmq.config-interval=0s", "--rocketmq.config-interval"},
+		{"discovery interval 0", "--rocketmq.discovery-interval=0s", "--rocketmq.discovery-interval"},
+		{"negative unlisted retention", "--rocketmq.unlisted-broker-retention=-1m", "--rocketmq.unlisted-broker-retention"},
+		{"missing ACL file", "--rocketmq.acl-file=/nonexistent/acl", "--rocketmq.acl-file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			defaultFlags(t)
-			saved := [3][]string{*probeAllowFlag, *brokerFlag, *namesrvFlag}
-			defer func() { *probeAllowFlag, *brokerFlag, *namesrvFlag = saved[0], saved[1], saved[2] }()
-			*probeAllowFlag, *brokerFlag, *namesrvFlag = []string{"10.0.0.0/24", "*", "host", "h:10911"}, []string{"127.0.0.1:10911"}, nil
-			if _, err := newCollector(collectortest.Config("rocketmq", nil)); err != nil {
-				t.Fatalf("valid flags refused: %v", err)
-			}
-			tc.set()
-			_, err := newCollector(collectortest.Config("rocketmq", nil))
+			_, err := parseFlags(t, append(valid, tc.arg)...).metricsOptions()
 			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one starting with %s", err, tc.want)
 			}
@@ -334,7 +251,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns.Addr()}, Timeout: 2 * time.Second, SampleInterval: time.Second})
+	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t, "--rocketmq.namesrv="+ns.Addr(), "--rocketmq.timeout=2s", "--rocketmq.sample-interval=1s"))
 	collectortest.Expose(t, context.Background(), c)
 	c.sampleOnce(context.Background())
 	b49.Set("putLatency99", "12")
@@ -351,59 +268,49 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	collectortest.CheckMetrics(t, r.Text)
 }
 
-// A config re-read that fails keeps the directly named broker's labels and
-// config, and does not touch its up.
+// A config re-read (every --rocketmq.config-interval) that fails keeps the
+// directly named broker's labels and config, and does not touch its up.
 func TestFailedConfigReadKeepsLabels(t *testing.T) {
-	b := startBroker(t, rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=direct\nbrokerId=2\nflushDiskType=SYNC_FLUSH\n")
-	clock := time.Unix(1_800_000_000, 0)
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Brokers: []string{b.Addr()}, Timeout: time.Second, ConfigInterval: time.Minute})
-	c.now = func() time.Time { return clock }
-	want := `
+	synctest.Test(t, func(t *testing.T) {
+		var n rocketmqtest.Net
+		b := pipeBroker(t, &n, "10.0.0.1:10911", rocketmqtest.Runtime49(), "brokerClusterName=c\nbrokerName=direct\nbrokerId=2\nflushDiskType=SYNC_FLUSH\n")
+		cfg := collectortest.Config("rocketmq", nil)
+		c := pipeScraper(t, cfg, &n, "--rocketmq.broker="+b.Addr(), "--rocketmq.timeout=1s", "--rocketmq.config-interval=1m")
+		want := `
 stall_rocketmq_up{broker="direct",broker_id="2",cluster="c"} 1
 `
-	r := collectortest.Expose(t, context.Background(), c)
-	expect(t, r.Families("stall_rocketmq_up"), want)
-	clock = clock.Add(2 * time.Minute)
-	b.Inject(rocketmqtest.None, rocketmqtest.Reset, rocketmqtest.Reset) // runtime info answers, the config re-read (and its retry) is reset
-	r = collectortest.Expose(t, context.Background(), c)
-	expect(t, r.Families("stall_rocketmq_up"), want)
-	if r.Err != nil {
-		t.Errorf("err = %v; a failed config read is not a failed broker", r.Err)
-	}
-	if !strings.Contains(r.Text, `flush_disk_type="SYNC_FLUSH"`) {
-		t.Errorf("last config lost:\n%s", r.Families("stall_rocketmq_broker_config_info"))
-	}
-	if n := b.RequestCount(remoting.GetBrokerConfig); n != 3 {
-		t.Errorf("%d config requests, want 3 (the failed re-read was sent twice: reused connection, then a fresh one)", n)
-	}
-	// A config reply cut short is bad input from the broker: counted, and
-	// the last config is still kept.
-	clock = clock.Add(2 * time.Minute)
-	b.Inject(rocketmqtest.None, rocketmqtest.Truncated)
-	before := c.cfg.Problems.Count()
-	r = collectortest.Expose(t, context.Background(), c)
-	expect(t, r.Families("stall_rocketmq_up"), want)
-	if d := c.cfg.Problems.Count() - before; d != 1 {
-		t.Errorf("truncated config reply: %d problems counted, want 1", d)
-	}
-	if !strings.Contains(r.Text, `flush_disk_type="SYNC_FLUSH"`) {
-		t.Errorf("last config lost after a truncated reply:\n%s", r.Families("stall_rocketmq_broker_config_info"))
-	}
-}
-
-// A name server that answers with an empty topology is not a failure.
-func TestEmptyTopologyIsNoError(t *testing.T) {
-	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	c := newScraper(collectortest.Config("rocketmq", nil), options{Namesrv: []string{ns.Addr()}, Timeout: time.Second})
-	r := collectortest.Expose(t, context.Background(), c)
-	if r.Err != nil {
-		t.Errorf("err = %v", r.Err)
-	}
-	expect(t, r.Families("stall_rocketmq_namesrv_up", "stall_rocketmq_up"), `
-stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 1
-`)
+		r := collectortest.Expose(t, context.Background(), c)
+		expect(t, r.Families("stall_rocketmq_up"), want)
+		time.Sleep(59 * time.Second)
+		collectortest.Expose(t, context.Background(), c)
+		if n := b.RequestCount(remoting.GetBrokerConfig); n != 1 {
+			t.Errorf("%d config requests within --rocketmq.config-interval, want 1", n)
+		}
+		time.Sleep(time.Second)
+		b.Inject(rocketmqtest.None, rocketmqtest.Reset, rocketmqtest.Reset) // runtime info answers, the config re-read (and its retry) is reset
+		r = collectortest.Expose(t, context.Background(), c)
+		expect(t, r.Families("stall_rocketmq_up"), want)
+		if r.Err != nil {
+			t.Errorf("err = %v; a failed config read is not a failed broker", r.Err)
+		}
+		if !strings.Contains(r.Text, `flush_disk_type="SYNC_FLUSH"`) {
+			t.Errorf("last config lost:\n%s", r.Families("stall_rocketmq_broker_config_info"))
+		}
+		if n := b.RequestCount(remoting.GetBrokerConfig); n != 3 {
+			t.Errorf("%d config requests, want 3 (the failed re-read was sent twice: reused connection, then a fresh one)", n)
+		}
+		// A config reply cut short is bad input from the broker: counted, and
+		// the last config is still kept. The failed re-read is retried at the
+		// next scrape.
+		b.Inject(rocketmqtest.None, rocketmqtest.Truncated)
+		before := cfg.Problems.Count()
+		r = collectortest.Expose(t, context.Background(), c)
+		expect(t, r.Families("stall_rocketmq_up"), want)
+		if d := cfg.Problems.Count() - before; d != 1 {
+			t.Errorf("truncated config reply: %d problems counted, want 1", d)
+		}
+		if !strings.Contains(r.Text, `flush_disk_type="SYNC_FLUSH"`) {
+			t.Errorf("last config lost after a truncated reply:\n%s", r.Families("stall_rocketmq_broker_config_info"))
+		}
+	})
 }

@@ -1,10 +1,9 @@
 package rocketmq
 
 import (
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector/remote"
@@ -13,91 +12,89 @@ import (
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
-// unlistedRig is a name server, the brokers it lists and a scraper on a
-// fake clock that scrapes every 15 s and lets each discovery round finish.
+// unlistedRig is a name server and brokers on a rocketmqtest.Net, and a
+// scraper of them that scrapes every 15 s and lets each discovery round
+// finish; it runs under testing/synctest.
 type unlistedRig struct {
-	t     *testing.T
-	ns    *rocketmqtest.NameServer
-	c     *scraper
-	clock time.Time
-	logs  logRecords
+	t    *testing.T
+	n    rocketmqtest.Net
+	ns   *rocketmqtest.NameServer
+	c    *scraper
+	logs logRecords
 }
 
-func newUnlistedRig(t *testing.T, retention time.Duration, brokers ...remoting.BrokerAddr) *unlistedRig {
+func newUnlistedRig(t *testing.T, retention time.Duration) *unlistedRig {
 	t.Helper()
-	ns, err := rocketmqtest.NewNameServer("127.0.0.1:0", brokers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	r := &unlistedRig{t: t, ns: ns, clock: time.Unix(1_800_000_000, 0), logs: logRecords{mu: &sync.Mutex{}, recs: new([]string)}}
+	r := &unlistedRig{t: t}
+	r.ns = pipeNameServer(t, &r.n, "10.0.0.9:9876")
 	cfg := collectortest.Config("rocketmq", nil)
-	cfg.Logger = slog.New(r.logs)
-	r.c = newScraper(cfg, options{Namesrv: []string{ns.Addr()}, Timeout: time.Second,
-		DiscoveryInterval: 30 * time.Second, UnlistedRetention: retention})
-	r.c.now = func() time.Time { return r.clock }
+	r.logs = recordLogs(&cfg)
+	r.c = pipeScraper(t, cfg, &r.n, "--rocketmq.namesrv="+r.ns.Addr(), "--rocketmq.timeout=1s",
+		"--rocketmq.discovery-interval=30s", "--rocketmq.unlisted-broker-retention="+retention.String())
 	return r
 }
 
-// scrape scrapes once at the current fake time, waits for the discovery
-// round it started, advances the clock by 15 s and returns the families.
+// broker starts a broker at addr, not yet listed by the name server.
+func (r *unlistedRig) broker(addr string) *rocketmqtest.Broker {
+	return pipeBroker(r.t, &r.n, addr, rocketmqtest.Runtime49(), "")
+}
+
+// scrape scrapes once, waits for the discovery round it started, lets
+// 15 s pass and returns the families.
 func (r *unlistedRig) scrape(families ...string) string {
 	r.t.Helper()
 	got, _ := scrape(r.t, r.c, families...)
-	r.c.mu.Lock()
-	done := r.c.discovering
-	r.c.mu.Unlock()
-	if done != nil {
-		<-done
-	}
-	r.clock = r.clock.Add(15 * time.Second)
+	endRound(r.c)
+	time.Sleep(15 * time.Second)
 	return got
 }
 
 // A broker that dies unregisters from the name servers at once (its
 // shutdown hook; its closed connection). Its stall_rocketmq_up 0 must
 // outlive RocketMQBrokerDown's for: 1m, or the alert can never fire for a
-// discovered broker (review 1, item 1: the series vanished at the next
-// discovery round, at most 30 s later). It stays for the retention, then
+// discovered broker (the series vanished at the next discovery round, at
+// most 30 s later, once). It stays for the retention, then
 // goes, so a broker taken out on purpose does not alert for ever.
 func TestUnlistedBrokerKeptForRetention(t *testing.T) {
-	a := startBroker(t, rocketmqtest.Runtime49(), "")
-	b := startBroker(t, rocketmqtest.Runtime49(), "")
-	ba := remoting.BrokerAddr{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}
-	bb := remoting.BrokerAddr{Cluster: "c", Name: "b", ID: 0, Addr: b.Addr()}
-	r := newUnlistedRig(t, 10*time.Minute, ba, bb)
-	up := func() string { return r.scrape("stall_rocketmq_up", "stall_rocketmq_down_reason") }
-	expect(t, up(), `
+	synctest.Test(t, func(t *testing.T) {
+		r := newUnlistedRig(t, 10*time.Minute)
+		a, b := r.broker("10.0.0.1:10911"), r.broker("10.0.0.2:10911")
+		ba := remoting.BrokerAddr{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}
+		bb := remoting.BrokerAddr{Cluster: "c", Name: "b", ID: 0, Addr: b.Addr()}
+		r.ns.SetBrokers([]remoting.BrokerAddr{ba, bb})
+		start := time.Now()
+		up := func() string { return r.scrape("stall_rocketmq_up", "stall_rocketmq_down_reason") }
+		expect(t, up(), `
 stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
 stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
 `)
-	// b dies, and the name server stops listing it.
-	b.Close()
-	r.ns.SetBrokers([]remoting.BrokerAddr{ba})
-	down := `
+		// b dies, and the name server stops listing it.
+		b.Close()
+		r.ns.SetBrokers([]remoting.BrokerAddr{ba})
+		down := `
 stall_rocketmq_down_reason{broker="b",broker_id="0",cluster="c",reason="refused"} 1
 stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
 stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 0
 `
-	// Died at 15 s, unlisted from the round at 30 s; kept until 10m30s.
-	start := time.Unix(1_800_000_000, 0)
-	for r.clock.Before(start.Add(10*time.Minute + 30*time.Second)) {
-		at := r.clock.Sub(start)
-		if got := up(); got != strings.TrimLeft(down, "\n") {
-			t.Fatalf("scrape at %s: got\n%s", at, got)
+		// Died at 15 s, unlisted from the round at 30 s; kept until 10m30s.
+		for time.Since(start) < 10*time.Minute+30*time.Second {
+			at := time.Since(start)
+			if got := up(); got != strings.TrimLeft(down, "\n") {
+				t.Fatalf("scrape at %s: got\n%s", at, got)
+			}
 		}
-	}
-	expect(t, up(), `
+		expect(t, up(), `
 stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
 `)
-	checkLogs(t, "b unlisted, then dropped", r.logs.take(), []string{
-		"WARN " + downMessages[remote.ReasonRefused] + ";",
-		"WARN rocketmq broker no longer listed by the name servers",
-		"INFO rocketmq broker dropped: not listed by the name servers for --rocketmq.unlisted-broker-retention broker=" + b.Addr() + " id=c/b/0",
+		checkLogs(t, "b unlisted, then dropped", r.logs.take(), []string{
+			"WARN " + downMessages[remote.ReasonRefused] + ";",
+			"WARN rocketmq broker no longer listed by the name servers",
+			"INFO rocketmq broker dropped: not listed by the name servers for --rocketmq.unlisted-broker-retention broker=" + b.Addr() + " id=c/b/0",
+		})
+		if n := b.Accepted(); n != 1 {
+			t.Errorf("b: %d connections", n)
+		}
 	})
-	if n := b.Accepted(); n != 1 {
-		t.Errorf("b: %d connections", n)
-	}
 }
 
 // An unlisted broker that still answers (its heartbeats to the name servers
@@ -105,49 +102,53 @@ stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
 // address is announced for another broker id (a slave promoted in its
 // place) is that broker now: dropped at once, not reported twice.
 func TestUnlistedBrokerAliveOrRenamed(t *testing.T) {
-	a := startBroker(t, rocketmqtest.Runtime49(), "")
-	s := startBroker(t, rocketmqtest.Runtime49(), "")
-	ba := remoting.BrokerAddr{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}
-	bs := remoting.BrokerAddr{Cluster: "c", Name: "a", ID: 1, Addr: s.Addr()}
-	r := newUnlistedRig(t, time.Hour, ba, bs)
-	r.scrape()
-	r.ns.SetBrokers([]remoting.BrokerAddr{ba})
-	for range 4 {
+	synctest.Test(t, func(t *testing.T) {
+		r := newUnlistedRig(t, time.Hour)
+		a, s := r.broker("10.0.0.1:10911"), r.broker("10.0.0.2:10911")
+		ba := remoting.BrokerAddr{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}
+		bs := remoting.BrokerAddr{Cluster: "c", Name: "a", ID: 1, Addr: s.Addr()}
+		r.ns.SetBrokers([]remoting.BrokerAddr{ba, bs})
+		r.scrape()
+		r.ns.SetBrokers([]remoting.BrokerAddr{ba})
+		for range 4 {
+			expect(t, r.scrape("stall_rocketmq_up"), `
+stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
+stall_rocketmq_up{broker="a",broker_id="1",cluster="c"} 1
+`)
+		}
+		r.ns.SetBrokers([]remoting.BrokerAddr{ba, bs})
+		r.scrape()
+		time.Sleep(2 * time.Hour)
 		expect(t, r.scrape("stall_rocketmq_up"), `
 stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
 stall_rocketmq_up{broker="a",broker_id="1",cluster="c"} 1
 `)
-	}
-	r.ns.SetBrokers([]remoting.BrokerAddr{ba, bs})
-	r.scrape()
-	r.clock = r.clock.Add(2 * time.Hour)
-	expect(t, r.scrape("stall_rocketmq_up"), `
+		checkLogs(t, "unlisted, listed again", r.logs.take(), []string{
+			"WARN rocketmq broker no longer listed by the name servers",
+			"INFO rocketmq broker listed by the name servers again broker=" + s.Addr() + " id=c/a/1",
+		})
+		// The master dies; the slave is promoted: id 0 at the slave's address.
+		a.Close()
+		r.ns.SetBrokers([]remoting.BrokerAddr{{Cluster: "c", Name: "a", ID: 0, Addr: s.Addr()}})
+		r.scrape()
+		expect(t, r.scrape("stall_rocketmq_up"), `
 stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
-stall_rocketmq_up{broker="a",broker_id="1",cluster="c"} 1
 `)
-	checkLogs(t, "unlisted, listed again", r.logs.take(), []string{
-		"WARN rocketmq broker no longer listed by the name servers",
-		"INFO rocketmq broker listed by the name servers again broker=" + s.Addr() + " id=c/a/1",
 	})
-	// The master dies; the slave is promoted: id 0 at the slave's address.
-	a.Close()
-	r.ns.SetBrokers([]remoting.BrokerAddr{{Cluster: "c", Name: "a", ID: 0, Addr: s.Addr()}})
-	r.scrape()
-	expect(t, r.scrape("stall_rocketmq_up"), `
-stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
-`)
 }
 
 // --rocketmq.unlisted-broker-retention=0: dropped at the round that finds
 // it unlisted, as before.
 func TestUnlistedRetentionZero(t *testing.T) {
-	a := startBroker(t, rocketmqtest.Runtime49(), "")
-	ba := remoting.BrokerAddr{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}
-	r := newUnlistedRig(t, 0, ba)
-	r.scrape()
-	r.ns.SetBrokers(nil)
-	r.scrape()
-	if got := strings.TrimSpace(r.scrape("stall_rocketmq_up")); got != "" {
-		t.Errorf("retention 0: %s", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := newUnlistedRig(t, 0)
+		a := r.broker("10.0.0.1:10911")
+		r.ns.SetBrokers([]remoting.BrokerAddr{{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}})
+		r.scrape()
+		r.ns.SetBrokers(nil)
+		r.scrape()
+		if got := strings.TrimSpace(r.scrape("stall_rocketmq_up")); got != "" {
+			t.Errorf("retention 0: %s", got)
+		}
+	})
 }

@@ -59,7 +59,6 @@ type Client struct {
 	opaque int32
 
 	mu     sync.Mutex
-	dials  int
 	closed bool
 }
 
@@ -77,13 +76,6 @@ func NewClient(addr string, opts Options) *Client {
 		opts.Dial = d.DialContext
 	}
 	return &Client{addr: addr, opts: opts, sem: make(chan struct{}, 1)}
-}
-
-// Dials is the number of connections opened so far.
-func (c *Client) Dials() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.dials
 }
 
 // ResponseError is a well-formed reply with a non-zero response code.
@@ -124,22 +116,13 @@ func (e *ResponseError) Error() string {
 // ErrClosed is returned by requests after Close.
 var ErrClosed = errors.New("remoting client closed")
 
-// Invoke sends a request with the given code, extra header fields and body,
-// and returns the matching response (same opaque, response bit set).
-// Frames that are server requests, and responses to other opaques, are
-// dropped. A non-zero response code is returned as *ResponseError with the
-// response; the connection stays open. The request is bounded by ctx and by
-// Options.Timeout, whichever ends first. The response's bytes are given
-// back to Options.Budget when Invoke returns: a caller that keeps the
-// body holds them outside the budget.
-func (c *Client) Invoke(ctx context.Context, code int, ext map[string]string, body []byte) (*Command, error) {
-	resp, hold, err := c.invoke(ctx, code, ext, body)
-	hold.Release()
-	return resp, err
-}
-
-// invoke is Invoke, returning what the response holds of the budget; the
-// caller releases it once done with the response.
+// invoke sends a request with the given code, extra header fields and
+// body, and returns the matching response (same opaque, response bit set)
+// and what it holds of Options.Budget, which the caller gives back once
+// done with the response. Frames that are server requests, and responses
+// to other opaques, are dropped. A non-zero response code is returned as
+// *ResponseError with the response; the connection stays open. The
+// request is bounded by ctx and by Options.Timeout, whichever ends first.
 func (c *Client) invoke(ctx context.Context, code int, ext map[string]string, body []byte) (*Command, *remote.Hold, error) {
 	h := c.opts.Budget.NewHold()
 	hold := &h
@@ -197,9 +180,6 @@ func (c *Client) roundTrip(ctx context.Context, code int, ext map[string]string,
 		if err != nil {
 			return nil, fmt.Errorf("dial %s: %w", c.addr, err)
 		}
-		c.mu.Lock()
-		c.dials++
-		c.mu.Unlock()
 		// A small read buffer: it only saves syscalls on small frames
 		// (runtime info is about 3 KB); readFrame reads larger ones
 		// straight into the frame's buffer. It lives as long as the

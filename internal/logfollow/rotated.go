@@ -1,4 +1,4 @@
-package rocketmq
+package logfollow
 
 import (
 	"compress/gzip"
@@ -12,26 +12,22 @@ import (
 
 // More than one rotation between two polls. The follower keeps the file it
 // follows open, so the rest of that file is never lost; but a file that
-// logback created and rotated away entirely between two polls (the middle
-// one of two rotations) was never opened. So when the follower opens a
-// file it notes the rotated-away files then present (tail.seen), and after
-// a rotation it reads whole every rotated-away file that is new since then,
-// except the files it has already read: the one it was following, and the
-// last few before it (tail.done), which logback may have compressed since.
+// the writer created and rotated away entirely between two polls (the
+// middle one of two rotations) was never opened. So when the follower
+// opens a file it notes the rotated-away files then present (File.seen),
+// and after a rotation it reads whole every rotated-away file that is new
+// since then, except the files it has already read: the one it was
+// following, and the last few before it (File.done), which the writer may
+// have compressed since.
 //
-// Rotated-away files are <base>.* (store.1.log, store.2024-05-06.0.log,
-// store.3.log.gz …) in the log directory and in its otherdays/ directory,
-// where the broker's shipped logback configuration archives them
-// (FixedWindowRollingPolicy, otherdays/store.%i.log.gz). A file is told
-// apart by inode, size and modification time: a rename keeps all three (the
-// window's store.1 → store.2 shift), a new file reusing a freed inode does
-// not. The followed file is recognised by its inode when it was renamed, and
-// by the uncompressed size in its gzip trailer when it was compressed (then
-// deleted, under a new inode).
-
-// logArchiveDir is where the broker's logback configuration puts rotated
-// logs, under the log directory.
-const logArchiveDir = "otherdays"
+// Rotated-away files are named after the file without its extension and a
+// dot (store.log: store.1.log, store.2024-05-06.0.log, store.3.log.gz,
+// store.log.1 …), in the file's directory and in Options.ArchiveDirs. A
+// file is told apart by inode, size and modification time: a rename keeps
+// all three (a fixed window's store.1 → store.2 shift), a new file reusing
+// a freed inode does not. The followed file is recognised by its inode when
+// it was renamed, and by the uncompressed size in its gzip trailer when it
+// was compressed (then deleted, under a new inode).
 
 // fileID tells files apart across renames.
 type fileID struct {
@@ -47,11 +43,11 @@ type readFile struct {
 	size int64
 }
 
-// keepDone is how many read files a tail remembers.
+// keepDone is how many read files a File remembers.
 const keepDone = 4
 
 // doneWith records a file read to its end.
-func (t *tail) doneWith(ino uint64, size int64) {
+func (t *File) doneWith(ino uint64, size int64) {
 	t.done = append(t.done, readFile{ino, size})
 	if len(t.done) > keepDone {
 		t.done = t.done[len(t.done)-keepDone:]
@@ -61,7 +57,7 @@ func (t *tail) doneWith(ino uint64, size int64) {
 // alreadyRead reports whether a rotated-away file is one the follower has
 // read: the same inode (renamed), or, for a gzip archive, the same size in
 // its trailer (compressed, under a new inode).
-func (t *tail) alreadyRead(f rotatedFile) bool {
+func (t *File) alreadyRead(f rotatedFile) bool {
 	var isize uint32
 	gz := false
 	if strings.HasSuffix(f.path, ".gz") {
@@ -80,30 +76,34 @@ type rotatedFile struct {
 	id   fileID
 }
 
-// rotatedFiles returns the rotated-away files of t now present. A directory
-// that cannot be read is counted as a problem (a missing otherdays/ is not).
-func (t *tail) rotatedFiles(l *logFollower) map[fileID]bool {
+// rotatedFiles returns the rotated-away files now present.
+func (t *File) rotatedFiles() map[fileID]bool {
 	out := map[fileID]bool{}
-	for _, f := range t.listRotated(l) {
+	for _, f := range t.listRotated() {
 		out[f.id] = true
 	}
 	return out
 }
 
-func (t *tail) listRotated(l *logFollower) []rotatedFile {
-	dir := filepath.Dir(t.path)
-	prefix := strings.TrimSuffix(t.name, ".log") + "."
+// listRotated lists the rotated-away files. A directory that cannot be
+// read is a problem; a missing archive directory is not.
+func (t *File) listRotated() []rotatedFile {
+	prefix := strings.TrimSuffix(t.name, filepath.Ext(t.name)) + "."
 	var out []rotatedFile
-	for _, d := range []string{dir, filepath.Join(dir, logArchiveDir)} {
+	dirs := []string{t.dir}
+	for _, d := range t.o.ArchiveDirs {
+		dirs = append(dirs, filepath.Join(t.dir, d))
+	}
+	for _, d := range dirs {
 		entries, err := os.ReadDir(d)
 		if err != nil {
 			if !os.IsNotExist(err) {
-				l.problems.Add("rocketmq log archive dir unreadable", 1, err)
+				t.o.Problem(ArchiveFailed, err)
 			}
 			continue
 		}
 		for _, e := range entries {
-			if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), prefix) || d == dir && e.Name() == t.name {
+			if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), prefix) || d == t.dir && e.Name() == t.name {
 				continue
 			}
 			fi, err := e.Info()
@@ -119,9 +119,9 @@ func (t *tail) listRotated(l *logFollower) []rotatedFile {
 // middleFiles returns the rotated-away files that are new since the
 // followed file was opened and were not read already (the followed file
 // itself must be in t.done), oldest first.
-func (t *tail) middleFiles(l *logFollower) []rotatedFile {
+func (t *File) middleFiles() []rotatedFile {
 	var out []rotatedFile
-	for _, f := range t.listRotated(l) {
+	for _, f := range t.listRotated() {
 		if !t.seen[f.id] && !t.alreadyRead(f) {
 			out = append(out, f)
 		}
@@ -131,25 +131,25 @@ func (t *tail) middleFiles(l *logFollower) []rotatedFile {
 }
 
 // readWhole reads a rotated-away file (gzipped when it ends in .gz) from
-// its start, handing its lines to l.line, and records it as read.
-func (t *tail) readWhole(l *logFollower, rf rotatedFile) {
+// its start, handing its lines to Line, and records it as read.
+func (t *File) readWhole(rf rotatedFile) {
 	f, err := os.Open(rf.path)
 	if err != nil {
-		l.problems.Add("rocketmq log archive unreadable", 1, err)
+		t.o.Problem(ArchiveFailed, err)
 		return
 	}
 	defer f.Close()
 	if !strings.HasSuffix(rf.path, ".gz") {
-		t.doneWith(rf.id.ino, t.consume(l, f, rf.path))
+		t.doneWith(rf.id.ino, t.consume(f, rf.path))
 		return
 	}
 	zr, err := gzip.NewReader(f)
 	if err != nil {
-		l.problems.Add("rocketmq log archive unreadable", 1, fmt.Errorf("%s: %w", rf.path, err))
+		t.o.Problem(ArchiveFailed, fmt.Errorf("%s: %w", rf.path, err))
 		return
 	}
 	defer zr.Close()
-	t.doneWith(rf.id.ino, t.consume(l, zr, rf.path))
+	t.doneWith(rf.id.ino, t.consume(zr, rf.path))
 }
 
 // gzipSize returns the uncompressed size modulo 2^32 that a gzip file's

@@ -1,0 +1,132 @@
+package rocketmqtest
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
+)
+
+// KVTableBody encodes a runtime-info table as the broker does:
+// {"table":{"key":"value",…}} with every value a string.
+func KVTableBody(kv map[string]string) []byte {
+	b, _ := json.Marshal(struct {
+		Table map[string]string `json:"table"`
+	}{kv})
+	return b
+}
+
+// ClusterInfoBody encodes a topology as fastjson does: brokerAddrs keys are
+// bare integers ({0:"10.0.0.1:10911"}), which encoding/json cannot read.
+func ClusterInfoBody(brokers []remoting.BrokerAddr) []byte {
+	type group struct {
+		cluster string
+		addrs   map[int64]string
+	}
+	groups := map[string]*group{}
+	clusters := map[string][]string{}
+	for _, b := range brokers {
+		g, ok := groups[b.Name]
+		if !ok {
+			g = &group{cluster: b.Cluster, addrs: map[int64]string{}}
+			groups[b.Name] = g
+			clusters[b.Cluster] = append(clusters[b.Cluster], b.Name)
+		}
+		g.addrs[b.ID] = b.Addr
+	}
+	q := func(s string) string { v, _ := json.Marshal(s); return string(v) }
+	var buf bytes.Buffer
+	buf.WriteString(`{"brokerAddrTable":{`)
+	for i, name := range slices.Sorted(maps.Keys(groups)) {
+		g := groups[name]
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		fmt.Fprintf(&buf, `%s:{"brokerAddrs":{`, q(name))
+		for j, id := range slices.Sorted(maps.Keys(g.addrs)) {
+			if j > 0 {
+				buf.WriteByte(',')
+			}
+			fmt.Fprintf(&buf, `%d:%s`, id, q(g.addrs[id]))
+		}
+		fmt.Fprintf(&buf, `},"brokerName":%s,"cluster":%s,"enableActingMaster":false}`, q(name), q(g.cluster))
+	}
+	buf.WriteString(`},"clusterAddrTable":{`)
+	for i, c := range slices.Sorted(maps.Keys(clusters)) {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		names, _ := json.Marshal(clusters[c])
+		fmt.Fprintf(&buf, `%s:%s`, q(c), names)
+	}
+	buf.WriteString(`}}`)
+	return buf.Bytes()
+}
+
+// distributionLabels are the 13 bucket labels of putMessageDistributeTime.
+var distributionLabels = [13]string{"<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms",
+	"500ms~1s", "1~2s", "2~3s", "3~4s", "4~5s", "5~10s", "10s~"}
+
+// Distribution formats 13 putMessageDistributeTime counts the way the
+// broker does: "[<=0ms]:a [0~10ms]:b … [10s~]:m " with a trailing space.
+func Distribution(counts [13]uint64) string {
+	var sb strings.Builder
+	for i, l := range distributionLabels {
+		sb.WriteString("[" + l + "]:" + strconv.FormatUint(counts[i], 10) + " ")
+	}
+	return sb.String()
+}
+
+// The reference data (testdata/README.md says what each file holds).
+var (
+	//go:embed testdata/runtime-info-4.9.7.json
+	runtime49Body []byte
+	//go:embed testdata/runtime-info-5.3.3.json
+	runtime5Body []byte
+	// Config49 is a GET_BROKER_CONFIG text of a 4.9 broker with the risky
+	// settings of incident 3 (warmMapedFileEnable=true,
+	// transferMsgByHeap=false), unsorted.
+	//go:embed testdata/broker-config-4.9.properties
+	Config49 string
+
+	runtime49 = mustKVTable(runtime49Body)
+	runtime5  = mustKVTable(runtime5Body)
+)
+
+func mustKVTable(body []byte) map[string]string {
+	kv, err := remoting.ParseKVTable(body)
+	if err != nil {
+		panic(fmt.Sprintf("rocketmqtest reference data: %v", err))
+	}
+	return kv
+}
+
+// Runtime49 is a GET_BROKER_RUNTIME_INFO table of a 4.9.7 broker under light
+// load, with the 4.x spelling getTransferedTps, brokerVersion present, the
+// transient store pool disabled (2147483647) and a flush backlog of
+// "12.3 MiB". Each call returns a new copy.
+func Runtime49() map[string]string { return maps.Clone(runtime49) }
+
+// Runtime5 is a table of a 5.3.3+ broker: getTransferredTps, no
+// brokerVersion, brokerActive, litePull and ack pools, timer keys, the
+// transient store pool enabled with 3 free buffers and a commit backlog, and
+// a flush backlog written with a comma decimal point ("1,5 GiB"). Each call
+// returns a new copy.
+func Runtime5() map[string]string { return maps.Clone(runtime5) }
+
+// KeySet returns Runtime49 for "4", "4.9" and Runtime5 for "5", "5.x".
+func KeySet(name string) (map[string]string, error) {
+	switch strings.TrimPrefix(strings.ToLower(name), "v") {
+	case "4", "4.9", "4.9.x":
+		return Runtime49(), nil
+	case "5", "5.x", "5.3":
+		return Runtime5(), nil
+	}
+	return nil, fmt.Errorf("unknown key set %q (want 4.9 or 5)", name)
+}

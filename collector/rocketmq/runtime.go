@@ -1,0 +1,181 @@
+package rocketmq
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stall-exporter/stall_exporter/collector"
+)
+
+// GET_BROKER_RUNTIME_INFO to metrics: one row of runtimeKeys per key.
+
+// runtimeKey is one runtime-info key and the series it becomes.
+type runtimeKey struct {
+	keys     []string // spellings, first present wins
+	required bool     // missing counts as an error (present in every 4.9.x and 5.x)
+	// emit converts the key's value and sends its series; an error is
+	// counted against the key (keyError) and costs only its own series.
+	emit func(e runtimeEmitter, raw string) error
+}
+
+// runtimeEmitter is what a runtimeKey's emit needs: the broker (b.mu
+// held), its labels, the channel and the scrape's time.
+type runtimeEmitter struct {
+	b   *broker
+	ch  chan<- prometheus.Metric
+	lv  []string
+	now time.Time
+}
+
+// runtimeKeys, in the order their series are sent. Durations go through
+// parseMillis and counts, sizes and capacities through parseCount, which
+// refuse what no broker can report (negative, a duration over a week).
+// dispatchBehindBytes is a difference of two offsets the broker reads at
+// different moments, so it is taken as it comes.
+var runtimeKeys = []runtimeKey{
+	{[]string{"pageCacheLockTimeMills"}, true, number(parseMillis, lockHeldDesc)},
+	{[]string{"putMessageEntireTimeMax"}, true, number(parseMillis, putMaxDesc)},
+	{[]string{"putMessageTimesTotal"}, true, number(parseCount, putMessagesDesc)},
+	{[]string{"putMessageSizeTotal"}, true, number(parseCount, putBytesDesc)},
+	{[]string{"putMessageFailedTimes"}, false, number(parseCount, putFailuresDesc)},
+	{[]string{"sendThreadPoolQueueSize"}, true, number(parseCount, sendQueueSizeDesc)},
+	{[]string{"sendThreadPoolQueueCapacity"}, true, number(parseCount, sendQueueCapDesc)},
+	{[]string{"sendThreadPoolQueueHeadWaitTimeMills"}, true, number(parseMillis, sendQueueWaitDesc)},
+	{[]string{"pullThreadPoolQueueSize"}, true, number(parseCount, pullQueueSizeDesc)},
+	{[]string{"pullThreadPoolQueueCapacity"}, true, number(parseCount, pullQueueCapDesc)},
+	{[]string{"pullThreadPoolQueueHeadWaitTimeMills"}, true, number(parseMillis, pullQueueWaitDesc)},
+	{[]string{"remainHowManyDataToFlush"}, true, number(parseSize, flushPendingDesc)},
+	{[]string{"remainHowManyDataToCommit"}, false, number(parseSize, commitPendingDesc)},
+	{[]string{"dispatchBehindBytes"}, true, number(parseFloat, dispatchBehindDesc)},
+	{[]string{"putLatency99"}, false, putPercentile("99")}, // 4.9.4+
+	{[]string{"putLatency999"}, false, putPercentile("99.9")},
+	{[]string{"putTps"}, true, rate("put")},
+	{[]string{"getFoundTps"}, false, rate("get_found")},
+	{[]string{"getMissTps"}, false, rate("get_miss")},
+	{[]string{"getTotalTps"}, false, rate("get_total")},
+	{[]string{"getTransferredTps", "getTransferedTps"}, false, rate("get_transferred")},
+	{[]string{"remainTransientStoreBufferNumbs"}, true, transientPool},
+	{[]string{"commitLogDiskRatio"}, true, diskRatio},
+	{[]string{"putMessageDistributeTime"}, true, putDistribution},
+}
+
+// number sends the value, converted by parse, as metric.
+func number(parse func(string) (float64, error), metric collector.Metric) func(runtimeEmitter, string) error {
+	return func(e runtimeEmitter, raw string) error {
+		v, err := parse(raw)
+		if err == nil {
+			metric.Send(e.ch, v, e.lv...)
+		}
+		return err
+	}
+}
+
+// putPercentile sends a put-latency percentile, milliseconds.
+func putPercentile(percentile string) func(runtimeEmitter, string) error {
+	return func(e runtimeEmitter, raw string) error {
+		v, err := parseMillis(raw)
+		if err == nil {
+			putPercentileDesc.Send(e.ch, v, append(e.lv[:3:3], percentile)...)
+		}
+		return err
+	}
+}
+
+var rateWindows = [3]string{"10s", "60s", "600s"}
+
+// rate sends a "10s 60s 600s" rate triple, each window whose rate the
+// broker knows.
+func rate(op string) func(runtimeEmitter, string) error {
+	return func(e runtimeEmitter, raw string) error {
+		tps, err := parseTps(raw)
+		if err != nil {
+			return err
+		}
+		for i, v := range tps {
+			if !math.IsNaN(v) {
+				rateDesc.Send(e.ch, v, append(e.lv[:3:3], op, rateWindows[i])...)
+			}
+		}
+		return nil
+	}
+}
+
+// transientPool: 2147483647 free buffers means the pool is disabled.
+func transientPool(e runtimeEmitter, raw string) error {
+	v, err := parseCount(raw)
+	switch {
+	case err != nil:
+		return err
+	case v == math.MaxInt32:
+		transientPoolDesc.Send(e.ch, 0, e.lv...)
+	default:
+		transientPoolDesc.Send(e.ch, 1, e.lv...)
+		transientFreeDesc.Send(e.ch, v, e.lv...)
+	}
+	return nil
+}
+
+// diskRatio: -1 means the broker could not stat the disk; no value rather
+// than a fake one.
+func diskRatio(e runtimeEmitter, raw string) error {
+	v, err := parseFloat(raw)
+	if err == nil && v >= 0 {
+		diskRatioDesc.Send(e.ch, v, e.lv...)
+	}
+	return err
+}
+
+// putDistribution adds the 60 s put-latency window to the broker's
+// histogram; "null" (no window yet) is not an error.
+func putDistribution(e runtimeEmitter, raw string) error {
+	dist, err := parseDistribution(raw)
+	switch {
+	case errors.Is(err, errNull):
+		return nil
+	case err != nil:
+		return err
+	}
+	e.b.put.observe(dist, reportsWindowInProgress(e.b.version), e.now)
+	return nil
+}
+
+// keyError counts one missing or bad runtime-info key; b.mu must be held.
+func (b *broker) keyError(problems *collector.Problems, key string, err error) {
+	b.keyErrors[key]++
+	problems.Add("rocketmq_runtime_info_key_"+key, 1, fmt.Errorf("broker %s: %s: %w", b.addr, key, err))
+}
+
+var errMissing = errors.New("missing")
+
+func lookup(kv map[string]string, keys []string) (string, string, bool) {
+	for _, k := range keys {
+		if v, ok := kv[k]; ok {
+			return k, v, true
+		}
+	}
+	return keys[0], "", false
+}
+
+// emitRuntime turns one runtime-info table into metrics (runtimeKeys);
+// b.mu must be held.
+func (b *broker) emitRuntime(ch chan<- prometheus.Metric, kv map[string]string, now time.Time, problems *collector.Problems) {
+	b.version = labelValue(kv["brokerVersionDesc"])
+	infoDesc.Send(ch, 1, append(b.labels[:3:3], b.version, labelValue(b.addr))...)
+	e := runtimeEmitter{b: b, ch: ch, lv: b.labels[:], now: now}
+	for _, k := range runtimeKeys {
+		key, raw, ok := lookup(kv, k.keys)
+		if !ok {
+			if k.required {
+				b.keyError(problems, key, errMissing)
+			}
+			continue
+		}
+		if err := k.emit(e, raw); err != nil {
+			b.keyError(problems, key, err)
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package rocketmq
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
+)
+
+// Run samples pageCacheLockTimeMills every --rocketmq.sample-interval and
+// follows the broker logs, until ctx is done.
+func (c *scraper) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	if c.logs != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.logs.run(ctx)
+		}()
+	}
+	if c.remoteConfigured() && c.opts.SampleInterval > 0 {
+		t := time.NewTicker(c.opts.SampleInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				wg.Wait()
+				return
+			case <-t.C:
+				c.sampleOnce(ctx)
+			}
+		}
+	}
+	wg.Wait()
+}
+
+// sampleOnce polls every known broker once, each bounded by the sample
+// interval. A broker that fails is skipped for a backoff of 2^n intervals
+// (up to 30 s) so a dead broker is not redialled every second.
+func (c *scraper) sampleOnce(ctx context.Context) {
+	c.refreshTopology(false)
+	brokers := c.knownBrokers()
+	interval := c.opts.SampleInterval
+	var wg sync.WaitGroup
+	for _, b := range brokers {
+		now := time.Now()
+		b.mu.Lock()
+		skip := now.Before(b.nextSample)
+		b.mu.Unlock()
+		if skip {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, cancel := context.WithTimeout(ctx, interval)
+			defer cancel()
+			kv, err := b.client.RuntimeInfo(sctx)
+			now := time.Now()
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if remoting.IsBadReply(err) {
+					c.cfg.Problems.Add("rocketmq_runtime_info_reply", 1, fmt.Errorf("broker %s: %w", b.addr, err))
+				}
+				b.sampleErrors++
+				b.sampleFails++
+				backoff := interval << min(b.sampleFails, 5)
+				b.nextSample = now.Add(min(backoff, 30*time.Second))
+				return
+			}
+			b.sampleFails, b.nextSample = 0, time.Time{}
+			if v, ok := kv["pageCacheLockTimeMills"]; ok {
+				if s, err := parseMillis(v); err == nil {
+					b.observeLock(s)
+				}
+			}
+			b.observeDistribution(kv, now)
+		}()
+	}
+	wg.Wait()
+}
