@@ -288,3 +288,25 @@ func sortDesc(column string) []cog.Builder[common.TableSortByFieldState] {
 func row(title string) *dashboard.RowBuilder {
 	return dashboard.NewRowBuilder(title)
 }
+
+// customVar is a single-value variable with fixed options and a default:
+// the N of the rankings' topk, the label to group counts by.
+func customVar(name, label, current string, values ...string) *dashboard.CustomVariableBuilder {
+	opts := make([]dashboard.VariableOption, len(values))
+	for i, v := range values {
+		opts[i] = dashboard.VariableOption{
+			Selected: cog.ToPtr(v == current),
+			Text:     dashboard.StringOrArrayOfString{String: cog.ToPtr(v)},
+			Value:    dashboard.StringOrArrayOfString{String: cog.ToPtr(v)},
+		}
+	}
+	return dashboard.NewCustomVariableBuilder(name).
+		Label(label).
+		Values(dashboard.StringOrMap{String: cog.ToPtr(strings.Join(values, ","))}).
+		Current(dashboard.VariableOption{
+			Selected: cog.ToPtr(true),
+			Text:     dashboard.StringOrArrayOfString{String: cog.ToPtr(current)},
+			Value:    dashboard.StringOrArrayOfString{String: cog.ToPtr(current)},
+		}).
+		Options(opts)
+}

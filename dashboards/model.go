@@ -45,6 +45,16 @@ type Variable struct {
 	Multi      bool   `json:"multi"`
 	IncludeAll bool   `json:"includeAll"`
 	AllValue   string `json:"allValue"`
+	Current    struct {
+		Value any `json:"value"`
+	} `json:"current"`
+}
+
+// CurrentValue is the variable's default as saved in the dashboard (a
+// custom variable's single value; "" for a multi-value selection).
+func (v Variable) CurrentValue() string {
+	s, _ := v.Current.Value.(string)
+	return s
 }
 
 // Panel is a panel or a row.
