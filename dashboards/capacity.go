@@ -86,10 +86,10 @@ func daysUntil(daily, key, limit string) string {
 	return fmt.Sprintf("min by (%s) (clamp_min((%s - %s) / (%s * 86400), 0) and %s > 0)", key, limit, fit, slope, slope)
 }
 
-// growth is the trend: the fitted daily peak at the end of the range over
-// the fitted one at its start (2 = doubled).
-func growth(daily, key string) string {
-	return fmt.Sprintf("max by (%[1]s) (predict_linear(%[2]s{SEL}[$__range], 0) / (predict_linear(%[2]s{SEL}[$__range], -$__range_s) > 0))", key, daily)
+// growth is the trend: the value of the line fitted through a roll-up at
+// the end of the range over its value at the start (2 = doubled).
+func growth(rollup, key string) string {
+	return fmt.Sprintf("max by (%[1]s) (predict_linear(%[2]s{SEL}[$__range], 0) / (predict_linear(%[2]s{SEL}[$__range], -$__range_s) > 0))", key, rollup)
 }
 
 // column is one column of a ranked table.
@@ -135,6 +135,9 @@ func crossed(r rollup, threshold, legend string) *prometheus.DataqueryBuilder {
 // perDay is a bar chart with one bar per day (the panel's minimum
 // interval): counts of hosts, devices, instances or brokers.
 func perDay(title, description string, queries ...*prometheus.DataqueryBuilder) *timeseries.PanelBuilder {
+	for i, q := range queries {
+		q.RefId(refIDs[i : i+1])
+	}
 	return bars(graph(title, description+" Each bar counts the 24 hours (UTC) before its date; per $group.", "short", queries...)).
 		Interval("1d").Span(12).Height(9)
 }
@@ -192,7 +195,6 @@ func diskCapacity(b *dashboard.DashboardBuilder) {
 	p99 := hi("instance_device:stall_disk_await_seconds:p99_1h", byDevice)
 	util := hi("instance_device:stall_disk_utilization_ratio:max1h", byDevice)
 	median := hi("instance_device:stall_disk_await_seconds:p50_1m_max1h", byDevice)
-	daily := "instance_device:stall_disk_await_seconds:p99_1h_max1d"
 	b.WithRow(row("Disks (1 s sampler)"))
 	b.WithPanel(ranked("Devices with the slowest hour",
 		"The worst hourly 99th percentile of each device's per-second await over the range (the sampler's histogram, not scrape averages), worst first; the peak per-second utilisation (to the histogram's bucket: 90, 99 or 100 %); the hours in which the median await passed DiskAwaitHigh's 100 ms.",
@@ -202,9 +204,9 @@ func diskCapacity(b *dashboard.DashboardBuilder) {
 		column{"Hours median > 100 ms", "h", median.hoursOver("0.1")},
 	))
 	b.WithPanel(ranked("Devices whose await grows fastest",
-		"The fitted trend of each device's daily worst-hour p99 await: its value at the end of the range over its value at the start (2 = doubled over the range), fastest first, with the daily p99 now. A disk whose latency keeps growing at a steady load is wearing out or filling up.",
-		byDevice, column{"Growth over the range", "suffix:×", growth(daily, byDevice)}, "topk",
-		column{"Daily p99 now (fitted)", "s", fmt.Sprintf("max by (%s) (predict_linear(%s{SEL}[$__range], 0))", byDevice, daily)},
+		"The trend of each device's hourly p99 await: the straight line fitted through every hour of the range, its value at the end over its value at the start (2 = doubled over the range), fastest first, with the fitted p99 now. Every hour counts, so one slow hour (a backup) hardly moves it; a disk whose latency keeps growing at a steady load is wearing out or filling up.",
+		byDevice, column{"Growth over the range", "suffix:×", growth(p99.name, byDevice)}, "topk",
+		column{"Hourly p99 now (fitted)", "s", fmt.Sprintf("max by (%s) (predict_linear(%s{SEL}[$__range], 0))", byDevice, p99.name)},
 		column{"Worst hourly p99 await", "s", p99.overRange()},
 	))
 	b.WithPanel(perDay("Devices that crossed a disk threshold, per day",

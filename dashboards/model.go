@@ -74,12 +74,14 @@ type Panel struct {
 	GridPos struct {
 		H, W, X, Y int
 	} `json:"gridPos"`
+	Interval  string  `json:"interval"` // minimum interval (step) of its queries
 	Collapsed bool    `json:"collapsed"`
 	Panels    []Panel `json:"panels"` // a row's nested panels
 }
 
 // Target is one query of a panel.
 type Target struct {
+	RefID      string `json:"refId"`
 	Expr       string `json:"expr"`
 	Legend     string `json:"legendFormat"`
 	Format     string `json:"format"`
