@@ -18,7 +18,6 @@ func init() { register("stall-capacity.json", capacity) }
 const (
 	byHost   = "job, instance"
 	byDevice = "job, instance, device"
-	byZone   = "job, instance, node, zone"
 	byRedis  = "job, instance, addr"
 	byBroker = "cluster, broker, broker_id" // every exporter that reads a broker reports it
 	byComm   = "job, instance, comm, cgroup"
@@ -48,10 +47,13 @@ func (r rollup) overRange() string {
 	return fmt.Sprintf("%[1]s by (%[2]s) (%[1]s_over_time(%[3]s[$__range]))", r.worst, r.key, r.sel())
 }
 
-// perHour is the worst value of each key in the hour before each step of a
-// subquery: an hourly roll-up has one sample in it.
+// perHour is each series' value in the hour before each step of a
+// subquery (an hourly roll-up has one sample in it). It aggregates nothing:
+// an aggregation at each of the 720 steps of 30 days costs several times
+// the stepping itself, so the subqueries compare series with a worst value
+// computed once and aggregate their result.
 func (r rollup) perHour() string {
-	return fmt.Sprintf("%[1]s by (%[2]s) (%[1]s_over_time(%[3]s[1h]))", r.worst, r.key, r.sel())
+	return fmt.Sprintf("%s_over_time(%s[1h])", r.worst, r.sel())
 }
 
 // when is the time of the worst value in milliseconds: the last hourly
@@ -63,13 +65,14 @@ func (r rollup) when() string {
 		cmp = "<="
 	}
 	worstAtEnd := strings.Replace(r.overRange(), "[$__range]", "[$__range] @ end()", 1)
-	return fmt.Sprintf("(max_over_time(timestamp(%s %s %s)[$__range:1h]) - 3600) * 1000", r.perHour(), cmp, worstAtEnd)
+	return fmt.Sprintf("(max by (%s) (max_over_time(timestamp(%s %s on (%s) group_left %s)[$__range:1h])) - 3600) * 1000",
+		r.key, r.perHour(), cmp, r.key, worstAtEnd)
 }
 
 // hoursOver counts the hours of the range in which the key's value passed
 // threshold (an alert's threshold: how often it came near paging).
 func (r rollup) hoursOver(threshold string) string {
-	return fmt.Sprintf("count_over_time((%s > %s)[$__range:1h])", r.perHour(), threshold)
+	return fmt.Sprintf("max by (%s) (count_over_time((%s %s)[$__range:1h]))", r.key, r.perHour(), threshold)
 }
 
 // total sums an hourly increase over the range.
@@ -175,7 +178,7 @@ func pageCacheCapacity(b *dashboard.DashboardBuilder) {
 		byHost, column{"Peak throttle ratio", "percentunit", ratio.overRange()}, "topk",
 		whenColumn(ratio),
 		column{"Time throttled", "s", throttled.total()},
-		column{"Hours throttled", "h", throttled.hoursOver("0")},
+		column{"Hours throttled", "h", throttled.hoursOver("> 0")},
 		column{"Days to throttle point", "d", daysUntil("instance:stall_vm_dirty_throttle_ratio:max1d", byHost, "1")},
 	))
 	b.WithPanel(perDay("Hosts that crossed a page-cache threshold, per day",
@@ -201,7 +204,7 @@ func diskCapacity(b *dashboard.DashboardBuilder) {
 		byDevice, column{"Worst hourly p99 await", "s", p99.overRange()}, "topk",
 		whenColumn(p99),
 		column{"Peak utilisation", "percentunit", util.overRange()},
-		column{"Hours median > 100 ms", "h", median.hoursOver("0.1")},
+		column{"Hours median > 100 ms", "h", median.hoursOver("> 0.1")},
 	))
 	b.WithPanel(ranked("Devices whose await grows fastest",
 		"The trend of each device's hourly p99 await: the straight line fitted through every hour of the range, its value at the end over its value at the start (2 = doubled over the range), fastest first, with the fitted p99 now. Every hour counts, so one slow hour (a backup) hardly moves it; a disk whose latency keeps growing at a steady load is wearing out or filling up.",
@@ -221,7 +224,7 @@ func memoryCapacity(b *dashboard.DashboardBuilder) {
 	rate := hi("instance:stall_vm_allocation_stalls:rate2m_max1h", byHost)
 	psi := "instance_resource:stall_pressure_full_stalled_seconds:rate2m_max1h"
 	psiMem := hi(psi+`{resource="memory"}`, byHost)
-	zone := lo("instance_zone:stall_vm_zone_free_over_low_watermark:min1h", byZone)
+	zone := lo("instance:stall_vm_zone_free_over_low_watermark:min1h", byHost)
 	b.WithRow(row("Memory and reclaim"))
 	b.WithPanel(ranked("Hosts with the most allocation stalls",
 		"Allocations that had to reclaim memory themselves (direct reclaim) over the range, most first; the peak rate over 2 minutes (DirectReclaimStalls pages above 1/s) and when; the peak share of 2 minutes with every task stalled on memory or on I/O (PSI full).",
@@ -235,20 +238,20 @@ func memoryCapacity(b *dashboard.DashboardBuilder) {
 		"Peak share of 2 minutes in which every non-idle task was stalled on memory (PSI memory full; MemoryPressureFull warns above 1 %), worst first, when, and the hours above 1 %.",
 		byHost, column{"Peak PSI memory full", "percentunit", psiMem.overRange()}, "topk",
 		whenColumn(psiMem),
-		column{"Hours above 1 %", "h", psiMem.hoursOver("0.01")},
+		column{"Hours above 1 %", "h", psiMem.hoursOver("> 0.01")},
 		column{"Memory full stalled", "s", hi(`instance_resource:stall_pressure_full_stalled_seconds:increase1h{resource="memory"}`, byHost).total()},
 	))
-	b.WithPanel(ranked("Zones with the least free memory above the low watermark",
-		"Lowest free memory of each zone over the range against its low watermark, lowest first: below 1 kswapd is reclaiming; near the min watermark (usually 0.8 of low) allocations stall in direct reclaim. Raise vm.min_free_kbytes or vm.watermark_scale_factor where a busy host lives near 1.",
-		byZone, column{"Lowest free / low watermark", "suffix:×", zone.overRange()}, "bottomk",
+	b.WithPanel(ranked("Hosts with the least free memory above the low watermark",
+		"Lowest free memory of any zone of the host over the range against that zone's low watermark, lowest first: below 1 kswapd is reclaiming; near the min watermark (usually 0.8 of low) allocations stall in direct reclaim. Raise vm.min_free_kbytes or vm.watermark_scale_factor where a busy host lives near 1; the page-cache dashboard shows which zone.",
+		byHost, column{"Lowest free / low watermark", "suffix:×", zone.overRange()}, "bottomk",
 		whenColumn(zone),
-		column{"Hours below the low watermark", "h", fmt.Sprintf("count_over_time((%s < 1)[$__range:1h])", zone.perHour())},
+		column{"Hours below the low watermark", "h", zone.hoursOver("< 1")},
 	))
 	b.WithPanel(perDay("Hosts that crossed a memory threshold, per day",
 		"Hosts with allocation stalls above DirectReclaimStalls' 1/s, with PSI memory full above MemoryPressureFull's 1 %, and with a zone below its low watermark.",
 		crossed(rate, "> 1", "DirectReclaimStalls"),
 		crossed(psiMem, "> 0.01", "MemoryPressureFull"),
-		crossed(lo("instance_zone:stall_vm_zone_free_over_low_watermark:min1h", byHost), "< 1", "zone below low watermark"),
+		crossed(zone, "< 1", "zone below low watermark"),
 	))
 }
 
@@ -277,7 +280,7 @@ func redisCapacity(b *dashboard.DashboardBuilder) {
 		"Peak CLUSTER NODES calls per second over 5 minutes, worst first, when, and the hours above RedisClusterNodesStorm's 10/s: clients refreshing the topology far too often.",
 		byRedis, column{"Peak CLUSTER NODES/s", "ops", nodes.overRange()}, "topk",
 		whenColumn(nodes),
-		column{"Hours above 10/s", "h", nodes.hoursOver("10")},
+		column{"Hours above 10/s", "h", nodes.hoursOver("> 10")},
 	))
 	b.WithPanel(perDay("Redis instances that crossed a threshold, per day",
 		"Instances whose normal clients held more than RedisClientOutputBuffersGrowing's 256 MiB, with more than RedisClientsWaitingOnOutput's 20 clients waiting, or with more than RedisClusterNodesStorm's 10 CLUSTER NODES calls a second.",
@@ -299,7 +302,7 @@ func rocketmqCapacity(b *dashboard.DashboardBuilder) {
 		whenColumn(lock),
 		column{"Peak send-queue head wait", "s", wait.overRange()},
 		column{"Peak put latency p99", "s", put.overRange()},
-		column{"Hours with holds > 0.5 s", "h", over.hoursOver("2")},
+		column{"Hours with holds > 0.5 s", "h", over.hoursOver("> 2")},
 		column{"Days to 1 s", "d", daysUntil("broker:stall_rocketmq_commitlog_lock_held_seconds:p99_1h_max1d", byBroker, "1")},
 	).Span(24))
 	b.WithPanel(perDay("Brokers that crossed a threshold, per day",
@@ -318,13 +321,13 @@ func dnsCapacity(b *dashboard.DashboardBuilder) {
 		"Peak reverse (PTR) queries per second over 5 minutes leaving each host, worst first, when, and the hours above DNSReverseLookupStorm's 100/s: a consumer resolving the sender of every message (incident 4).",
 		byHost, column{"Peak PTR/s", "ops", host.overRange()}, "topk",
 		whenColumn(host),
-		column{"Hours above 100/s", "h", host.hoursOver("100")},
+		column{"Hours above 100/s", "h", host.hoursOver("> 100")},
 	))
 	b.WithPanel(ranked("Processes sending the most PTR lookups",
 		"Peak PTR queries per second over 5 minutes by process and cgroup (ebpf attribution), worst first: the one at the top of a storm is the one to fix.",
 		byComm, column{"Peak PTR/s", "ops", comm.overRange()}, "topk",
 		whenColumn(comm),
-		column{"Hours above 100/s", "h", comm.hoursOver("100")},
+		column{"Hours above 100/s", "h", comm.hoursOver("> 100")},
 	))
 	b.WithPanel(perDay("Hosts that crossed DNSReverseLookupStorm's threshold, per day",
 		"Hosts sending more than 100 PTR queries a second, from one process or from the whole host.",

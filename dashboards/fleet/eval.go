@@ -15,6 +15,9 @@ import (
 	"github.com/stall-exporter/stall_exporter/dashboards"
 )
 
+// ExtraParams are added to every query request (VictoriaMetrics' nocache).
+var ExtraParams map[string]string
+
 // Result is one panel query evaluated as Grafana would send it.
 type Result struct {
 	Panel, RefID, Expr string
@@ -66,6 +69,9 @@ func Evaluate(ctx context.Context, base, file string, end time.Time, window time
 			}
 			r := Result{Panel: p.Title, RefID: t.RefID, Expr: expr, Instant: t.Instant}
 			params := url.Values{"query": {expr}}
+			for k, v := range ExtraParams {
+				params.Set(k, v)
+			}
 			path := "/api/v1/query"
 			if t.Instant {
 				params.Set("time", strconv.FormatInt(end.Unix(), 10))

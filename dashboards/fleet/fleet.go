@@ -238,16 +238,13 @@ func (g *gen) host(i int) {
 		g.add("instance_resource:stall_pressure_full_stalled_seconds:rate2m_max1h", l, share)
 		g.add("instance_resource:stall_pressure_full_stalled_seconds:increase1h", l, g.each(func(k int) float64 { return share[k] * 300 }))
 	}
-	for z, zone := range []string{"DMA", "DMA32", "Normal"} {
-		l := base + fmt.Sprintf(`,node="0",zone=%q`, zone)
-		head := []float64{30, 8, 3}[z] * (0.7 + 0.6*r.Float64())
-		g.add("instance_zone:stall_vm_zone_free_over_low_watermark:min1h", l, g.each(func(k int) float64 {
-			if reclaim && zone == "Normal" && stalls[k] > 0 {
-				return 0.8 + 0.1*r.Float64()
-			}
-			return head * noise(0.2) / g.diurnal(k, 0.2)
-		}))
-	}
+	head := 3 * (0.7 + 0.6*r.Float64()) // the Normal zone, the one with the least headroom
+	g.add("instance:stall_vm_zone_free_over_low_watermark:min1h", base, g.each(func(k int) float64 {
+		if reclaim && stalls[k] > 0 {
+			return 0.8 + 0.1*r.Float64()
+		}
+		return head * noise(0.2) / g.diurnal(k, 0.2)
+	}))
 
 	// Tunables at the end of each hour: the defaults, the incident-5 fix on the odd hosts.
 	dirtyRatio, dirtyBackground := 20.0, 10.0

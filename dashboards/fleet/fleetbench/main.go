@@ -1,0 +1,63 @@
+// Command fleetbench evaluates every query of the capacity dashboard over
+// its default range (30 days) against a Prometheus API, as Grafana would
+// send them, and prints each query's wall time (the best and the worst of
+// -runs runs) and the series it returned. scripts/capacity-bench.sh runs it
+// on a generated fleet.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stall-exporter/stall_exporter/dashboards/fleet"
+)
+
+func main() {
+	url := flag.String("url", "http://127.0.0.1:9090", "Prometheus API base URL")
+	file := flag.String("dashboard", "dashboards/stall-capacity.json", "dashboard JSON")
+	end := flag.Int64("end", time.Now().Unix(), "Unix time of the end of the range")
+	days := flag.Int("days", 30, "range in days")
+	runs := flag.Int("runs", 3, "runs of the whole dashboard")
+	nocache := flag.Bool("nocache", false, "ask for no result cache (VictoriaMetrics' nocache=1)")
+	flag.Parse()
+	base := *url
+	if *nocache {
+		fleet.ExtraParams = map[string]string{"nocache": "1"}
+	}
+	window := time.Duration(*days) * 24 * time.Hour
+	var all [][]fleet.Result
+	for range *runs {
+		r, err := fleet.Evaluate(context.Background(), base, *file, time.Unix(*end, 0), window)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fleetbench:", err)
+			os.Exit(1)
+		}
+		all = append(all, r)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "best ms\tworst ms\tseries\t\tpanel / query\t")
+	var total, slowest time.Duration
+	for i, r := range all[0] {
+		var took []time.Duration
+		for _, run := range all {
+			took = append(took, run[i].Took)
+		}
+		best, worst := slices.Min(took), slices.Max(took)
+		total += best
+		slowest = max(slowest, worst)
+		kind := "instant"
+		if !r.Instant {
+			kind = "range"
+		}
+		fmt.Fprintf(w, "%.0f\t%.0f\t%d\t%s\t%s %s\t\n", ms(best), ms(worst), len(r.Series), kind, r.Panel, r.RefID)
+	}
+	w.Flush()
+	fmt.Printf("%d queries; slowest %.0f ms; the whole dashboard %.1f s (sum of the best runs, one at a time)\n", len(all[0]), ms(slowest), total.Seconds())
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
