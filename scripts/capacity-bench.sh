@@ -11,13 +11,20 @@
 #                                            # on PATH, or VM_BIN=...; `go install
 #                                            # github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@v1.151.0`)
 #
-# Needs prometheus and promtool (scripts/install-test-deps.sh). All data lives in a temporary
-# directory (TMPDIR), removed at the end; the peak disk use is printed.
+# Needs prometheus, promtool and curl (scripts/install-test-deps.sh). All data lives in a temporary
+# directory, removed at the end; the peak use is printed. It is under TMPDIR if set, else in
+# /dev/shm when that has 4 GiB free (the text is written and read once: memory spares the disk
+# minutes of I/O), else /tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 hosts=${HOSTS:-1000} days=${DAYS:-30} runs=${RUNS:-3}
-tmp=$(mktemp -d)
+where=${TMPDIR:-}
+if [ -z "$where" ]; then
+	where=/tmp
+	if [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR==2 {print $4}')" -gt $((4 << 20)) ]; then where=/dev/shm; fi
+fi
+tmp=$(mktemp -d -p "$where" capacity-bench.XXXXXX)
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
@@ -25,7 +32,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() { # a port nothing listens on
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 20000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+	done
+}
+elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}'; }
 wait_ready() { # url what
 	for _ in $(seq 1 600); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.5; done
 	echo "timed out waiting for $2 ($1)" >&2; exit 1
@@ -41,18 +55,18 @@ last=$((end + offset))
 echo "== generating $hosts hosts x $days days"
 t0=$(date +%s.%N)
 "$tmp/fleetgen" -hosts "$hosts" -days "$days" -end "$end" > "$tmp/fleet.om"
-t1=$(date +%s.%N)
+took=$(elapsed "$t0")
 samples=$(grep -vc '^#' "$tmp/fleet.om")
 series=$(awk '!/^#/ {sub(/ [^ ]+ [^ ]+$/, ""); if (!($0 in s)) {s[$0]; n++}} END {print n}' "$tmp/fleet.om")
-echo "   $series series, $samples samples, $(du -h "$tmp/fleet.om" | cut -f1) of OpenMetrics in $(printf %.1f "$(echo "$t1 - $t0" | bc)") s"
+echo "   $series series, $samples samples, $(du -h "$tmp/fleet.om" | cut -f1) of OpenMetrics in $took s (in $where)"
 
 echo "== promtool tsdb create-blocks-from openmetrics"
 t0=$(date +%s.%N)
 promtool tsdb create-blocks-from openmetrics -q --max-block-duration=768h "$tmp/fleet.om" "$tmp/data" > /dev/null
-t1=$(date +%s.%N)
+took=$(elapsed "$t0")
 peak=$(du -sh "$tmp" | cut -f1)
 rm "$tmp/fleet.om"
-echo "   blocks: $(du -sh "$tmp/data" | cut -f1) in $(printf %.1f "$(echo "$t1 - $t0" | bc)") s (peak disk use of the run: $peak)"
+echo "   blocks: $(du -sh "$tmp/data" | cut -f1) in $took s (peak use of the run: $peak)"
 
 port=$(free_port)
 printf 'global: {}\n' > "$tmp/prometheus.yml"
@@ -72,13 +86,14 @@ if [ "${VM:-}" = 1 ]; then
 		-loggerLevel=ERROR > "$tmp/vm.log" 2>&1 &
 	pids+=($!)
 	wait_ready "http://127.0.0.1:$vport/health" VictoriaMetrics
-	echo "== importing into VictoriaMetrics ($("$vm" -version 2>&1 | head -1))"
+	version=$(go version -m "$vm" 2>/dev/null | awk '$1 == "mod" {print $3}') # go install stamps no app version
+	echo "== importing into VictoriaMetrics $version"
 	t0=$(date +%s.%N)
+	# Streamed (chunked) from the generator: no copy of the text on disk or in curl's memory.
 	"$tmp/fleetgen" -hosts "$hosts" -days "$days" -end "$end" -millis |
-		curl -fsS --data-binary @- "http://127.0.0.1:$vport/api/v1/import/prometheus"
+		curl -fsS -X POST -T - "http://127.0.0.1:$vport/api/v1/import/prometheus"
 	curl -fsS "http://127.0.0.1:$vport/internal/force_flush"
-	t1=$(date +%s.%N)
-	echo "   imported in $(printf %.1f "$(echo "$t1 - $t0" | bc)") s; storage $(du -sh "$tmp/vm" | cut -f1)"
+	echo "   imported in $(elapsed "$t0") s; storage $(du -sh "$tmp/vm" | cut -f1)"
 	echo "== VictoriaMetrics: every capacity panel query over $days days, $runs runs"
 	"$tmp/fleetbench" -url "http://127.0.0.1:$vport" -end "$last" -days "$days" -runs "$runs" -nocache
 	echo "   VictoriaMetrics RSS after the queries: $(ps -o rss= -p "${pids[1]}" | awk '{printf "%.0f MiB", $1/1024}')"
