@@ -43,7 +43,7 @@ func main() {
 	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
 	lim.Cur = lim.Max
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Max < 20100 {
-		log.Printf("raising the descriptor limit: %v (the 10,000-client scenario may fail)", err)
+		log.Printf("descriptor limit %d (%v): the 10,000-client scenario may fail", lim.Max, err)
 	}
 	dir, err := os.MkdirTemp("", "series-budget")
 	if err != nil {
