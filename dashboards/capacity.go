@@ -154,7 +154,6 @@ func capacity() *dashboard.DashboardBuilder {
 	b := newBoard("stall-capacity", "Stall / Capacity review",
 		"Once a month, over the whole fleet: who came closest to a limit, how often the fleet crossed each alert's threshold, which trends lead to a limit, which tunables differ. Reads the hourly and daily roll-ups of alerts/capacity.yml (docs/capacity.md): install them first, and expect data from the first full hour on.",
 		"instance:stall_vm_dirty_throttle_ratio:max1h",
-		customVar("top", "Top N", "10", "5", "10", "20", "50"),
 		customVar("group", "Group by", "job", "job", "cluster", "role")).
 		Time("now-30d", "now").
 		Refresh("")

@@ -271,6 +271,9 @@ func (l *linter) panel(where string, p Panel, values map[string]string) {
 		l.errorf(where, "no queries")
 	}
 	for _, tg := range p.Targets {
+		if p.Type == "timeseries" && !tg.Instant {
+			l.perHost(where, tg.Expr, values)
+		}
 		if tg.Datasource == nil || tg.Datasource.UID != "${datasource}" {
 			l.errorf(where, "query data source %+v, want ${datasource}", tg.Datasource)
 		}
@@ -333,6 +336,28 @@ func (l *linter) query(where, raw, expr string) {
 		}
 		return nil
 	})
+}
+
+// perHost: a graph must not draw one series per host of the selection by
+// default (1,000 lines at 1,000 hosts): its query either aggregates the
+// hosts away or ranks them with topk/bottomk($top, …), the Top N variable.
+func (l *linter) perHost(where, raw string, values map[string]string) {
+	v := map[string]string{}
+	for k, s := range values {
+		v[k] = s
+	}
+	v["top"] = "4242" // to recognise the variable after parsing
+	expr, err := Expand(raw, v)
+	if err != nil {
+		return // reported by the query checks
+	}
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		return
+	}
+	if !BoundedByHost(e) {
+		l.errorf(where, "%q draws one series per host: aggregate the hosts away or rank them with topk($top, …)", raw)
+	}
 }
 
 // hourlySubquery: a subquery that steps through hourly roll-ups by the hour
@@ -481,6 +506,7 @@ func TestLintCatches(t *testing.T) {
 		"roll-up instance:stall_vm_dirty_throttle_ratio:max1h over __rate_interval",
 		"roll-up instance:stall_vm_dirty_throttle_ratio:max1h read as an instant vector",
 		"subquery in",
+		"draws one series per host",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("lint did not report %q; it reported:\n%s", want, all)
