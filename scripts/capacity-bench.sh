@@ -75,7 +75,7 @@ prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" -
 pids+=($!)
 wait_ready "http://127.0.0.1:$port/-/ready" Prometheus
 echo "== Prometheus $(prometheus --version 2>&1 | head -1 | awk '{print $3}'): every capacity panel query over $days days, $runs runs"
-"$tmp/fleetbench" -url "http://127.0.0.1:$port" -end "$last" -days "$days" -runs "$runs"
+"$tmp/fleetbench" -url "http://127.0.0.1:$port" -end "$last" -days "$days" -runs "$runs" -planted "$hosts"
 echo "   Prometheus RSS after the queries: $(ps -o rss= -p "${pids[0]}" | awk '{printf "%.0f MiB", $1/1024}')"
 
 if [ "${VM:-}" = 1 ]; then
@@ -93,8 +93,8 @@ if [ "${VM:-}" = 1 ]; then
 	"$tmp/fleetgen" -hosts "$hosts" -days "$days" -end "$end" -millis |
 		curl -fsS -X POST -T - "http://127.0.0.1:$vport/api/v1/import/prometheus"
 	curl -fsS "http://127.0.0.1:$vport/internal/force_flush"
-	echo "   imported in $(elapsed "$t0") s; storage $(du -sh "$tmp/vm" | cut -f1)"
+	echo "   imported in $(elapsed "$t0") s"
 	echo "== VictoriaMetrics: every capacity panel query over $days days, $runs runs"
-	"$tmp/fleetbench" -url "http://127.0.0.1:$vport" -end "$last" -days "$days" -runs "$runs" -nocache
+	"$tmp/fleetbench" -url "http://127.0.0.1:$vport" -end "$last" -days "$days" -runs "$runs" -nocache -planted "$hosts"
 	echo "   VictoriaMetrics RSS after the queries: $(ps -o rss= -p "${pids[1]}" | awk '{printf "%.0f MiB", $1/1024}')"
 fi

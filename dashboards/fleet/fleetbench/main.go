@@ -24,6 +24,7 @@ func main() {
 	days := flag.Int("days", 30, "range in days")
 	runs := flag.Int("runs", 3, "runs of the whole dashboard")
 	nocache := flag.Bool("nocache", false, "ask for no result cache (VictoriaMetrics' nocache=1)")
+	planted := flag.Int("planted", 0, "the data is fleetgen's for this many hosts: also check that its planted hosts come out on top")
 	flag.Parse()
 	base := *url
 	if *nocache {
@@ -38,6 +39,16 @@ func main() {
 			os.Exit(1)
 		}
 		all = append(all, r)
+	}
+	if *planted > 0 {
+		cfg := fleet.Config{Hosts: *planted, Days: *days, End: time.Unix(*end, 0).UTC(), Offset: 17 * time.Minute}
+		if problems := fleet.CheckPlanted(all[0], cfg); len(problems) > 0 {
+			for _, p := range problems {
+				fmt.Fprintln(os.Stderr, "planted:", p)
+			}
+			os.Exit(1)
+		}
+		fmt.Println("planted hosts: each on top of its tables, forecasts within the range")
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "best ms\tworst ms\tseries\t\tpanel / query\t")
