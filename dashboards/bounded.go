@@ -62,8 +62,7 @@ func BoundedByHost(e parser.Expr) bool {
 	return false
 }
 
-
-// ranked wraps a graph's query in topk($top, …) when it would draw one
+// rankedQuery wraps a graph's query in topk($top, …) when it would draw one
 // series per host: at 1,000 hosts a graph of the whole fleet shows the
 // $top worst at each moment instead of 1,000 lines.
 func rankedQuery(t *prometheus.DataqueryBuilder) *prometheus.DataqueryBuilder {

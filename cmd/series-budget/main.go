@@ -230,7 +230,9 @@ func (b *budget) row(c, base counts) {
 			fams = append(fams, fam{n, v - base.families[n]})
 		}
 	}
-	sort.Slice(fams, func(i, j int) bool { return fams[i].n > fams[j].n || fams[i].n == fams[j].n && fams[i].name < fams[j].name })
+	sort.Slice(fams, func(i, j int) bool {
+		return fams[i].n > fams[j].n || fams[i].n == fams[j].n && fams[i].name < fams[j].name
+	})
 	var top []string
 	for i, f := range fams {
 		if i == 5 {
