@@ -95,7 +95,8 @@ func growth(rollup, key string) string {
 	return fmt.Sprintf("max by (%[1]s) (predict_linear(%[2]s{SEL}[$__range], 0) / (predict_linear(%[2]s{SEL}[$__range], -$__range_s) > 0))", key, rollup)
 }
 
-// column is one column of a ranked table.
+// column is one column of a ranked table. A count of hours (unit "h")
+// shows 0, not an empty cell, for the rows it found no hour for.
 type column struct {
 	title, unit, expr string
 }
@@ -117,7 +118,11 @@ func ranked(title, description, key string, rank column, direction string, more 
 	rename := map[string]any{"Value #A": rank.title}
 	for i, c := range more {
 		id := refIDs[i+1 : i+2]
-		p.WithTarget(tableQuery(fmt.Sprintf("%s and on (%s) %s", c.expr, key, top)).RefId(id))
+		expr := fmt.Sprintf("%s and on (%s) %s", c.expr, key, top)
+		if c.unit == "h" {
+			expr = fmt.Sprintf("(%s) or 0 * %s", expr, top)
+		}
+		p.WithTarget(tableQuery(expr).RefId(id))
 		rename["Value #"+id] = c.title
 		p.OverrideByName(c.title, []dashboard.DynamicConfigValue{{Id: "unit", Value: c.unit}})
 	}
