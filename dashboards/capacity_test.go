@@ -173,3 +173,61 @@ func between(t *testing.T, page, name string) string {
 	}
 	return body
 }
+
+// TestCapacityThresholds: every per-day count of the capacity dashboard
+// that names an alert compares with a number that alert's expression
+// compares with, so a threshold changed in alerts/*.yml cannot leave the
+// dashboard counting against the old one.
+func TestCapacityThresholds(t *testing.T) {
+	alerts := map[string]string{}
+	files, _ := filepath.Glob("../alerts/*.yml")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Groups []struct {
+				Rules []struct {
+					Alert string `yaml:"alert"`
+					Expr  string `yaml:"expr"`
+				} `yaml:"rules"`
+			} `yaml:"groups"`
+		}
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range doc.Groups {
+			for _, r := range g.Rules {
+				if r.Alert != "" {
+					alerts[r.Alert] = r.Expr
+				}
+			}
+		}
+	}
+	m, err := Load("stall-capacity.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	threshold := regexp.MustCompile(`[<>]=? ([0-9][0-9.]*(?: \* 2\^20)?)`)
+	checked := 0
+	for _, p := range m.Panels {
+		for _, tg := range p.Targets {
+			for _, word := range strings.Fields(tg.Legend) {
+				expr, ok := alerts[word]
+				if !ok {
+					continue
+				}
+				for _, th := range threshold.FindAllStringSubmatch(tg.Expr, -1) {
+					checked++
+					if !strings.Contains(expr, th[1]) {
+						t.Errorf("%q counts %s against %s, which its expression does not compare with: %s", p.Title, word, th[1], expr)
+					}
+				}
+			}
+		}
+	}
+	if checked < 12 {
+		t.Errorf("only %d thresholds of named alerts found in the capacity dashboard", checked)
+	}
+}
