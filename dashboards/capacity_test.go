@@ -128,36 +128,15 @@ func TestDroppableMetrics(t *testing.T) {
 // text of all their annotations.
 func ruleExprs(t *testing.T) ([]string, string) {
 	t.Helper()
-	files, _ := filepath.Glob("../alerts/*.yml")
 	var out []string
 	var annotations strings.Builder
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var doc struct {
-			Groups []struct {
-				Rules []struct {
-					Expr        string            `yaml:"expr"`
-					Annotations map[string]string `yaml:"annotations"`
-				} `yaml:"rules"`
-			} `yaml:"groups"`
-		}
-		if err := yaml.Unmarshal(b, &doc); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		for _, g := range doc.Groups {
-			for _, r := range g.Rules {
-				out = append(out, r.Expr)
-				for _, a := range r.Annotations {
-					annotations.WriteString(a + "\n")
-				}
+	for _, g := range ruleGroups(t) {
+		for _, r := range g.Rules {
+			out = append(out, r.Expr)
+			for _, a := range r.Annotations {
+				annotations.WriteString(a + "\n")
 			}
 		}
-	}
-	if len(out) == 0 {
-		t.Fatal("no rules in ../alerts/*.yml")
 	}
 	return out, annotations.String()
 }
@@ -180,28 +159,10 @@ func between(t *testing.T, page, name string) string {
 // dashboard counting against the old one.
 func TestCapacityThresholds(t *testing.T) {
 	alerts := map[string]string{}
-	files, _ := filepath.Glob("../alerts/*.yml")
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var doc struct {
-			Groups []struct {
-				Rules []struct {
-					Alert string `yaml:"alert"`
-					Expr  string `yaml:"expr"`
-				} `yaml:"rules"`
-			} `yaml:"groups"`
-		}
-		if err := yaml.Unmarshal(b, &doc); err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range doc.Groups {
-			for _, r := range g.Rules {
-				if r.Alert != "" {
-					alerts[r.Alert] = r.Expr
-				}
+	for _, g := range ruleGroups(t) {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				alerts[r.Alert] = r.Expr
 			}
 		}
 	}

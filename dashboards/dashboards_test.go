@@ -119,41 +119,55 @@ type linter struct {
 	problems []string
 }
 
-// recordingRules reads the recording rules of alerts/*.yml: every name, and
-// the roll-ups (groups evaluated every hour or less often).
-func recordingRules(t *testing.T) (recorded, rollups map[string]bool) {
+// ruleGroup is a group of alerts/*.yml, as the dashboard tests read it.
+type ruleGroup struct {
+	Interval string `yaml:"interval"`
+	Rules    []struct {
+		Record      string            `yaml:"record"`
+		Alert       string            `yaml:"alert"`
+		Expr        string            `yaml:"expr"`
+		Annotations map[string]string `yaml:"annotations"`
+	} `yaml:"rules"`
+}
+
+// ruleGroups reads every group of alerts/*.yml.
+func ruleGroups(t *testing.T) []ruleGroup {
 	t.Helper()
 	files, err := filepath.Glob("../alerts/*.yml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no rule files: %v", err)
 	}
-	recorded, rollups = map[string]bool{}, map[string]bool{}
+	var out []ruleGroup
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var doc struct {
-			Groups []struct {
-				Interval string `yaml:"interval"`
-				Rules    []struct {
-					Record string `yaml:"record"`
-				} `yaml:"rules"`
-			} `yaml:"groups"`
+			Groups []ruleGroup `yaml:"groups"`
 		}
 		if err := yaml.Unmarshal(b, &doc); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		for _, g := range doc.Groups {
-			every, _ := model.ParseDuration(g.Interval)
-			for _, r := range g.Rules {
-				if r.Record == "" {
-					continue
-				}
-				recorded[r.Record] = true
-				if time.Duration(every) >= time.Hour {
-					rollups[r.Record] = true
-				}
+		out = append(out, doc.Groups...)
+	}
+	return out
+}
+
+// recordingRules reads the recording rules of alerts/*.yml: every name, and
+// the roll-ups (groups evaluated every hour or less often).
+func recordingRules(t *testing.T) (recorded, rollups map[string]bool) {
+	t.Helper()
+	recorded, rollups = map[string]bool{}, map[string]bool{}
+	for _, g := range ruleGroups(t) {
+		every, _ := model.ParseDuration(g.Interval)
+		for _, r := range g.Rules {
+			if r.Record == "" {
+				continue
+			}
+			recorded[r.Record] = true
+			if time.Duration(every) >= time.Hour {
+				rollups[r.Record] = true
 			}
 		}
 	}
