@@ -3,7 +3,8 @@
 # fleet scale"): generate HOSTS hosts x DAYS days of the roll-ups of alerts/capacity.yml
 # (dashboards/fleet, planted worst hosts included), build TSDB blocks with promtool, serve them with
 # a real Prometheus and evaluate every panel query of dashboards/stall-capacity.json over the
-# dashboard's default range, RUNS times; prints each query's best and worst wall time.
+# dashboard's default range, RUNS times; prints each query's best and worst wall time and the
+# server's CPU time for it (its threads' schedstat: what other load on the machine does not inflate).
 #
 #   make bench-capacity                      # 1,000 hosts, 30 days (about 3 GB of text, removed after)
 #   HOSTS=200 DAYS=10 scripts/capacity-bench.sh
@@ -75,7 +76,8 @@ prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" -
 pids+=($!)
 wait_ready "http://127.0.0.1:$port/-/ready" Prometheus
 echo "== Prometheus $(prometheus --version 2>&1 | head -1 | awk '{print $3}'): every capacity panel query over $days days, $runs runs"
-"$tmp/fleetbench" -url "http://127.0.0.1:$port" -end "$last" -days "$days" -runs "$runs" -planted "$hosts"
+echo "   load average before the queries: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$tmp/fleetbench" -url "http://127.0.0.1:$port" -end "$last" -days "$days" -runs "$runs" -planted "$hosts" -pid "${pids[0]}"
 echo "   Prometheus RSS after the queries: $(ps -o rss= -p "${pids[0]}" | awk '{printf "%.0f MiB", $1/1024}')"
 
 if [ "${VM:-}" = 1 ]; then
@@ -95,6 +97,7 @@ if [ "${VM:-}" = 1 ]; then
 	curl -fsS "http://127.0.0.1:$vport/internal/force_flush"
 	echo "   imported in $(elapsed "$t0") s"
 	echo "== VictoriaMetrics: every capacity panel query over $days days, $runs runs"
-	"$tmp/fleetbench" -url "http://127.0.0.1:$vport" -end "$last" -days "$days" -runs "$runs" -nocache -planted "$hosts"
+	echo "   load average before the queries: $(cut -d' ' -f1-3 /proc/loadavg)"
+	"$tmp/fleetbench" -url "http://127.0.0.1:$vport" -end "$last" -days "$days" -runs "$runs" -nocache -planted "$hosts" -pid "${pids[1]}"
 	echo "   VictoriaMetrics RSS after the queries: $(ps -o rss= -p "${pids[1]}" | awk '{printf "%.0f MiB", $1/1024}')"
 fi

@@ -24,6 +24,7 @@ func main() {
 	days := flag.Int("days", 30, "range in days")
 	runs := flag.Int("runs", 3, "runs of the whole dashboard")
 	nocache := flag.Bool("nocache", false, "ask for no result cache (VictoriaMetrics' nocache=1)")
+	pid := flag.Int("pid", 0, "the server's process id: also report its CPU time per query (/proc/<pid>/task/*/schedstat)")
 	planted := flag.Int("planted", 0, "the data is fleetgen's for this many hosts: also check that its planted hosts come out on top")
 	flag.Parse()
 	base := *url
@@ -31,6 +32,9 @@ func main() {
 		fleet.ExtraParams = map[string]string{"nocache": "1"}
 	}
 	window := time.Duration(*days) * 24 * time.Hour
+	if *pid > 0 {
+		fleet.CPU = fleet.ProcessCPU(*pid)
+	}
 	var all [][]fleet.Result
 	for range *runs {
 		r, err := fleet.Evaluate(context.Background(), base, *file, time.Unix(*end, 0), window)
@@ -51,24 +55,30 @@ func main() {
 		fmt.Println("planted hosts: each on top of its tables, forecasts within the range")
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "best ms\tworst ms\tseries\t\tpanel / query\t")
-	var total, slowest time.Duration
+	fmt.Fprintln(w, "best ms\tworst ms\tCPU ms\tseries\t\tpanel / query\t")
+	var total, slowest, cpuTotal, cpuMax time.Duration
 	for i, r := range all[0] {
-		var took []time.Duration
+		var took, cpu []time.Duration
 		for _, run := range all {
 			took = append(took, run[i].Took)
+			cpu = append(cpu, run[i].CPU)
 		}
-		best, worst := slices.Min(took), slices.Max(took)
+		best, worst, leastCPU := slices.Min(took), slices.Max(took), slices.Min(cpu)
 		total += best
 		slowest = max(slowest, worst)
+		cpuTotal += leastCPU
+		cpuMax = max(cpuMax, leastCPU)
 		kind := "instant"
 		if !r.Instant {
 			kind = "range"
 		}
-		fmt.Fprintf(w, "%.0f\t%.0f\t%d\t%s\t%s %s\t\n", ms(best), ms(worst), len(r.Series), kind, r.Panel, r.RefID)
+		fmt.Fprintf(w, "%.0f\t%.0f\t%.0f\t%d\t%s\t%s %s\t\n", ms(best), ms(worst), ms(leastCPU), len(r.Series), kind, r.Panel, r.RefID)
 	}
 	w.Flush()
 	fmt.Printf("%d queries; slowest %.0f ms; the whole dashboard %.1f s (sum of the best runs, one at a time)\n", len(all[0]), ms(slowest), total.Seconds())
+	if fleet.CPU != nil {
+		fmt.Printf("server CPU (least of the runs): most for one query %.0f ms, the whole dashboard %.1f s\n", ms(cpuMax), cpuTotal.Seconds())
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
