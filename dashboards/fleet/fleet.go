@@ -49,16 +49,17 @@ type Planted struct {
 	OddSysctlHosts []string // hosts with vm.dirty_ratio unlike the fleet
 }
 
-// Plant returns the planted hosts of a fleet of n hosts (n >= 20).
+// Plant returns the planted hosts of a fleet (at least 20 hosts, 5 days).
 func Plant(cfg Config) Planted {
 	end := cfg.End.Truncate(time.Hour)
 	day := func(daysBefore int, hour int) time.Time {
 		d := end.Add(-time.Duration(daysBefore) * 24 * time.Hour).Truncate(24 * time.Hour)
 		return d.Add(time.Duration(hour)*time.Hour + cfg.Offset)
 	}
+	third := max(cfg.Days/3, 2) // three distinct days: two thirds and a third of the range ago, and yesterday
 	return Planted{
 		ThrottledHost: host(7),
-		ThrottlePeaks: []time.Time{day(cfg.Days*2/3, 14), day(cfg.Days/3, 11), day(1, 16)},
+		ThrottlePeaks: []time.Time{day(max(cfg.Days*2/3, third+1), 14), day(third, 11), day(1, 16)},
 		ThrottleTrend: host(13),
 		DiskHost:      host(17), DiskDevice: "nvme1n1",
 		ReclaimHost: host(19),
@@ -99,8 +100,8 @@ type family struct {
 
 // Write generates the fleet into w.
 func Write(w io.Writer, cfg Config) error {
-	if cfg.Hosts < 20 || cfg.Days < 4 {
-		return fmt.Errorf("need at least 20 hosts and 4 days, got %d and %d", cfg.Hosts, cfg.Days)
+	if cfg.Hosts < 20 || cfg.Days < 5 {
+		return fmt.Errorf("need at least 20 hosts and 5 days, got %d and %d", cfg.Hosts, cfg.Days)
 	}
 	end := cfg.End.Truncate(time.Hour)
 	hours := cfg.Days * 24
