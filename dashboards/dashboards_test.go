@@ -338,7 +338,7 @@ func (l *linter) query(where, raw, expr string) {
 			}
 		case *parser.SubqueryExpr:
 			if !l.hourlySubquery(n) {
-				l.errorf(where, "subquery in %q: Grafana's step already does this (only hourly roll-ups may be stepped through by the hour over $__range)", raw)
+				l.errorf(where, "subquery in %q: Grafana's step already does this (only hourly roll-ups may be stepped through by whole hours over $__range)", raw)
 			}
 		case *parser.Call:
 			if n.Func.Name == "histogram_quantile" {
@@ -374,7 +374,7 @@ func (l *linter) perHost(where, raw string, values map[string]string) {
 	}
 }
 
-// hourlySubquery: a subquery that steps through hourly roll-ups by the hour
+// hourlySubquery: a subquery that steps through hourly roll-ups by whole hours
 // (or by whole hours) over the dashboard's range, as the capacity tables'
 // "when" and "hours over" columns do; nothing else needs one.
 func (l *linter) hourlySubquery(sq *parser.SubqueryExpr) bool {
