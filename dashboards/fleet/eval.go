@@ -31,7 +31,7 @@ type Result struct {
 	Instant            bool
 	Took               time.Duration
 	CPU                time.Duration // the server's CPU time during the query, with CPU set
-	Series             []Sample // instant: one value per series; range: the last value of each
+	Series             []Sample      // instant: one value per series; range: the last value of each
 }
 
 // Sample is a series' labels and its value (the last one of a range).
