@@ -13,7 +13,7 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 ARGS      ?=
 
-.PHONY: all build run test test-deps lint fuzz bench golden dashboards clean readme-flags rules rules-doc
+.PHONY: all build run test test-deps lint fuzz bench bench-capacity golden dashboards clean readme-flags rules rules-doc
 
 all: build
 
@@ -56,6 +56,12 @@ fuzz:
 ## bench: benchmarks (results are recorded by hand in docs/benchmarks.md)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## bench-capacity: the capacity dashboard at fleet scale: 1,000 generated hosts x 30 days in a real
+## Prometheus, every panel query timed (HOSTS=, DAYS=, RUNS=; VM=1 also against VictoriaMetrics);
+## figures in docs/benchmarks.md
+bench-capacity: test-deps
+	./scripts/capacity-bench.sh
 
 ## golden: regenerate the checked-in end-to-end fixture output
 golden:

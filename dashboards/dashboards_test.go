@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
 )
@@ -54,6 +56,7 @@ var builtins = map[string]string{
 	"__rate_interval": "1001s",
 	"__interval":      "1002s",
 	"__range":         "1003s",
+	"__range_s":       "1004",
 }
 
 // lintValues are the values the lint substitutes: the built-in sentinels,
@@ -66,6 +69,9 @@ func lintValues(m *Model) map[string]string {
 	}
 	for _, tv := range m.Templating.List {
 		v[tv.Name] = "VAR_" + tv.Name
+		if tv.Type == "custom" {
+			v[tv.Name] = tv.CurrentValue() // a number (top N) or a label name (group by)
+		}
 	}
 	return v
 }
@@ -85,13 +91,14 @@ func TestLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	recorded, rollups := recordingRules(t)
 	uids := map[string]string{}
 	for _, f := range files {
 		m, err := Load(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := &linter{doc: doc, others: others}
+		l := &linter{doc: doc, others: others, recorded: recorded, rollups: rollups}
 		if prev, dup := uids[m.UID]; dup || m.UID == "" {
 			l.errorf("", "uid %q empty or also used by %s", m.UID, prev)
 		}
@@ -107,7 +114,64 @@ func TestLint(t *testing.T) {
 type linter struct {
 	doc      map[string]metricsdoc.Family
 	others   map[string]metricsdoc.Family
+	recorded map[string]bool // recording rules of alerts/*.yml
+	rollups  map[string]bool // the ones recorded once an hour or less often
 	problems []string
+}
+
+// ruleGroup is a group of alerts/*.yml, as the dashboard tests read it.
+type ruleGroup struct {
+	Interval string `yaml:"interval"`
+	Rules    []struct {
+		Record      string            `yaml:"record"`
+		Alert       string            `yaml:"alert"`
+		Expr        string            `yaml:"expr"`
+		Annotations map[string]string `yaml:"annotations"`
+	} `yaml:"rules"`
+}
+
+// ruleGroups reads every group of alerts/*.yml.
+func ruleGroups(t *testing.T) []ruleGroup {
+	t.Helper()
+	files, err := filepath.Glob("../alerts/*.yml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no rule files: %v", err)
+	}
+	var out []ruleGroup
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Groups []ruleGroup `yaml:"groups"`
+		}
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out = append(out, doc.Groups...)
+	}
+	return out
+}
+
+// recordingRules reads the recording rules of alerts/*.yml: every name, and
+// the roll-ups (groups evaluated every hour or less often).
+func recordingRules(t *testing.T) (recorded, rollups map[string]bool) {
+	t.Helper()
+	recorded, rollups = map[string]bool{}, map[string]bool{}
+	for _, g := range ruleGroups(t) {
+		every, _ := model.ParseDuration(g.Interval)
+		for _, r := range g.Rules {
+			if r.Record == "" {
+				continue
+			}
+			recorded[r.Record] = true
+			if time.Duration(every) >= time.Hour {
+				rollups[r.Record] = true
+			}
+		}
+	}
+	return recorded, rollups
 }
 
 func (l *linter) errorf(where, format string, a ...any) {
@@ -221,6 +285,9 @@ func (l *linter) panel(where string, p Panel, values map[string]string) {
 		l.errorf(where, "no queries")
 	}
 	for _, tg := range p.Targets {
+		if p.Type == "timeseries" && !tg.Instant {
+			l.perHost(where, tg.Expr, values)
+		}
 		if tg.Datasource == nil || tg.Datasource.UID != "${datasource}" {
 			l.errorf(where, "query data source %+v, want ${datasource}", tg.Datasource)
 		}
@@ -258,14 +325,21 @@ func (l *linter) query(where, raw, expr string) {
 		case *parser.MatrixSelector:
 			got := interval(n.Range)
 			call, _ := parent(path).(*parser.Call)
+			vs, _ := n.VectorSelector.(*parser.VectorSelector)
+			rollup := vs != nil && l.rollups[vs.Name]
 			switch {
+			case rollup && (got == "__rate_interval" || !strings.HasPrefix(got, "__") && n.Range%time.Hour != 0):
+				l.errorf(where, "roll-up %s over %s in %q: read a roll-up over whole hours ($__range, $__interval with a minimum interval of 1h or more, or a multiple of 1h)", vs.Name, got, raw)
+			case rollup:
 			case call != nil && rateFuncs[call.Func.Name] && got != "__rate_interval" && !(call.Func.Name == "increase" && got == "__range"):
 				l.errorf(where, "%s over %s in %q: use $__rate_interval (increase may also use $__range)", call.Func.Name, got, raw)
 			case !strings.HasPrefix(got, "__"):
 				l.errorf(where, "fixed range %s in %q: use $__rate_interval, $__interval or $__range", got, raw)
 			}
 		case *parser.SubqueryExpr:
-			l.errorf(where, "subquery in %q: Grafana's step already does this", raw)
+			if !l.hourlySubquery(n) {
+				l.errorf(where, "subquery in %q: Grafana's step already does this (only hourly roll-ups may be stepped through by whole hours over $__range)", raw)
+			}
 		case *parser.Call:
 			if n.Func.Name == "histogram_quantile" {
 				agg, ok := n.Args[1].(*parser.AggregateExpr)
@@ -278,9 +352,51 @@ func (l *linter) query(where, raw, expr string) {
 	})
 }
 
+// perHost: a graph must not draw one series per host of the selection by
+// default (1,000 lines at 1,000 hosts): its query either aggregates the
+// hosts away or ranks them with topk/bottomk($top, …), the Top N variable.
+func (l *linter) perHost(where, raw string, values map[string]string) {
+	v := map[string]string{}
+	for k, s := range values {
+		v[k] = s
+	}
+	v["top"] = "4242" // to recognise the variable after parsing
+	expr, err := Expand(raw, v)
+	if err != nil {
+		return // reported by the query checks
+	}
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		return
+	}
+	if !BoundedByHost(e) {
+		l.errorf(where, "%q draws one series per host: aggregate the hosts away or rank them with topk($top, …)", raw)
+	}
+}
+
+// hourlySubquery: a subquery that steps through hourly roll-ups by whole hours
+// (or by whole hours) over the dashboard's range, as the capacity tables'
+// "when" and "hours over" columns do; nothing else needs one.
+func (l *linter) hourlySubquery(sq *parser.SubqueryExpr) bool {
+	if sq.Step < time.Hour || sq.Step%time.Hour != 0 || sq.Range != 1003*time.Second {
+		return false
+	}
+	ok := true
+	parser.Inspect(sq.Expr, func(n parser.Node, _ []parser.Node) error {
+		if vs, isSel := n.(*parser.VectorSelector); isSel && !l.rollups[vs.Name] {
+			ok = false
+		}
+		return nil
+	})
+	return ok
+}
+
 // selector: every selector filters on the job and instance variables, and a
 // counter is read only through rate, irate or increase.
 func (l *linter) selector(where, raw string, vs *parser.VectorSelector, path []parser.Node) {
+	if _, inRange := parent(path).(*parser.MatrixSelector); l.rollups[vs.Name] && !inRange {
+		l.errorf(where, "roll-up %s read as an instant vector in %q: it is recorded once an hour and an instant selector sees it only within 5 minutes of that; use *_over_time", vs.Name, raw)
+	}
 	has := func(label string) bool {
 		for _, m := range vs.LabelMatchers {
 			if m.Name == label && m.Type.String() == "=~" && m.Value == "VAR_"+label {
@@ -320,7 +436,7 @@ func (l *linter) names(where, expr string) {
 		if _, ok := metricsdoc.Lookup(l.doc, n); ok {
 			continue
 		}
-		if _, ok := l.others[n]; ok {
+		if _, ok := l.others[n]; ok || l.recorded[n] {
 			continue
 		}
 		l.errorf(where, "%s is not in docs/metrics.md (renamed or removed?)", n)
@@ -353,7 +469,10 @@ func TestLintCatches(t *testing.T) {
 	       {"expr": "stall_vm_dirty_bytes{job=~\"$job\"}", "datasource": {"uid": "${datasource}"}},
 	       {"expr": "stall_vm_dirty_bytez{job=~\"$job\",instance=~\"$instance\"} * $foo", "datasource": {"uid": "${datasource}"}},
 	       {"expr": "histogram_quantile(0.99, sum by (device) (rate(stall_disk_await_seconds_bucket{job=~\"$job\",instance=~\"$instance\"}[$__rate_interval])))"},
-	       {"expr": "max_over_time(stall_vm_dirty_bytes{job=~\"$job\",instance=~\"$instance\"}[1h])", "datasource": {"uid": "${datasource}"}}
+	       {"expr": "max_over_time(stall_vm_dirty_bytes{job=~\"$job\",instance=~\"$instance\"}[1h])", "datasource": {"uid": "${datasource}"}},
+	       {"expr": "max_over_time(instance:stall_vm_dirty_throttle_ratio:max1h{job=~\"$job\",instance=~\"$instance\"}[$__rate_interval])", "datasource": {"uid": "${datasource}"}},
+	       {"expr": "instance:stall_vm_dirty_throttle_ratio:max1h{job=~\"$job\",instance=~\"$instance\"} > 1", "datasource": {"uid": "${datasource}"}},
+	       {"expr": "max_over_time(stall_vm_dirty_throttle_ratio{job=~\"$job\",instance=~\"$instance\"}[$__range:1h])", "datasource": {"uid": "${datasource}"}}
 	     ]},
 	    {"type": "heatmap", "id": 2, "title": "Heat", "description": "A heatmap whose colour scheme has a single step.", "datasource": {"uid": "${datasource}"},
 	     "gridPos": {"h": 8, "w": 12}, "fieldConfig": {"defaults": {"unit": "s"}}, "options": {"calculate": true, "color": {"steps": 1}, "yAxis": {}},
@@ -371,7 +490,8 @@ func TestLintCatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &linter{doc: doc}
+	_, rollups := recordingRules(t)
+	l := &linter{doc: doc, rollups: rollups}
 	l.dashboard(m)
 	all := strings.Join(l.problems, "\n")
 	for _, want := range []string{
@@ -397,6 +517,10 @@ func TestLintCatches(t *testing.T) {
 		"heatmap without a y-axis unit",
 		"rate over __interval",
 		`placement "inControlsMenu"`,
+		"roll-up instance:stall_vm_dirty_throttle_ratio:max1h over __rate_interval",
+		"roll-up instance:stall_vm_dirty_throttle_ratio:max1h read as an instant vector",
+		"subquery in",
+		"draws one series per host",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("lint did not report %q; it reported:\n%s", want, all)

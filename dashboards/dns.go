@@ -29,7 +29,7 @@ func dnsBoard() *dashboard.DashboardBuilder {
 	b.WithPanel(worst("Top processes sending PTR queries",
 		"The processes sending the most reverse lookups now, worst first. Orange from 50/s, red from 200/s: the rate of a consumer resolving the sender of every message.",
 		"ops",
-		`sort_desc(topk(10, `+ptrByProcess+`))`, "{{instance}} {{comm}} {{cgroup}}",
+		`sort_desc(topk($top, `+ptrByProcess+`))`, "{{instance}} {{comm}} {{cgroup}}",
 		steps("green", 50.0, "orange", 200.0, "red")))
 	b.WithPanel(graph("Lookups by process (all types)",
 		"connect() or sendmsg() calls to port 53 by process and cgroup: every lookup in ebpf mode, a lower bound in proc mode (it catches mostly lookups that wait for a timeout). A process on top here but not in the PTR panel looks up forward names; glibc sends A and AAAA on one socket, so one lookup can be two queries.",

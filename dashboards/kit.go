@@ -55,7 +55,8 @@ func newBoard(uid, title, description, hostMetric string, extra ...cog.Builder[d
 			Label("Data source").
 			Type("prometheus")).
 		WithVariable(labelVar("job", "Job", "label_values("+hostMetric+", job)")).
-		WithVariable(labelVar("instance", "Instance", "label_values("+hostMetric+`{job=~"$job"}, instance)`))
+		WithVariable(labelVar("instance", "Instance", "label_values("+hostMetric+`{job=~"$job"}, instance)`)).
+		WithVariable(customVar("top", "Top N", "10", "5", "10", "20", "50"))
 	for _, v := range extra {
 		b.WithVariable(v)
 	}
@@ -123,7 +124,8 @@ func steps(base string, pairs ...any) *dashboard.ThresholdsConfigBuilder {
 	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps(s)
 }
 
-// graph is a time series panel, 12 columns wide.
+// graph is a time series panel, 12 columns wide. A query that would draw
+// one series per selected host is ranked with topk($top, …) (rankedQuery).
 func graph(title, description, unit string, queries ...*prometheus.DataqueryBuilder) *timeseries.PanelBuilder {
 	p := timeseries.NewPanelBuilder().
 		Title(title).
@@ -140,9 +142,15 @@ func graph(title, description, unit string, queries ...*prometheus.DataqueryBuil
 			Calcs([]string{"max", "lastNotNull"})).
 		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending))
 	for _, t := range queries {
-		p.WithTarget(t)
+		p.WithTarget(rankedQuery(t))
 	}
 	return p
+}
+
+// alongside is a limit or a companion drawn for the series the panel ranks:
+// expr for the $top series of primary only (matched on the labels of on).
+func alongside(expr, primary, on, legend string) *prometheus.DataqueryBuilder {
+	return q(expr+" and on ("+on+") topk($top, "+primary+")", legend)
 }
 
 // withLine draws a red threshold line at value (the 1.0 throttle point, the
@@ -193,7 +201,7 @@ func heat(title, description, unit, expr string) *heatmap.PanelBuilder {
 }
 
 // worst is a bar gauge of an instant query written as
-// sort_desc(topk(10, …)): the worst instances first, coloured by steps.
+// sort_desc(topk($top, …)): the worst instances first, coloured by steps.
 func worst(title, description, unit, expr, legend string, th *dashboard.ThresholdsConfigBuilder) *bargauge.PanelBuilder {
 	return bargauge.NewPanelBuilder().
 		Title(title).
@@ -287,4 +295,26 @@ func sortDesc(column string) []cog.Builder[common.TableSortByFieldState] {
 // row is an expanded row: the panels added after it belong to it.
 func row(title string) *dashboard.RowBuilder {
 	return dashboard.NewRowBuilder(title)
+}
+
+// customVar is a single-value variable with fixed options and a default:
+// the N of the rankings' topk, the label to group counts by.
+func customVar(name, label, current string, values ...string) *dashboard.CustomVariableBuilder {
+	opts := make([]dashboard.VariableOption, len(values))
+	for i, v := range values {
+		opts[i] = dashboard.VariableOption{
+			Selected: cog.ToPtr(v == current),
+			Text:     dashboard.StringOrArrayOfString{String: cog.ToPtr(v)},
+			Value:    dashboard.StringOrArrayOfString{String: cog.ToPtr(v)},
+		}
+	}
+	return dashboard.NewCustomVariableBuilder(name).
+		Label(label).
+		Values(dashboard.StringOrMap{String: cog.ToPtr(strings.Join(values, ","))}).
+		Current(dashboard.VariableOption{
+			Selected: cog.ToPtr(true),
+			Text:     dashboard.StringOrArrayOfString{String: cog.ToPtr(current)},
+			Value:    dashboard.StringOrArrayOfString{String: cog.ToPtr(current)},
+		}).
+		Options(opts)
 }

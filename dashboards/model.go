@@ -45,6 +45,16 @@ type Variable struct {
 	Multi      bool   `json:"multi"`
 	IncludeAll bool   `json:"includeAll"`
 	AllValue   string `json:"allValue"`
+	Current    struct {
+		Value any `json:"value"`
+	} `json:"current"`
+}
+
+// CurrentValue is the variable's default as saved in the dashboard (a
+// custom variable's single value; "" for a multi-value selection).
+func (v Variable) CurrentValue() string {
+	s, _ := v.Current.Value.(string)
+	return s
 }
 
 // Panel is a panel or a row.
@@ -64,12 +74,14 @@ type Panel struct {
 	GridPos struct {
 		H, W, X, Y int
 	} `json:"gridPos"`
+	Interval  string  `json:"interval"` // minimum interval (step) of its queries
 	Collapsed bool    `json:"collapsed"`
 	Panels    []Panel `json:"panels"` // a row's nested panels
 }
 
 // Target is one query of a panel.
 type Target struct {
+	RefID      string `json:"refId"`
 	Expr       string `json:"expr"`
 	Legend     string `json:"legendFormat"`
 	Format     string `json:"format"`

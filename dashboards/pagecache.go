@@ -4,6 +4,9 @@ import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
 
 func init() { register("stall-page-cache.json", pageCache) }
 
+// dirtyWriteback is what the kernel compares with its dirty thresholds.
+const dirtyWriteback = `stall_vm_dirty_bytes{SEL} + stall_vm_writeback_bytes{SEL}`
+
 // disk selects the chosen hosts and devices.
 const disk = `{SEL,device=~"$device"}`
 
@@ -21,10 +24,10 @@ func pageCache() *dashboard.DashboardBuilder {
 	b.WithPanel(dashed(graph("Dirty + writeback against the kernel thresholds",
 		"Dirty plus writeback bytes against the kernel's own limits (/proc/vmstat nr_dirty_background_threshold and nr_dirty_threshold). Above the background threshold the flusher threads write back; above the midpoint of the two (dashed, 'throttling starts') balance_dirty_pages() makes every writer sleep; at the dirty threshold writers wait the longest.",
 		"bytes",
-		q(`stall_vm_dirty_bytes{SEL} + stall_vm_writeback_bytes{SEL}`, "{{instance}} dirty + writeback"),
-		q(`stall_vm_dirty_background_threshold_bytes{SEL}`, "{{instance}} background threshold"),
-		q(`(stall_vm_dirty_threshold_bytes{SEL} + stall_vm_dirty_background_threshold_bytes{SEL}) / 2`, "{{instance}} throttling starts"),
-		q(`stall_vm_dirty_threshold_bytes{SEL}`, "{{instance}} dirty threshold"),
+		q(dirtyWriteback, "{{instance}} dirty + writeback"),
+		alongside(`stall_vm_dirty_background_threshold_bytes{SEL}`, dirtyWriteback, "job, instance", "{{instance}} background threshold"),
+		alongside(`(stall_vm_dirty_threshold_bytes{SEL} + stall_vm_dirty_background_threshold_bytes{SEL}) / 2`, dirtyWriteback, "job, instance", "{{instance}} throttling starts"),
+		alongside(`stall_vm_dirty_threshold_bytes{SEL}`, dirtyWriteback, "job, instance", "{{instance}} dirty threshold"),
 	), ".*(threshold|throttling starts)$"))
 	b.WithPanel(withLine(graph("Dirty throttle ratio",
 		"(dirty + writeback) / the point where throttling starts, at each scrape and as the 99th percentile of the sampler's 1 s samples. Above the red line at 100 % (1.0) the kernel is throttling writers: a broker appending to its CommitLog or a Redis AOF rewrite sleeps in write().",
@@ -97,10 +100,10 @@ func pageCache() *dashboard.DashboardBuilder {
 		q(`rate(stall_vm_refaults_total{SEL}[$__rate_interval])`, "{{instance}} refaults"),
 	))
 	b.WithPanel(dashed(graph("Zone free memory against watermarks",
-		"Free memory of each zone against its min and low watermarks (dashed). Below low, kswapd wakes; below min, allocations reclaim directly and stall. A zone hovering just above low is one burst away from allocation stalls.",
+		"Free memory of the zones with the least of it ($top) against their min and low watermarks (dashed). Below low, kswapd wakes; below min, allocations reclaim directly and stall. A zone hovering just above low is one burst away from allocation stalls.",
 		"bytes",
-		q(`stall_vm_zone_free_bytes{SEL}`, "{{instance}} node {{node}} {{zone}} free"),
-		q(`stall_vm_zone_watermark_bytes{SEL,level=~"min|low"}`, "{{instance}} node {{node}} {{zone}} {{level}} watermark"),
+		q(`bottomk($top, stall_vm_zone_free_bytes{SEL})`, "{{instance}} node {{node}} {{zone}} free"),
+		q(`stall_vm_zone_watermark_bytes{SEL,level=~"min|low"} and on (job, instance, node, zone) bottomk($top, stall_vm_zone_free_bytes{SEL})`, "{{instance}} node {{node}} {{zone}} {{level}} watermark"),
 	), ".*watermark$"))
 	b.WithPanel(graph("Pressure stall information (PSI)",
 		"Share of time some (at least one) or all (full) non-idle tasks were stalled on cpu, memory, io or irq. Memory or io 'full' above a few percent means the host is stalling its applications.",

@@ -21,8 +21,8 @@ func redisBoard() *dashboard.DashboardBuilder {
 		"Memory held by normal and replica clients (MEMORY STATS clients.normal / clients.slaves: mostly output buffers) next to used memory and maxmemory (dashed). Client memory counts in used memory, so growth here pushes the instance towards evictions or the OOM killer.",
 		"bytes",
 		q(`stall_redis_clients_memory_bytes`+target, "{{addr}} clients {{type}}"),
-		q(`stall_redis_memory_used_bytes`+target, "{{addr}} used memory"),
-		q(`stall_redis_memory_max_bytes`+target+` > 0`, "{{addr}} maxmemory"),
+		alongside(`stall_redis_memory_used_bytes`+target, `stall_redis_clients_memory_bytes`+target, "job, instance, addr", "{{addr}} used memory"),
+		alongside(`(stall_redis_memory_max_bytes`+target+` > 0)`, `stall_redis_clients_memory_bytes`+target, "job, instance, addr", "{{addr}} maxmemory"),
 	), ".*maxmemory$"))
 	b.WithPanel(graph("Output buffers: all clients and the largest",
 		"Sum and maximum of the clients' output buffers from the last CLIENT LIST, and INFO's client_recent_max_output_buffer. Many clients with 5–7 MB each is large values read faster than the network can carry them.",

@@ -31,7 +31,7 @@ func rocketmqBoard() *dashboard.DashboardBuilder {
 		"s",
 		q(`stall_rocketmq_commitlog_lock_held_seconds`+broker, "{{instance}} {{broker}}/{{broker_id}} at scrape"),
 		q(`histogram_quantile(0.99, sum by (`+brokerBy+`, le) (rate(stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket`+broker+`[$__rate_interval])))`, "{{instance}} {{broker}}/{{broker_id}} p99 of 1 s samples"),
-		q(`stall_rocketmq_broker_config_page_cache_busy_timeout_seconds`+broker, "{{instance}} {{broker}}/{{broker_id}} osPageCacheBusyTimeOutMills"),
+		alongside(`stall_rocketmq_broker_config_page_cache_busy_timeout_seconds`+broker, `stall_rocketmq_commitlog_lock_held_seconds`+broker, brokerBy, "{{instance}} {{broker}}/{{broker_id}} osPageCacheBusyTimeOutMills"),
 	), 1.0), ".*TimeOutMills$"))
 
 	b.WithRow(row("Put latency and send queue"))
@@ -48,7 +48,7 @@ func rocketmqBoard() *dashboard.DashboardBuilder {
 		"How long the oldest request in the send queue has waited, against the broker's waitTimeMillsInSendQueue (dashed) and the 200 ms default (red line). Past it the broker drops queued sends with '[TIMEOUT_CLEAN_QUEUE]broker busy'.",
 		"s",
 		q(`stall_rocketmq_send_queue_head_wait_seconds`+broker, "{{instance}} {{broker}}/{{broker_id}} head wait"),
-		q(`stall_rocketmq_broker_config_send_queue_wait_timeout_seconds`+broker, "{{instance}} {{broker}}/{{broker_id}} waitTimeMillsInSendQueue"),
+		alongside(`stall_rocketmq_broker_config_send_queue_wait_timeout_seconds`+broker, `stall_rocketmq_send_queue_head_wait_seconds`+broker, brokerBy, "{{instance}} {{broker}}/{{broker_id}} waitTimeMillsInSendQueue"),
 	), 0.2), ".*waitTimeMillsInSendQueue$"))
 	b.WithPanel(graph("Send queue fill",
 		"Requests in the send thread pool's queue as a share of its capacity. A queue that fills while the lock is held means producers are waiting on the CommitLog.",

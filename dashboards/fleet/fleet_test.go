@@ -1,0 +1,144 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+)
+
+// TestPlantedHosts generates a small fleet (50 hosts, 10 days), turns it
+// into TSDB blocks with the real promtool, starts the real Prometheus on
+// them and evaluates every query of the capacity dashboard over the data's
+// range, as the fleet benchmark does at 1,000 hosts over 30 days: each
+// planted host must come out on top of its section's tables, the forecasts
+// must point the right way, and the generated daily peaks must be what the
+// daily rules of alerts/capacity.yml compute from the hourly roll-ups.
+func TestPlantedHosts(t *testing.T) {
+	promtool := collectortest.RequireTool(t, "promtool")
+	prom := collectortest.RequireTool(t, "prometheus")
+	const hosts, days = 50, 10
+	end := time.Now().Add(-2 * time.Hour).Truncate(time.Hour)
+	cfg := Config{Hosts: hosts, Days: days, End: end, Offset: 17 * time.Minute}
+	base := startOnFleet(t, promtool, prom, cfg)
+	last := end.Add(cfg.Offset)
+	window := time.Duration(days) * 24 * time.Hour
+
+	results, err := Evaluate(context.Background(), base, "../stall-capacity.json", last, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, problem := range CheckPlanted(results, cfg) {
+		t.Error(problem)
+	}
+	checkDailyRules(t, base, last)
+}
+
+// checkDailyRules evaluates each daily rule's expression of
+// alerts/capacity.yml at the last hour and compares it with the daily series
+// the generator wrote: the generator records what the rules would.
+func checkDailyRules(t *testing.T, base string, at time.Time) {
+	b, err := os.ReadFile("../../alerts/capacity.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, daily, _ := strings.Cut(string(b), "name: stall-capacity-daily")
+	n := 0
+	for _, line := range strings.Split(daily, "\n") {
+		line = strings.TrimSpace(line)
+		if name, ok := strings.CutPrefix(line, "- record: "); ok {
+			n++
+			expr := dailyExpr(t, daily, name)
+			diff := fmt.Sprintf("count(abs(%s - (%s)) > 1e-9) or vector(0)", name, expr)
+			got, err := query(context.Background(), base+"/api/v1/query", map[string][]string{
+				"query": {diff}, "time": {fmt.Sprint(at.Unix())}})
+			if err != nil || len(got) != 1 || got[0].Value != 0 {
+				t.Errorf("daily rule %s: the generated series differs from its expression %s in %v series (%v)", name, expr, got, err)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no daily rules found in alerts/capacity.yml")
+	}
+}
+
+func dailyExpr(t *testing.T, group, name string) string {
+	_, rest, _ := strings.Cut(group, "- record: "+name+"\n")
+	for _, line := range strings.Split(rest, "\n") {
+		if e, ok := strings.CutPrefix(strings.TrimSpace(line), "expr: "); ok {
+			return e
+		}
+	}
+	t.Fatalf("no expr for %s", name)
+	return ""
+}
+
+// startOnFleet writes the fleet, builds blocks with promtool and serves
+// them with a Prometheus that scrapes nothing; it returns its URL.
+func startOnFleet(t *testing.T, promtool, prom string, cfg Config) string {
+	t.Helper()
+	dir := t.TempDir()
+	om := filepath.Join(dir, "fleet.om")
+	f, err := os.Create(om)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(f, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	if out, err := exec.Command(promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", "--max-block-duration=768h", om, data).CombinedOutput(); err != nil {
+		t.Fatalf("promtool: %v\n%s", err, out)
+	}
+	os.Remove(om)
+	conf := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(conf, []byte("global: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(prom, "--config.file="+conf, "--storage.tsdb.path="+data, "--storage.tsdb.retention.time=100y",
+		"--web.listen-address="+addr, "--log.level=warn")
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("prometheus output:\n%s", logs.String())
+		}
+	})
+	base := "http://" + addr
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(base + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for Prometheus to be ready on the fleet's blocks: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
