@@ -15,6 +15,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// packetSource is an open capture: the AF_PACKET socket, or a test's fake.
+// Only the capture goroutine calls read and Close; stats is safe for
+// concurrent use.
+type packetSource interface {
+	// read hands fn the packets that arrive until deadline: each one's
+	// bytes from its IP header on (valid during the call) and its kernel
+	// timestamp in Unix ns. It returns a time before which every captured
+	// packet has been handed over, for counting timeouts, or why the
+	// capture failed.
+	read(deadline time.Time, fn func(pkt []byte, ts int64)) (seen time.Time, err error)
+	// stats returns the packets that passed the kernel filter and, of
+	// those, the ones the kernel dropped, since the capture opened.
+	stats() (passed, drops uint64)
+	Close() error
+}
+
 // captureSocket is one AF_PACKET socket (SOCK_DGRAM, ETH_P_ALL so outgoing
 // packets are seen too) with the port-53 filter attached before bind, so
 // not one unfiltered packet is queued. Packets are read with recvmsg(2)
@@ -29,7 +45,7 @@ type captureSocket struct {
 	oob  []byte
 	iov  unix.Iovec
 	msg  unix.Msghdr
-	read func(fd uintptr) bool // built once: a closure per read would allocate
+	recv func(fd uintptr) bool // built once: a closure per read would allocate
 	n    int
 	err  error
 
@@ -77,7 +93,7 @@ func openCapture(ifname string, rcvbuf int) (*captureSocket, error) {
 	c.iov.SetLen(len(c.buf))
 	c.msg.Iov = &c.iov
 	c.msg.Iovlen = 1
-	c.read = c.recvmsg
+	c.recv = c.recvmsg
 	return c, nil
 }
 
@@ -116,11 +132,27 @@ func (c *captureSocket) recvmsg(fd uintptr) bool {
 	}
 }
 
+func (c *captureSocket) read(deadline time.Time, fn func([]byte, int64)) (time.Time, error) {
+	if err := c.conn.SetReadDeadline(deadline); err != nil {
+		return time.Time{}, err
+	}
+	for {
+		b, ts, err := c.next()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return time.Now(), nil // the queue was empty
+		}
+		if err != nil {
+			return time.Time{}, err
+		}
+		fn(b, ts)
+	}
+}
+
 // next reads one packet: its bytes (valid until the next call) and its
 // kernel timestamp in Unix ns (the time of reading when the kernel gave
 // none). A read deadline (SetReadDeadline) ends it with os.ErrDeadlineExceeded.
 func (c *captureSocket) next() ([]byte, int64, error) {
-	if err := c.rc.Read(c.read); err != nil {
+	if err := c.rc.Read(c.recv); err != nil {
 		return nil, 0, err
 	}
 	if c.err != nil {
@@ -163,7 +195,5 @@ func (c *captureSocket) stats() (passed, drops uint64) {
 	}
 	return c.passed, c.drops
 }
-
-func (c *captureSocket) setDeadline(t time.Time) error { return c.conn.SetReadDeadline(t) }
 
 func (c *captureSocket) Close() error { return c.conn.Close() }

@@ -102,7 +102,6 @@ type cgroupNames struct {
 	byID     map[uint64]string // id → path under root ("/" for root itself)
 	missed   map[uint64]bool   // ids a walk did not find: not walked for again
 	walked   bool              // a walk in this drain already
-	walks    int               // walks so far (tests)
 }
 
 // maxCgroupWalk bounds a walk of the cgroup hierarchy, and with it the
@@ -165,7 +164,6 @@ func (c *cgroupNames) remember(id uint64, path string) {
 // removed while walked, an unreadable directory) skip that directory.
 func (c *cgroupNames) walk() {
 	c.walked = true
-	c.walks++
 	found := make(map[uint64]string, len(c.byID))
 	if ino, err := dirInode(c.root); err == nil {
 		found[ino] = "/"

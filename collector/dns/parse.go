@@ -36,27 +36,26 @@ var (
 	errDNSQuestion   = errors.New("dns: first question malformed (bad label, compression loop or pointer, cut short)")
 )
 
+// errorKinds are the Problems kinds of the parse errors, dns_<what>.
+var errorKinds = map[error]string{
+	errIPShort:       "dns_ip_length",
+	errIPLength:      "dns_ip_length",
+	errIPVersion:     "dns_ip_version",
+	errIPFragment:    "dns_ip_fragment",
+	errIPProtocol:    "dns_ip_protocol",
+	errL4Short:       "dns_l4_header",
+	errL4Port:        "dns_l4_header",
+	errDNSHeader:     "dns_header",
+	errDNSNoQuestion: "dns_no_question",
+	errDNSQuestion:   "dns_question",
+}
+
 // errorKind is the Problems kind of a parse error: a short fixed string.
 func errorKind(err error) string {
-	switch err {
-	case errIPShort, errIPLength:
-		return "ip_length"
-	case errIPVersion:
-		return "ip_version"
-	case errIPFragment:
-		return "ip_fragment"
-	case errIPProtocol:
-		return "ip_protocol"
-	case errL4Short, errL4Port:
-		return "l4_header"
-	case errDNSHeader:
-		return "dns_header"
-	case errDNSNoQuestion:
-		return "dns_no_question"
-	case errDNSQuestion:
-		return "dns_question"
+	if k, ok := errorKinds[err]; ok {
+		return k
 	}
-	return "other"
+	return "dns_other"
 }
 
 // addr is an IP address in 16 bytes; IPv4 addresses are stored v4-mapped

@@ -131,7 +131,7 @@ func FuzzParsePacket(f *testing.F) {
 		}
 		var parser dnsmessage.Parser
 		var m dnsInfo
-		if err := parseDNS(&parser, p.Payload, &m); err != nil && errorKind(err) == "other" {
+		if err := parseDNS(&parser, p.Payload, &m); err != nil && errorKind(err) == "dns_other" {
 			t.Fatalf("unclassified error %v", err)
 		}
 	})

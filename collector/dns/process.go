@@ -23,7 +23,6 @@ import (
 type processTable struct {
 	max   int
 	idle  time.Duration
-	now   func() time.Time
 	names map[processKey]*processCount
 	other processCount
 }
@@ -41,7 +40,7 @@ type processCount struct {
 }
 
 func newProcessTable(max int, idle time.Duration) *processTable {
-	return &processTable{max: max, idle: idle, now: time.Now, names: map[processKey]*processCount{}}
+	return &processTable{max: max, idle: idle, names: map[processKey]*processCount{}}
 }
 
 // entry returns the counts of process name in cgroup, admitting the pair
@@ -54,7 +53,7 @@ func (p *processTable) entry(name, cgroup string) *processCount {
 	if k.cgroup == "" {
 		k.cgroup = unknownCgroup
 	}
-	now := p.now()
+	now := time.Now()
 	if c, ok := p.names[k]; ok {
 		c.last = now
 		return c
