@@ -45,6 +45,8 @@ func TestProcessTable(t *testing.T) {
 	})
 }
 
+// TestCgroupName guards the cgroup label: systemd units, containers of
+// each runtime, both kubelet cgroup drivers, and bounded paths.
 func TestCgroupName(t *testing.T) {
 	const (
 		id  = "3f2a9c1b7d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8"

@@ -37,6 +37,9 @@ func histogram(t *testing.T, tr *tracker, qt int) (uint64, float64) {
 
 const ms = int64(time.Millisecond)
 
+// TestTrackerUDP guards the counts of the UDP path: matched, retransmitted,
+// timed-out, late and unmatched queries, resolvers beyond the label bound,
+// latency from the first send, and a malformed packet counted once.
 func TestTrackerUDP(t *testing.T) {
 	tr := newTestTracker(16, 1, time.Second)
 	ptr := func(id uint16) []byte { return query(t, id, "9.2.0.192.in-addr.arpa.", dnsmessage.TypePTR) }
@@ -97,6 +100,8 @@ func TestTrackerUDP(t *testing.T) {
 	check("unmatched after forgetting", tr.unmatched.Load(), 2)
 }
 
+// TestTrackerOverflow guards --dns.max-pending: a query beyond it is
+// counted, not tracked, and expired queries make room again.
 func TestTrackerOverflow(t *testing.T) {
 	tr := newTestTracker(2, 4, time.Second)
 	for i := range 3 {
@@ -113,6 +118,10 @@ func TestTrackerOverflow(t *testing.T) {
 	}
 }
 
+// TestTrackerTCP guards DNS over TCP: two messages in one segment, a
+// retransmitted segment, responses split inside a length prefix and inside a
+// message, a gap and an unknown connection counted as unsynced, and a
+// message longer than what is kept.
 func TestTrackerTCP(t *testing.T) {
 	tr := newTestTracker(16, 4, time.Second)
 	c, s := "10.0.0.1", "10.0.0.53"
