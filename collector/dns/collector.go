@@ -70,6 +70,22 @@ type Collector struct {
 	procs  *processTable
 }
 
+// packetSource is an open capture: the AF_PACKET ring, or a test's fake.
+// Only the capture goroutine calls read and Close; stats is safe for
+// concurrent use.
+type packetSource interface {
+	// read hands fn the packets that arrive until deadline: each one's
+	// bytes from its IP header on (valid during the call) and its kernel
+	// timestamp in Unix ns. It returns a time before which every captured
+	// packet has been handed over, for counting timeouts, or why the
+	// capture failed.
+	read(deadline time.Time, fn func(pkt []byte, ts int64)) (seen time.Time, err error)
+	// stats returns the packets that passed the kernel filter and, of
+	// those, the ones the kernel dropped, since the capture opened.
+	stats() (passed, drops uint64)
+	Close() error
+}
+
 // attribution is a per-process lookup counter: eBPF or /proc sampling.
 type attribution interface {
 	mode() string

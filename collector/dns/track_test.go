@@ -2,6 +2,7 @@ package dns
 
 import (
 	"encoding/binary"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"testing"
@@ -179,9 +180,15 @@ func TestTrackerTCP(t *testing.T) {
 }
 
 // TestPendingTableModel checks the open-addressing table against a map
-// under random inserts, matches and expiries.
+// under random inserts, matches and expiries: full (64 entries for 600
+// keys), and with room for all, so the index grows from 256 slots.
 func TestPendingTableModel(t *testing.T) {
-	const max = 64
+	for _, max := range []int{64, 2048} {
+		t.Run(fmt.Sprint(max), func(t *testing.T) { testPendingTableModel(t, max) })
+	}
+}
+
+func testPendingTableModel(t *testing.T, max int) {
 	pt := newPendingTable(max, 100)
 	model := map[pendingKey]int64{}
 	r := rand.New(rand.NewPCG(1, 2))
@@ -222,6 +229,31 @@ func TestPendingTableModel(t *testing.T) {
 		if pt.Len() != len(model) {
 			t.Fatalf("step %d: table has %d live, model %d", step, pt.Len(), len(model))
 		}
+	}
+}
+
+// TestPendingTableGrows fills the table past its starting index: every
+// query stays findable while the index doubles, and up to twice max slots.
+func TestPendingTableGrows(t *testing.T) {
+	const max = 3000
+	pt := newPendingTable(max, 100)
+	for i := range max {
+		k := pendingKey{CPort: uint16(i), ID: uint16(i >> 8)}
+		if res := pt.query(&k, int64(i), uint8(i%numQTypes)); res != resNew {
+			t.Fatalf("query %d: %d, want new", i, res)
+		}
+	}
+	if len(pt.index) != 8192 {
+		t.Errorf("index of %d slots for %d entries, want 8192", len(pt.index), max)
+	}
+	for i := range max {
+		k := pendingKey{CPort: uint16(i), ID: uint16(i >> 8)}
+		if res, ts, qt := pt.response(&k); res != resMatched || ts != int64(i) || qt != uint8(i%numQTypes) {
+			t.Fatalf("response %d: %d ts %d qtype %d", i, res, ts, qt)
+		}
+	}
+	if pt.Len() != 0 || pt.inIndex != 0 {
+		t.Errorf("%d live, %d in the index after every response", pt.Len(), pt.inIndex)
 	}
 }
 
