@@ -10,6 +10,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/stall-exporter/stall_exporter/internal/jvm"
 )
 
 // Loading, attaching and reading the attribution's eBPF programs
@@ -59,6 +61,7 @@ type ebpfAttribution struct {
 	cgroups   *cgroupNames
 
 	last         map[uint32]processValue // per tgid, the counts already reported
+	mains        map[uint32]string       // per tgid of a JVM, what it runs (jvmName), read once
 	lastOverflow uint64
 }
 
@@ -71,7 +74,7 @@ func newEBPFAttribution(cgroupRoot string, procPath func(elem ...string) string)
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK for BPF maps (kernels before 5.11): %w", err)
 	}
-	a := &ebpfAttribution{procPath: procPath, last: map[uint32]processValue{}, cgroups: newCgroupNames(cgroupRoot, procPath)}
+	a := &ebpfAttribution{procPath: procPath, last: map[uint32]processValue{}, mains: map[uint32]string{}, cgroups: newCgroupNames(cgroupRoot, procPath)}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -206,10 +209,11 @@ func (a *ebpfAttribution) mode() string { return "ebpf" }
 
 // drain adds the lookups counted since the last drain to pt, named by the
 // process's name (/proc/<tgid>/comm: a JVM is "java" whichever thread
-// looked up) or, once the process is gone, by the comm the kernel recorded
-// (the thread's, which for a short-lived command is its name), and by its
-// cgroup (the id the kernel recorded, resolved by cgroupNames). Entries of
-// processes that are gone are deleted, so the map holds only live ones.
+// looked up, and is told apart by what it runs, jvmName) or, once the
+// process is gone, by the comm the kernel recorded (the thread's, which for
+// a short-lived command is its name), and by its cgroup (the id the kernel
+// recorded, resolved by cgroupNames). Entries of processes that are gone
+// are deleted, so the map holds only live ones.
 func (a *ebpfAttribution) drain(pt *processTable) error {
 	a.cgroups.startDrain()
 	var (
@@ -220,10 +224,18 @@ func (a *ebpfAttribution) drain(pt *processTable) error {
 	)
 	it := a.counts.Iterate()
 	for it.Next(&tgid, &v) {
-		name, live := a.processName(tgid)
-		if !live {
+		pid := strconv.FormatUint(uint64(tgid), 10)
+		name, live := a.processName(pid)
+		main, known := a.mains[tgid]
+		switch {
+		case !live:
 			name = commString(v.Comm[:])
 			dead = append(dead, tgid)
+		case name != jvm.Comm:
+			main = ""
+		case !known:
+			main = jvmName(a.procPath(pid, "cmdline"))
+			a.mains[tgid] = main
 		}
 		alive[tgid] = live
 		prev := a.last[tgid]
@@ -232,11 +244,11 @@ func (a *ebpfAttribution) drain(pt *processTable) error {
 			cgroup = a.cgroups.name(v.Cgroup, tgid, live)
 		}
 		if d := v.Count - prev.Count; d > 0 {
-			pt.add(name, cgroup, d)
+			pt.add(processKey{name, main, cgroup}, d)
 		}
 		for q := range numQTypes {
 			if d := v.Queries[q] - prev.Queries[q]; d > 0 {
-				pt.addQueries(name, cgroup, q, d)
+				pt.addQueries(processKey{name, main, cgroup}, q, d)
 			}
 		}
 		a.last[tgid] = v
@@ -257,6 +269,11 @@ func (a *ebpfAttribution) drain(pt *processTable) error {
 			delete(a.last, t) // deleted by someone else, or pid reused after a delete
 		}
 	}
+	for t := range a.mains {
+		if _, ok := a.last[t]; !ok {
+			delete(a.mains, t)
+		}
+	}
 	var ovf uint64
 	if err := a.overflow.Lookup(uint32(0), &ovf); err == nil && ovf > a.lastOverflow {
 		pt.addOther(ovf - a.lastOverflow)
@@ -265,9 +282,9 @@ func (a *ebpfAttribution) drain(pt *processTable) error {
 	return nil
 }
 
-// processName reads /proc/<tgid>/comm; live is false when the process is gone.
-func (a *ebpfAttribution) processName(tgid uint32) (name string, live bool) {
-	b, err := os.ReadFile(a.procPath(strconv.FormatUint(uint64(tgid), 10), "comm"))
+// processName reads /proc/<pid>/comm; live is false when the process is gone.
+func (a *ebpfAttribution) processName(pid string) (name string, live bool) {
+	b, err := os.ReadFile(a.procPath(pid, "comm"))
 	if err != nil {
 		return "", false
 	}

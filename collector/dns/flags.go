@@ -37,7 +37,7 @@ func registerFlags(app *kingpin.Application) *flagValues {
 	f.maxResolvers = app.Flag("dns.max-resolvers",
 		"Resolver addresses with their own resolver label, in the order first queried; later ones are \"other\".").Default("8").Int()
 	f.maxProcesses = app.Flag("dns.max-processes",
-		"(Process name, cgroup) pairs with their own stall_dns_process_lookups_total series; the rest are \"other\".").Default("20").Int()
+		"Processes (name, a JVM's main class or jar, cgroup) with their own stall_dns_process_lookups_total series; the rest are \"other\".").Default("20").Int()
 	f.attribution = app.Flag("dns.attribution",
 		"Per-process attribution: auto (ebpf, else proc), ebpf (cgroup sock_addr hooks; needs CAP_BPF and CAP_NET_ADMIN, or CAP_SYS_ADMIN before 5.8, and cgroup v2), proc (sample /proc; a lower bound), none.").
 		Default("auto").Enum("auto", "ebpf", "proc", "none")
@@ -46,7 +46,7 @@ func registerFlags(app *kingpin.Application) *flagValues {
 	f.procInterval = app.Flag("dns.proc-interval",
 		"Interval of the /proc sampler in proc attribution mode (each sample reads /proc/net/{udp,tcp}{,6}, and every process's fds when a socket to port 53 is open).").Default("1s").Duration()
 	f.socketBuffer = app.Flag("dns.socket-buffer",
-		"Receive buffer of the capture socket in bytes (SO_RCVBUFFORCE, else SO_RCVBUF capped by net.core.rmem_max); packets beyond it are dropped and counted.").Default("4194304").Int()
+		"Size in bytes of the capture's receive ring, shared with the kernel (TPACKET_V3 blocks of 128 KiB, at least 4); packets arriving while every block waits to be read are dropped and counted.").Default("4194304").Int()
 	return f
 }
 

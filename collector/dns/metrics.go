@@ -56,11 +56,11 @@ var (
 		"1 for the active per-process attribution mode: ebpf (cgroup hooks), proc (/proc sampling) or none.",
 		prometheus.GaugeValue, "mode")
 	processLookupsDesc = collector.NewMetric("dns_process_lookups_total",
-		"Lookups to port 53 by process name and cgroup, from eBPF cgroup hooks or /proc sampling (stall_dns_attribution_mode).",
-		prometheus.CounterValue, "comm", "cgroup")
+		"Lookups to port 53 by process name, a JVM's main class or jar (main, from its command line) and cgroup, from eBPF cgroup hooks or /proc sampling (stall_dns_attribution_mode).",
+		prometheus.CounterValue, "comm", "main", "cgroup")
 	processQueriesDesc = collector.NewMetric("dns_process_queries_total",
-		"DNS queries sent over UDP by process name, cgroup and question type, from an eBPF cgroup_skb egress program (ebpf mode only).",
-		prometheus.CounterValue, "comm", "cgroup", "qtype")
+		"DNS queries sent over UDP by process name, a JVM's main class or jar (main), cgroup and question type, from an eBPF cgroup_skb egress program (ebpf mode only).",
+		prometheus.CounterValue, "comm", "main", "cgroup", "qtype")
 )
 
 // duration is the lookup-time histogram; each collector builds its own.

@@ -1,9 +1,11 @@
 package dns
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -47,7 +49,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// goResolverChild looks up with Go's own resolver (PreferGo: UDP, and TCP
+// goResolverChild, started as "java" with a JVM's argv, looks up with Go's own resolver (PreferGo: UDP, and TCP
 // after a truncated answer), as a Go service would: ok.test A+AAAA
 // (NOERROR), nx.test A+AAAA (NXDOMAIN), big.test TXT (truncated over UDP,
 // then over TCP).
@@ -66,6 +68,10 @@ func goResolverChild() int {
 		fmt.Fprintln(os.Stderr, "big.test:", txt, err)
 		return 1
 	}
+	// Stay alive until the test has read the counts, as a JVM would: the
+	// main label is read from a process still running.
+	fmt.Println("done")
+	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
 }
 
@@ -314,10 +320,31 @@ func TestDNSNetns(t *testing.T) {
 			t.Fatalf("getent hosts %s = %q, want host.test: the test resolver is not answering", addrs[i], outs[i])
 		}
 	}
-	child := inCgroup(exec.Command("ip", "netns", "exec", client, os.Args[0]), childCg)
+	// The Go child runs as a JVM would look in /proc: comm java, the
+	// launcher's options, a main class.
+	java := filepath.Join(t.TempDir(), "java")
+	if err := os.Link(os.Args[0], java); err != nil {
+		t.Fatal(err)
+	}
+	child := inCgroup(exec.Command("ip", "netns", "exec", client, java, "-Xmx64m", "-cp", "lib/*", "com.example.PtrConsumer"), childCg)
 	child.Env = append(os.Environ(), childEnv+"=1")
-	if out, err := child.CombinedOutput(); err != nil {
-		t.Fatalf("Go resolver child: %v\n%s", err, out)
+	childIn, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var childErr strings.Builder
+	child.Stderr = &childErr
+	childOut, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { childIn.Close(); _ = child.Wait() })
+	if line, _ := bufio.NewReader(childOut).ReadString('\n'); line != "done\n" {
+		childIn.Close()
+		t.Fatalf("Go resolver child: %q, %v\n%s", line, child.Wait(), childErr.String())
 	}
 
 	want := map[string]float64{
@@ -374,29 +401,29 @@ func TestDNSNetns(t *testing.T) {
 	// Attribution: every getent connect()s once per lookup; the copy's
 	// name and both cgroups are this test's own, so the counts are exact.
 	// Go's resolver connects at least once per query (6).
-	geKey := fmt.Sprintf(`stall_dns_process_lookups_total{cgroup=%q,comm=%q}`, unit, comm)
-	gcKey := fmt.Sprintf(`stall_dns_process_lookups_total{cgroup=%q,comm="dns.test"}`, plain)
+	geKey := fmt.Sprintf(`stall_dns_process_lookups_total{cgroup=%q,comm=%q,main=""}`, unit, comm)
+	gcKey := fmt.Sprintf(`stall_dns_process_lookups_total{cgroup=%q,comm="java",main="PtrConsumer"}`, plain)
 	ge, gc := got[geKey], got[gcKey]
 	var geAll float64
 	for k, v := range got {
-		if strings.HasPrefix(k, "stall_dns_process_lookups_total{") && strings.HasSuffix(k, fmt.Sprintf(`,comm=%q}`, comm)) {
+		if strings.HasPrefix(k, "stall_dns_process_lookups_total{") && strings.Contains(k, fmt.Sprintf(`,comm=%q,`, comm)) {
 			geAll += v
 		}
 	}
-	t.Logf("attributed: %s in %s %v of 17 (%v in any cgroup), dns.test in %s %v of 6", comm, unit, ge, geAll, plain, gc)
+	t.Logf("attributed: %s in %s %v of 17 (%v in any cgroup), java PtrConsumer in %s %v of 6", comm, unit, ge, geAll, plain, gc)
 	if ge < 0.9*17 || geAll > 17 {
 		t.Errorf("getent (%s) lookups attributed to cgroup %s: %v, want at least 90%% of 17; in any cgroup %v, want at most 17", comm, unit, ge, geAll)
 	}
 	if gc < 0.9*6 {
-		t.Errorf("Go child (dns.test) lookups attributed to cgroup %s: %v, want at least 90%% of 6", plain, gc)
+		t.Errorf("Go child (java PtrConsumer) lookups attributed to cgroup %s: %v, want at least 90%% of 6", plain, gc)
 	}
 	// Query types per process, from the egress program: every UDP query
 	// the children sent (the Go child's TCP query is not joined).
 	for k, v := range map[string]float64{
-		fmt.Sprintf(`stall_dns_process_queries_total{cgroup=%q,comm=%q,qtype="PTR"}`, unit, comm):     17,
-		fmt.Sprintf(`stall_dns_process_queries_total{cgroup=%q,comm="dns.test",qtype="A"}`, plain):    2,
-		fmt.Sprintf(`stall_dns_process_queries_total{cgroup=%q,comm="dns.test",qtype="AAAA"}`, plain): 2,
-		fmt.Sprintf(`stall_dns_process_queries_total{cgroup=%q,comm="dns.test",qtype="TXT"}`, plain):  1,
+		fmt.Sprintf(`stall_dns_process_queries_total{cgroup=%q,comm=%q,main="",qtype="PTR"}`, unit, comm):            17,
+		fmt.Sprintf(`stall_dns_process_queries_total{cgroup=%q,comm="java",main="PtrConsumer",qtype="A"}`, plain):    2,
+		fmt.Sprintf(`stall_dns_process_queries_total{cgroup=%q,comm="java",main="PtrConsumer",qtype="AAAA"}`, plain): 2,
+		fmt.Sprintf(`stall_dns_process_queries_total{cgroup=%q,comm="java",main="PtrConsumer",qtype="TXT"}`, plain):  1,
 	} {
 		if got[k] != v {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
@@ -437,7 +464,7 @@ func TestDNSProcFallback(t *testing.T) {
 	}
 	bin := getentCopy(t)
 	unit := fmt.Sprintf("stall-dns-proc-%d.service", os.Getpid())
-	key := fmt.Sprintf(`stall_dns_process_lookups_total{cgroup=%q,comm=%q}`, unit, filepath.Base(bin))
+	key := fmt.Sprintf(`stall_dns_process_lookups_total{cgroup=%q,comm=%q,main=""}`, unit, filepath.Base(bin))
 	runGetents(client, bin, []string{"198.51.100.1", "198.51.100.2", "198.51.100.3"}, testCgroup(t, fmt.Sprintf("stdns%d.slice/%s", os.Getpid(), unit)))
 	collectortest.WaitFor(t, 10*time.Second, "three sampled lookups", func() error {
 		if n := gather(t, c)[key]; n < 3 {

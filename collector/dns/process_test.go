@@ -13,33 +13,40 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 )
 
-// TestProcessTable guards the series bound: at most max (name, cgroup)
-// pairs, the rest "other"; a pair idle for the idle time gives its place to
-// a new one; label values bounded and valid UTF-8.
+// TestProcessTable guards the series bound: at most max (name, main,
+// cgroup) processes, the rest "other"; one idle for the idle time gives its
+// place to a new one; label values bounded and valid UTF-8.
 func TestProcessTable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newProcessTable(3, 10*time.Minute)
-		p.add("java", "pod:0b1c2d3e-0000-4000-8000-000000000001/3f2a9c1b7d4e", 5)
-		p.add("java", "kafka.service", 2) // the same name in another cgroup: its own series
-		p.add("getent", "cron.service", 1)
-		p.add("curl", "/", 2)        // full, nothing idle: other
-		p.add("", "cron.service", 1) // no name: other
-		if p.other.n != 3 || p.names[processKey{"java", "kafka.service"}].n != 2 || len(p.names) != 3 {
+		p.add(processKey{"java", "", "pod:0b1c2d3e-0000-4000-8000-000000000001/3f2a9c1b7d4e"}, 5)
+		p.add(processKey{"java", "", "kafka.service"}, 2) // the same name in another cgroup: its own series
+		p.add(processKey{"getent", "", "cron.service"}, 1)
+		p.add(processKey{"curl", "", "/"}, 2)        // full, nothing idle: other
+		p.add(processKey{"", "", "cron.service"}, 1) // no name: other
+		if p.other.n != 3 || p.names[processKey{"java", "", "kafka.service"}].n != 2 || len(p.names) != 3 {
 			t.Fatalf("other %d names %v", p.other.n, p.names)
 		}
 		time.Sleep(11 * time.Minute)
-		p.add("java", "kafka.service", 1)
-		p.addQueries("java", "pod:0b1c2d3e-0000-4000-8000-000000000001/3f2a9c1b7d4e", qtPTR, 4)
-		p.add("storm", "", 300) // getent idle for 11 min: replaced; no cgroup is "unknown"
-		if _, ok := p.names[processKey{"getent", "cron.service"}]; ok || p.names[processKey{"storm", unknownCgroup}].n != 300 ||
-			p.names[processKey{"java", "kafka.service"}].n != 3 || p.other.n != 3 {
+		p.add(processKey{"java", "", "kafka.service"}, 1)
+		p.addQueries(processKey{"java", "", "pod:0b1c2d3e-0000-4000-8000-000000000001/3f2a9c1b7d4e"}, qtPTR, 4)
+		p.add(processKey{"storm", "", ""}, 300) // getent idle for 11 min: replaced; no cgroup is "unknown"
+		if _, ok := p.names[processKey{"getent", "", "cron.service"}]; ok || p.names[processKey{"storm", "", unknownCgroup}].n != 300 ||
+			p.names[processKey{"java", "", "kafka.service"}].n != 3 || p.other.n != 3 {
 			t.Fatalf("after eviction: other %d names %v", p.other.n, p.names)
 		}
 		time.Sleep(11 * time.Minute)
-		p.add(strings.Repeat("x", 100)+"\xff", strings.Repeat("y", 100)+"\xff", 1) // bounded and valid UTF-8 even from /proc
+		// Two JVMs in one cgroup: a series each, by what they run.
+		p.add(processKey{"java", "BrokerStartup", "rocketmq.service"}, 1)
+		p.add(processKey{"java", "consumer-app.jar", "rocketmq.service"}, 1)
+		if len(p.names) != 3 || p.names[processKey{"java", "BrokerStartup", "rocketmq.service"}].n != 1 {
+			t.Fatalf("two JVMs in one cgroup: names %v", p.names)
+		}
+		time.Sleep(11 * time.Minute)
+		p.add(processKey{strings.Repeat("x", 100) + "\xff", strings.Repeat("z", 100) + "\xff", strings.Repeat("y", 100) + "\xff"}, 1) // bounded and valid UTF-8 even from /proc
 		for k := range p.names {
-			if len(k.comm) > collector.MaxLabelBytes+len("…") || len(k.cgroup) > maxCgroupLen+len("…") {
-				t.Errorf("labels %q longer than %d/%d bytes", k, collector.MaxLabelBytes, maxCgroupLen)
+			if len(k.comm) > collector.MaxLabelBytes+len("…") || len(k.main) > maxMainLen+len("…") || len(k.cgroup) > maxCgroupLen+len("…") {
+				t.Errorf("labels %q longer than %d/%d/%d bytes", k, collector.MaxLabelBytes, maxMainLen, maxCgroupLen)
 			}
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/procfs"
+	"github.com/stall-exporter/stall_exporter/internal/jvm"
 )
 
 // procAttribution is the fallback when eBPF is unavailable: every
@@ -98,11 +99,15 @@ func (a *procAttribution) drain(pt *processTable) error {
 			if err != nil {
 				continue
 			}
+			main := ""
+			if comm == jvm.Comm {
+				main = jvmName(a.procPath(strconv.Itoa(p.PID), "cmdline"))
+			}
 			cgroup, ok := procCgroup(a.procPath(strconv.Itoa(p.PID), "cgroup"))
 			if ok {
 				cgroup = cgroupName(cgroup)
 			}
-			pt.add(comm, cgroup, 1)
+			pt.add(processKey{comm, main, cgroup}, 1)
 			counted[ino] = true // a socket shared by several processes counts once
 			if want--; want == 0 {
 				return nil
