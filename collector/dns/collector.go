@@ -16,8 +16,10 @@ package dns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -152,20 +154,32 @@ func (c *Collector) startAttribution() attribution {
 
 func (c *Collector) startEBPF() (attribution, error) {
 	root := c.o.cgroupRoot
+	var private *os.File
 	if root == "" {
 		mp, within, err := findCgroup2Root(c.cfg.Paths.Proc("self", "mountinfo"))
-		if err != nil {
-			return nil, err
-		}
-		if within != "/" {
+		switch {
+		case err != nil:
+			f, path, perr := openCgroup2()
+			if perr != nil {
+				return nil, errors.Join(err, perr)
+			}
+			c.logger.Info("no cgroup2 mount: the eBPF programs attach to the cgroup v2 hierarchy opened privately, mounted nowhere", "mountinfo", err)
+			private, root = f, path
+		case within != "/":
 			c.logger.Warn("the cgroup2 mount is a subtree of the hierarchy (a container's cgroup namespace): only processes under it are attributed; mount the host's cgroup2 and pass --dns.cgroup-root", "mount", mp, "root", within)
+			root = mp
+		default:
+			root = mp
 		}
-		root = mp
 	}
 	a, err := newEBPFAttribution(root, c.cfg.Paths.Proc)
 	if err != nil {
+		if private != nil {
+			private.Close()
+		}
 		return nil, err
 	}
+	a.private = private
 	if a.typeErr != nil {
 		c.logger.Warn("eBPF attribution attached, but not the egress program: stall_dns_process_queries_total (query types per process) is not exported", "cgroup", root, "err", a.typeErr)
 	} else {

@@ -59,6 +59,9 @@ type ebpfAttribution struct {
 	// before 5.7): cgroups are then named from /proc for live processes.
 	cgroupErr error
 	cgroups   *cgroupNames
+	// private holds the cgroup v2 hierarchy open where no mount shows it
+	// (openCgroup2); nil when the programs attach to a mounted one.
+	private *os.File
 
 	last         map[uint32]processValue // per tgid, the counts already reported
 	mains        map[uint32]string       // per tgid of a JVM, what it runs (jvmName), read once
@@ -311,6 +314,10 @@ func (a *ebpfAttribution) Close() error {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
+	}
+	if a.private != nil {
+		errs = append(errs, a.private.Close())
+		a.private = nil
 	}
 	a.links, a.progs = nil, nil
 	return errors.Join(errs...)

@@ -28,7 +28,8 @@ import (
 
 // The tests in this file use real packets in network namespaces and, for
 // attribution, the real eBPF hooks; they need root (CAP_SYS_ADMIN and
-// CAP_NET_ADMIN), which CI has. Without it they fail and say so.
+// CAP_NET_ADMIN), which CI has; without it they fail in CI and skip
+// elsewhere, saying so.
 
 const childEnv = "STALL_DNS_TEST_CHILD"
 
@@ -605,5 +606,91 @@ func TestCaptureInterfaceGoesAway(t *testing.T) {
 	waitUp(t, c, true)
 	if got := gather(t, c)["stall_dns_capture_up"]; got != 1 {
 		t.Errorf("stall_dns_capture_up = %v, want 1", got)
+	}
+}
+
+// noCgroup2Env, set to "<client netns>", makes TestAttributionWithoutCgroup2Mount
+// the child it starts in a mount namespace of its own.
+const noCgroup2Env = "STALL_DNS_TEST_NO_CGROUP2"
+
+// TestAttributionWithoutCgroup2Mount guards exact attribution on a host
+// where nothing mounts the cgroup v2 hierarchy (systemd's legacy mode, a
+// cgroup v1-only host), where the /proc sampler saw 0 of 40 short lookups:
+// the test runs itself again in a mount namespace of its own, unmounts
+// every cgroup2 mount there, and in it the collector (auto mode) must
+// attach its eBPF programs to the hierarchy opened privately, leave no
+// mount behind, and attribute 40 of 40 answered `getent hosts` lookups.
+func TestAttributionWithoutCgroup2Mount(t *testing.T) {
+	if ns := os.Getenv(noCgroup2Env); ns != "" {
+		noCgroup2Child(t, ns)
+		return
+	}
+	needRoot(t)
+	client, _ := clientServerNetns(t, "m", 3)
+	child := exec.Command(os.Args[0], "-test.run=^TestAttributionWithoutCgroup2Mount$", "-test.v")
+	child.Env = append(os.Environ(), noCgroup2Env+"="+client)
+	child.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS} // and / made private, by the Go runtime
+	out, err := child.CombinedOutput()
+	t.Logf("child in its own mount namespace:\n%s", out)
+	if err != nil {
+		t.Fatalf("child: %v", err)
+	}
+}
+
+func noCgroup2Child(t *testing.T, client string) {
+	mounts := func() []string {
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mps []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if pre, post, ok := strings.Cut(l, " - "); ok && strings.HasPrefix(post, "cgroup2 ") {
+				mps = append(mps, strings.Fields(pre)[4])
+			}
+		}
+		return mps
+	}
+	for _, mp := range mounts() {
+		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil {
+			t.Fatalf("unmounting %s: %v", mp, err)
+		}
+	}
+	if mps := mounts(); len(mps) > 0 {
+		t.Fatalf("cgroup2 still mounted at %v", mps)
+	}
+	c := startCollector(t, client, "--dns.attribution=auto")
+	if got := gather(t, c)[`stall_dns_attribution_mode{mode="ebpf"}`]; got != 1 {
+		t.Fatalf("attribution mode ebpf = %v without a cgroup2 mount, want 1", got)
+	}
+	if mps := mounts(); len(mps) > 0 {
+		t.Errorf("the collector left cgroup2 mounted at %v", mps)
+	}
+	var addrs []string
+	for i := 1; i <= 40; i++ {
+		addrs = append(addrs, fmt.Sprintf("192.0.2.%d", i))
+	}
+	bin := getentCopy(t)
+	for i, out := range runGetents(client, bin, addrs, nil) {
+		if !strings.Contains(out, "host.test") {
+			t.Fatalf("getent hosts %s = %q, want host.test", addrs[i], out)
+		}
+	}
+	var got float64
+	collectortest.WaitFor(t, 10*time.Second, "40 attributed lookups", func() error {
+		got = 0
+		for k, v := range gather(t, c) {
+			if strings.HasPrefix(k, "stall_dns_process_lookups_total{") && strings.Contains(k, fmt.Sprintf(`,comm=%q,`, filepath.Base(bin))) {
+				got += v
+			}
+		}
+		if got < 40 {
+			return fmt.Errorf("%v attributed", got)
+		}
+		return nil
+	})
+	t.Logf("%s: %v of 40 lookups attributed without a cgroup2 mount", filepath.Base(bin), got)
+	if got != 40 {
+		t.Errorf("%v lookups attributed, want exactly 40", got)
 	}
 }

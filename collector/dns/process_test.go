@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+	"golang.org/x/sys/unix"
 )
 
 // TestProcessTable guards the series bound: at most max (name, main,
@@ -170,4 +173,44 @@ func FuzzCgroupName(f *testing.F) {
 			t.Fatalf("cgroupName(%q) = %q", path, got)
 		}
 	})
+}
+
+// TestOpenCgroup2 guards both ways of opening the cgroup v2 hierarchy where
+// nothing mounts it: each gives the hierarchy's root, readable through its
+// /proc/self/fd path, and leaves no mount and no directory behind.
+func TestOpenCgroup2(t *testing.T) {
+	collectortest.RequireRoot(t, "mounting cgroup2 needs CAP_SYS_ADMIN")
+	mounts := func() int {
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(b), " - cgroup2 ")
+	}
+	temps := func() []string {
+		m, _ := filepath.Glob(filepath.Join(os.TempDir(), "stall-dns-cgroup2-*"))
+		return m
+	}
+	before, tempsBefore := mounts(), len(temps())
+	for name, open := range map[string]func() (int, error){"fsmount": fsmountCgroup2, "mount and detach": detachedCgroup2} {
+		fd, err := open()
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		var st unix.Statfs_t
+		if err := unix.Fstatfs(fd, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
+			t.Errorf("%s: file system type %#x (%v), want cgroup2", name, st.Type, err)
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/self/fd/%d/cgroup.procs", fd)); err != nil {
+			t.Errorf("%s: the root's cgroup.procs through the descriptor: %v", name, err)
+		}
+		if n := mounts(); n != before {
+			t.Errorf("%s: %d cgroup2 mounts, %d before", name, n, before)
+		}
+		if n := len(temps()); n != tempsBefore {
+			t.Errorf("%s: temporary directories left: %v", name, temps())
+		}
+		unix.Close(fd)
+	}
 }
