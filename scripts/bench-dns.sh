@@ -103,7 +103,7 @@ cpu() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { pri
 # value NAME REGEX: the sum of the samples of NAME whose labels match REGEX.
 value() { awk -v n="$1" -v re="$2" 'index($0, n) == 1 && substr($0, length(n) + 1, 1) ~ /[{ ]/ && $0 ~ re { s += $NF } END { printf "%.0f\n", s }' "$3"; }
 
-echo "dns collector benchmark: $(nproc) cores, kernel $(uname -r), attribution $mode${ARGS:+, $ARGS}"
+echo "dns collector benchmark: $(nproc) cores, kernel $(uname -r), attribution $mode${ARGS:+, $ARGS}, load average $(cut -d" " -f1-3 /proc/loadavg) before"
 printf '%-9s %-9s %-9s %-11s %-12s %-10s %-10s %-6s %s\n' \
   rate lookups/s packets/s "exporter%" "ns/packet" "unbound%" "dnsperf%" drops exact
 for run in $(seq "$RUNS"); do

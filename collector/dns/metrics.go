@@ -44,7 +44,7 @@ var (
 		"Packets the capture's kernel filter (UDP or TCP port 53, first fragments) passed to the exporter and the exporter read.",
 		prometheus.CounterValue)
 	dropsDesc = collector.NewMetric("dns_capture_drops_total",
-		"Captured packets the kernel dropped because the socket's receive buffer was full (PACKET_STATISTICS tp_drops).",
+		"Captured packets the kernel dropped because every block of the capture's ring was still waiting to be read (PACKET_STATISTICS tp_drops).",
 		prometheus.CounterValue)
 	tcpUnsyncedDesc = collector.NewMetric("dns_tcp_unsynced_segments_total",
 		"TCP port-53 segments skipped because their DNS message boundaries are unknown (capture).",
