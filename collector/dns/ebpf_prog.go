@@ -280,17 +280,13 @@ func egressProgram(counts, socks *ebpf.Map) asm.Instructions {
 		asm.LoadMem(asm.R2, asm.RFP, stBuf, asm.Half),
 		asm.Mov.Imm(r7, qtOther),
 	)
-	types := []struct {
-		t   uint16
-		idx int32
-	}{{1, qtA}, {28, qtAAAA}, {12, qtPTR}, {33, qtSRV}, {16, qtTXT}, {5, qtCNAME}, {15, qtMX}, {2, qtNS}, {6, qtSOA}}
-	for _, ty := range types {
-		ins = append(ins, asm.JEq.Imm(asm.R2, be16(ty.t), fmt.Sprintf("qt%d", ty.t)))
+	for _, code := range qtypeCodes {
+		ins = append(ins, asm.JEq.Imm(asm.R2, be16(code), fmt.Sprintf("qt%d", code)))
 	}
 	ins = append(ins, asm.Ja.Label("owner"))
-	for _, ty := range types {
+	for idx, code := range qtypeCodes {
 		ins = append(ins,
-			asm.Mov.Imm(r7, ty.idx).WithSymbol(fmt.Sprintf("qt%d", ty.t)),
+			asm.Mov.Imm(r7, int32(idx)).WithSymbol(fmt.Sprintf("qt%d", code)),
 			asm.Ja.Label("owner"),
 		)
 	}
