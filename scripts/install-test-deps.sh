@@ -3,8 +3,8 @@
 # redis-server, prometheus (the server for the end-to-end test, and promtool),
 # prometheus-alertmanager (amtool), iproute2 (network namespaces), libc-bin (getent, for the dns
 # tests), util-linux's setsid, unshare and setpriv (the supervision tests), systemd
-# (systemd-analyze verifies and rates the units in deploy/systemd), and unbound and dnsperf (the
-# dns collector's benchmark, scripts/bench-dns.sh).
+# (systemd-analyze verifies and rates the units in deploy/systemd), and unbound, dnsperf and curl
+# (the dns collector's benchmark, scripts/bench-dns.sh).
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
@@ -15,6 +15,7 @@ command -v getent       >/dev/null 2>&1 || need+=(libc-bin)   # the dns tests ru
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 command -v unbound      >/dev/null 2>&1 || need+=(unbound)
 command -v dnsperf      >/dev/null 2>&1 || need+=(dnsperf)
+command -v curl         >/dev/null 2>&1 || need+=(curl)       # scripts/bench-dns.sh scrapes with it
 for tool in setsid unshare setpriv; do
   command -v "$tool" >/dev/null 2>&1 || { need+=(util-linux); break; }
 done
