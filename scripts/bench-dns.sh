@@ -94,7 +94,7 @@ pids+=($!)
 exporter_pid=$!
 
 metrics() { curl -sf "http://127.0.0.1:$PORT/metrics"; }
-for _ in $(seq 100); do
+for _ in $(seq 300); do
   metrics 2>/dev/null | grep -q '^stall_dns_capture_up 1' && ss -Hlun "src $ADDR:53" | grep -q . && break
   sleep 0.1
 done
