@@ -8,7 +8,6 @@ require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/go-kit/log v0.2.1
 	github.com/grafana/grafana-foundation-sdk/go v0.0.22
-	github.com/mdlayher/packet v1.2.0
 	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.95.2
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

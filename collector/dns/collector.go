@@ -24,107 +24,68 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stall-exporter/stall_exporter/collector"
-)
-
-var (
-	interfaceFlag = kingpin.Flag("dns.interface",
-		"Capture DNS on this interface only; by default on all interfaces of the exporter's network namespace.").Default("").String()
-	timeoutFlag = kingpin.Flag("dns.timeout",
-		"A query with no response after this long counts as timed out (glibc and the JDK wait 5 s per try).").Default("5s").Duration()
-	maxPendingFlag = kingpin.Flag("dns.max-pending",
-		fmt.Sprintf("Queries tracked while waiting for a response; each costs %d bytes, allocated as used.", pendingEntrySize)).Default("16384").Int()
-	maxTCPFlowsFlag = kingpin.Flag("dns.max-tcp-flows",
-		fmt.Sprintf("DNS-over-TCP connection directions followed at once; each costs about %d bytes.", tcpFlowSize)).Default("1024").Int()
-	maxResolversFlag = kingpin.Flag("dns.max-resolvers",
-		"Resolver addresses with their own resolver label, in the order first queried; later ones are \"other\".").Default("8").Int()
-	maxProcessesFlag = kingpin.Flag("dns.max-processes",
-		"(Process name, cgroup) pairs with their own stall_dns_process_lookups_total series; the rest are \"other\".").Default("20").Int()
-	attributionFlag = kingpin.Flag("dns.attribution",
-		"Per-process attribution: auto (ebpf, else proc), ebpf (cgroup sock_addr hooks; needs CAP_BPF and CAP_NET_ADMIN, or CAP_SYS_ADMIN before 5.8, and cgroup v2), proc (sample /proc; a lower bound), none.").
-		Default("auto").Enum("auto", "ebpf", "proc", "none")
-	cgroupRootFlag = kingpin.Flag("dns.cgroup-root",
-		"cgroup v2 directory the eBPF programs attach to; by default the cgroup2 mount found in /proc/self/mountinfo (in a container, mount the host's and name it here).").Default("").String()
-	procIntervalFlag = kingpin.Flag("dns.proc-interval",
-		"Interval of the /proc sampler in proc attribution mode (each sample reads /proc/net/{udp,tcp}{,6}, and every process's fds when a socket to port 53 is open).").Default("1s").Duration()
-	socketBufferFlag = kingpin.Flag("dns.socket-buffer",
-		"Receive buffer of the capture socket in bytes (SO_RCVBUFFORCE, else SO_RCVBUF capped by net.core.rmem_max); packets beyond it are dropped and counted.").Default("4194304").Int()
 )
 
 func init() {
 	collector.Register("dns",
 		"DNS lookups, latency, failures and the processes making them, from port-53 packets (AF_PACKET) and eBPF or /proc",
 		false, func(cfg collector.Config) (collector.Collector, error) {
-			return New(Options{
-				Interface:    *interfaceFlag,
-				Timeout:      *timeoutFlag,
-				MaxPending:   *maxPendingFlag,
-				MaxTCPFlows:  *maxTCPFlowsFlag,
-				MaxResolvers: *maxResolversFlag,
-				MaxProcesses: *maxProcessesFlag,
-				Attribution:  *attributionFlag,
-				CgroupRoot:   *cgroupRootFlag,
-				ProcInterval: *procIntervalFlag,
-				SocketBuffer: *socketBufferFlag,
-				Paths:        cfg.Paths,
-				Logger:       cfg.Logger,
-				Problems:     cfg.Problems,
-			})
+			o, err := flags.options()
+			if err != nil {
+				return nil, err
+			}
+			return newCollector(o, cfg), nil
 		})
 }
 
-// Options configure the collector; the flags of the same names fill them.
-type Options struct {
-	Interface    string
-	Timeout      time.Duration
-	MaxPending   int
-	MaxTCPFlows  int
-	MaxResolvers int
-	MaxProcesses int
-	Attribution  string // auto, ebpf, proc, none
-	CgroupRoot   string
-	ProcInterval time.Duration
-	SocketBuffer int
-	Paths        collector.Paths
-	Logger       *slog.Logger
-	Problems     *collector.Problems
-
-	// open opens the capture socket; tests open it in another network
-	// namespace. Default: openCapture(Interface, SocketBuffer).
-	open func() (*captureSocket, error)
-	// procNet is where proc mode reads net/{udp,tcp}{,6}; default
-	// Paths.Procfs (the exporter's own network namespace).
-	procNet string
-}
-
 const (
-	minBackoff   = time.Second
-	maxBackoff   = time.Minute
 	expiryPeriod = 100 * time.Millisecond // timeouts are counted within this of --dns.timeout
 	ebpfDrain    = 5 * time.Second        // map entries of exited processes are freed at least this often
 	processIdle  = 10 * time.Minute
 )
 
+// captureBackoff is the wait between two attempts to open the capture.
+var captureBackoff = collector.Backoff{Min: time.Second, Max: time.Minute}
+
 // Collector is the dns collector. The capture goroutine (Run) owns the
 // tracker's tables; scrapes read atomics.
 type Collector struct {
-	o        Options
+	o        options
+	cfg      collector.Config
 	logger   *slog.Logger
 	tr       *tracker
 	duration *prometheus.HistogramVec
 
+	captureState *collector.StateLog
+	drainState   *collector.StateLog
+
 	up          atomic.Bool
 	capMu       sync.Mutex
-	sock        *captureSocket
-	closedStats [2]uint64 // passed, drops of sockets already closed
+	src         packetSource
+	closedStats [2]uint64 // passed, drops of captures already closed
 
-	attrMu   sync.Mutex
-	attr     attribution // nil in mode none
-	procs    *processTable
-	drainErr bool // the last drain failed: log transitions only
+	attrMu sync.Mutex
+	attr   attribution // nil in mode none
+	procs  *processTable
+}
+
+// packetSource is an open capture: the AF_PACKET ring, or a test's fake.
+// Only the capture goroutine calls read and Close; stats is safe for
+// concurrent use.
+type packetSource interface {
+	// read hands fn the packets that arrive until deadline: each one's
+	// bytes from its IP header on (valid during the call) and its kernel
+	// timestamp in Unix ns. It returns a time before which every captured
+	// packet has been handed over, for counting timeouts, or why the
+	// capture failed.
+	read(deadline time.Time, fn func(pkt []byte, ts int64)) (seen time.Time, err error)
+	// stats returns the packets that passed the kernel filter and, of
+	// those, the ones the kernel dropped, since the capture opened.
+	stats() (passed, drops uint64)
+	Close() error
 }
 
 // attribution is a per-process lookup counter: eBPF or /proc sampling.
@@ -136,48 +97,36 @@ type attribution interface {
 
 var modes = []string{"ebpf", "proc", "none"}
 
-// New builds the collector. It fails only on invalid options; a host
+// newCollector builds the collector from validated options. A host
 // without the needed capabilities, eBPF or cgroup v2 gets a collector that
 // says so in its log (once) and in stall_dns_capture_up and
 // stall_dns_attribution_mode.
-func New(o Options) (*Collector, error) {
-	switch {
-	case o.Timeout <= 0:
-		return nil, errors.New("--dns.timeout must be positive")
-	case o.MaxPending < 1 || o.MaxTCPFlows < 1 || o.MaxResolvers < 1 || o.MaxProcesses < 1:
-		return nil, errors.New("--dns.max-pending, --dns.max-tcp-flows, --dns.max-resolvers and --dns.max-processes must be at least 1")
-	case o.ProcInterval <= 0:
-		return nil, errors.New("--dns.proc-interval must be positive")
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Problems == nil {
-		o.Problems = collector.NewProblems("dns", o.Logger)
-	}
-	if o.Paths.Procfs == "" {
-		o.Paths.Procfs = "/proc"
-	}
+func newCollector(o options, cfg collector.Config) *Collector {
 	if o.open == nil {
-		o.open = func() (*captureSocket, error) { return openCapture(o.Interface, o.SocketBuffer) }
+		o.open = func() (packetSource, error) { return openCapture(o.iface, o.socketBuffer) }
 	}
-	c := &Collector{o: o, logger: o.Logger, duration: newDurationVec(), procs: newProcessTable(o.MaxProcesses, processIdle)}
+	c := &Collector{
+		o: o, cfg: cfg, logger: cfg.Logger, duration: newDurationVec(),
+		procs:        newProcessTable(o.maxProcesses, processIdle),
+		captureState: collector.NewStateLog(cfg.Logger),
+		drainState:   collector.NewStateLog(cfg.Logger),
+	}
 	c.tr = newTracker(trackerOptions{
-		MaxPending:   o.MaxPending,
-		MaxTCPFlows:  o.MaxTCPFlows,
-		MaxResolvers: o.MaxResolvers,
-		TimeoutNS:    int64(o.Timeout),
-		Problems:     o.Problems,
+		MaxPending:   o.maxPending,
+		MaxTCPFlows:  o.maxTCPFlows,
+		MaxResolvers: o.maxResolvers,
+		TimeoutNS:    int64(o.timeout),
+		Problems:     cfg.Problems,
 		Duration:     c.duration,
 	})
 	c.attr = c.startAttribution()
-	return c, nil
+	return c
 }
 
 // startAttribution sets up the configured mode, falling back as the mode
 // allows; each failure is logged once with its reason.
 func (c *Collector) startAttribution() attribution {
-	mode := c.o.Attribution
+	mode := c.o.attribution
 	if mode == "auto" || mode == "ebpf" {
 		a, err := c.startEBPF()
 		if err == nil {
@@ -190,11 +139,11 @@ func (c *Collector) startAttribution() attribution {
 		c.logger.Warn("eBPF attribution unavailable; falling back to /proc sampling, which sees only a fraction of short lookups (docs/dns.md)", "err", err)
 	}
 	if mode == "auto" || mode == "proc" {
-		netPath := c.o.procNet
-		if netPath == "" {
-			netPath = c.o.Paths.Procfs
+		netFS := c.cfg.ProcFS
+		if c.o.netFS != nil {
+			netFS = *c.o.netFS
 		}
-		a, err := newProcAttribution(c.o.Paths.Procfs, netPath)
+		a, err := newProcAttribution(c.cfg.ProcFS, netFS, c.cfg.Paths.Proc)
 		if err == nil {
 			return a
 		}
@@ -204,21 +153,33 @@ func (c *Collector) startAttribution() attribution {
 }
 
 func (c *Collector) startEBPF() (attribution, error) {
-	root := c.o.CgroupRoot
+	root := c.o.cgroupRoot
+	var private *os.File
 	if root == "" {
-		mp, within, err := findCgroup2Root(c.o.Paths.Proc("self", "mountinfo"))
-		if err != nil {
-			return nil, err
-		}
-		if within != "/" {
+		mp, within, err := findCgroup2Root(c.cfg.Paths.Proc("self", "mountinfo"))
+		switch {
+		case err != nil:
+			f, path, perr := openCgroup2()
+			if perr != nil {
+				return nil, errors.Join(err, perr)
+			}
+			c.logger.Info("no cgroup2 mount: the eBPF programs attach to the cgroup v2 hierarchy opened privately, mounted nowhere", "mountinfo", err)
+			private, root = f, path
+		case within != "/":
 			c.logger.Warn("the cgroup2 mount is a subtree of the hierarchy (a container's cgroup namespace): only processes under it are attributed; mount the host's cgroup2 and pass --dns.cgroup-root", "mount", mp, "root", within)
+			root = mp
+		default:
+			root = mp
 		}
-		root = mp
 	}
-	a, err := newEBPFAttribution(root, c.o.Paths.Proc)
+	a, err := newEBPFAttribution(root, c.cfg.Paths.Proc)
 	if err != nil {
+		if private != nil {
+			private.Close()
+		}
 		return nil, err
 	}
+	a.private = private
 	if a.typeErr != nil {
 		c.logger.Warn("eBPF attribution attached, but not the egress program: stall_dns_process_queries_total (query types per process) is not exported", "cgroup", root, "err", a.typeErr)
 	} else {
@@ -230,16 +191,12 @@ func (c *Collector) startEBPF() (attribution, error) {
 	return a, nil
 }
 
-// Run captures until ctx is done, reopening the socket with backoff after
+// Run captures until ctx is done, reopening the capture with backoff after
 // a failure, and drains the attribution in the background.
 func (c *Collector) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c.attributionLoop(ctx)
-	}()
-	c.captureLoop(ctx)
+	wg.Go(func() { c.attributionLoop(ctx) })
+	collector.Retry(ctx, captureBackoff, c.captureState, "DNS capture", c.capture)
 	wg.Wait()
 }
 
@@ -252,7 +209,7 @@ func (c *Collector) attributionLoop(ctx context.Context) {
 	}
 	every := ebpfDrain
 	if a.mode() == "proc" {
-		every = c.o.ProcInterval
+		every = c.o.procInterval
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -278,92 +235,48 @@ func (c *Collector) drainLocked() {
 	if c.attr == nil {
 		return
 	}
-	err := c.attr.drain(c.procs)
-	switch {
-	case err != nil && !c.drainErr:
-		c.logger.Warn("reading per-process DNS counts failed; repeats at debug level", "mode", c.attr.mode(), "err", err)
-	case err != nil:
-		c.logger.Debug("reading per-process DNS counts failed", "mode", c.attr.mode(), "err", err)
-	case c.drainErr:
-		c.logger.Info("reading per-process DNS counts recovered", "mode", c.attr.mode())
+	if err := c.attr.drain(c.procs); err != nil {
+		c.drainState.Failed("reading per-process DNS counts failed", "read", err, "mode", c.attr.mode())
+		return
 	}
-	c.drainErr = err != nil
+	c.drainState.OK("reading per-process DNS counts recovered", "mode", c.attr.mode())
 }
 
-func (c *Collector) captureLoop(ctx context.Context) {
-	backoff := minBackoff
-	failing := false
-	for ctx.Err() == nil {
-		sock, err := c.o.open()
-		if err != nil {
-			if !failing {
-				c.logger.Warn("DNS capture unavailable; retrying with backoff, repeats at debug level", "err", err)
-			} else {
-				c.logger.Debug("DNS capture still unavailable", "err", err, "retry_in", backoff)
-			}
-			failing = true
-			if !collector.Sleep(ctx, backoff) {
-				return
-			}
-			backoff = min(2*backoff, maxBackoff)
-			continue
-		}
-		if failing {
-			c.logger.Info("DNS capture open")
-		}
-		backoff = minBackoff // it opened: a later failure (an interface that went and came back) starts afresh
-		c.capMu.Lock()
-		c.sock = sock
-		c.capMu.Unlock()
-		c.up.Store(true)
-		stop := context.AfterFunc(ctx, func() { sock.Close() })
-		err = c.readLoop(sock)
-		stop()
-		sock.Close()
+// capture is one attempt of the capture loop: it opens the capture and
+// counts its packets until it fails or ctx ends, counting timeouts every
+// expiryPeriod even when no packet arrives.
+func (c *Collector) capture(ctx context.Context, opened func()) error {
+	src, err := c.o.open()
+	if err != nil {
+		return err
+	}
+	opened()
+	c.capMu.Lock()
+	c.src = src
+	c.capMu.Unlock()
+	c.up.Store(true)
+	defer func() {
 		c.up.Store(false)
 		c.capMu.Lock()
-		passed, drops := sock.stats()
+		passed, drops := src.stats()
 		c.closedStats[0] += passed
 		c.closedStats[1] += drops
-		c.sock = nil
+		c.src = nil
 		c.capMu.Unlock()
-		if ctx.Err() != nil {
-			return
-		}
-		c.logger.Warn("DNS capture stopped; reopening with backoff", "err", err, "retry_in", backoff)
-		failing = true
-		if !collector.Sleep(ctx, backoff) {
-			return
-		}
-		backoff = min(2*backoff, maxBackoff)
-	}
-}
-
-// readLoop reads and counts packets until the socket fails or is closed,
-// counting timeouts every expiryPeriod even when no packet arrives.
-func (c *Collector) readLoop(sock *captureSocket) error {
-	var deadline time.Time
-	lastExpiry := time.Now()
-	for {
-		now := time.Now()
-		if deadline.Sub(now) < expiryPeriod {
-			deadline = now.Add(2 * expiryPeriod)
-			if err := sock.setDeadline(deadline); err != nil {
-				return err
-			}
-		}
-		b, ts, err := sock.next()
-		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		src.Close()
+	}()
+	var lastExpiry time.Time
+	for ctx.Err() == nil {
+		seen, err := src.read(time.Now().Add(expiryPeriod), c.safeHandle)
+		if err != nil {
 			return err
 		}
-		if err == nil {
-			c.safeHandle(b, ts)
-		}
-		if now := time.Now(); now.Sub(lastExpiry) >= expiryPeriod {
-			c.tr.expire(now.UnixNano())
-			lastExpiry = now
+		if seen.Sub(lastExpiry) >= expiryPeriod {
+			c.tr.expire(seen.UnixNano())
+			lastExpiry = seen
 		}
 	}
+	return ctx.Err()
 }
 
 // safeHandle counts one packet; a panic (a bug, never expected) skips the
@@ -371,20 +284,20 @@ func (c *Collector) readLoop(sock *captureSocket) error {
 func (c *Collector) safeHandle(b []byte, ts int64) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.o.Problems.Add("dns_panic", 1, fmt.Errorf("handling a captured packet panicked: %v", r))
+			c.cfg.Problems.Add("dns_panic", 1, fmt.Errorf("handling a captured packet panicked: %v", r))
 		}
 	}()
 	c.tr.handle(b, ts)
 }
 
 // captureStats returns packets passed by the kernel filter and dropped by
-// the kernel, over every socket opened so far.
+// the kernel, over every capture opened so far.
 func (c *Collector) captureStats() (passed, drops uint64) {
 	c.capMu.Lock()
 	defer c.capMu.Unlock()
 	passed, drops = c.closedStats[0], c.closedStats[1]
-	if c.sock != nil {
-		p, d := c.sock.stats()
+	if c.src != nil {
+		p, d := c.src.stats()
 		passed += p
 		drops += d
 	}

@@ -1,7 +1,6 @@
 package dns
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -9,22 +8,18 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/stall-exporter/stall_exporter/internal/jvm"
 )
 
-// Per-process attribution in the kernel. Packet capture cannot see which
-// process sent a query, and user space cannot catch it in time: glibc opens
-// a socket per lookup, connects it to the resolver, and closes it one round
-// trip later. So four tiny programs of type cgroup sock_addr, attached to
-// the cgroup v2 root, run inside connect(2) and sendmsg(2) of every task on
-// the host: on a connect (TCP or UDP) or an unconnected UDP sendmsg to port
-// 53 they add one to the calling process's count in a hash map keyed by
-// tgid, recording the calling thread's comm and cgroup v2 id when they
-// create the entry.
-// They always allow the call. They are assembled here with cilium/ebpf's
-// asm package: no C compiler, no object files.
+// Loading, attaching and reading the attribution's eBPF programs
+// (ebpf_prog.go). Packet capture cannot see which process sent a query,
+// and user space cannot catch it in time: glibc opens a socket per lookup,
+// connects it to the resolver, and closes it one round trip later. So the
+// programs count in the kernel, attached to the cgroup v2 root: every task
+// on the host runs them.
 //
 // Kernel requirements: cgroup sock_addr connect hooks (4.17), sendmsg
 // hooks (4.18), bpf_link for cgroups (5.7; older kernels use the legacy
@@ -32,54 +27,7 @@ import (
 // CAP_SYS_ADMIN. The links are not pinned: when the exporter exits, the
 // kernel detaches the programs.
 
-// processMapEntries bounds the kernel map: processes that looked something
-// up since the last drain (every scrape and every 5 s). When it is full, a
-// new process's lookups are counted in the overflow slot and reported as
-// comm="other". 8192 entries cost about 1.2 MiB of kernel memory.
-const processMapEntries = 8192
-
-// socketMapEntries bounds the socket-cookie → tgid map that joins a query
-// packet to the process that opened its socket; least recently used
-// sockets are forgotten first.
-const socketMapEntries = 16384
-
-// processValue is the map's value: the lookup count, the comm of the thread
-// that made the first one (TASK_COMM_LEN, NUL-padded), the UDP queries the
-// process sent, by qtype label index (egress program), and the cgroup v2
-// id of the thread that made the first lookup (the inode number of its
-// cgroup directory; 0 where the kernel does not give it).
-type processValue struct {
-	Count   uint64
-	Comm    [16]byte
-	Queries [numQTypes]uint64
-	Cgroup  uint64
-}
-
-const (
-	processValueSize = 8 + 16 + 8*numQTypes + 8
-	valueComm        = 8
-	valueQueries     = 24
-	valueCgroup      = valueQueries + 8*numQTypes
-)
-
-// Offsets in struct bpf_sock_addr and struct __sk_buff
-// (include/uapi/linux/bpf.h), stable ABI.
-const (
-	sockAddrUserPort = 24 // __u32 user_port: the port's network-order bytes first
-	skbData          = 76 // __u32 data (a packet pointer)
-	skbDataEnd       = 80 // __u32 data_end
-)
-
-const bpfNoExist = 1 // BPF_NOEXIST
-
-// Stack layout of the sock_addr program (offsets from the frame pointer).
-const (
-	stTgid   = -4   // u32 map key
-	stZero   = -8   // u32 0, the overflow map's key
-	stCookie = -16  // u64 socket cookie
-	stValue  = -136 // processValue, 112 bytes
-)
-
+// sockAddrHooks are the hooks lookupProgram is attached to, one program each.
 var sockAddrHooks = []ebpf.AttachType{
 	ebpf.AttachCGroupInet4Connect,
 	ebpf.AttachCGroupInet6Connect,
@@ -87,260 +35,15 @@ var sockAddrHooks = []ebpf.AttachType{
 	ebpf.AttachCGroupUDP6Sendmsg,
 }
 
-// be16 is the value a half-word load gives for a 16-bit network-order field.
-func be16(v uint16) int32 {
-	return int32(binary.NativeEndian.Uint16([]byte{byte(v >> 8), byte(v)}))
-}
+// programSet is one way of building the programs: with the egress program
+// (query types per process; it needs the socket map, and so
+// bpf_get_socket_cookie in sock_addr programs) and with the caller's cgroup
+// id (bpf_get_current_cgroup_id, which sock_addr programs may call since
+// 5.7).
+type programSet struct{ byType, cgroupID bool }
 
-// lookupProgram returns the sock_addr program body. With socks non-nil it
-// also records the socket's cookie → tgid, for the egress program; with
-// cgroupID it records the caller's cgroup v2 id in a new entry
-// (bpf_get_current_cgroup_id, which sock_addr programs may call since 5.7).
-func lookupProgram(counts, overflow, socks *ebpf.Map, cgroupID bool) asm.Instructions {
-	// user_port as the kernel loads it: the port's two network-order bytes
-	// at the start of a little- or big-endian word.
-	port53 := int32(binary.NativeEndian.Uint32([]byte{0, 53, 0, 0}))
-	mapArgs := func(m *ebpf.Map, key int16) asm.Instructions {
-		return asm.Instructions{
-			asm.LoadMapPtr(asm.R1, m.FD()),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, int32(key)),
-		}
-	}
-	ins := asm.Instructions{
-		asm.Mov.Reg(asm.R6, asm.R1),
-		asm.LoadMem(asm.R2, asm.R6, sockAddrUserPort, asm.Word),
-		asm.JNE.Imm(asm.R2, port53, "allow"),
-
-		asm.FnGetCurrentPidTgid.Call(),
-		asm.RSh.Imm(asm.R0, 32),
-		asm.StoreMem(asm.RFP, stTgid, asm.R0, asm.Word),
-	}
-	ins = append(ins, mapArgs(counts, stTgid)...)
-	ins = append(ins,
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "create"),
-		asm.Mov.Imm(asm.R1, 1),
-		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
-		asm.Ja.Label("record"),
-
-		// A new process: value {1, comm, zeros, cgroup}, inserted only if
-		// absent.
-		asm.Mov.Imm(asm.R1, 0).WithSymbol("create"),
-	)
-	for off := int16(valueQueries); off < processValueSize; off += 8 {
-		ins = append(ins, asm.StoreMem(asm.RFP, stValue+off, asm.R1, asm.DWord))
-	}
-	ins = append(ins,
-		asm.Mov.Imm(asm.R1, 1),
-		asm.StoreMem(asm.RFP, stValue, asm.R1, asm.DWord),
-		asm.Mov.Reg(asm.R1, asm.RFP),
-		asm.Add.Imm(asm.R1, stValue+valueComm),
-		asm.Mov.Imm(asm.R2, 16),
-		asm.FnGetCurrentComm.Call(),
-	)
-	if cgroupID {
-		ins = append(ins,
-			asm.FnGetCurrentCgroupId.Call(),
-			asm.StoreMem(asm.RFP, stValue+valueCgroup, asm.R0, asm.DWord),
-		)
-	}
-	ins = append(ins, mapArgs(counts, stTgid)...)
-	ins = append(ins,
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, stValue),
-		asm.Mov.Imm(asm.R4, bpfNoExist),
-		asm.FnMapUpdateElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "record"),
-	)
-	// Not inserted: another thread of the process inserted it first
-	// (count there), or the map is full (count in the overflow slot).
-	ins = append(ins, mapArgs(counts, stTgid)...)
-	ins = append(ins,
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "overflow"),
-		asm.Mov.Imm(asm.R1, 1),
-		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
-		asm.Ja.Label("record"),
-		asm.Mov.Imm(asm.R1, 0).WithSymbol("overflow"),
-		asm.StoreMem(asm.RFP, stZero, asm.R1, asm.Word),
-	)
-	ins = append(ins, mapArgs(overflow, stZero)...)
-	ins = append(ins,
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "allow"),
-		asm.Mov.Imm(asm.R1, 1),
-		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
-		asm.Ja.Label("allow"),
-	)
-	// Remember which process owns the socket, for the egress program.
-	ins = append(ins, asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("record"))
-	if socks != nil {
-		ins = append(ins,
-			asm.FnGetSocketCookie.Call(),
-			asm.StoreMem(asm.RFP, stCookie, asm.R0, asm.DWord),
-		)
-		ins = append(ins, mapArgs(socks, stCookie)...)
-		ins = append(ins,
-			asm.Mov.Reg(asm.R3, asm.RFP),
-			asm.Add.Imm(asm.R3, stTgid),
-			asm.Mov.Imm(asm.R4, 0), // BPF_ANY
-			asm.FnMapUpdateElem.Call(),
-		)
-	}
-	return append(ins,
-		asm.Mov.Imm(asm.R0, 1).WithSymbol("allow"), // always allow the call
-		asm.Return(),
-	)
-}
-
-// maxLabels is how many labels of a query's name the egress program skips
-// to reach its type: an ip6.arpa name has 34, an in-addr.arpa name 6.
-// Names with more are not counted by type.
-const maxLabels = 40
-
-// minQueryPacket is the shortest UDP DNS query with its IP header: IPv4
-// (20) + UDP (8) + DNS header (12) + the root name (1) + type and class
-// (4). A question for "a." is 47 bytes; a bound of 48 lost both (review 1,
-// item 15).
-const minQueryPacket = 20 + 8 + 12 + 1 + 4
-
-// egressProgram returns the cgroup_skb egress program: for a UDP packet to
-// port 53 carrying a DNS query, it reads the question type and adds one to
-// queries[qtype] of the process that owns the socket (socks, recorded at
-// connect/sendmsg). It runs on every packet the host's processes send, so
-// it leaves at the first check a non-DNS packet fails, and it always lets
-// the packet through.
-func egressProgram(counts, socks *ebpf.Map) asm.Instructions {
-	const (
-		r6ctx = asm.R6
-		r7    = asm.R7 // packet data, later the qtype label index
-		r8    = asm.R8 // packet end
-		r9off = asm.R9 // offset of the next byte of the DNS message
-		stBuf = -8
-		stKey = -16
-	)
-	loadBytes := func(n int32) asm.Instructions {
-		return asm.Instructions{
-			asm.Mov.Reg(asm.R1, r6ctx),
-			asm.Mov.Reg(asm.R2, r9off),
-			asm.Mov.Reg(asm.R3, asm.RFP),
-			asm.Add.Imm(asm.R3, stBuf),
-			asm.Mov.Imm(asm.R4, n),
-			asm.FnSkbLoadBytes.Call(),
-			asm.JNE.Imm(asm.R0, 0, "allow"),
-		}
-	}
-	ins := asm.Instructions{
-		asm.Mov.Reg(r6ctx, asm.R1),
-		asm.LoadMem(r7, r6ctx, skbData, asm.Word),
-		asm.LoadMem(r8, r6ctx, skbDataEnd, asm.Word),
-		// Shorter than the shortest query there is: not DNS. The bound
-		// also covers the direct loads below (up to byte 44 of an IPv6
-		// packet); later bytes are read with bounds-checked helpers.
-		asm.Mov.Reg(asm.R1, r7),
-		asm.Add.Imm(asm.R1, minQueryPacket),
-		asm.JGT.Reg(asm.R1, r8, "allow"),
-		asm.LoadMem(asm.R2, r7, 0, asm.Byte),
-		asm.And.Imm(asm.R2, 0xf0),
-		asm.JEq.Imm(asm.R2, 0x40, "v4"),
-		asm.JNE.Imm(asm.R2, 0x60, "allow"),
-		// IPv6: UDP right after the fixed header.
-		asm.LoadMem(asm.R2, r7, 6, asm.Byte),
-		asm.JNE.Imm(asm.R2, protoUDP, "allow"),
-		asm.LoadMem(asm.R2, r7, 42, asm.Half),
-		asm.JNE.Imm(asm.R2, be16(53), "allow"),
-		asm.Mov.Imm(r9off, 40+8),
-		asm.Ja.Label("dns"),
-		// IPv4: not a later fragment, UDP, port 53 after IHL*4 bytes.
-		asm.LoadMem(asm.R2, r7, 9, asm.Byte).WithSymbol("v4"),
-		asm.JNE.Imm(asm.R2, protoUDP, "allow"),
-		asm.LoadMem(asm.R2, r7, 6, asm.Half),
-		asm.And.Imm(asm.R2, be16(0x1fff)),
-		asm.JNE.Imm(asm.R2, 0, "allow"),
-		asm.LoadMem(r9off, r7, 0, asm.Byte),
-		asm.And.Imm(r9off, 0x0f),
-		asm.LSh.Imm(r9off, 2),
-		asm.Mov.Reg(asm.R1, r7),
-		asm.Add.Reg(asm.R1, r9off),
-		asm.Mov.Reg(asm.R2, asm.R1),
-		asm.Add.Imm(asm.R2, 4),
-		asm.JGT.Reg(asm.R2, r8, "allow"),
-		asm.LoadMem(asm.R2, asm.R1, 2, asm.Half),
-		asm.JNE.Imm(asm.R2, be16(53), "allow"),
-		asm.Add.Imm(r9off, 8),
-
-		// The DNS header: a query (QR 0)?
-		asm.Add.Imm(r9off, 2).WithSymbol("dns"),
-	}
-	ins = append(ins, loadBytes(1)...)
-	ins = append(ins,
-		asm.LoadMem(asm.R2, asm.RFP, stBuf, asm.Byte),
-		asm.And.Imm(asm.R2, 0x80),
-		asm.JNE.Imm(asm.R2, 0, "allow"),
-		asm.Add.Imm(r9off, 10),
-	)
-	// Skip the name's labels (at most maxLabels; a compression pointer in
-	// a query's first name is not expected and ends the walk).
-	for range maxLabels {
-		ins = append(ins, loadBytes(1)...)
-		ins = append(ins,
-			asm.LoadMem(asm.R2, asm.RFP, stBuf, asm.Byte),
-			asm.JEq.Imm(asm.R2, 0, "qtype"),
-			asm.JGT.Imm(asm.R2, 63, "allow"),
-			asm.Add.Reg(r9off, asm.R2),
-			asm.Add.Imm(r9off, 1),
-		)
-	}
-	ins = append(ins, asm.Ja.Label("allow"))
-	ins = append(ins, asm.Add.Imm(r9off, 1).WithSymbol("qtype"))
-	ins = append(ins, loadBytes(2)...)
-	ins = append(ins,
-		asm.LoadMem(asm.R2, asm.RFP, stBuf, asm.Half),
-		asm.Mov.Imm(r7, qtOther),
-	)
-	types := []struct {
-		t   uint16
-		idx int32
-	}{{1, qtA}, {28, qtAAAA}, {12, qtPTR}, {33, qtSRV}, {16, qtTXT}, {5, qtCNAME}, {15, qtMX}, {2, qtNS}, {6, qtSOA}}
-	for _, ty := range types {
-		ins = append(ins, asm.JEq.Imm(asm.R2, be16(ty.t), fmt.Sprintf("qt%d", ty.t)))
-	}
-	ins = append(ins, asm.Ja.Label("owner"))
-	for _, ty := range types {
-		ins = append(ins,
-			asm.Mov.Imm(r7, ty.idx).WithSymbol(fmt.Sprintf("qt%d", ty.t)),
-			asm.Ja.Label("owner"),
-		)
-	}
-	// The sending process, by the socket's cookie; then
-	// counts[tgid].Queries[r7] += 1.
-	ins = append(ins,
-		asm.Mov.Reg(asm.R1, r6ctx).WithSymbol("owner"),
-		asm.FnGetSocketCookie.Call(),
-		asm.StoreMem(asm.RFP, stKey, asm.R0, asm.DWord),
-		asm.LoadMapPtr(asm.R1, socks.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, stKey),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "allow"),
-		asm.LoadMem(asm.R2, asm.R0, 0, asm.Word),
-		asm.StoreMem(asm.RFP, stKey, asm.R2, asm.Word),
-		asm.LoadMapPtr(asm.R1, counts.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, stKey),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "allow"),
-		asm.LSh.Imm(r7, 3),
-		asm.Add.Reg(asm.R0, r7),
-		asm.Add.Imm(asm.R0, valueQueries),
-		asm.Mov.Imm(asm.R1, 1),
-		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
-		asm.Mov.Imm(asm.R0, 1).WithSymbol("allow"), // always let the packet through
-		asm.Return(),
-	)
-	return ins
-}
+// programSets are tried in order, the richest the kernel accepts wins.
+var programSets = []programSet{{true, true}, {true, false}, {false, true}, {false, false}}
 
 // ebpfAttribution owns the maps, programs and links.
 type ebpfAttribution struct {
@@ -356,20 +59,25 @@ type ebpfAttribution struct {
 	// before 5.7): cgroups are then named from /proc for live processes.
 	cgroupErr error
 	cgroups   *cgroupNames
+	// private holds the cgroup v2 hierarchy open where no mount shows it
+	// (openCgroup2); nil when the programs attach to a mounted one.
+	private *os.File
 
 	last         map[uint32]processValue // per tgid, the counts already reported
+	mains        map[uint32]string       // per tgid of a JVM, what it runs (jvmName), read once
 	lastOverflow uint64
 }
 
-// newEBPFAttribution loads the programs and attaches them to the cgroup v2
-// directory cgroupRoot. A failure of the sock_addr part undoes everything
-// and is returned with what the kernel or the loader said; a failure of
-// the egress part (query types per process) only leaves it out, in typeErr.
+// newEBPFAttribution loads the richest program set the kernel accepts and
+// attaches it to the cgroup v2 directory cgroupRoot. A failure of the
+// sock_addr part undoes everything and is returned with what the kernel or
+// the loader said; a failure of the egress part (query types per process)
+// only leaves it out, in typeErr.
 func newEBPFAttribution(cgroupRoot string, procPath func(elem ...string) string) (_ *ebpfAttribution, err error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK for BPF maps (kernels before 5.11): %w", err)
 	}
-	a := &ebpfAttribution{procPath: procPath, last: map[uint32]processValue{}, cgroups: newCgroupNames(cgroupRoot, procPath)}
+	a := &ebpfAttribution{procPath: procPath, last: map[uint32]processValue{}, mains: map[uint32]string{}, cgroups: newCgroupNames(cgroupRoot, procPath)}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -385,35 +93,32 @@ func newEBPFAttribution(cgroupRoot string, procPath func(elem ...string) string)
 	}); err != nil {
 		return nil, fmt.Errorf("creating the BPF map: %w", err)
 	}
-	egress, err := a.loadEgress()
-	if err != nil {
-		a.typeErr = err
-		err = nil
-	}
-	// The richest programs the kernel accepts: without cgroup ids where
-	// bpf_get_current_cgroup_id is refused, without the socket map (and
-	// so without query types) where bpf_get_socket_cookie is.
-	progs, err := a.loadSockAddr(true)
-	if err != nil {
-		a.cgroupErr = err
-		progs, err = a.loadSockAddr(false)
-	}
-	if err != nil && a.socks != nil {
-		a.typeErr = fmt.Errorf("sock_addr programs with socket cookies: %w", err)
-		egress = nil // closed with the rest by Close
-		a.socks.Close()
-		a.socks = nil
-		a.cgroupErr = nil
-		if progs, err = a.loadSockAddr(true); err != nil {
-			a.cgroupErr = err
-			progs, err = a.loadSockAddr(false)
+	var set programSet
+	var sockAddr []*ebpf.Program
+	var egress *ebpf.Program
+	var failed [2]error // the first failure of a set with byType, with cgroupID
+	for _, set = range programSets {
+		if sockAddr, egress, err = a.load(set); err == nil {
+			break
+		}
+		if set.byType && failed[0] == nil {
+			failed[0] = err
+		}
+		if set.cgroupID && failed[1] == nil {
+			failed[1] = err
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
+	if !set.byType {
+		a.typeErr = failed[0]
+	}
+	if !set.cgroupID {
+		a.cgroupErr = failed[1]
+	}
 	for i, hook := range sockAddrHooks {
-		if err := a.attach(cgroupRoot, hook, progs[i]); err != nil {
+		if err := a.attach(cgroupRoot, hook, sockAddr[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -427,52 +132,60 @@ func newEBPFAttribution(cgroupRoot string, procPath func(elem ...string) string)
 	return a, nil
 }
 
-// loadEgress creates the socket map and loads the egress program.
-func (a *ebpfAttribution) loadEgress() (*ebpf.Program, error) {
-	socks, err := ebpf.NewMap(&ebpf.MapSpec{
-		Name: "stall_dns_socks", Type: ebpf.LRUHash, KeySize: 8, ValueSize: 4, MaxEntries: socketMapEntries,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating the socket BPF map: %w", err)
+// load builds one program set: the socket map and the egress program if
+// set.byType, then one sock_addr program per hook. On failure it closes
+// what it made.
+func (a *ebpfAttribution) load(set programSet) (sockAddr []*ebpf.Program, egress *ebpf.Program, err error) {
+	var socks *ebpf.Map
+	defer func() {
+		if err == nil {
+			a.socks = socks
+			a.progs = append(a.progs, sockAddr...)
+			if egress != nil {
+				a.progs = append(a.progs, egress)
+			}
+			return
+		}
+		for _, p := range append(sockAddr, egress) {
+			if p != nil {
+				p.Close()
+			}
+		}
+		if socks != nil {
+			socks.Close()
+		}
+		sockAddr, egress = nil, nil
+	}()
+	if set.byType {
+		if socks, err = ebpf.NewMap(&ebpf.MapSpec{
+			Name: "stall_dns_socks", Type: ebpf.LRUHash, KeySize: 8, ValueSize: 4, MaxEntries: socketMapEntries,
+		}); err != nil {
+			return nil, nil, fmt.Errorf("creating the socket BPF map: %w", err)
+		}
+		if egress, err = ebpf.NewProgram(&ebpf.ProgramSpec{
+			Name:         "stall_dns_egress",
+			Type:         ebpf.CGroupSKB,
+			AttachType:   ebpf.AttachCGroupInetEgress,
+			Instructions: egressProgram(a.counts, socks),
+			License:      "Dual MIT/GPL",
+		}); err != nil {
+			return nil, nil, fmt.Errorf("loading the egress program: %w", err)
+		}
 	}
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:         "stall_dns_egress",
-		Type:         ebpf.CGroupSKB,
-		AttachType:   ebpf.AttachCGroupInetEgress,
-		Instructions: egressProgram(a.counts, socks),
-		License:      "Dual MIT/GPL",
-	})
-	if err != nil {
-		socks.Close()
-		return nil, fmt.Errorf("loading the egress program: %w", err)
-	}
-	a.socks = socks
-	a.progs = append(a.progs, prog)
-	return prog, nil
-}
-
-// loadSockAddr loads one program per sock_addr hook, recording cgroup ids
-// if cgroupID.
-func (a *ebpfAttribution) loadSockAddr(cgroupID bool) ([]*ebpf.Program, error) {
-	var out []*ebpf.Program
 	for _, hook := range sockAddrHooks {
 		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 			Name:         "stall_dns_" + hookName(hook),
 			Type:         ebpf.CGroupSockAddr,
 			AttachType:   hook,
-			Instructions: lookupProgram(a.counts, a.overflow, a.socks, cgroupID),
+			Instructions: lookupProgram(a.counts, a.overflow, socks, set.cgroupID),
 			License:      "Dual MIT/GPL",
 		})
 		if err != nil {
-			for _, p := range out {
-				p.Close()
-			}
-			return nil, fmt.Errorf("loading the %s program: %w", hookName(hook), err)
+			return sockAddr, egress, fmt.Errorf("loading the %s program (cgroup ids %v, socket cookies %v): %w", hookName(hook), set.cgroupID, set.byType, err)
 		}
-		out = append(out, prog)
+		sockAddr = append(sockAddr, prog)
 	}
-	a.progs = append(a.progs, out...)
-	return out, nil
+	return sockAddr, egress, nil
 }
 
 func (a *ebpfAttribution) attach(cgroupRoot string, hook ebpf.AttachType, prog *ebpf.Program) error {
@@ -484,30 +197,26 @@ func (a *ebpfAttribution) attach(cgroupRoot string, hook ebpf.AttachType, prog *
 	return nil
 }
 
-func hookName(t ebpf.AttachType) string {
-	switch t {
-	case ebpf.AttachCGroupInet4Connect:
-		return "connect4"
-	case ebpf.AttachCGroupInet6Connect:
-		return "connect6"
-	case ebpf.AttachCGroupUDP4Sendmsg:
-		return "sendmsg4"
-	case ebpf.AttachCGroupUDP6Sendmsg:
-		return "sendmsg6"
-	case ebpf.AttachCGroupInetEgress:
-		return "egress"
-	}
-	return t.String()
+// hookNames name the programs after their hooks.
+var hookNames = map[ebpf.AttachType]string{
+	ebpf.AttachCGroupInet4Connect: "connect4",
+	ebpf.AttachCGroupInet6Connect: "connect6",
+	ebpf.AttachCGroupUDP4Sendmsg:  "sendmsg4",
+	ebpf.AttachCGroupUDP6Sendmsg:  "sendmsg6",
+	ebpf.AttachCGroupInetEgress:   "egress",
 }
+
+func hookName(t ebpf.AttachType) string { return hookNames[t] }
 
 func (a *ebpfAttribution) mode() string { return "ebpf" }
 
 // drain adds the lookups counted since the last drain to pt, named by the
 // process's name (/proc/<tgid>/comm: a JVM is "java" whichever thread
-// looked up) or, once the process is gone, by the comm the kernel recorded
-// (the thread's, which for a short-lived command is its name), and by its
-// cgroup (the id the kernel recorded, resolved by cgroupNames). Entries of
-// processes that are gone are deleted, so the map holds only live ones.
+// looked up, and is told apart by what it runs, jvmName) or, once the
+// process is gone, by the comm the kernel recorded (the thread's, which for
+// a short-lived command is its name), and by its cgroup (the id the kernel
+// recorded, resolved by cgroupNames). Entries of processes that are gone
+// are deleted, so the map holds only live ones.
 func (a *ebpfAttribution) drain(pt *processTable) error {
 	a.cgroups.startDrain()
 	var (
@@ -518,10 +227,18 @@ func (a *ebpfAttribution) drain(pt *processTable) error {
 	)
 	it := a.counts.Iterate()
 	for it.Next(&tgid, &v) {
-		name, live := a.processName(tgid)
-		if !live {
+		pid := strconv.FormatUint(uint64(tgid), 10)
+		name, live := a.processName(pid)
+		main, known := a.mains[tgid]
+		switch {
+		case !live:
 			name = commString(v.Comm[:])
 			dead = append(dead, tgid)
+		case name != jvm.Comm:
+			main = ""
+		case !known:
+			main = jvmName(a.procPath(pid, "cmdline"))
+			a.mains[tgid] = main
 		}
 		alive[tgid] = live
 		prev := a.last[tgid]
@@ -530,11 +247,11 @@ func (a *ebpfAttribution) drain(pt *processTable) error {
 			cgroup = a.cgroups.name(v.Cgroup, tgid, live)
 		}
 		if d := v.Count - prev.Count; d > 0 {
-			pt.add(name, cgroup, d)
+			pt.add(processKey{name, main, cgroup}, d)
 		}
 		for q := range numQTypes {
 			if d := v.Queries[q] - prev.Queries[q]; d > 0 {
-				pt.addQueries(name, cgroup, q, d)
+				pt.addQueries(processKey{name, main, cgroup}, q, d)
 			}
 		}
 		a.last[tgid] = v
@@ -555,6 +272,11 @@ func (a *ebpfAttribution) drain(pt *processTable) error {
 			delete(a.last, t) // deleted by someone else, or pid reused after a delete
 		}
 	}
+	for t := range a.mains {
+		if _, ok := a.last[t]; !ok {
+			delete(a.mains, t)
+		}
+	}
 	var ovf uint64
 	if err := a.overflow.Lookup(uint32(0), &ovf); err == nil && ovf > a.lastOverflow {
 		pt.addOther(ovf - a.lastOverflow)
@@ -563,9 +285,9 @@ func (a *ebpfAttribution) drain(pt *processTable) error {
 	return nil
 }
 
-// processName reads /proc/<tgid>/comm; live is false when the process is gone.
-func (a *ebpfAttribution) processName(tgid uint32) (name string, live bool) {
-	b, err := os.ReadFile(a.procPath(strconv.FormatUint(uint64(tgid), 10), "comm"))
+// processName reads /proc/<pid>/comm; live is false when the process is gone.
+func (a *ebpfAttribution) processName(pid string) (name string, live bool) {
+	b, err := os.ReadFile(a.procPath(pid, "comm"))
 	if err != nil {
 		return "", false
 	}
@@ -592,6 +314,10 @@ func (a *ebpfAttribution) Close() error {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
+	}
+	if a.private != nil {
+		errs = append(errs, a.private.Close())
+		a.private = nil
 	}
 	a.links, a.progs = nil, nil
 	return errors.Join(errs...)

@@ -55,7 +55,7 @@ func shortNamesChild() int {
 // query to its process by type, whatever the length of its name. A PTR for
 // the root (`dig . NS` style) or a one-letter name makes a packet of 45 or
 // 47 bytes; the program used to drop anything under 48 bytes before
-// looking (review 1, item 15). The programs are attached to a cgroup of
+// looking. The programs are attached to a cgroup of
 // this test only, and the child that sends runs in it, alone, in a network
 // namespace of its own, so the counts are exact.
 func TestEgressCountsShortQuestionNames(t *testing.T) {

@@ -2,6 +2,7 @@ package dns
 
 import (
 	"fmt"
+	"net"
 
 	"golang.org/x/net/bpf"
 )
@@ -146,4 +147,19 @@ func captureFilter(loopback int) ([]bpf.RawInstruction, error) {
 	p.label("drop")
 	p.add(bpf.RetConstant{Val: 0})
 	return p.assemble()
+}
+
+// loopbackIndex returns the index of the loopback interface of the current
+// network namespace (1 on Linux, LOOPBACK_IFINDEX), or 0 if there is none.
+func loopbackIndex() int {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return 1
+	}
+	for _, i := range ifs {
+		if i.Flags&net.FlagLoopback != 0 {
+			return i.Index
+		}
+	}
+	return 0
 }

@@ -10,7 +10,8 @@ import (
 
 // TestCaptureFilter runs the filter body (without the loopback prologue,
 // whose ancillary loads x/net/bpf's VM cannot run) on packets the kernel
-// would hand it. The whole filter runs in the kernel in TestCaptureNetns.
+// would hand it: what it keeps, and how many bytes. The whole filter runs
+// in the kernel in TestCaptureIgnoresOtherTraffic.
 func TestCaptureFilter(t *testing.T) {
 	prog, err := captureFilter(0)
 	if err != nil {

@@ -20,27 +20,25 @@ const (
 
 var qtypeNames = [numQTypes]string{"A", "AAAA", "PTR", "SRV", "TXT", "CNAME", "MX", "NS", "SOA", "other"}
 
-// qtypeIndex maps a DNS TYPE (RFC 1035 and successors) to its label index.
+// qtypeCodes are the DNS TYPEs (RFC 1035 and successors) with a label of
+// their own, by label index.
+var qtypeCodes = [qtOther]uint16{qtA: 1, qtAAAA: 28, qtPTR: 12, qtSRV: 33, qtTXT: 16, qtCNAME: 5, qtMX: 15, qtNS: 2, qtSOA: 6}
+
+// qtypeByCode is qtypeCodes inverted, for the TYPEs below 64.
+var qtypeByCode = func() (m [64]uint8) {
+	for i := range m {
+		m[i] = qtOther
+	}
+	for idx, code := range qtypeCodes {
+		m[code] = uint8(idx)
+	}
+	return m
+}()
+
+// qtypeIndex maps a DNS TYPE to its label index.
 func qtypeIndex(t uint16) uint8 {
-	switch t {
-	case 1:
-		return qtA
-	case 28:
-		return qtAAAA
-	case 12:
-		return qtPTR
-	case 33:
-		return qtSRV
-	case 16:
-		return qtTXT
-	case 5:
-		return qtCNAME
-	case 15:
-		return qtMX
-	case 2:
-		return qtNS
-	case 6:
-		return qtSOA
+	if t < uint16(len(qtypeByCode)) {
+		return qtypeByCode[t]
 	}
 	return qtOther
 }

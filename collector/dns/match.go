@@ -54,10 +54,15 @@ const (
 )
 
 // pendingTable holds the queries waiting for a response, at most max of
-// them (live or recently expired). All memory is allocated at creation;
-// pages of the pool and index are touched only as the table fills, so a
-// quiet host's resident cost stays small. Not safe for concurrent use: the
-// capture goroutine owns it.
+// them (live or recently expired). The pool is allocated at creation and
+// its pages touched only as the table fills, so a quiet host's resident
+// cost stays small; the index starts at minIndexSlots and doubles while
+// more than half full, up to twice max. A busy resolver answering in a
+// fraction of a millisecond keeps a few queries pending, whose index stays
+// in the CPU's cache: probing one sized for max, a lookup cost a cache
+// miss a packet (the largest share of the capture's CPU in
+// scripts/bench-dns.sh). Not safe for concurrent use: the capture
+// goroutine owns it.
 //
 // Layout: a pool of entries with stable indexes, an open-addressing index
 // (linear probing, backward-shift deletion, slot value = pool index + 1,
@@ -70,6 +75,8 @@ type pendingTable struct {
 	freeHead int32
 	index    []uint32
 	mask     uint64
+	inIndex  int // entries in the index, live and expired
+	maxSlots int
 	seed     uint64
 	live     entryList
 	expired  entryList
@@ -79,19 +86,37 @@ type pendingTable struct {
 
 func newPendingTable(max int, timeoutNS int64) *pendingTable {
 	max = min(max, 1<<30)
-	slots := 2
-	for slots < 2*max {
-		slots <<= 1
+	maxSlots := 2
+	for maxSlots < 2*max {
+		maxSlots <<= 1
 	}
+	slots := min(minIndexSlots, maxSlots)
 	return &pendingTable{
 		pool:     make([]pendingEntry, max),
 		freeHead: -1,
 		index:    make([]uint32, slots),
 		mask:     uint64(slots - 1),
+		maxSlots: maxSlots,
 		seed:     rand.Uint64() | 1,
 		live:     entryList{-1, -1},
 		expired:  entryList{-1, -1},
 		timeout:  timeoutNS,
+	}
+}
+
+// minIndexSlots is the index's starting size: 1 KiB.
+const minIndexSlots = 256
+
+// grow doubles the index and places every entry again.
+func (t *pendingTable) grow() {
+	old := t.index
+	t.index = make([]uint32, 2*len(old))
+	t.mask = uint64(len(t.index) - 1)
+	for _, v := range old {
+		if v != 0 {
+			slot, _ := t.find(&t.pool[v-1].key)
+			t.index[slot] = v
+		}
 	}
 }
 
@@ -187,6 +212,7 @@ func (t *pendingTable) remove(slot uint64, i int32) {
 	}
 	t.unlink(t.listFor(e.state), i)
 	t.deleteSlot(slot)
+	t.inIndex--
 	e.state = stateFree
 	e.next = t.freeHead
 	t.freeHead = i
@@ -231,9 +257,13 @@ func (t *pendingTable) query(k *pendingKey, ts int64, qtype uint8) matchResult {
 	if i < 0 {
 		return resOverflow
 	}
-	slot, _ := t.find(k) // alloc may have shifted the index
+	if 2*(t.inIndex+1) > len(t.index) && len(t.index) < t.maxSlots {
+		t.grow()
+	}
+	slot, _ := t.find(k) // alloc or grow may have moved the slot
 	t.pool[i] = pendingEntry{key: *k, ts: ts, qtype: qtype, state: stateLive}
 	t.index[slot] = uint32(i) + 1
+	t.inIndex++
 	t.pushBack(&t.live, i)
 	t.nLive++
 	return resNew

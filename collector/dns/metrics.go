@@ -44,7 +44,7 @@ var (
 		"Packets the capture's kernel filter (UDP or TCP port 53, first fragments) passed to the exporter and the exporter read.",
 		prometheus.CounterValue)
 	dropsDesc = collector.NewMetric("dns_capture_drops_total",
-		"Captured packets the kernel dropped because the socket's receive buffer was full (PACKET_STATISTICS tp_drops).",
+		"Captured packets the kernel dropped because every block of the capture's ring was still waiting to be read (PACKET_STATISTICS tp_drops).",
 		prometheus.CounterValue)
 	tcpUnsyncedDesc = collector.NewMetric("dns_tcp_unsynced_segments_total",
 		"TCP port-53 segments skipped because their DNS message boundaries are unknown (capture).",
@@ -56,11 +56,11 @@ var (
 		"1 for the active per-process attribution mode: ebpf (cgroup hooks), proc (/proc sampling) or none.",
 		prometheus.GaugeValue, "mode")
 	processLookupsDesc = collector.NewMetric("dns_process_lookups_total",
-		"Lookups to port 53 by process name and cgroup, from eBPF cgroup hooks or /proc sampling (stall_dns_attribution_mode).",
-		prometheus.CounterValue, "comm", "cgroup")
+		"Lookups to port 53 by process name, a JVM's main class or jar (main, from its command line) and cgroup, from eBPF cgroup hooks or /proc sampling (stall_dns_attribution_mode).",
+		prometheus.CounterValue, "comm", "main", "cgroup")
 	processQueriesDesc = collector.NewMetric("dns_process_queries_total",
-		"DNS queries sent over UDP by process name, cgroup and question type, from an eBPF cgroup_skb egress program (ebpf mode only).",
-		prometheus.CounterValue, "comm", "cgroup", "qtype")
+		"DNS queries sent over UDP by process name, a JVM's main class or jar (main), cgroup and question type, from an eBPF cgroup_skb egress program (ebpf mode only).",
+		prometheus.CounterValue, "comm", "main", "cgroup", "qtype")
 )
 
 // duration is the lookup-time histogram; each collector builds its own.

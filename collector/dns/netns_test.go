@@ -1,8 +1,11 @@
 package dns
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -15,17 +18,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/net/dns/dnsmessage"
 	"golang.org/x/sys/unix"
 
+	"github.com/prometheus/procfs"
 	"github.com/stall-exporter/stall_exporter/collector/dns/dnstest"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // The tests in this file use real packets in network namespaces and, for
 // attribution, the real eBPF hooks; they need root (CAP_SYS_ADMIN and
-// CAP_NET_ADMIN), which CI has. Without it they fail and say so.
+// CAP_NET_ADMIN), which CI has; without it they fail in CI and skip
+// elsewhere, saying so.
 
 const childEnv = "STALL_DNS_TEST_CHILD"
 
@@ -46,7 +50,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// goResolverChild looks up with Go's own resolver (PreferGo: UDP, and TCP
+// goResolverChild, started as "java" with a JVM's argv, looks up with Go's own resolver (PreferGo: UDP, and TCP
 // after a truncated answer), as a Go service would: ok.test A+AAAA
 // (NOERROR), nx.test A+AAAA (NXDOMAIN), big.test TXT (truncated over UDP,
 // then over TCP).
@@ -65,19 +69,18 @@ func goResolverChild() int {
 		fmt.Fprintln(os.Stderr, "big.test:", txt, err)
 		return 1
 	}
+	// Stay alive until the test has read the counts, as a JVM would: the
+	// main label is read from a process still running.
+	fmt.Println("done")
+	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
 }
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test needs root (network namespaces, AF_PACKET, eBPF); run it as root, as CI does")
-	}
-	for _, tool := range []string{"ip", "getent"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not installed (scripts/install-test-deps.sh installs iproute2 and libc-bin)", tool)
-		}
-	}
+	collectortest.RequireRoot(t, "network namespaces, AF_PACKET and eBPF")
+	collectortest.RequireTool(t, "ip")
+	collectortest.RequireTool(t, "getent")
 }
 
 func run(t *testing.T, args ...string) {
@@ -143,89 +146,36 @@ func startResolver(t *testing.T, ns string, addrs ...string) {
 	}
 }
 
-// gather scrapes the collector through a pedantic registry (which also
-// checks the exposition is consistent) into "name{l=v,...}" → value; a
-// histogram gives name_count and name_sum.
-func gather(t *testing.T, c *Collector) map[string]float64 {
+// startCollector runs a collector capturing in netns ns, with the command
+// line args, until the test ends.
+func startCollector(t *testing.T, ns string, args ...string) *Collector {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(collectorAdapter{c})
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, f := range fams {
-		for _, m := range f.GetMetric() {
-			key := f.GetName() + labelString(m)
-			switch {
-			case m.GetCounter() != nil:
-				out[key] = m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				out[key] = m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				out[f.GetName()+"_count"+labelString(m)] = float64(m.GetHistogram().GetSampleCount())
-				out[f.GetName()+"_sum"+labelString(m)] = m.GetHistogram().GetSampleSum()
-			}
-		}
-	}
-	return out
+	return startCollectorWith(t, ns, testOptions(t, args...))
 }
 
-func labelString(m *dto.Metric) string {
-	var l []string
-	for _, p := range m.GetLabel() {
-		l = append(l, p.GetName()+"="+p.GetValue())
-	}
-	sort.Strings(l)
-	return "{" + strings.Join(l, ",") + "}"
-}
-
-type collectorAdapter struct{ c *Collector }
-
-func (a collectorAdapter) Describe(chan<- *prometheus.Desc) {}
-func (a collectorAdapter) Collect(ch chan<- prometheus.Metric) {
-	_ = a.c.Update(context.Background(), ch)
-}
-
-// startCollector runs a collector capturing in netns ns (on
-// o.Interface, or all interfaces) until the test ends.
-func startCollector(t *testing.T, ns string, o Options) *Collector {
+func startCollectorWith(t *testing.T, ns string, o options) *Collector {
 	t.Helper()
-	o.open = func() (*captureSocket, error) {
-		var s *captureSocket
+	o.open = func() (packetSource, error) {
+		var s packetSource
 		var err error
-		inNetns(t, ns, func() { s, err = openCapture(o.Interface, 1<<20) })
+		inNetns(t, ns, func() { s, err = openCapture(o.iface, o.socketBuffer) })
 		return s, err
 	}
-	if o.Timeout == 0 {
-		o.Timeout = 2 * time.Second
-	}
-	o.MaxPending, o.MaxTCPFlows, o.MaxResolvers, o.MaxProcesses = 1024, 64, 4, 50
-	if o.ProcInterval == 0 {
-		o.ProcInterval = time.Second
-	}
-	c, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { c.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, "the capture to open", func() bool { return c.up.Load() })
+	c := newCollector(o, testConfig(t, nil))
+	runCollector(t, c)
+	waitUp(t, c, true)
 	return c
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitUp waits until the capture is open (up) or closed.
+func waitUp(t *testing.T, c *Collector, up bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	collectortest.WaitFor(t, 30*time.Second, fmt.Sprintf("stall_dns_capture_up %v", up), func() error {
+		if c.up.Load() != up {
+			return fmt.Errorf("capture up %v", c.up.Load())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // clientServerNetns builds two namespaces joined by a veth pair: the
@@ -346,8 +296,8 @@ func runGetents(ns, bin string, addrs []string, cg *os.File) []string {
 func TestDNSNetns(t *testing.T) {
 	needRoot(t)
 	client, _ := clientServerNetns(t, "e", 3)
-	c := startCollector(t, client, Options{Attribution: "ebpf"})
-	if got := gather(t, c)["stall_dns_attribution_mode{mode=ebpf}"]; got != 1 {
+	c := startCollector(t, client, "--dns.attribution=ebpf", "--dns.timeout=2s")
+	if got := gather(t, c)[`stall_dns_attribution_mode{mode="ebpf"}`]; got != 1 {
 		t.Fatalf("attribution mode ebpf = %v: eBPF attribution failed to attach on this host (see the log); it is required here", got)
 	}
 
@@ -371,63 +321,80 @@ func TestDNSNetns(t *testing.T) {
 			t.Fatalf("getent hosts %s = %q, want host.test: the test resolver is not answering", addrs[i], outs[i])
 		}
 	}
-	child := inCgroup(exec.Command("ip", "netns", "exec", client, os.Args[0]), childCg)
+	// The Go child runs as a JVM would look in /proc: comm java, the
+	// launcher's options, a main class.
+	java := filepath.Join(t.TempDir(), "java")
+	if err := os.Link(os.Args[0], java); err != nil {
+		t.Fatal(err)
+	}
+	child := inCgroup(exec.Command("ip", "netns", "exec", client, java, "-Xmx64m", "-cp", "lib/*", "com.example.PtrConsumer"), childCg)
 	child.Env = append(os.Environ(), childEnv+"=1")
-	if out, err := child.CombinedOutput(); err != nil {
-		t.Fatalf("Go resolver child: %v\n%s", err, out)
+	childIn, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var childErr strings.Builder
+	child.Stderr = &childErr
+	childOut, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { childIn.Close(); _ = child.Wait() })
+	if line, _ := bufio.NewReader(childOut).ReadString('\n'); line != "done\n" {
+		childIn.Close()
+		t.Fatalf("Go resolver child: %q, %v\n%s", line, child.Wait(), childErr.String())
 	}
 
 	want := map[string]float64{
-		"stall_dns_queries_total{qtype=PTR,resolver=10.53.0.2}":  17,
-		"stall_dns_queries_total{qtype=A,resolver=10.53.0.2}":    2,
-		"stall_dns_queries_total{qtype=AAAA,resolver=10.53.0.2}": 2,
-		"stall_dns_queries_total{qtype=TXT,resolver=10.53.0.2}":  2, // UDP, then TCP
-		"stall_dns_responses_total{qtype=PTR,rcode=NOERROR}":     10,
-		"stall_dns_responses_total{qtype=PTR,rcode=NXDOMAIN}":    5,
-		"stall_dns_responses_total{qtype=A,rcode=NOERROR}":       1,
-		"stall_dns_responses_total{qtype=A,rcode=NXDOMAIN}":      1,
-		"stall_dns_responses_total{qtype=AAAA,rcode=NOERROR}":    1,
-		"stall_dns_responses_total{qtype=AAAA,rcode=NXDOMAIN}":   1,
-		"stall_dns_responses_total{qtype=TXT,rcode=NOERROR}":     2,
-		"stall_dns_truncated_responses_total{qtype=TXT}":         1,
-		"stall_dns_timeouts_total{qtype=PTR}":                    2,
-		"stall_dns_reverse_queries_total{}":                      17,
-		"stall_dns_lookup_duration_seconds_count{qtype=PTR}":     15,
-		"stall_dns_lookup_duration_seconds_count{qtype=A}":       2,
-		"stall_dns_lookup_duration_seconds_count{qtype=AAAA}":    2,
-		"stall_dns_lookup_duration_seconds_count{qtype=TXT}":     2,
-		"stall_dns_pending_queries{}":                            0,
-		"stall_dns_unmatched_responses_total{}":                  0,
-		"stall_dns_late_responses_total{}":                       0,
-		"stall_dns_retransmits_total{qtype=PTR}":                 0,
-		"stall_dns_capture_drops_total{}":                        0,
-		"stall_collector_parse_errors_total{}":                   0,
+		`stall_dns_queries_total{qtype="PTR",resolver="10.53.0.2"}`:  17,
+		`stall_dns_queries_total{qtype="A",resolver="10.53.0.2"}`:    2,
+		`stall_dns_queries_total{qtype="AAAA",resolver="10.53.0.2"}`: 2,
+		`stall_dns_queries_total{qtype="TXT",resolver="10.53.0.2"}`:  2, // UDP, then TCP
+		`stall_dns_responses_total{qtype="PTR",rcode="NOERROR"}`:     10,
+		`stall_dns_responses_total{qtype="PTR",rcode="NXDOMAIN"}`:    5,
+		`stall_dns_responses_total{qtype="A",rcode="NOERROR"}`:       1,
+		`stall_dns_responses_total{qtype="A",rcode="NXDOMAIN"}`:      1,
+		`stall_dns_responses_total{qtype="AAAA",rcode="NOERROR"}`:    1,
+		`stall_dns_responses_total{qtype="AAAA",rcode="NXDOMAIN"}`:   1,
+		`stall_dns_responses_total{qtype="TXT",rcode="NOERROR"}`:     2,
+		`stall_dns_truncated_responses_total{qtype="TXT"}`:           1,
+		`stall_dns_timeouts_total{qtype="PTR"}`:                      2,
+		"stall_dns_reverse_queries_total":                            17,
+		`stall_dns_lookup_duration_seconds_count{qtype="PTR"}`:       15,
+		`stall_dns_lookup_duration_seconds_count{qtype="A"}`:         2,
+		`stall_dns_lookup_duration_seconds_count{qtype="AAAA"}`:      2,
+		`stall_dns_lookup_duration_seconds_count{qtype="TXT"}`:       2,
+		"stall_dns_pending_queries":                                  0,
+		"stall_dns_unmatched_responses_total":                        0,
+		"stall_dns_late_responses_total":                             0,
+		`stall_dns_retransmits_total{qtype="PTR"}`:                   0,
+		"stall_dns_capture_drops_total":                              0,
+		"stall_collector_parse_errors_total":                         0,
 	}
 	var got map[string]float64
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	collectortest.WaitFor(t, 10*time.Second, "the lookups' counts", func() error {
 		got = gather(t, c)
-		got["stall_collector_parse_errors_total{}"] = float64(c.o.Problems.Count())
-		diff := []string{}
+		got["stall_collector_parse_errors_total"] = float64(c.cfg.Problems.Count())
+		var diff []string
 		for k, v := range want {
 			if got[k] != v {
 				diff = append(diff, fmt.Sprintf("%s = %v, want %v", k, got[k], v))
 			}
 		}
-		if len(diff) == 0 {
-			break
+		sort.Strings(diff)
+		if len(diff) > 0 {
+			return errors.New(strings.Join(diff, "\n"))
 		}
-		if time.Now().After(deadline) {
-			sort.Strings(diff)
-			t.Fatalf("after the lookups:\n%s", strings.Join(diff, "\n"))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	// Latency: a veth round trip through a Go server takes well under a
 	// millisecond on an idle machine, and up to a few hundred on a loaded
 	// CI machine; a mean outside (0, 1 s) means clocks or matching are wrong.
 	for _, q := range []string{"PTR", "A", "AAAA", "TXT"} {
-		n, sum := got["stall_dns_lookup_duration_seconds_count{qtype="+q+"}"], got["stall_dns_lookup_duration_seconds_sum{qtype="+q+"}"]
+		n, sum := got[`stall_dns_lookup_duration_seconds_count{qtype="+q+"}`], got[`stall_dns_lookup_duration_seconds_sum{qtype="+q+"}`]
 		if avg := sum / n; avg <= 0 || avg >= 1 {
 			t.Errorf("mean %s lookup %v s, want (0, 1)", q, avg)
 		}
@@ -435,29 +402,29 @@ func TestDNSNetns(t *testing.T) {
 	// Attribution: every getent connect()s once per lookup; the copy's
 	// name and both cgroups are this test's own, so the counts are exact.
 	// Go's resolver connects at least once per query (6).
-	geKey := "stall_dns_process_lookups_total{cgroup=" + unit + ",comm=" + comm + "}"
-	gcKey := "stall_dns_process_lookups_total{cgroup=" + plain + ",comm=dns.test}"
+	geKey := fmt.Sprintf(`stall_dns_process_lookups_total{cgroup=%q,comm=%q,main=""}`, unit, comm)
+	gcKey := fmt.Sprintf(`stall_dns_process_lookups_total{cgroup=%q,comm="java",main="PtrConsumer"}`, plain)
 	ge, gc := got[geKey], got[gcKey]
 	var geAll float64
 	for k, v := range got {
-		if strings.HasPrefix(k, "stall_dns_process_lookups_total{") && strings.HasSuffix(k, ",comm="+comm+"}") {
+		if strings.HasPrefix(k, "stall_dns_process_lookups_total{") && strings.Contains(k, fmt.Sprintf(`,comm=%q,`, comm)) {
 			geAll += v
 		}
 	}
-	t.Logf("attributed: %s in %s %v of 17 (%v in any cgroup), dns.test in %s %v of 6", comm, unit, ge, geAll, plain, gc)
+	t.Logf("attributed: %s in %s %v of 17 (%v in any cgroup), java PtrConsumer in %s %v of 6", comm, unit, ge, geAll, plain, gc)
 	if ge < 0.9*17 || geAll > 17 {
 		t.Errorf("getent (%s) lookups attributed to cgroup %s: %v, want at least 90%% of 17; in any cgroup %v, want at most 17", comm, unit, ge, geAll)
 	}
 	if gc < 0.9*6 {
-		t.Errorf("Go child (dns.test) lookups attributed to cgroup %s: %v, want at least 90%% of 6", plain, gc)
+		t.Errorf("Go child (java PtrConsumer) lookups attributed to cgroup %s: %v, want at least 90%% of 6", plain, gc)
 	}
 	// Query types per process, from the egress program: every UDP query
 	// the children sent (the Go child's TCP query is not joined).
 	for k, v := range map[string]float64{
-		"stall_dns_process_queries_total{cgroup=" + unit + ",comm=" + comm + ",qtype=PTR}": 17,
-		"stall_dns_process_queries_total{cgroup=" + plain + ",comm=dns.test,qtype=A}":      2,
-		"stall_dns_process_queries_total{cgroup=" + plain + ",comm=dns.test,qtype=AAAA}":   2,
-		"stall_dns_process_queries_total{cgroup=" + plain + ",comm=dns.test,qtype=TXT}":    1,
+		fmt.Sprintf(`stall_dns_process_queries_total{cgroup=%q,comm=%q,main="",qtype="PTR"}`, unit, comm):            17,
+		fmt.Sprintf(`stall_dns_process_queries_total{cgroup=%q,comm="java",main="PtrConsumer",qtype="A"}`, plain):    2,
+		fmt.Sprintf(`stall_dns_process_queries_total{cgroup=%q,comm="java",main="PtrConsumer",qtype="AAAA"}`, plain): 2,
+		fmt.Sprintf(`stall_dns_process_queries_total{cgroup=%q,comm="java",main="PtrConsumer",qtype="TXT"}`, plain):  1,
 	} {
 		if got[k] != v {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
@@ -479,24 +446,38 @@ func TestDNSProcFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
-	waitFor(t, "sleep to enter the namespace", func() bool {
+	collectortest.WaitFor(t, 10*time.Second, "sleep to enter the namespace", func() error {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", holder.Process.Pid))
-		return strings.TrimSpace(string(b)) == "sleep"
+		if comm := strings.TrimSpace(string(b)); comm != "sleep" {
+			return fmt.Errorf("comm %q", comm)
+		}
+		return nil
 	})
-	c := startCollector(t, client, Options{
-		Attribution:  "proc",
-		ProcInterval: 50 * time.Millisecond,
-		procNet:      fmt.Sprintf("/proc/%d", holder.Process.Pid),
-	})
-	if got := gather(t, c)["stall_dns_attribution_mode{mode=proc}"]; got != 1 {
+	netFS, err := procfs.NewFS(fmt.Sprintf("/proc/%d", holder.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions(t, "--dns.attribution=proc", "--dns.proc-interval=50ms")
+	o.netFS = &netFS
+	c := startCollectorWith(t, client, o)
+	if got := gather(t, c)[`stall_dns_attribution_mode{mode="proc"}`]; got != 1 {
 		t.Fatalf("attribution mode proc = %v, want 1", got)
 	}
 	bin := getentCopy(t)
 	unit := fmt.Sprintf("stall-dns-proc-%d.service", os.Getpid())
-	key := "stall_dns_process_lookups_total{cgroup=" + unit + ",comm=" + filepath.Base(bin) + "}"
+	key := fmt.Sprintf(`stall_dns_process_lookups_total{cgroup=%q,comm=%q,main=""}`, unit, filepath.Base(bin))
 	runGetents(client, bin, []string{"198.51.100.1", "198.51.100.2", "198.51.100.3"}, testCgroup(t, fmt.Sprintf("stdns%d.slice/%s", os.Getpid(), unit)))
-	waitFor(t, "three sampled lookups", func() bool { return gather(t, c)[key] >= 3 })
-	time.Sleep(200 * time.Millisecond)
+	collectortest.WaitFor(t, 10*time.Second, "three sampled lookups", func() error {
+		if n := gather(t, c)[key]; n < 3 {
+			return fmt.Errorf("%s %v", key, n)
+		}
+		return nil
+	})
+	// The getents have exited, so one more sample is the last that could
+	// count their sockets.
+	c.attrMu.Lock()
+	c.drainLocked()
+	c.attrMu.Unlock()
 	if got := gather(t, c)[key]; got != 3 {
 		t.Errorf("getent lookups %v, want exactly 3 (each socket counted once)", got)
 	}
@@ -506,15 +487,16 @@ func TestDNSProcFallback(t *testing.T) {
 // loopback (TCP bulk, UDP to other ports, IPv4 and IPv6, fragments of a
 // large non-DNS datagram) in a namespace whose lo has a 1500-byte MTU, and
 // asserts that not one packet passed the kernel filter or reached the
-// parser. Then, as the positive control, one fragmented DNS query each over
-// IPv4 and IPv6 must arrive as exactly one packet (its first fragment) each,
-// counted once though loopback shows every packet twice.
+// parser; then one fragmented DNS query each over IPv4 and IPv6 arrive as
+// exactly one packet (its first fragment) each, counted once though
+// loopback shows every packet twice. A last query, sent after everything
+// else, marks the end: once it is counted, so is all that came before.
 func TestCaptureIgnoresOtherTraffic(t *testing.T) {
 	needRoot(t)
 	ns := fmt.Sprintf("stdnsq%d", os.Getpid())
 	addNetns(t, ns)
 	run(t, "ip", "-n", ns, "link", "set", "lo", "mtu", "1500")
-	c := startCollector(t, ns, Options{Attribution: "none"})
+	c := startCollector(t, ns, "--dns.attribution=none")
 
 	var sent int
 	inNetns(t, ns, func() {
@@ -567,38 +549,43 @@ func TestCaptureIgnoresOtherTraffic(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	time.Sleep(300 * time.Millisecond)
-	passed, _ := c.captureStats()
-	if got := c.tr.packets.Load(); got != 0 || passed != 0 {
-		t.Fatalf("after %d non-DNS datagrams and 10 MiB of TCP: %d packets reached the parser, %d passed the kernel filter; want 0", sent, got, passed)
-	}
-
 	q := query(t, 99, "big.test.", dnsmessage.TypeA)
 	big := append(append([]byte(nil), q...), make([]byte, 3000)...) // trailing bytes: fragmented
 	inNetns(t, ns, func() {
-		for _, dst := range []string{"127.0.0.1:53", "[::1]:53"} {
-			u, err := net.Dial("udp", dst)
+		for _, m := range []struct {
+			dst string
+			msg []byte
+		}{{"127.0.0.1:53", big}, {"[::1]:53", big}, {"127.0.0.1:53", query(t, 100, "end.test.", dnsmessage.TypeTXT)}} {
+			u, err := net.Dial("udp", m.dst)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			if _, err := u.Write(big); err != nil {
+			if _, err := u.Write(m.msg); err != nil {
 				t.Error(err)
 			}
 			u.Close()
 		}
 	})
-	waitFor(t, "the two DNS queries", func() bool { return c.tr.packets.Load() >= 2 })
-	time.Sleep(200 * time.Millisecond)
-	got := gather(t, c)
-	if n := c.tr.packets.Load(); n != 2 {
-		t.Errorf("%d packets reached the parser, want 2 (the first fragment of each query, once)", n)
+	end := `stall_dns_queries_total{qtype="TXT",resolver="127.0.0.1"}`
+	var got map[string]float64
+	collectortest.WaitFor(t, 10*time.Second, "the last query", func() error {
+		if got = gather(t, c); got[end] != 1 {
+			return fmt.Errorf("%s %v", end, got[end])
+		}
+		return nil
+	})
+	if passed, _ := c.captureStats(); passed != 3 {
+		t.Errorf("after %d non-DNS datagrams and 10 MiB of TCP: %d packets passed the kernel filter; want 3, the DNS queries", sent, passed)
 	}
-	if n := got["stall_dns_queries_total{qtype=A,resolver=127.0.0.1}"] + got["stall_dns_queries_total{qtype=A,resolver=::1}"]; n != 2 {
+	if n := c.tr.packets.Load(); n != 3 {
+		t.Errorf("%d packets reached the parser, want 3 (the first fragment of each query, once, and the last query)", n)
+	}
+	if n := got[`stall_dns_queries_total{qtype="A",resolver="127.0.0.1"}`] + got[`stall_dns_queries_total{qtype="A",resolver="::1"}`]; n != 2 {
 		t.Errorf("A queries %v, want 2 (%v)", n, got)
 	}
-	if c.o.Problems.Count() != 0 {
-		t.Errorf("%d parse problems, want 0", c.o.Problems.Count())
+	if n := c.cfg.Problems.Count(); n != 0 {
+		t.Errorf("%d parse problems, want 0", n)
 	}
 }
 
@@ -611,13 +598,99 @@ func TestCaptureInterfaceGoesAway(t *testing.T) {
 	link := func(args ...string) { run(t, append([]string{"ip", "-n", ns, "link"}, args...)...) }
 	link("add", "dnsa", "type", "veth", "peer", "name", "dnsb")
 	link("set", "dnsa", "up")
-	c := startCollector(t, ns, Options{Attribution: "none", Interface: "dnsa"})
+	c := startCollector(t, ns, "--dns.attribution=none", "--dns.interface=dnsa")
 	link("del", "dnsa")
-	waitFor(t, "capture_up 0 after the interface is deleted", func() bool { return !c.up.Load() })
+	waitUp(t, c, false)
 	link("add", "dnsa", "type", "veth", "peer", "name", "dnsb")
 	link("set", "dnsa", "up")
-	waitFor(t, "capture_up 1 after the interface is back", func() bool { return c.up.Load() })
-	if got := gather(t, c)["stall_dns_capture_up{}"]; got != 1 {
+	waitUp(t, c, true)
+	if got := gather(t, c)["stall_dns_capture_up"]; got != 1 {
 		t.Errorf("stall_dns_capture_up = %v, want 1", got)
+	}
+}
+
+// noCgroup2Env, set to "<client netns>", makes TestAttributionWithoutCgroup2Mount
+// the child it starts in a mount namespace of its own.
+const noCgroup2Env = "STALL_DNS_TEST_NO_CGROUP2"
+
+// TestAttributionWithoutCgroup2Mount guards exact attribution on a host
+// where nothing mounts the cgroup v2 hierarchy (systemd's legacy mode, a
+// cgroup v1-only host), where the /proc sampler saw 0 of 40 short lookups:
+// the test runs itself again in a mount namespace of its own, unmounts
+// every cgroup2 mount there, and in it the collector (auto mode) must
+// attach its eBPF programs to the hierarchy opened privately, leave no
+// mount behind, and attribute 40 of 40 answered `getent hosts` lookups.
+func TestAttributionWithoutCgroup2Mount(t *testing.T) {
+	if ns := os.Getenv(noCgroup2Env); ns != "" {
+		noCgroup2Child(t, ns)
+		return
+	}
+	needRoot(t)
+	client, _ := clientServerNetns(t, "m", 3)
+	child := exec.Command(os.Args[0], "-test.run=^TestAttributionWithoutCgroup2Mount$", "-test.v")
+	child.Env = append(os.Environ(), noCgroup2Env+"="+client)
+	child.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS} // and / made private, by the Go runtime
+	out, err := child.CombinedOutput()
+	t.Logf("child in its own mount namespace:\n%s", out)
+	if err != nil {
+		t.Fatalf("child: %v", err)
+	}
+}
+
+func noCgroup2Child(t *testing.T, client string) {
+	mounts := func() []string {
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mps []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if pre, post, ok := strings.Cut(l, " - "); ok && strings.HasPrefix(post, "cgroup2 ") {
+				mps = append(mps, strings.Fields(pre)[4])
+			}
+		}
+		return mps
+	}
+	for _, mp := range mounts() {
+		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil {
+			t.Fatalf("unmounting %s: %v", mp, err)
+		}
+	}
+	if mps := mounts(); len(mps) > 0 {
+		t.Fatalf("cgroup2 still mounted at %v", mps)
+	}
+	c := startCollector(t, client, "--dns.attribution=auto")
+	if got := gather(t, c)[`stall_dns_attribution_mode{mode="ebpf"}`]; got != 1 {
+		t.Fatalf("attribution mode ebpf = %v without a cgroup2 mount, want 1", got)
+	}
+	if mps := mounts(); len(mps) > 0 {
+		t.Errorf("the collector left cgroup2 mounted at %v", mps)
+	}
+	var addrs []string
+	for i := 1; i <= 40; i++ {
+		addrs = append(addrs, fmt.Sprintf("192.0.2.%d", i))
+	}
+	bin := getentCopy(t)
+	for i, out := range runGetents(client, bin, addrs, nil) {
+		if !strings.Contains(out, "host.test") {
+			t.Fatalf("getent hosts %s = %q, want host.test", addrs[i], out)
+		}
+	}
+	var got float64
+	collectortest.WaitFor(t, 10*time.Second, "40 attributed lookups", func() error {
+		got = 0
+		for k, v := range gather(t, c) {
+			if strings.HasPrefix(k, "stall_dns_process_lookups_total{") && strings.Contains(k, fmt.Sprintf(`,comm=%q,`, filepath.Base(bin))) {
+				got += v
+			}
+		}
+		if got < 40 {
+			return fmt.Errorf("%v attributed", got)
+		}
+		return nil
+	})
+	t.Logf("%s: %v of 40 lookups attributed without a cgroup2 mount", filepath.Base(bin), got)
+	if got != 40 {
+		t.Errorf("%v lookups attributed, want exactly 40", got)
 	}
 }

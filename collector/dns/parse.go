@@ -2,7 +2,6 @@ package dns
 
 import (
 	"encoding/binary"
-	"errors"
 
 	"golang.org/x/net/dns/dnsmessage"
 )
@@ -21,43 +20,24 @@ const (
 	ipv6FragmentHeader = 44
 )
 
-// Errors of parsePacket and parseDNS. Each is counted as a parse error of
-// its own kind (the string before the colon).
-var (
-	errIPShort       = errors.New("ip: packet shorter than its header")
-	errIPVersion     = errors.New("ip: version is neither 4 nor 6")
-	errIPLength      = errors.New("ip: total length shorter than the header")
-	errIPFragment    = errors.New("ip: non-first fragment")
-	errIPProtocol    = errors.New("ip: protocol is neither UDP nor TCP")
-	errL4Short       = errors.New("l4: UDP or TCP header cut short")
-	errL4Port        = errors.New("l4: neither port is 53")
-	errDNSHeader     = errors.New("dns: message shorter than the 12-byte header")
-	errDNSNoQuestion = errors.New("dns: query without a question")
-	errDNSQuestion   = errors.New("dns: first question malformed (bad label, compression loop or pointer, cut short)")
-)
+// parseError is an error of parsePacket or parseDNS: a fixed value, with
+// the Problems kind it is counted under.
+type parseError struct{ kind, msg string }
 
-// errorKind is the Problems kind of a parse error: a short fixed string.
-func errorKind(err error) string {
-	switch err {
-	case errIPShort, errIPLength:
-		return "ip_length"
-	case errIPVersion:
-		return "ip_version"
-	case errIPFragment:
-		return "ip_fragment"
-	case errIPProtocol:
-		return "ip_protocol"
-	case errL4Short, errL4Port:
-		return "l4_header"
-	case errDNSHeader:
-		return "dns_header"
-	case errDNSNoQuestion:
-		return "dns_no_question"
-	case errDNSQuestion:
-		return "dns_question"
-	}
-	return "other"
-}
+func (e *parseError) Error() string { return e.msg }
+
+var (
+	errIPShort       = &parseError{"dns_ip_length", "ip: packet shorter than its header"}
+	errIPVersion     = &parseError{"dns_ip_version", "ip: version is neither 4 nor 6"}
+	errIPLength      = &parseError{"dns_ip_length", "ip: total length shorter than the header"}
+	errIPFragment    = &parseError{"dns_ip_fragment", "ip: non-first fragment"}
+	errIPProtocol    = &parseError{"dns_ip_protocol", "ip: protocol is neither UDP nor TCP"}
+	errL4Short       = &parseError{"dns_l4_header", "l4: UDP or TCP header cut short"}
+	errL4Port        = &parseError{"dns_l4_header", "l4: neither port is 53"}
+	errDNSHeader     = &parseError{"dns_header", "dns: message shorter than the 12-byte header"}
+	errDNSNoQuestion = &parseError{"dns_no_question", "dns: query without a question"}
+	errDNSQuestion   = &parseError{"dns_question", "dns: first question malformed (bad label, compression loop or pointer, cut short)"}
+)
 
 // addr is an IP address in 16 bytes; IPv4 addresses are stored v4-mapped
 // (::ffff:a.b.c.d), as net/netip does, so one key type serves both families.
@@ -82,7 +62,7 @@ type packetInfo struct {
 // parsePacket parses b, which starts at the IP header, into p. It accepts
 // exactly what the capture filter accepts: IPv4 or IPv6 (directly or after
 // one fragment header), not a non-first fragment, UDP or TCP, one port 53.
-func parsePacket(b []byte, p *packetInfo) error {
+func parsePacket(b []byte, p *packetInfo) *parseError {
 	if len(b) < 1 {
 		return errIPShort
 	}
@@ -188,7 +168,7 @@ type dnsInfo struct {
 // parseDNS reads the header and first question of msg with p, which the
 // caller reuses across messages (a Parser holds no reference after the next
 // Start). It allocates nothing on success.
-func parseDNS(p *dnsmessage.Parser, msg []byte, out *dnsInfo) error {
+func parseDNS(p *dnsmessage.Parser, msg []byte, out *dnsInfo) *parseError {
 	h, err := p.Start(msg)
 	if err != nil {
 		return errDNSHeader

@@ -1,12 +1,15 @@
 package dns
 
 import (
+	"os"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/jvm"
 )
 
 // processTable turns per-process lookup counts into bounded series: at
@@ -23,16 +26,31 @@ import (
 type processTable struct {
 	max   int
 	idle  time.Duration
-	now   func() time.Time
 	names map[processKey]*processCount
 	other processCount
 }
 
-// processKey is a series' labels: the process's comm and its cgroup's
-// name (cgroupName).
-type processKey struct{ comm, cgroup string }
+// processKey is a series' labels: the process's comm, what a JVM runs
+// (jvmName; "" for other processes) and its cgroup's name (cgroupName).
+type processKey struct{ comm, main, cgroup string }
 
-var otherProcess = processKey{"other", "other"}
+var otherProcess = processKey{"other", "", "other"}
+
+// maxMainLen bounds the main label.
+const maxMainLen = 64
+
+// jvmName reads what a JVM runs (jvm.ShortName: its main class without the
+// package, or its jar's file name) from its command line, at most
+// maxMainLen bytes; "" when it cannot be read. It is read once per process:
+// reading another process's cmdline takes its mmap lock, which a process
+// stalled in reclaim may hold.
+func jvmName(cmdline string) string {
+	b, err := os.ReadFile(cmdline)
+	if err != nil {
+		return ""
+	}
+	return collector.LabelValue(jvm.ShortName(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")), maxMainLen)
+}
 
 type processCount struct {
 	n       uint64
@@ -41,20 +59,20 @@ type processCount struct {
 }
 
 func newProcessTable(max int, idle time.Duration) *processTable {
-	return &processTable{max: max, idle: idle, now: time.Now, names: map[processKey]*processCount{}}
+	return &processTable{max: max, idle: idle, names: map[processKey]*processCount{}}
 }
 
-// entry returns the counts of process name in cgroup, admitting the pair
-// if there is room (or an idle pair to replace), else the "other" counts.
-func (p *processTable) entry(name, cgroup string) *processCount {
-	k := processKey{collector.LabelValue(name, collector.MaxLabelBytes), collector.LabelValue(cgroup, maxCgroupLen)}
+// entry returns the counts of process k, admitting it if there is room
+// (or an idle process to replace), else the "other" counts.
+func (p *processTable) entry(k processKey) *processCount {
+	k = processKey{collector.LabelValue(k.comm, collector.MaxLabelBytes), collector.LabelValue(k.main, maxMainLen), collector.LabelValue(k.cgroup, maxCgroupLen)}
 	if k.comm == "" || k.comm == "other" { // a process named "other" is indistinguishable from the remainder
 		return &p.other
 	}
 	if k.cgroup == "" {
 		k.cgroup = unknownCgroup
 	}
-	now := p.now()
+	now := time.Now()
 	if c, ok := p.names[k]; ok {
 		c.last = now
 		return c
@@ -78,14 +96,12 @@ func (p *processTable) entry(name, cgroup string) *processCount {
 	return c
 }
 
-// add counts n lookups (connect/sendmsg to port 53) of the named process
-// in cgroup.
-func (p *processTable) add(name, cgroup string, n uint64) { p.entry(name, cgroup).n += n }
+// add counts n lookups (connect/sendmsg to port 53) of process k.
+func (p *processTable) add(k processKey, n uint64) { p.entry(k).n += n }
 
-// addQueries counts n queries of label index qtype sent by the named
-// process in cgroup.
-func (p *processTable) addQueries(name, cgroup string, qtype int, n uint64) {
-	p.entry(name, cgroup).queries[qtype] += n
+// addQueries counts n queries of label index qtype sent by process k.
+func (p *processTable) addQueries(k processKey, qtype int, n uint64) {
+	p.entry(k).queries[qtype] += n
 }
 
 func (p *processTable) addOther(n uint64) { p.other.n += n }
@@ -96,13 +112,14 @@ func (p *processTable) send(ch chan<- prometheus.Metric) {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		return keys[i].comm < keys[j].comm || keys[i].comm == keys[j].comm && keys[i].cgroup < keys[j].cgroup
+		a, b := keys[i], keys[j]
+		return a.comm < b.comm || a.comm == b.comm && (a.main < b.main || a.main == b.main && a.cgroup < b.cgroup)
 	})
 	send := func(c *processCount, k processKey) {
-		processLookupsDesc.Send(ch, float64(c.n), k.comm, k.cgroup)
+		processLookupsDesc.Send(ch, float64(c.n), k.comm, k.main, k.cgroup)
 		for q, n := range c.queries {
 			if n > 0 {
-				processQueriesDesc.Send(ch, float64(n), k.comm, k.cgroup, qtypeNames[q])
+				processQueriesDesc.Send(ch, float64(n), k.comm, k.main, k.cgroup, qtypeNames[q])
 			}
 		}
 	}

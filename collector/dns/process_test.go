@@ -1,46 +1,62 @@
 package dns
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+	"golang.org/x/sys/unix"
 )
 
+// TestProcessTable guards the series bound: at most max (name, main,
+// cgroup) processes, the rest "other"; one idle for the idle time gives its
+// place to a new one; label values bounded and valid UTF-8.
 func TestProcessTable(t *testing.T) {
-	now := time.Unix(1000, 0)
-	p := newProcessTable(3, 10*time.Minute)
-	p.now = func() time.Time { return now }
-	p.add("java", "pod:0b1c2d3e-0000-4000-8000-000000000001/3f2a9c1b7d4e", 5)
-	p.add("java", "kafka.service", 2) // the same name in another cgroup: its own series
-	p.add("getent", "cron.service", 1)
-	p.add("curl", "/", 2)        // full, nothing idle: other
-	p.add("", "cron.service", 1) // no name: other
-	if p.other.n != 3 || p.names[processKey{"java", "kafka.service"}].n != 2 || len(p.names) != 3 {
-		t.Fatalf("other %d names %v", p.other.n, p.names)
-	}
-	now = now.Add(11 * time.Minute)
-	p.add("java", "kafka.service", 1)
-	p.addQueries("java", "pod:0b1c2d3e-0000-4000-8000-000000000001/3f2a9c1b7d4e", qtPTR, 4)
-	p.add("storm", "", 300) // getent idle for 11 min: replaced; no cgroup is "unknown"
-	if _, ok := p.names[processKey{"getent", "cron.service"}]; ok || p.names[processKey{"storm", unknownCgroup}].n != 300 ||
-		p.names[processKey{"java", "kafka.service"}].n != 3 || p.other.n != 3 {
-		t.Fatalf("after eviction: other %d names %v", p.other.n, p.names)
-	}
-	now = now.Add(11 * time.Minute)
-	p.add(strings.Repeat("x", 100)+"\xff", strings.Repeat("y", 100)+"\xff", 1) // bounded and valid UTF-8 even from /proc
-	for k := range p.names {
-		if len(k.comm) > collector.MaxLabelBytes+len("…") || len(k.cgroup) > maxCgroupLen+len("…") {
-			t.Errorf("labels %q longer than %d/%d bytes", k, collector.MaxLabelBytes, maxCgroupLen)
+	synctest.Test(t, func(t *testing.T) {
+		p := newProcessTable(3, 10*time.Minute)
+		p.add(processKey{"java", "", "pod:0b1c2d3e-0000-4000-8000-000000000001/3f2a9c1b7d4e"}, 5)
+		p.add(processKey{"java", "", "kafka.service"}, 2) // the same name in another cgroup: its own series
+		p.add(processKey{"getent", "", "cron.service"}, 1)
+		p.add(processKey{"curl", "", "/"}, 2)        // full, nothing idle: other
+		p.add(processKey{"", "", "cron.service"}, 1) // no name: other
+		if p.other.n != 3 || p.names[processKey{"java", "", "kafka.service"}].n != 2 || len(p.names) != 3 {
+			t.Fatalf("other %d names %v", p.other.n, p.names)
 		}
-	}
+		time.Sleep(11 * time.Minute)
+		p.add(processKey{"java", "", "kafka.service"}, 1)
+		p.addQueries(processKey{"java", "", "pod:0b1c2d3e-0000-4000-8000-000000000001/3f2a9c1b7d4e"}, qtPTR, 4)
+		p.add(processKey{"storm", "", ""}, 300) // getent idle for 11 min: replaced; no cgroup is "unknown"
+		if _, ok := p.names[processKey{"getent", "", "cron.service"}]; ok || p.names[processKey{"storm", "", unknownCgroup}].n != 300 ||
+			p.names[processKey{"java", "", "kafka.service"}].n != 3 || p.other.n != 3 {
+			t.Fatalf("after eviction: other %d names %v", p.other.n, p.names)
+		}
+		time.Sleep(11 * time.Minute)
+		// Two JVMs in one cgroup: a series each, by what they run.
+		p.add(processKey{"java", "BrokerStartup", "rocketmq.service"}, 1)
+		p.add(processKey{"java", "consumer-app.jar", "rocketmq.service"}, 1)
+		if len(p.names) != 3 || p.names[processKey{"java", "BrokerStartup", "rocketmq.service"}].n != 1 {
+			t.Fatalf("two JVMs in one cgroup: names %v", p.names)
+		}
+		time.Sleep(11 * time.Minute)
+		p.add(processKey{strings.Repeat("x", 100) + "\xff", strings.Repeat("z", 100) + "\xff", strings.Repeat("y", 100) + "\xff"}, 1) // bounded and valid UTF-8 even from /proc
+		for k := range p.names {
+			if len(k.comm) > collector.MaxLabelBytes+len("…") || len(k.main) > maxMainLen+len("…") || len(k.cgroup) > maxCgroupLen+len("…") {
+				t.Errorf("labels %q longer than %d/%d/%d bytes", k, collector.MaxLabelBytes, maxMainLen, maxCgroupLen)
+			}
+		}
+	})
 }
 
+// TestCgroupName guards the cgroup label: systemd units, containers of
+// each runtime, both kubelet cgroup drivers, and bounded paths.
 func TestCgroupName(t *testing.T) {
 	const (
 		id  = "3f2a9c1b7d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8"
@@ -77,7 +93,8 @@ func TestCgroupName(t *testing.T) {
 
 // TestCgroupNames resolves ids (directory inodes) of a fake cgroup tree:
 // from /proc/<tgid>/cgroup for a live process, by a walk for an exited one,
-// at most one walk per drain and none for an id already missed.
+// at most one walk per drain and none for an id already missed (a walk
+// costs milliseconds on a large host).
 func TestCgroupNames(t *testing.T) {
 	root, proc := t.TempDir(), t.TempDir()
 	mkdir := func(rel string) uint64 {
@@ -102,25 +119,37 @@ func TestCgroupNames(t *testing.T) {
 	c := newCgroupNames(root, func(elem ...string) string { return filepath.Join(append([]string{proc}, elem...)...) })
 
 	c.startDrain()
-	if got := c.name(kafka, 42, true); got != "kafka.service" || c.walks != 0 {
-		t.Errorf("live process: %q after %d walks, want kafka.service from /proc without a walk", got, c.walks)
+	if got := c.name(kafka, 42, true); got != "kafka.service" || len(c.byID) != 1 {
+		t.Errorf("live process: %q with %d cached ids, want kafka.service from /proc without a walk", got, len(c.byID))
 	}
 	if got := c.name(0, 42, true); got != "kafka.service" {
 		t.Errorf("no id, live process: %q", got)
 	}
-	if got := c.name(cron, 7, false); got != "cron.service" || c.walks != 1 {
-		t.Errorf("exited process: %q after %d walks, want cron.service by one walk", got, c.walks)
+	if got := c.name(cron, 7, false); got != "cron.service" {
+		t.Errorf("exited process: %q, want cron.service by a walk", got)
 	}
-	if got := c.name(999999999, 8, false); got != unknownCgroup || c.walks != 1 {
-		t.Errorf("unknown id in the same drain: %q after %d walks, want unknown without a second walk", got, c.walks)
+	// A cgroup made after the walk is not found in the same drain (one
+	// walk per drain), nor is an id the walk missed; the next drain walks
+	// again and finds the new one.
+	late := mkdir("system.slice/late.service")
+	if got := c.name(late, 8, false); got != unknownCgroup {
+		t.Errorf("a cgroup newer than this drain's walk: %q, want unknown", got)
 	}
 	c.startDrain()
-	if got := c.name(999999999, 8, false); got != unknownCgroup || c.walks != 2 {
-		t.Errorf("unknown id, next drain: %q after %d walks, want one more walk", got, c.walks)
+	if got := c.name(late, 8, false); got != "late.service" {
+		t.Errorf("the same id in the next drain: %q, want late.service by a second walk", got)
 	}
 	c.startDrain()
-	if got := c.name(999999999, 8, false); got != unknownCgroup || c.walks != 2 {
-		t.Errorf("missed id: %q after %d walks, want no walk", got, c.walks)
+	if got := c.name(999999999, 9, false); got != unknownCgroup {
+		t.Errorf("an id no cgroup has: %q", got)
+	}
+	gone := mkdir("system.slice/gone.service")
+	c.startDrain()
+	if got := c.name(999999999, 9, false); got != unknownCgroup {
+		t.Errorf("a missed id: %q", got)
+	}
+	if _, ok := c.byID[gone]; ok {
+		t.Errorf("an id already missed caused a walk (it found %s)", c.byID[gone])
 	}
 	if got := c.name(0, 9, false); got != unknownCgroup {
 		t.Errorf("no id, exited: %q", got)
@@ -144,4 +173,44 @@ func FuzzCgroupName(f *testing.F) {
 			t.Fatalf("cgroupName(%q) = %q", path, got)
 		}
 	})
+}
+
+// TestOpenCgroup2 guards both ways of opening the cgroup v2 hierarchy where
+// nothing mounts it: each gives the hierarchy's root, readable through its
+// /proc/self/fd path, and leaves no mount and no directory behind.
+func TestOpenCgroup2(t *testing.T) {
+	collectortest.RequireRoot(t, "mounting cgroup2 needs CAP_SYS_ADMIN")
+	mounts := func() int {
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(b), " - cgroup2 ")
+	}
+	temps := func() []string {
+		m, _ := filepath.Glob(filepath.Join(os.TempDir(), "stall-dns-cgroup2-*"))
+		return m
+	}
+	before, tempsBefore := mounts(), len(temps())
+	for name, open := range map[string]func() (int, error){"fsmount": fsmountCgroup2, "mount and detach": detachedCgroup2} {
+		fd, err := open()
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		var st unix.Statfs_t
+		if err := unix.Fstatfs(fd, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
+			t.Errorf("%s: file system type %#x (%v), want cgroup2", name, st.Type, err)
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/self/fd/%d/cgroup.procs", fd)); err != nil {
+			t.Errorf("%s: the root's cgroup.procs through the descriptor: %v", name, err)
+		}
+		if n := mounts(); n != before {
+			t.Errorf("%s: %d cgroup2 mounts, %d before", name, n, before)
+		}
+		if n := len(temps()); n != tempsBefore {
+			t.Errorf("%s: temporary directories left: %v", name, temps())
+		}
+		unix.Close(fd)
+	}
 }

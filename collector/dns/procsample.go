@@ -2,11 +2,11 @@ package dns
 
 import (
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/prometheus/procfs"
+	"github.com/stall-exporter/stall_exporter/internal/jvm"
 )
 
 // procAttribution is the fallback when eBPF is unavailable: every
@@ -22,28 +22,20 @@ import (
 // time. Unconnected UDP sockets (sendto with an address) have no remote
 // port in /proc/net/udp and are not seen.
 type procAttribution struct {
-	proc  string          // the procfs mount, for /proc/<pid>/cgroup
-	fs    procfs.FS       // processes
-	netfs procfs.FS       // socket tables: <netPath>/net/*
-	seen  map[uint64]bool // sockets counted in the previous sample
+	fs       procfs.FS                   // processes
+	netfs    procfs.FS                   // socket tables: net/*
+	procPath func(elem ...string) string // for /proc/<pid>/cgroup
+	seen     map[uint64]bool             // sockets counted in the previous sample
 }
 
-// newProcAttribution samples the processes under procPath and the socket
-// tables under netPath/net (the same mount, whose net/ is the reader's
-// network namespace; tests name a process of another namespace).
-func newProcAttribution(procPath, netPath string) (*procAttribution, error) {
-	fs, err := procfs.NewFS(procPath)
-	if err != nil {
-		return nil, err
-	}
-	netfs, err := procfs.NewFS(netPath)
-	if err != nil {
-		return nil, err
-	}
+// newProcAttribution samples the processes of fs and the socket tables of
+// netfs (the same procfs, whose net/ is the reader's network namespace;
+// tests name a process of another namespace).
+func newProcAttribution(fs, netfs procfs.FS, procPath func(elem ...string) string) (*procAttribution, error) {
 	if _, err := netfs.NetUDP(); err != nil {
-		return nil, fmt.Errorf("reading %s/net/udp: %w", netPath, err)
+		return nil, fmt.Errorf("reading net/udp: %w", err)
 	}
-	return &procAttribution{proc: procPath, fs: fs, netfs: netfs, seen: map[uint64]bool{}}, nil
+	return &procAttribution{fs: fs, netfs: netfs, procPath: procPath, seen: map[uint64]bool{}}, nil
 }
 
 func (a *procAttribution) mode() string { return "proc" }
@@ -107,11 +99,15 @@ func (a *procAttribution) drain(pt *processTable) error {
 			if err != nil {
 				continue
 			}
-			cgroup, ok := procCgroup(filepath.Join(a.proc, strconv.Itoa(p.PID), "cgroup"))
+			main := ""
+			if comm == jvm.Comm {
+				main = jvmName(a.procPath(strconv.Itoa(p.PID), "cmdline"))
+			}
+			cgroup, ok := procCgroup(a.procPath(strconv.Itoa(p.PID), "cgroup"))
 			if ok {
 				cgroup = cgroupName(cgroup)
 			}
-			pt.add(comm, cgroup, 1)
+			pt.add(processKey{comm, main, cgroup}, 1)
 			counted[ino] = true // a socket shared by several processes counts once
 			if want--; want == 0 {
 				return nil

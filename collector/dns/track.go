@@ -75,7 +75,7 @@ func (t *tracker) handle(b []byte, ts int64) {
 	t.packets.Add(1)
 	p := &t.pkt
 	if err := parsePacket(b, p); err != nil {
-		t.problems.Add(errorKind(err), 1, err)
+		t.problems.Add(err.kind, 1, err)
 		return
 	}
 	if p.Proto == protoTCP {
@@ -91,7 +91,7 @@ func (t *tracker) handle(b []byte, ts int64) {
 func (t *tracker) handleMessage(p *packetInfo, msg []byte, ts int64) {
 	m := &t.msg
 	if err := parseDNS(&t.parser, msg, m); err != nil {
-		t.problems.Add(errorKind(err), 1, err)
+		t.problems.Add(err.kind, 1, err)
 		return
 	}
 	qt := qtypeIndex(m.QType)

@@ -2,6 +2,7 @@ package dns
 
 import (
 	"encoding/binary"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"testing"
@@ -37,6 +38,9 @@ func histogram(t *testing.T, tr *tracker, qt int) (uint64, float64) {
 
 const ms = int64(time.Millisecond)
 
+// TestTrackerUDP guards the counts of the UDP path: matched, retransmitted,
+// timed-out, late and unmatched queries, resolvers beyond the label bound,
+// latency from the first send, and a malformed packet counted once.
 func TestTrackerUDP(t *testing.T) {
 	tr := newTestTracker(16, 1, time.Second)
 	ptr := func(id uint16) []byte { return query(t, id, "9.2.0.192.in-addr.arpa.", dnsmessage.TypePTR) }
@@ -97,6 +101,8 @@ func TestTrackerUDP(t *testing.T) {
 	check("unmatched after forgetting", tr.unmatched.Load(), 2)
 }
 
+// TestTrackerOverflow guards --dns.max-pending: a query beyond it is
+// counted, not tracked, and expired queries make room again.
 func TestTrackerOverflow(t *testing.T) {
 	tr := newTestTracker(2, 4, time.Second)
 	for i := range 3 {
@@ -113,6 +119,10 @@ func TestTrackerOverflow(t *testing.T) {
 	}
 }
 
+// TestTrackerTCP guards DNS over TCP: two messages in one segment, a
+// retransmitted segment, responses split inside a length prefix and inside a
+// message, a gap and an unknown connection counted as unsynced, and a
+// message longer than what is kept.
 func TestTrackerTCP(t *testing.T) {
 	tr := newTestTracker(16, 4, time.Second)
 	c, s := "10.0.0.1", "10.0.0.53"
@@ -170,9 +180,15 @@ func TestTrackerTCP(t *testing.T) {
 }
 
 // TestPendingTableModel checks the open-addressing table against a map
-// under random inserts, matches and expiries.
+// under random inserts, matches and expiries: full (64 entries for 600
+// keys), and with room for all, so the index grows from 256 slots.
 func TestPendingTableModel(t *testing.T) {
-	const max = 64
+	for _, max := range []int{64, 2048} {
+		t.Run(fmt.Sprint(max), func(t *testing.T) { testPendingTableModel(t, max) })
+	}
+}
+
+func testPendingTableModel(t *testing.T, max int) {
 	pt := newPendingTable(max, 100)
 	model := map[pendingKey]int64{}
 	r := rand.New(rand.NewPCG(1, 2))
@@ -213,6 +229,31 @@ func TestPendingTableModel(t *testing.T) {
 		if pt.Len() != len(model) {
 			t.Fatalf("step %d: table has %d live, model %d", step, pt.Len(), len(model))
 		}
+	}
+}
+
+// TestPendingTableGrows fills the table past its starting index: every
+// query stays findable while the index doubles, and up to twice max slots.
+func TestPendingTableGrows(t *testing.T) {
+	const max = 3000
+	pt := newPendingTable(max, 100)
+	for i := range max {
+		k := pendingKey{CPort: uint16(i), ID: uint16(i >> 8)}
+		if res := pt.query(&k, int64(i), uint8(i%numQTypes)); res != resNew {
+			t.Fatalf("query %d: %d, want new", i, res)
+		}
+	}
+	if len(pt.index) != 8192 {
+		t.Errorf("index of %d slots for %d entries, want 8192", len(pt.index), max)
+	}
+	for i := range max {
+		k := pendingKey{CPort: uint16(i), ID: uint16(i >> 8)}
+		if res, ts, qt := pt.response(&k); res != resMatched || ts != int64(i) || qt != uint8(i%numQTypes) {
+			t.Fatalf("response %d: %d ts %d qtype %d", i, res, ts, qt)
+		}
+	}
+	if pt.Len() != 0 || pt.inIndex != 0 {
+		t.Errorf("%d live, %d in the index after every response", pt.Len(), pt.inIndex)
 	}
 }
 
