@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/procfs"
+	"github.com/stall-exporter/stall_exporter/internal/jvm"
 )
 
 // The supervision collector's pure logic: which process is a watched
@@ -47,7 +48,7 @@ var (
 // touches another process's memory: reading /proc/<pid>/cmdline takes the
 // target's mmap lock, which a process stalled in reclaim may hold.
 const (
-	commJava   = "java"          // every HotSpot/OpenJDK launcher; the JVM never renames its first thread
+	commJava   = jvm.Comm
 	commRedis  = "redis-server"  // Redis' main thread keeps the binary's name (only its bio/io threads are renamed)
 	commValkey = "valkey-server" // the Redis fork distributions now ship as "redis"
 )
@@ -59,17 +60,6 @@ var mainClasses = map[string]string{
 	"org.apache.rocketmq.namesrv.NamesrvStartup":  serviceNamesrv,
 	"com.alibaba.rocketmq.broker.BrokerStartup":   serviceBroker,
 	"com.alibaba.rocketmq.namesrv.NamesrvStartup": serviceNamesrv,
-}
-
-// javaOptionsWithValue are the java launcher options whose value is the next
-// argument (java -help, JDK 8–21); the first argument that is neither an
-// option nor such a value is the main class.
-var javaOptionsWithValue = map[string]bool{
-	"-cp": true, "-classpath": true, "--class-path": true,
-	"-p": true, "--module-path": true, "--upgrade-module-path": true,
-	"--add-modules": true, "--limit-modules": true, "--enable-native-access": true,
-	"--add-reads": true, "--add-exports": true, "--add-opens": true, "--patch-module": true,
-	"-d": true, "--describe-module": true, "--source": true,
 }
 
 // watchedService says which watched service a process is, from its comm and
@@ -104,48 +94,18 @@ func watchedService(comm string, argv []string) string {
 	return ""
 }
 
+// jvmService is the watched service a JVM runs: the broker's or name
+// server's main class (jvm.Main), or a rocketmq-broker* /
+// rocketmq-namesrv* jar.
 func jvmService(argv []string) string {
-	for i := 1; i < len(argv); i++ {
-		a := argv[i]
-		switch {
-		case a == "-jar":
-			if i+1 < len(argv) {
-				return jarService(argv[i+1])
-			}
-			return ""
-		case a == "-m" || a == "--module":
-			if i+1 < len(argv) {
-				return moduleService(argv[i+1])
-			}
-			return ""
-		case strings.HasPrefix(a, "--module="):
-			return moduleService(strings.TrimPrefix(a, "--module="))
-		case javaOptionsWithValue[a]:
-			i++
-		case strings.HasPrefix(a, "-"):
-			// -Xmx8g, -XX:+UseG1GC, -Dk=v, --add-opens=…: one argument.
-		default:
-			return mainClasses[a]
-		}
+	main, jar := jvm.Main(argv)
+	if !jar {
+		return mainClasses[main]
 	}
-	return ""
-}
-
-// moduleService reads "module/mainclass"; a module without a class names
-// its main class in its descriptor, which /proc does not show.
-func moduleService(v string) string {
-	if i := strings.LastIndexByte(v, '/'); i >= 0 {
-		return mainClasses[v[i+1:]]
-	}
-	return ""
-}
-
-func jarService(path string) string {
-	base := path[strings.LastIndexByte(path, '/')+1:]
-	if !strings.HasSuffix(base, ".jar") {
-		return ""
-	}
+	base := main[strings.LastIndexByte(main, '/')+1:]
 	switch {
+	case !strings.HasSuffix(base, ".jar"):
+		return ""
 	case strings.HasPrefix(base, "rocketmq-broker"):
 		return serviceBroker
 	case strings.HasPrefix(base, "rocketmq-namesrv"):
