@@ -20,7 +20,7 @@ const (
 	byDevice = "job, instance, device"
 	byRedis  = "job, instance, addr"
 	byBroker = "cluster, broker, broker_id" // every exporter that reads a broker reports it
-	byComm   = "job, instance, comm, cgroup"
+	byComm   = "job, instance, comm, main, cgroup"
 )
 
 // rollup is one series of alerts/capacity.yml as a table column or a
@@ -322,8 +322,8 @@ func rocketmqCapacity(b *dashboard.DashboardBuilder) {
 }
 
 func dnsCapacity(b *dashboard.DashboardBuilder) {
-	host := hi("instance:stall_dns_ptr_queries:rate5m_max1h", byHost)
-	comm := hi("instance_comm:stall_dns_process_ptr_queries:rate5m_max1h", byComm)
+	host := hi("instance:stall_dns_ptr_queries:rate1m_max1h", byHost)
+	comm := hi("instance_process:stall_dns_ptr_queries:rate1m_max1h", byComm)
 	b.WithRow(row("DNS (opt-in collector)"))
 	b.WithPanel(ranked("Hosts sending the most PTR lookups",
 		"Peak reverse (PTR) queries per second over 5 minutes leaving each host, worst first, when, and the hours above DNSReverseLookupStorm's 100/s: a consumer resolving the sender of every message (incident 4).",
@@ -339,7 +339,7 @@ func dnsCapacity(b *dashboard.DashboardBuilder) {
 	))
 	b.WithPanel(perDay("Hosts that crossed DNSReverseLookupStorm's threshold, per day",
 		"Hosts sending more than 100 PTR queries a second, from one process or from the whole host.",
-		q(`count by ($group) (max by ($group, job, instance) (max_over_time(instance:stall_dns_ptr_queries:rate5m_max1h{SEL}[$__interval]) > 100 or max by ($group, job, instance) (max_over_time(instance_comm:stall_dns_process_ptr_queries:rate5m_max1h{SEL}[$__interval])) > 100))`, "{{$group}} DNSReverseLookupStorm"),
+		q(`count by ($group) (max by ($group, job, instance) (max_over_time(instance:stall_dns_ptr_queries:rate1m_max1h{SEL}[$__interval]) > 100 or max by ($group, job, instance) (max_over_time(instance_process:stall_dns_ptr_queries:rate1m_max1h{SEL}[$__interval])) > 100))`, "{{$group}} DNSReverseLookupStorm"),
 	).Span(24))
 }
 

@@ -9,7 +9,7 @@ const dnsQType = `{SEL,qtype=~"$qtype"}`
 
 // ptrByProcess is the incident-4 series: PTR queries per second by process
 // and cgroup (ebpf attribution with the egress program).
-const ptrByProcess = `sum by (job, instance, comm, cgroup) (rate(stall_dns_process_queries_total{SEL,qtype="PTR"}[$__rate_interval]))`
+const ptrByProcess = `sum by (job, instance, comm, main, cgroup) (rate(stall_dns_process_queries_total{SEL,qtype="PTR"}[$__rate_interval]))`
 
 // dnsBoard is the DNS dashboard (opt-in collector, docs/dns.md): which
 // process sends reverse lookups, how lookups fare (types, resolvers,
@@ -24,17 +24,17 @@ func dnsBoard() *dashboard.DashboardBuilder {
 	b.WithPanel(graph("PTR queries per second by process",
 		"Reverse (PTR) queries each process sends, by process name and cgroup (its systemd unit, container or pod). Hundreds per second from one JVM is incident 4: a reverse lookup per consumed message (a born-host name getter), which halved a consumer's throughput. A few per second from a client logging its peers is normal. Needs ebpf attribution (stall_dns_attribution_mode).",
 		"ops",
-		q(ptrByProcess, "{{instance}} {{comm}} {{cgroup}}"),
+		q(ptrByProcess, "{{instance}} {{comm}} {{main}} {{cgroup}}"),
 	).Span(16))
 	b.WithPanel(worst("Top processes sending PTR queries",
 		"The processes sending the most reverse lookups now, worst first. Orange from 50/s, red from 200/s: the rate of a consumer resolving the sender of every message.",
 		"ops",
-		`sort_desc(topk($top, `+ptrByProcess+`))`, "{{instance}} {{comm}} {{cgroup}}",
+		`sort_desc(topk($top, `+ptrByProcess+`))`, "{{instance}} {{comm}} {{main}} {{cgroup}}",
 		steps("green", 50.0, "orange", 200.0, "red")))
 	b.WithPanel(graph("Lookups by process (all types)",
 		"connect() or sendmsg() calls to port 53 by process and cgroup: every lookup in ebpf mode, a lower bound in proc mode (it catches mostly lookups that wait for a timeout). A process on top here but not in the PTR panel looks up forward names; glibc sends A and AAAA on one socket, so one lookup can be two queries.",
 		"ops",
-		q(`sum by (job, instance, comm, cgroup) (rate(stall_dns_process_lookups_total{SEL}[$__rate_interval]))`, "{{instance}} {{comm}} {{cgroup}}"),
+		q(`sum by (job, instance, comm, main, cgroup) (rate(stall_dns_process_lookups_total{SEL}[$__rate_interval]))`, "{{instance}} {{comm}} {{main}} {{cgroup}}"),
 	))
 	b.WithPanel(graph("Reverse queries per second (host)",
 		"Queries for names under in-addr.arpa or ip6.arpa captured on the host, whoever sent them. This is the incident-4 signal without attribution: a sustained rate in the hundreds means some process resolves addresses in a loop.",

@@ -95,7 +95,7 @@ func overview() *dashboard.DashboardBuilder {
 	b.WithPanel(worst("PTR queries per second by process",
 		"The processes sending the most reverse lookups, with their cgroup (service, container or pod): the one at the top of a storm is the one to fix. Needs the collector's ebpf attribution. Worst first.",
 		"ops",
-		`sort_desc(topk($top, sum by (job, instance, comm, cgroup) (rate(stall_dns_process_queries_total{SEL,qtype="PTR"}[$__rate_interval]))))`, "{{instance}} {{comm}} {{cgroup}}",
+		`sort_desc(topk($top, sum by (job, instance, comm, main, cgroup) (rate(stall_dns_process_queries_total{SEL,qtype="PTR"}[$__rate_interval]))))`, "{{instance}} {{comm}} {{main}} {{cgroup}}",
 		steps("green", 50.0, "orange", 200.0, "red")))
 	b.WithPanel(worst("DNS timeouts per second",
 		"Lookups that got no answer within --dns.timeout (5 s). Each one stalls its caller for the whole timeout; above 0 means some resolver or some reverse zone is not answering. Worst hosts first.",

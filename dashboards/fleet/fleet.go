@@ -320,9 +320,9 @@ func (g *gen) dns(inst, base string, r *rand.Rand) {
 	}
 	perComm := map[string][]float64{"java": g.each(rate), "sshd": g.each(func(int) float64 { return 0.05 * r.Float64() })}
 	host := g.each(func(k int) float64 { return perComm["java"][k] + perComm["sshd"][k] })
-	g.add("instance:stall_dns_ptr_queries:rate5m_max1h", base, host)
+	g.add("instance:stall_dns_ptr_queries:rate1m_max1h", base, host)
 	for _, comm := range []string{"java", "sshd"} {
-		g.add("instance_comm:stall_dns_process_ptr_queries:rate5m_max1h", base+fmt.Sprintf(`,comm=%q,cgroup=%q`, comm, comm+".service"), perComm[comm])
+		g.add("instance_process:stall_dns_ptr_queries:rate1m_max1h", base+fmt.Sprintf(`,comm=%q,main="",cgroup=%q`, comm, comm+".service"), perComm[comm])
 	}
 }
 
