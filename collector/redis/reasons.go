@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stall-exporter/stall_exporter/collector/redis/resplimit"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 )
 
 // Why a target is down: the reason label of stall_redis_down_reason, a
@@ -71,7 +72,7 @@ func downReason(err error) string {
 	switch {
 	case errors.Is(err, resplimit.ErrTooLarge):
 		return reasonTooLarge
-	case errors.Is(err, resplimit.ErrBudget):
+	case errors.Is(err, remote.ErrBudget):
 		return reasonBudget
 	case errors.Is(err, resplimit.ErrProtocol):
 		return reasonProtocol

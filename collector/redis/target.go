@@ -21,6 +21,7 @@ import (
 
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/redis/resplimit"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 )
 
 // targetSpec is one parsed target: the go-redis options plus the label
@@ -105,7 +106,7 @@ const defaultClientListLimit = 64 << 20
 // concurrent /probe requests (--web.max-probe-requests, 40) times about 2
 // × replyLimit, which review 2 measured at 61 MB of a 64 MiB cgroup. Real
 // replies are below HoldAbove (INFO is 5–50 kB) and never wait.
-var replyBudget = resplimit.NewBudget(replyBudgetBytes)
+var replyBudget = remote.NewBudget(replyBudgetBytes)
 
 // replyBudgetBytes is replyBudget's size: 8 replies at the 1 MiB limit.
 const replyBudgetBytes = 8 << 20
