@@ -24,6 +24,7 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 	"github.com/stall-exporter/stall_exporter/collector/redis/resplimit"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 )
 
 var (
@@ -410,7 +411,7 @@ func (t *target) collect(ctx context.Context, ch chan<- prometheus.Metric) error
 		case <-r.done:
 		case <-tctx.Done():
 			upDesc.Send(ch, 0, t.spec.label)
-			downReasonDesc.Send(ch, 1, t.spec.label, reasonTimeout)
+			downReasonDesc.Send(ch, 1, t.spec.label, remote.ReasonTimeout)
 			return fmt.Errorf("redis %s: the scrape in progress did not end within this scrape's time limit", t.spec.label)
 		}
 	}
@@ -443,7 +444,7 @@ func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) err
 	case t.sem <- struct{}{}:
 	case <-ctx.Done():
 		upDesc.Send(ch, 0, l)
-		downReasonDesc.Send(ch, 1, l, reasonTimeout)
+		downReasonDesc.Send(ch, 1, l, remote.ReasonTimeout)
 		return fmt.Errorf("redis %s: the target is closing", l)
 	}
 	defer func() { <-t.sem }()

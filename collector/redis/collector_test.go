@@ -19,6 +19,7 @@ import (
 
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
@@ -316,7 +317,7 @@ func TestRestart(t *testing.T) {
 	}
 	// Reported as refused at once, not after a wait: a timeout would say
 	// "timeout" (a wall-clock bound here failed only on loaded machines).
-	if v := res.Must(t, "stall_redis_down_reason", "reason", reasonRefused); v != 1 {
+	if v := res.Must(t, "stall_redis_down_reason", "reason", remote.ReasonRefused); v != 1 {
 		t.Errorf("down_reason{refused} = %v while nothing listens", v)
 	}
 	r.start("127.0.0.1")
@@ -353,7 +354,7 @@ func TestSilentListener(t *testing.T) {
 	if v := res.Must(t, "stall_redis_up", "addr", "redis://"+silent); v != 0 {
 		t.Errorf("silent target up = %v", v)
 	}
-	if v := res.Must(t, "stall_redis_down_reason", "addr", "redis://"+silent, "reason", reasonTimeout); v != 1 {
+	if v := res.Must(t, "stall_redis_down_reason", "addr", "redis://"+silent, "reason", remote.ReasonTimeout); v != 1 {
 		t.Errorf("silent target down_reason{timeout} = %v", v)
 	}
 	if v := res.Must(t, "stall_redis_up", "addr", "redis://"+r.addr); v != 1 {
@@ -579,9 +580,9 @@ func TestDownReasons(t *testing.T) {
 	targets := map[string]string{
 		// rediss:// to a plain-text Redis: it takes the ClientHello for an
 		// inline command and waits for its end forever.
-		"rediss://localhost:" + port: reasonTLS,
+		"rediss://localhost:" + port: remote.ReasonTLS,
 		// A hung server answers neither the handshake nor a PING.
-		"rediss://" + collectortest.SilentListener(t):                      reasonTimeout,
+		"rediss://" + collectortest.SilentListener(t):                      remote.ReasonTimeout,
 		"redis://" + authErr.addr + "?password_env=STALL_TEST_WRONG_PW":    reasonAuth,
 		"redis://" + authNoPerm.addr + "?password_env=STALL_TEST_WRONG_PW": reasonAuth,
 		// A password file the exporter cannot read: a local error, the
@@ -590,13 +591,13 @@ func TestDownReasons(t *testing.T) {
 		"redis://127.0.0.1:" + port + "?password_env=STALL_TEST_WRONG_PW":                                         reasonAuth,
 		"redis://localhost:" + port:                                    reasonAuth, // no password sent
 		"unix://noinfo@" + sock + "?password_env=STALL_TEST_NOINFO_PW": reasonPermission,
-		"redis://127.0.0.1:" + strconv.Itoa(freePort(t)):               reasonRefused,
-		"unix://" + filepath.Join(t.TempDir(), "no.sock"):              reasonRefused,
-		"redis://" + collectortest.SilentListener(t):                   reasonTimeout,
-		"rediss://" + tl.Addr().String():                               reasonTLS,
+		"redis://127.0.0.1:" + strconv.Itoa(freePort(t)):               remote.ReasonRefused,
+		"unix://" + filepath.Join(t.TempDir(), "no.sock"):              remote.ReasonRefused,
+		"redis://" + collectortest.SilentListener(t):                   remote.ReasonTimeout,
+		"rediss://" + tl.Addr().String():                               remote.ReasonTLS,
 		"redis://" + loading.addr:                                      reasonLoading,
 		"redis://" + http.addr:                                         reasonProtocol,
-		"redis://no-such-host.invalid:6379":                            reasonDNS,
+		"redis://no-such-host.invalid:6379":                            remote.ReasonDNS,
 	}
 	var addrs []string
 	for a := range targets {
