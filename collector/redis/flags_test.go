@@ -110,10 +110,10 @@ func TestStartupErrorsNameTheFlag(t *testing.T) {
 			[]string{"--redis.addr redis://h:1", "--redis.addr rediss://h:1"}, []string{"allowed-targets"}, ""},
 		{[]string{"--redis.addr=redis://[::1"}, nil, []string{"allowed-targets"}, "--redis.addr"},
 		// Review 2, F6: a port outside 1–65535 stops the start, not every scrape.
-		{[]string{"--redis.addr=127.0.0.1:99999"}, []string{"127.0.0.1:99999", "1 to 65535"}, []string{"allowed-targets"}, "--redis.addr"},
-		{[]string{"--redis.addr=redis://h:0"}, []string{"1 to 65535"}, nil, "--redis.addr"},
+		{[]string{"--redis.addr=127.0.0.1:99999"}, []string{"127.0.0.1:99999", "1-65535"}, []string{"allowed-targets"}, "--redis.addr"},
+		{[]string{"--redis.addr=redis://h:0"}, []string{"1-65535"}, nil, "--redis.addr"},
 		{[]string{"--redis.addr=h:6379x"}, nil, nil, "--redis.addr"},
-		{[]string{"--redis.probe.allowed-targets=h:70000"}, []string{"1 to 65535"}, nil, "--redis.probe.allowed-targets"},
+		{[]string{"--redis.probe.allowed-targets=h:70000"}, []string{"1-65535"}, nil, "--redis.probe.allowed-targets"},
 		{[]string{"--redis.probe.allowed-targets=redis://[::1"}, nil, nil, "--redis.probe.allowed-targets"},
 		{[]string{"--redis.probe.allowed-targets-regexp=("}, nil, nil, "--redis.probe.allowed-targets-regexp"},
 	} {

@@ -2,15 +2,11 @@ package redis
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -19,7 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
-	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/redis/resplimit"
 	"github.com/stall-exporter/stall_exporter/collector/remote"
 )
@@ -126,59 +121,6 @@ const replyLimit = 1 << 20
 // CLIENT LIST.
 const clientName = "stall_exporter"
 
-// tlsSettings are the --redis.tls.* flags, and the CA bundle and client
-// certificate read from their files once, at start (load).
-type tlsSettings struct {
-	caFile, certFile, keyFile, serverName string
-	insecureSkipVerify                    bool
-	roots                                 *x509.CertPool    // nil: the system roots
-	certs                                 []tls.Certificate // the client certificate, if any
-}
-
-// load reads the files the settings name; every error names the flag to
-// fix.
-func (t tlsSettings) load() (tlsSettings, error) {
-	if t.caFile != "" {
-		pem, err := os.ReadFile(t.caFile)
-		if err != nil {
-			return t, fmt.Errorf("--redis.tls.ca-file: %w", err) // the error names the path
-		}
-		t.roots = x509.NewCertPool()
-		if !t.roots.AppendCertsFromPEM(pem) {
-			return t, fmt.Errorf("--redis.tls.ca-file %s: no PEM certificates", t.caFile)
-		}
-	}
-	switch {
-	case t.certFile == "" && t.keyFile == "":
-	case t.keyFile == "":
-		return t, errors.New("--redis.tls.key-file is needed with --redis.tls.cert-file")
-	case t.certFile == "":
-		return t, errors.New("--redis.tls.cert-file is needed with --redis.tls.key-file")
-	default:
-		certPEM, err := os.ReadFile(t.certFile)
-		if err != nil {
-			return t, fmt.Errorf("--redis.tls.cert-file: %w", err)
-		}
-		keyPEM, err := os.ReadFile(t.keyFile)
-		if err != nil {
-			return t, fmt.Errorf("--redis.tls.key-file: %w", err)
-		}
-		// The error says whether the certificate or the key input is bad.
-		cert, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return t, fmt.Errorf("--redis.tls.cert-file %s, --redis.tls.key-file %s: %w", t.certFile, t.keyFile, err)
-		}
-		t.certs = []tls.Certificate{cert}
-	}
-	return t, nil
-}
-
-// errCredentialsInProbeTarget refuses /probe targets that try to choose a
-// user or a credential source: a request must not make the exporter send
-// the configured password as another user, or read a file or an
-// environment variable of its choosing.
-var errCredentialsInProbeTarget = errors.New("a /probe target may not carry a user or password; configure --redis.user, --redis.password-file or --redis.password-env")
-
 // parseTarget turns a configured target (--redis.addr,
 // --redis.probe.allowed-targets) into options. Accepted forms: "host:port",
 // "redis://[user[:password]@]host:port[/db]", "rediss://…" (TLS),
@@ -209,15 +151,14 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis target %s: %w", redactedURL(u), err)
 	}
+	addr, err := targetAddr(u, opts)
+	if err != nil {
+		return nil, fmt.Errorf("redis target %s: %w", writtenURL(u), err)
+	}
+	opts.Addr = addr
 	spec := &targetSpec{opts: opts, scheme: u.Scheme, written: writtenURL(u), user: cred.user, passwordInURL: cred.urlPassword != "",
 		bigKeysReplica: bigKeysReplica, oversized: new(atomic.Uint64),
-		label: u.Scheme + "://" + opts.Addr, hostPort: opts.Addr, clientListLimit: s.clientListLimit}
-	if !utf8.ValidString(spec.label) {
-		return nil, errors.New("redis target host is not valid UTF-8")
-	}
-	if err := checkPort(spec); err != nil {
-		return nil, err
-	}
+		label: u.Scheme + "://" + addr, hostPort: addr, clientListLimit: s.clientListLimit}
 	if spec.clientListLimit <= 0 {
 		spec.clientListLimit = defaultClientListLimit
 	}
@@ -321,26 +262,19 @@ func setClientOptions(opts *redis.Options, cred credentialSource, s connSettings
 	}
 }
 
-// checkPort refuses a TCP target whose port is not a number from 1 to
-// 65535. net/url accepts any digits (and url.Parse alone an empty port);
-// such a target would fail every scrape with reason="network", sending the
-// on-call person to the network instead of the flag.
-func checkPort(spec *targetSpec) error {
-	if spec.scheme == "unix" {
-		return nil
+// targetAddr is the one spelling of a target's address, which its label
+// and the /probe allowlist use: remote.NormalizeHostPort of go-redis'
+// host:port (lower-case names, canonical IPs, a port from 1 to 65535 —
+// net/url accepts any digits, and such a target would fail every scrape
+// with reason="network"), or a clean absolute socket path.
+func targetAddr(u *url.URL, opts *redis.Options) (string, error) {
+	if u.Scheme == "unix" {
+		if u.Host != "" {
+			return "", errors.New("a unix:// target names a socket path, not a host (unix:///path/to.sock)")
+		}
+		return socketPath(opts.Addr)
 	}
-	_, port, err := net.SplitHostPort(spec.opts.Addr)
-	if err != nil || !validPort(port) {
-		return fmt.Errorf("redis target %s: the port must be a number from 1 to 65535", spec.written)
-	}
-	return nil
-}
-
-// validPort reports whether port is a decimal from 1 to 65535, without
-// sign or leading zeros.
-func validPort(port string) bool {
-	n, err := strconv.Atoi(port)
-	return err == nil && n >= 1 && n <= 65535 && port == strconv.Itoa(n)
+	return remote.NormalizeHostPort(opts.Addr)
 }
 
 // dialer returns a go-redis Dialer whose connections check every reply
@@ -393,183 +327,6 @@ func redactedURL(u *url.URL) string {
 	c.User = nil
 	c.RawQuery = ""
 	return c.String()
-}
-
-// config returns the TLS configuration of a rediss:// target: base (from
-// the URL) with the flags applied.
-func (t tlsSettings) config(base *tls.Config) *tls.Config {
-	c := &tls.Config{MinVersion: tls.VersionTLS12}
-	if base != nil {
-		c = base.Clone()
-	}
-	if t.serverName != "" {
-		c.ServerName = t.serverName
-	}
-	c.InsecureSkipVerify = c.InsecureSkipVerify || t.insecureSkipVerify // ?skip_verify=true or the flag
-	if t.roots != nil {
-		c.RootCAs = t.roots
-	}
-	if t.certs != nil {
-		c.Certificates = t.certs
-	}
-	return c
-}
-
-// allowlist decides which /probe targets may be scraped, and how: the
-// entries of --redis.probe.allowed-targets and every --redis.addr keep the
-// scheme, TLS settings, user and password source they were configured
-// with; a host:port matched only by the anchored
-// --redis.probe.allowed-targets-regexp is probed with --redis.probe.scheme
-// and the default credentials. A /probe request names the address, never
-// how it is reached: otherwise an allowed rediss:// target could be asked
-// for over plain TCP (the configured password in clear text), or as
-// another ACL user.
-type allowlist struct {
-	exact    map[string]*targetSpec // by host:port or socket path
-	re       *regexp.Regexp
-	reScheme string // "redis" or "rediss"
-	conn     connSettings
-}
-
-// newAllowlist parses the configured entries (full --redis.addr syntax):
-// addrs are the --redis.addr targets, allowed the
-// --redis.probe.allowed-targets. An address configured twice in
-// different ways is an error, since a probe could not say which one it
-// means. Every error names the flag, and the entry, to fix.
-func newAllowlist(addrs, allowed []string, pattern, reScheme string, s connSettings) (*allowlist, error) {
-	if reScheme == "" {
-		reScheme = "redis"
-	}
-	if reScheme != "redis" && reScheme != "rediss" {
-		return nil, fmt.Errorf("--redis.probe.scheme must be redis or rediss, not %q", reScheme)
-	}
-	a := &allowlist{exact: map[string]*targetSpec{}, reScheme: reScheme, conn: s}
-	from := map[string]string{} // host:port → the flag of its first entry
-	for _, list := range []struct {
-		flag    string
-		entries []string
-	}{{"--redis.addr", addrs}, {"--redis.probe.allowed-targets", allowed}} {
-		for _, e := range list.entries {
-			spec, err := parseTarget(e, s)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", list.flag, err)
-			}
-			if old, ok := a.exact[spec.hostPort]; ok && (old.label != spec.label || old.user != spec.user) {
-				return nil, fmt.Errorf("%s %s and %s %s name the same address with a different scheme or user: a /probe request for it could not say which one it means",
-					from[spec.hostPort], old.written, list.flag, spec.written)
-			} else if ok {
-				continue // the first entry keeps its password source
-			}
-			a.exact[spec.hostPort], from[spec.hostPort] = spec, list.flag
-		}
-	}
-	if pattern != "" {
-		re, err := regexp.Compile("^(?:" + pattern + ")$")
-		if err != nil {
-			return nil, fmt.Errorf("--redis.probe.allowed-targets-regexp: %w", err)
-		}
-		a.re = re
-	}
-	return a, nil
-}
-
-// errProbeSchemeMismatch refuses a /probe target whose scheme differs from
-// the one configured for its address.
-var errProbeSchemeMismatch = fmt.Errorf("%w: the target's scheme differs from the configured one (a /probe target names host:port; scheme, TLS and user come from the configuration)", collector.ErrTargetNotAllowed)
-
-// resolve returns the configured spec for a /probe address: the exact
-// entry, or for an address the regexp allows, a spec built from
-// --redis.probe.scheme and the default credentials. It fails with
-// ErrTargetNotAllowed (wrapped) when the address is not allowed or the
-// request names another scheme than the configured one.
-func (a *allowlist) resolve(p probeAddress) (*targetSpec, error) {
-	spec, ok := a.exact[p.hostPort]
-	if !ok {
-		if a.re == nil || !a.re.MatchString(p.hostPort) {
-			return nil, fmt.Errorf("%w: redis target %s (see --redis.probe.allowed-targets)", collector.ErrTargetNotAllowed, p.hostPort)
-		}
-		u := url.URL{Scheme: a.reScheme, Host: p.hostPort}
-		if p.scheme == "unix" {
-			u = url.URL{Scheme: "unix", Path: p.hostPort}
-		}
-		var err error
-		if spec, err = parseTarget(u.String(), a.conn); err != nil {
-			return nil, err
-		}
-	}
-	if p.scheme != "" && p.scheme != spec.scheme {
-		return nil, errProbeSchemeMismatch
-	}
-	return spec, nil
-}
-
-// probeAddress is all a /probe request may say about a Redis target.
-type probeAddress struct {
-	scheme   string // "redis", "rediss", "unix", or "" when only host:port was given
-	hostPort string // "host:port" (default port 6379) or the socket path
-}
-
-// errProbeTargetForm refuses /probe targets with more than an address.
-var errProbeTargetForm = errors.New("a /probe target is host:port, redis://host:port[/db], rediss://host:port[/db] or unix:///path, nothing else (no user, password or query)")
-
-// errProbePort refuses a /probe target whose port is out of range.
-var errProbePort = errors.New("the port of a /probe target must be a number from 1 to 65535")
-
-// dbPath is the optional /db of a redis:// URL; the collector reads only
-// server-wide data, so the database is ignored.
-var dbPath = regexp.MustCompile(`^(/[0-9]{0,5})?$`)
-
-// parseProbeAddress reads a /probe target. It accepts only an address (and
-// an ignored /db); a user, password, other path, query or fragment is
-// refused, so the request cannot choose a credential, an ACL user or a
-// connection option.
-func parseProbeAddress(raw string) (probeAddress, error) {
-	if raw == "" {
-		return probeAddress{}, errors.New("empty redis target")
-	}
-	if !utf8.ValidString(raw) {
-		return probeAddress{}, errors.New("redis target is not valid UTF-8")
-	}
-	var p probeAddress
-	if scheme, _, ok := strings.Cut(raw, "://"); ok {
-		p.scheme = scheme
-	} else {
-		raw = "redis://" + raw
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return probeAddress{}, errProbeTargetForm // url errors quote the input
-	}
-	if u.User != nil {
-		return probeAddress{}, errCredentialsInProbeTarget
-	}
-	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
-		return probeAddress{}, errProbeTargetForm
-	}
-	switch u.Scheme {
-	case "unix":
-		if u.Host != "" || u.Path == "" {
-			return probeAddress{}, errProbeTargetForm
-		}
-		p.hostPort = u.Path
-	case "redis", "rediss":
-		host := u.Hostname()
-		if !dbPath.MatchString(u.Path) || host == "" || !utf8.ValidString(host) ||
-			(strings.Contains(host, ":") && net.ParseIP(host) == nil) {
-			return probeAddress{}, errProbeTargetForm
-		}
-		port := u.Port()
-		if port == "" {
-			port = "6379"
-		}
-		if !validPort(port) {
-			return probeAddress{}, errProbePort
-		}
-		p.hostPort = net.JoinHostPort(host, port)
-	default:
-		return probeAddress{}, errProbeTargetForm
-	}
-	return p, nil
 }
 
 // newClient returns a client on a copy of the options: go-redis fills in
