@@ -103,8 +103,7 @@ func TestOutputBufferBacklog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		agg := replies.Aggregator{GroupBy: replies.GroupByName, TopK: 5}
-		st := agg.Aggregate(list)
+		st := clientListStats(list, replies.GroupByName)
 		return st.PendingClients >= readers && st.OutputBufferBytes >= readers*2*(5<<20) &&
 			infoField(t, admin, "clients", "client_recent_max_output_buffer") >= 5<<20
 	})

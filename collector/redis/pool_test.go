@@ -127,8 +127,7 @@ func TestPoolGrouping3000(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		agg := replies.Aggregator{GroupBy: replies.GroupByPool, TopK: 3}
-		st := agg.Aggregate(list)
+		st := clientListStats(list, replies.GroupByPool)
 		return st.Clients >= 3000 && st.PendingClients >= 50
 	})
 

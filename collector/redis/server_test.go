@@ -257,3 +257,12 @@ func startExporterLogs(tb testing.TB, logs *collectortest.LogBuffer, bin string,
 		}
 	}
 }
+
+// clientListStats aggregates a CLIENT LIST reply read with a plain
+// client (a test's own view of the server), grouped by by.
+func clientListStats(list string, by replies.GroupBy) replies.ClientListStats {
+	agg := replies.Aggregator{GroupBy: by, TopK: 10}
+	agg.Begin(int64(len(list)))
+	_, _ = agg.Write([]byte(list))
+	return agg.Finish()
+}

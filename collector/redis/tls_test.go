@@ -122,8 +122,7 @@ func TestUnixSocket(t *testing.T) {
 	}
 	waitFor(t, "the unix client's backlog", 10*time.Second, func() bool {
 		list, _ := admin.ClientList(t.Context()).Result()
-		agg := replies.Aggregator{TopK: 1}
-		return agg.Aggregate(list).MaxOutputBufferBytes >= 5<<20
+		return clientListStats(list, replies.GroupByHost).MaxOutputBufferBytes >= 5<<20
 	})
 	s := testSettings()
 	s.clMode = "always"
