@@ -99,7 +99,7 @@ const defaultClientListLimit = 64 << 20
 // scans together. Each such reply is buffered whole and then copied whole
 // by go-redis, so without it the transient memory is the number of
 // concurrent /probe requests (--web.max-probe-requests, 40) times about 2
-// × replyLimit, which review 2 measured at 61 MB of a 64 MiB cgroup. Real
+// × replyLimit, measured at 61 MB of a 64 MiB cgroup. Real
 // replies are below HoldAbove (INFO is 5–50 kB) and never wait.
 var replyBudget = remote.NewBudget(replyBudgetBytes)
 

@@ -327,7 +327,12 @@ func TestProbeCannotDowngradeOrChangeUser(t *testing.T) {
 	if v := collectortest.Scrape(t, c, 2*time.Second).Must(t, "stall_redis_up", "addr", "rediss://"+addr); v != 0 {
 		t.Errorf("up = %v against a listener that never answers", v)
 	}
-	waitFor(t, "a connection", 3*time.Second, func() bool { return len(first()) > 0 })
+	collectortest.WaitFor(t, 3*time.Second, "a connection", func() error {
+		if len(first()) == 0 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
 	for _, b := range first() {
 		if len(b) == 0 || b[0] != 0x16 { // TLS handshake record
 			t.Errorf("first bytes %q: not a TLS handshake", b)

@@ -40,6 +40,20 @@ func Raw(s string) Reply {
 // that a test measuring allocations does not count the server's.
 func Bulk(s string) Reply { return Raw("$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n") }
 
+// Array answers with an array of bulk strings, as CONFIG GET does.
+func Array(items ...string) Reply { return Raw(EncodeArray(items...)) }
+
+// EncodeArray is the RESP array of bulk strings items, for replies that
+// nest one (SCAN: a cursor and an array of keys).
+func EncodeArray(items ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(items))
+	for _, it := range items {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(it), it)
+	}
+	return b.String()
+}
+
 // Replies maps commands to their answers. A command is looked up by its
 // words, lower case and joined by one space ("client setname x"), then by
 // ever shorter prefixes of them ("client setname", "client"): "info"

@@ -179,7 +179,7 @@ func TestClientListEdgeCases(t *testing.T) {
 // 5,000-character name is cut to collector.MaxLabelBytes, names that agree up to the
 // cut are one group, and invalid UTF-8 is repaired the same way
 // collector.LabelValue repairs it, so two exported groups never have the
-// same label (review 1, item 17: a client named "other" holding 47 MB was
+// same label (before, a client named "other" holding 47 MB was
 // counted in the remainder, and a long name became a label as long).
 func TestClientListReservedAndLongNames(t *testing.T) {
 	long := strings.Repeat("é", 2500) // 5,000 bytes
@@ -325,7 +325,7 @@ func hasCommand(in Info, name string, calls, usec uint64) bool {
 
 // TestInfoBounds: a reply with more fields, commands or databases than
 // any server has is parsed up to MaxInfo*; the rest is counted as dropped
-// (review 1, item 2: a 30 MB INFO of key:value lines took 428 MB).
+// (before the bound, a 30 MB INFO of key:value lines took 428 MB).
 func TestInfoBounds(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("redis_version:7.0.15\r\n")
@@ -392,8 +392,8 @@ func TestClientListGroupBound(t *testing.T) {
 
 // TestClientListTopKPastBound: with more than 2 × MaxGroups groups with
 // pending output, the table keeps the largest: clients are listed in
-// connection order, so the newest — here the largest buffers, as in review
-// 2's reproduction (distinct names, omem growing with the position) — come
+// connection order, so the newest — here the largest buffers (distinct names,
+// omem growing with the position) — come
 // last, and must still be the exported top K. Sums stay exact.
 func TestClientListTopKPastBound(t *testing.T) {
 	const n = 3*MaxGroups + 17
