@@ -153,26 +153,12 @@ func (l *Lexer) PayloadLeft() int64 {
 	return l.payload
 }
 
-// Err is the error that stopped the lexer, nil while it runs.
-func (l *Lexer) Err() error { return l.err }
-
-// Feed lexes the next bytes of the stream. It returns an error wrapping
+// Next lexes the next bytes of the stream, p, and returns the number of
+// them it consumed: all of p, or fewer when it stops early, after the
+// header of a bulk string whose payload is held or streamed, so that a
+// reader knows where that payload starts. It returns an error wrapping
 // ErrTooLarge or ErrProtocol when p (together with what came before) breaks
 // the limit or is not RESP; the error is sticky.
-func (l *Lexer) Feed(p []byte) error {
-	for len(p) > 0 {
-		n, err := l.Next(p)
-		if err != nil {
-			return err
-		}
-		p = p[n:]
-	}
-	return l.err
-}
-
-// Next lexes p like Feed, but returns early, after the header of a bulk
-// string whose payload is held or streamed, so that a reader knows where
-// that payload starts. It returns the number of bytes of p it consumed.
 func (l *Lexer) Next(p []byte) (int, error) {
 	if l.err != nil {
 		return 0, l.err

@@ -29,10 +29,22 @@ var validReplies = []string{
 	"|1\r\n+key\r\n+val\r\n*0\r\n",                  // attribute then empty array
 }
 
+// feed lexes p whole.
+func feed(l *Lexer, p []byte) error {
+	for len(p) > 0 {
+		n, err := l.Next(p)
+		if err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return l.err
+}
+
 func TestLexerValid(t *testing.T) {
 	all := strings.Join(validReplies, "")
 	l := Lexer{Limit: 1 << 20}
-	if err := l.Feed([]byte(all)); err != nil {
+	if err := feed(&l, []byte(all)); err != nil {
 		t.Fatalf("valid stream refused: %v", err)
 	}
 	if l.st != stType {
@@ -41,7 +53,7 @@ func TestLexerValid(t *testing.T) {
 	// Byte by byte: the same verdict and the same charge.
 	b := Lexer{Limit: 1 << 20}
 	for i := range len(all) {
-		if err := b.Feed([]byte{all[i]}); err != nil {
+		if err := feed(&b, []byte{all[i]}); err != nil {
 			t.Fatalf("byte %d: %v", i, err)
 		}
 	}
@@ -77,11 +89,11 @@ func TestLexerLimits(t *testing.T) {
 	}
 	for _, c := range cases {
 		l := Lexer{Limit: c.limit}
-		err := l.Feed([]byte(c.in))
+		err := feed(&l, []byte(c.in))
 		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
-		if err != nil && !errors.Is(l.Feed([]byte("+OK\r\n")), c.want) {
+		if err != nil && !errors.Is(feed(&l, []byte("+OK\r\n")), c.want) {
 			t.Errorf("%s: the error is not sticky", c.name)
 		}
 	}
@@ -92,14 +104,14 @@ func TestLexerLimits(t *testing.T) {
 func TestLexerReset(t *testing.T) {
 	reply := "$30\r\n" + strings.Repeat("x", 30) + "\r\n" // charged 5 + 32
 	l := Lexer{Limit: 60}
-	if err := l.Feed([]byte(reply)); err != nil {
+	if err := feed(&l, []byte(reply)); err != nil {
 		t.Fatal(err)
 	}
 	l.Reset()
-	if err := l.Feed([]byte(reply)); err != nil {
+	if err := feed(&l, []byte(reply)); err != nil {
 		t.Fatalf("second command: %v", err)
 	}
-	if err := l.Feed([]byte(reply)); !errors.Is(err, ErrTooLarge) {
+	if err := feed(&l, []byte(reply)); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("two replies to one command within 60 bytes: %v", err)
 	}
 }
@@ -114,7 +126,7 @@ func FuzzLexer(f *testing.F) {
 			limit = 1
 		}
 		whole := Lexer{Limit: int64(limit)}
-		errWhole := whole.Feed(data)
+		errWhole := feed(&whole, data)
 		if errWhole == nil && whole.charged > whole.Limit {
 			t.Fatalf("charged %d over the limit %d without an error", whole.charged, whole.Limit)
 		}
@@ -126,7 +138,7 @@ func FuzzLexer(f *testing.F) {
 		parts := Lexer{Limit: int64(limit)}
 		var errParts error
 		for i := 0; i < len(data) && errParts == nil; i += step {
-			errParts = parts.Feed(data[i:min(i+step, len(data))])
+			errParts = feed(&parts, data[i:min(i+step, len(data))])
 		}
 		if (errWhole == nil) != (errParts == nil) || errWhole != nil && errWhole.Error() != errParts.Error() {
 			t.Fatalf("at once: %v; in %d-byte pieces: %v", errWhole, step, errParts)
@@ -150,7 +162,7 @@ func BenchmarkLexer(b *testing.B) {
 		l := Lexer{Limit: 64 << 20}
 		for p := reply; len(p) > 0; {
 			n := min(len(p), 32<<10)
-			if err := l.Feed(p[:n]); err != nil {
+			if err := feed(&l, p[:n]); err != nil {
 				b.Fatal(err)
 			}
 			p = p[n:]
