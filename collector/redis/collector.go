@@ -34,13 +34,6 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-// settingsFromFlags validates the process's flags.
-func settingsFromFlags() (settings, error) { return flags.settings() }
-
-// probeAllowlistFromFlags builds the /probe allowlist from the process's
-// flags.
-func probeAllowlistFromFlags(conn connSettings) (*allowlist, error) { return flags.allowlist(conn) }
-
 // scraper scrapes the --redis.addr targets concurrently.
 type scraper struct {
 	targets []*target

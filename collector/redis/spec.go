@@ -81,17 +81,9 @@ func (c credentialSource) provider() func(ctx context.Context) (string, string, 
 type connSettings struct {
 	user, passwordFile, passwordEnv string
 	dialTimeout                     time.Duration
-	clientListLimit                 int64 // --redis.max-reply-bytes; 0: defaultClientListLimit
+	clientListLimit                 int64 // --redis.max-reply-bytes
 	tls                             tlsSettings
 }
-
-// defaultClientListLimit is the --redis.max-reply-bytes default: CLIENT
-// LIST of 100,000 clients is 30–45 MB (Redis 7.0 prints about 300 bytes per
-// client with a pod-style name, 8.x with lib-name, io-thread and IPv6
-// peers up to about 450; docs/redis.md has the measurement). The reply is
-// aggregated as it arrives, so the limit bounds how long it is read, not
-// the memory it takes.
-const defaultClientListLimit = 64 << 20
 
 // replyBudget bounds the bytes of held replies (INFO or any other bulk
 // string over resplimit.HoldAbove, up to replyLimit each) that all Redis
@@ -149,7 +141,7 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	clean.RawQuery = q.Encode()
 	opts, err := redis.ParseURL(clean.String())
 	if err != nil {
-		return nil, fmt.Errorf("redis target %s: %w", redactedURL(u), err)
+		return nil, fmt.Errorf("redis target %s: %w", writtenURL(u), err)
 	}
 	addr, err := targetAddr(u, opts)
 	if err != nil {
@@ -159,9 +151,6 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	spec := &targetSpec{opts: opts, scheme: u.Scheme, written: writtenURL(u), user: cred.user, passwordInURL: cred.urlPassword != "",
 		bigKeysReplica: bigKeysReplica, oversized: new(atomic.Uint64),
 		label: u.Scheme + "://" + addr, hostPort: addr, clientListLimit: s.clientListLimit}
-	if spec.clientListLimit <= 0 {
-		spec.clientListLimit = defaultClientListLimit
-	}
 	setClientOptions(opts, cred, s)
 	if u.Scheme == "rediss" {
 		opts.TLSConfig = s.tls.config(opts.TLSConfig)
@@ -211,7 +200,7 @@ func targetCredentials(u *url.URL, q url.Values, s connSettings) (credentialSour
 		// An unset variable would silently mean "no password": the server
 		// then refuses every scrape, or — worse — accepts the default user.
 		if _, ok := os.LookupEnv(cred.passwordEnv); !ok {
-			return cred, fmt.Errorf("redis target %s: password variable %s is not set in the exporter's environment", redactedURL(u), cred.passwordEnv)
+			return cred, fmt.Errorf("redis target %s: password variable %s is not set in the exporter's environment", writtenURL(u), cred.passwordEnv)
 		}
 	}
 	if u.User != nil {
@@ -317,14 +306,6 @@ func writtenURL(u *url.URL) string {
 	if c.User != nil {
 		c.User = url.User(c.User.Username())
 	}
-	c.RawQuery = ""
-	return c.String()
-}
-
-// redactedURL prints a URL without its user, password or query.
-func redactedURL(u *url.URL) string {
-	c := *u
-	c.User = nil
 	c.RawQuery = ""
 	return c.String()
 }
