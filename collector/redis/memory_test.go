@@ -329,7 +329,7 @@ func BenchmarkExporterPeakRSS(b *testing.B) {
 	}
 	cases := []struct {
 		name       string
-		info       func(w io.Writer) error
+		info       redistest.Reply
 		clientList string
 		args       []string
 		targets    int // servers answering alike; 0: 1
@@ -346,12 +346,12 @@ func BenchmarkExporterPeakRSS(b *testing.B) {
 	for _, c := range cases {
 		b.Run(strings.ReplaceAll(c.name, " ", "_"), func(b *testing.B) {
 			var args []string
-			var clientList func(w io.Writer) error
+			replies := redistest.Replies{"info": c.info}
 			if c.clientList != "" {
-				clientList = redistest.Bulk(c.clientList)
+				replies["client list"] = redistest.Bulk(c.clientList)
 			}
 			for range max(c.targets, 1) {
-				srv := redistest.Start(b, redistest.Replies{"info": c.info, "client list": clientList})
+				srv := redistest.Start(b, replies)
 				args = append(args, "--redis.addr="+srv.Addr)
 			}
 			args = append(args, c.args...)

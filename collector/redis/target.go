@@ -48,7 +48,8 @@ type target struct {
 	// untrackedLogged: CLIENT LIST had more than replies.MaxGroups groups.
 	untrackedLogged bool
 	// commands logs CLIENT LIST, CONFIG GET and MEMORY STATS being refused
-	// and answered again, by cmd label; Failing is stall_redis_command_refused.
+	// and answered again, by cmd label; Failing is
+	// stall_redis_command_refused. A command never refused has no log (nil).
 	commands map[string]*collector.StateLog
 }
 
@@ -278,24 +279,30 @@ const (
 // refused, debug while it stays refused, info when it is answered again.
 func (t *target) commandAnswered(cmd string, err error) {
 	l := t.commands[cmd]
+	if l == nil && err == nil {
+		t.commands[cmd] = nil // answered, never refused: no log to keep
+		return
+	}
 	if l == nil {
-		l = collector.NewStateLog(t.logger.With("cmd", cmd))
+		// The logger is the target's, cmd an argument of each line: a
+		// logger of its own would cost a handler per command and target.
+		l = collector.NewStateLog(t.logger)
 		t.commands[cmd] = l
 	}
 	switch {
 	case err == nil:
-		l.OK("redis target answers " + cmd + " again")
+		l.OK("redis target answers "+cmd+" again", "cmd", cmd)
 	case errors.Is(err, resplimit.ErrTooLarge):
-		l.Failed("redis target's "+cmd+" reply is over the 1 MiB reply limit: "+tooLargeEffects[cmd], reasonTooLarge, err)
+		l.Failed("redis target's "+cmd+" reply is over the 1 MiB reply limit: "+tooLargeEffects[cmd], reasonTooLarge, err, "cmd", cmd)
 	default:
-		l.Failed("redis target refused "+cmd+": "+refusedEffects[cmd], reasonErrorReply, err)
+		l.Failed("redis target refused "+cmd+": "+refusedEffects[cmd], reasonErrorReply, err, "cmd", cmd)
 	}
 }
 
 func (t *target) sendRefused(ch chan<- prometheus.Metric) {
 	for cmd, l := range t.commands {
 		v := 0.0
-		if l.Failing() {
+		if l != nil && l.Failing() {
 			v = 1
 		}
 		refusedDesc.Send(ch, v, t.spec.label, cmd)

@@ -157,7 +157,7 @@ func (s *Server) Serve(c net.Conn) {
 func (s *Server) reply(words []string) Reply {
 	for n := len(words); n > 0; n-- {
 		key := strings.Join(words[:n], " ")
-		if r, ok := s.replies[key]; ok {
+		if r := s.replies[key]; r != nil {
 			return r
 		}
 		if r, ok := defaults[key]; ok {
