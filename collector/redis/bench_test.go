@@ -60,15 +60,12 @@ func BenchmarkScrapeCost(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				deadline := time.Now().Add(10 * time.Second)
-				for {
-					s, _ := admin.Info(ctx, "clients").Result()
-					v, _ := replies.ParseInfo(s).Float("client_recent_max_output_buffer")
-					if v >= 1<<20 || time.Now().After(deadline) {
-						break
+				collectortest.WaitFor(b, 10*time.Second, "a 5 MiB reply in an output buffer", func() error {
+					if v := infoField(b, admin, "clients", "client_recent_max_output_buffer"); v < 1<<20 {
+						return fmt.Errorf("client_recent_max_output_buffer %v", v)
 					}
-					time.Sleep(20 * time.Millisecond)
-				}
+					return nil
+				})
 			}
 			s := testSettings()
 			c, err := newScraper(collectortest.Config("redis", nil), s, []string{r.addr})

@@ -60,6 +60,7 @@ type bigKeyScanner struct {
 	t       *target
 	s       bigKeySettings
 	logger  *slog.Logger
+	state   *collector.StateLog // failed passes
 	limiter *rate.Limiter
 
 	mu       sync.Mutex
@@ -71,8 +72,9 @@ type bigKeyScanner struct {
 
 func newBigKeyScanner(t *target, s bigKeySettings, cfg collector.Config) *bigKeyScanner {
 	burst := max(1, int(s.keysPerSecond))
+	logger := cfg.Logger.With("addr", t.spec.label, "task", "bigkeys")
 	return &bigKeyScanner{
-		t: t, s: s, logger: cfg.Logger.With("addr", t.spec.label, "task", "bigkeys"),
+		t: t, s: s, logger: logger, state: collector.NewStateLog(logger),
 		limiter: rate.NewLimiter(rate.Limit(s.keysPerSecond), burst),
 	}
 }
@@ -95,6 +97,10 @@ func (b *bigKeyScanner) send(ch chan<- prometheus.Metric) {
 	bigKeysScannedDesc.Send(ch, float64(b.scanned), l)
 }
 
+// run scans until ctx ends: a pass, then --redis.bigkeys.interval of
+// rest. A failed pass is logged through the scanner's StateLog and tried
+// again within a minute; a server that cannot be scanned (before 4.0, or
+// MEMORY USAGE refused) stops the scanner with one warning.
 func (b *bigKeyScanner) run(ctx context.Context) {
 	for {
 		err := b.pass(ctx)
@@ -107,13 +113,13 @@ func (b *bigKeyScanner) run(ctx context.Context) {
 		}
 		wait := b.s.interval
 		if err != nil {
-			b.logger.Warn("big-key scan stopped; retrying later", "err", err)
+			b.state.Failed("big-key scan stopped; retrying within a minute", downReason(err), err)
 			wait = min(wait, time.Minute)
+		} else {
+			b.state.OK("big-key scan completes again")
 		}
-		select {
-		case <-ctx.Done():
+		if !collector.Sleep(ctx, wait) {
 			return
-		case <-time.After(wait):
 		}
 	}
 }
@@ -245,7 +251,7 @@ func (b *bigKeyScanner) scanDB(ctx context.Context, c *redis.Client, db int) err
 				}
 				b.scanned++
 				if v >= b.s.minBytes {
-					b.partial = insertTop(b.partial, bigKey{db: db, key: k, bytes: v}, b.s.top, b.labelFor)
+					b.partial = insertTop(b.partial, bigKey{db: db, key: k, bytes: v}, b.s.top, func(k string) string { return bigKeyLabel(k, b.s.hashNames) })
 				}
 			}
 			b.mu.Unlock()
@@ -294,13 +300,9 @@ func compareBigKeys(a, b bigKey) int {
 	return strings.Compare(a.key, b.key)
 }
 
-// labelFor returns the label value of a key: a stable hash when
+// bigKeyLabel returns the label value of a key: a stable hash when
 // --redis.bigkeys.hash-names is set, else the name as valid UTF-8, cut to
 // collector.MaxLabelBytes.
-func (b *bigKeyScanner) labelFor(key string) string {
-	return bigKeyLabel(key, b.s.hashNames)
-}
-
 func bigKeyLabel(key string, hash bool) string {
 	if hash {
 		sum := sha256.Sum256([]byte(key))

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -13,12 +12,15 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/redis/redistest"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
@@ -58,19 +60,7 @@ func stuckReader(t *testing.T, addr, name, key string, n int) net.Conn {
 	return c
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func infoField(t *testing.T, c *redis.Client, section, key string) float64 {
+func infoField(t testing.TB, c *redis.Client, section, key string) float64 {
 	t.Helper()
 	s, err := c.Info(context.Background(), section).Result()
 	if err != nil {
@@ -97,15 +87,17 @@ func TestOutputBufferBacklog(t *testing.T) {
 	}
 	// Wait for Redis to have queued what it cannot write: every reader has
 	// at least 2 replies (10 MiB) in omem.
-	waitFor(t, "output buffers to fill", 10*time.Second, func() bool {
+	collectortest.WaitFor(t, 10*time.Second, "output buffers to fill", func() error {
 		list, err := admin.ClientList(ctx).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		agg := replies.Aggregator{GroupBy: replies.GroupByName, TopK: 5}
-		st := agg.Aggregate(list)
-		return st.PendingClients >= readers && st.OutputBufferBytes >= readers*2*(5<<20) &&
-			infoField(t, admin, "clients", "client_recent_max_output_buffer") >= 5<<20
+		st := clientListStats(list, replies.GroupByName)
+		recent := infoField(t, admin, "clients", "client_recent_max_output_buffer")
+		if st.PendingClients < readers || st.OutputBufferBytes < readers*2*(5<<20) || recent < 5<<20 {
+			return fmt.Errorf("%d clients pending, omem %d, client_recent_max_output_buffer %v", st.PendingClients, st.OutputBufferBytes, recent)
+		}
+		return nil
 	})
 	s := testSettings()
 	s.groupBy = replies.GroupByName
@@ -302,10 +294,12 @@ func TestACLUser(t *testing.T) {
 }
 
 // TestRestart: a target that goes away reports up 0 at once, and up 1
-// with a reset uptime once it is back, on the same collector.
+// with a reset uptime once it is back, on the same collector; the log
+// warns when it goes down and says when it answers again.
 func TestRestart(t *testing.T) {
 	r := startRedis(t)
-	c := newTestScraper(t, testSettings(), collectortest.Config("redis", nil), r.addr)
+	logs := &collectortest.LogBuffer{}
+	c := newTestScraper(t, testSettings(), collectortest.Config("redis", logs), r.addr)
 	if v := collectortest.Scrape(t, c, 3*time.Second).Must(t, "stall_redis_up"); v != 1 {
 		t.Fatal("not up at start")
 	}
@@ -316,7 +310,7 @@ func TestRestart(t *testing.T) {
 	}
 	// Reported as refused at once, not after a wait: a timeout would say
 	// "timeout" (a wall-clock bound here failed only on loaded machines).
-	if v := res.Must(t, "stall_redis_down_reason", "reason", reasonRefused); v != 1 {
+	if v := res.Must(t, "stall_redis_down_reason", "reason", remote.ReasonRefused); v != 1 {
 		t.Errorf("down_reason{refused} = %v while nothing listens", v)
 	}
 	r.start("127.0.0.1")
@@ -327,67 +321,145 @@ func TestRestart(t *testing.T) {
 	if up := res.Must(t, "stall_redis_uptime_seconds"); up > 5 {
 		t.Errorf("uptime %v after a restart", up)
 	}
+	out := logs.String()
+	if !strings.Contains(out, "level=WARN msg=\"redis target refused the connection") || !strings.Contains(out, "level=INFO msg=\"redis target answers again\"") {
+		t.Errorf("no warning when it went down, or no word when it came back:\n%s", out)
+	}
 }
 
-// TestSilentListener: a server that accepts and never answers is
+// TestSilentTarget: a server that reads commands and never answers is
 // reported down at --redis.timeout, well before the scrape deadline, and
-// another healthy target in the same collector is not held up by it.
-//
-// No bound here asks the real redis-server to be fast: the timeout leaves
-// it seconds for a first scrape under -race on a loaded machine (700 ms
-// did not, once: review 3, item 4), and "not held up" is checked by order,
-// not by wall time: each target's series are sent when its own scrape
-// ends, the silent one's at its timeout, so the healthy target's come
-// first unless it waited for the silent one.
-func TestSilentListener(t *testing.T) {
-	t.Parallel()
-	silent := collectortest.SilentListener(t)
-	r := startRedis(t)
+// a healthy target in the same collector is not held up by it: its scrape
+// takes no time and its series come first (each target's series are sent
+// when its own scrape ends). A scrape deadline shorter than --redis.timeout
+// wins, and up 0 is still delivered before it: the scrape leaves itself a
+// tenth of the time, at most 250 ms, to send it (collector.ScrapeDeadline).
+// In a synctest bubble, so every duration is exact.
+func TestSilentTarget(t *testing.T) { synctest.Test(t, testSilentTarget) }
+
+func testSilentTarget(t *testing.T) {
+	silent := redistest.NewPipe(redistest.Replies{"info": redistest.Raw("")})
+	healthy := redistest.NewPipe(redistest.Replies{"info": redistest.Bulk("redis_version:7.0.15\r\n")})
 	s := testSettings()
 	s.timeout = 3 * time.Second
-	c := newTestScraper(t, s, collectortest.Config("redis", nil), silent, r.addr)
-	scrapeDeadline := s.timeout + 5*time.Second
+	c := newPipeScraper(t, s, collectortest.Config("redis", nil), silent, healthy)
+	silentAddr, healthyAddr := c.targets[0].spec.label, c.targets[1].spec.label
 	start := time.Now()
-	res := collectortest.Scrape(t, c, scrapeDeadline)
-	took := time.Since(start)
-	if v := res.Must(t, "stall_redis_up", "addr", "redis://"+silent); v != 0 {
+	res := collectortest.Scrape(t, c, s.timeout+5*time.Second)
+	if took := time.Since(start); took != s.timeout {
+		t.Errorf("scrape took %v with --redis.timeout %v", took, s.timeout)
+	}
+	if v := res.Must(t, "stall_redis_up", "addr", silentAddr); v != 0 {
 		t.Errorf("silent target up = %v", v)
 	}
-	if v := res.Must(t, "stall_redis_down_reason", "addr", "redis://"+silent, "reason", reasonTimeout); v != 1 {
+	if v := res.Must(t, "stall_redis_down_reason", "addr", silentAddr, "reason", remote.ReasonTimeout); v != 1 {
 		t.Errorf("silent target down_reason{timeout} = %v", v)
 	}
-	if v := res.Must(t, "stall_redis_up", "addr", "redis://"+r.addr); v != 1 {
+	if v := res.Must(t, "stall_redis_up", "addr", healthyAddr); v != 1 {
 		t.Errorf("healthy target up = %v: %v", v, res.Err)
 	}
-	if h, q := sampleIndex(res, "stall_redis_up", "redis://"+r.addr), sampleIndex(res, "stall_redis_up", "redis://"+silent); h > q {
-		t.Errorf("the healthy target's series came after the silent one's (%d > %d): it waited for it", h, q)
+	if v := res.Must(t, "stall_redis_scrape_duration_seconds", "addr", healthyAddr); v != 0 {
+		t.Errorf("the healthy target's scrape took %vs: it waited", v)
 	}
-	// Ended by --redis.timeout: half-way to the scrape deadline is seconds
-	// of slack, and far from the deadline itself.
-	if limit := s.timeout + (scrapeDeadline-s.timeout)/2; took > limit {
-		t.Errorf("scrape took %v with --redis.timeout %v (scrape deadline %v)", took, s.timeout, scrapeDeadline)
+	if h, q := sampleIndex(res, "stall_redis_up", healthyAddr), sampleIndex(res, "stall_redis_up", silentAddr); h > q {
+		t.Errorf("the healthy target's series came after the silent one's (%d > %d): it waited for it", h, q)
 	}
 	if res.Err == nil {
 		t.Error("the collector should report the failed target")
 	}
-	// A scrape deadline shorter than --redis.timeout wins, and up 0 is
-	// still delivered before it: the scrape leaves itself a tenth of the
-	// time, at most 250 ms, to send it (collector.ScrapeDeadline), so 2.5 s
-	// leaves all of 250 ms for that.
-	// The same for a TLS handshake that never completes.
+
+	s.timeout = 10 * time.Second
+	c = newPipeScraper(t, s, collectortest.Config("redis", nil), silent)
+	start = time.Now()
+	res = collectortest.Scrape(t, c, 2500*time.Millisecond)
+	if took := time.Since(start); took != 2250*time.Millisecond {
+		t.Errorf("Update returned after %v, want at the scrape deadline less its margin (2.25s)", took)
+	}
+	if v := res.Must(t, "stall_redis_up"); v != 0 {
+		t.Errorf("up = %v", v)
+	}
+}
+
+// TestSilentListener: the same over real sockets, where the deadlines are
+// the kernel's and the TLS handshake's: a listener that accepts and never
+// answers, over plain TCP and over rediss:// (neither the handshake nor the
+// plain-text PING gets an answer), with a scrape deadline shorter than
+// --redis.timeout. Both are down with reason="timeout" and up 0 arrives
+// before the deadline.
+func TestSilentListener(t *testing.T) {
+	t.Parallel()
+	silent := collectortest.SilentListener(t)
+	s := testSettings()
 	s.timeout = 10 * time.Second
 	s.conn.dialTimeout = 10 * time.Second
-	c2 := newTestScraper(t, s, collectortest.Config("redis", nil), silent, "rediss://"+silent)
-	scrapeDeadline = 2500 * time.Millisecond
-	start = time.Now()
-	res = collectortest.Scrape(t, c2, scrapeDeadline)
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), silent, "rediss://"+silent)
+	const scrapeDeadline = 2500 * time.Millisecond
+
+	res := collectortest.Scrape(t, c, scrapeDeadline)
 	for _, l := range []string{"redis://" + silent, "rediss://" + silent} {
 		if v := res.Must(t, "stall_redis_up", "addr", l); v != 0 {
 			t.Errorf("%s: up = %v", l, v)
 		}
+		if v := res.Must(t, "stall_redis_down_reason", "addr", l, "reason", remote.ReasonTimeout); v != 1 {
+			t.Errorf("%s: down_reason{timeout} = %v", l, v)
+		}
 	}
-	if took := time.Since(start); took > scrapeDeadline {
-		t.Errorf("Update returned after the scrape deadline (%v > %v)", took, scrapeDeadline)
+}
+
+// TestConfigRefresh: CONFIG GET is sent once per
+// --redis.config-refresh-interval, not per scrape, and a refused MEMORY
+// STATS is not sent again before the next refresh (client memory comes
+// from INFO meanwhile), then tried again by the scrape after the refresh. The refusal is logged once at
+// warn level. In a synctest bubble, so the interval passes in no time.
+func TestConfigRefresh(t *testing.T) { synctest.Test(t, testConfigRefresh) }
+
+func testConfigRefresh(t *testing.T) {
+	srv := redistest.NewPipe(redistest.Replies{
+		"info":                                  redistest.Bulk("redis_version:7.0.15\r\nmem_clients_normal:20480\r\n"),
+		"config get client-output-buffer-limit": redistest.Array("client-output-buffer-limit", "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"),
+		"memory stats":                          redistest.Raw("-NOPERM this user has no permissions to run the 'memory|stats' command\r\n"),
+	})
+	logs := &collectortest.LogBuffer{}
+	s := testSettings()
+	c := newPipeScraper(t, s, collectortest.Config("redis", logs), srv)
+	count := func(cmd string) int {
+		n := 0
+		for _, c := range srv.Commands() {
+			if strings.HasPrefix(c, cmd) {
+				n++
+			}
+		}
+		return n
+	}
+	for i, step := range []struct {
+		after             time.Duration // since the last scrape
+		configs, memStats int           // sent so far
+		refused           float64
+	}{
+		{0, 1, 0, 0},           // the version is not known yet
+		{time.Second, 1, 1, 1}, // MEMORY STATS refused
+		{s.configRefresh - 2*time.Second, 1, 1, 1}, // not again before the refresh
+		{time.Second, 2, 1, 1},                     // the refresh: CONFIG GET, and MEMORY STATS is due again
+		{time.Second, 2, 2, 1},                     // the scrape after it tries MEMORY STATS
+	} {
+		advance(step.after)
+		res := collectortest.Scrape(t, c, 3*time.Second)
+		if res.Err != nil {
+			t.Fatalf("scrape %d: %v", i+1, res.Err)
+		}
+		if n, m := count("config get client-output-buffer-limit"), count("memory stats"); n != step.configs || m != step.memStats {
+			t.Errorf("scrape %d: %d CONFIG GET and %d MEMORY STATS sent, want %d and %d", i+1, n, m, step.configs, step.memStats)
+		}
+		if v, ok := res.Get("stall_redis_command_refused", "cmd", cmdMemoryStats); step.refused == 1 && v != 1 || step.refused == 0 && ok {
+			t.Errorf("scrape %d: command_refused{memory|stats} %v (%v), want %v", i+1, v, ok, step.refused)
+		}
+		if v := res.Must(t, "stall_redis_clients_memory_bytes", "type", "normal"); v != 20480 {
+			t.Errorf("scrape %d: clients memory %v, want INFO's 20480", i+1, v)
+		}
+		res.Must(t, "stall_redis_client_output_buffer_limit_bytes", "class", "normal", "limit", "hard")
+	}
+	if n := strings.Count(logs.String(), "level=WARN msg=\"redis target refused memory|stats"); n != 1 {
+		t.Errorf("the refused MEMORY STATS was warned about %d times, want once:\n%s", n, logs)
 	}
 }
 
@@ -481,7 +553,7 @@ func TestMinimalACL(t *testing.T) {
 
 // TestConcurrentScrapesShareRun: scrapes of one target that arrive while
 // a scrape of it runs share that run, so N concurrent requests cost Redis
-// one INFO and one CLIENT LIST, not N (issue 11, item 4). CLIENT PAUSE
+// one INFO and one CLIENT LIST, not N. CLIENT PAUSE
 // holds the first run for a second, so that all of them overlap whatever
 // the machine's load; the CLIENT LIST calls are counted by Redis itself.
 func TestConcurrentScrapesShareRun(t *testing.T) {
@@ -531,8 +603,7 @@ func TestConcurrentScrapesShareRun(t *testing.T) {
 }
 
 // TestDownReasons: stall_redis_down_reason and the log say why a target
-// is down — an authentication failure is not a network failure (issue 11,
-// item 5).
+// is down — an authentication failure is not a network failure.
 func TestDownReasons(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "redis.sock")
 	r := startRedis(t, "--requirepass", "right-pw", "--unixsocket", sock,
@@ -558,45 +629,35 @@ func TestDownReasons(t *testing.T) {
 			go func() { _ = c.(*tls.Conn).Handshake(); c.Close() }()
 		}
 	}()
-	loading := startScriptedRedis(t, func(w io.Writer) error {
-		_, err := io.WriteString(w, "-LOADING Redis is loading the dataset in memory\r\n")
-		return err
-	})
-	http := startScriptedRedis(t, func(w io.Writer) error {
-		_, err := io.WriteString(w, "HTTP/1.1 400 Bad Request\r\n\r\n")
-		return err
-	})
+	loading := redistest.Start(t, redistest.Replies{"info": redistest.Raw("-LOADING Redis is loading the dataset in memory\r\n")})
+	http := redistest.Start(t, redistest.Replies{"info": redistest.Raw("HTTP/1.1 400 Bad Request\r\n\r\n")})
 	// Servers (proxies, old versions) that answer AUTH with an error that
 	// is neither WRONGPASS nor a known text: still an authentication
 	// failure, not "INFO answered with an error".
-	info := bulkWriter("redis_version:7.0.15\r\n")
-	authErr := startScriptedRedis(t, info, func(s *scriptedRedis) { s.auth = "-ERR AUTH is not supported by this proxy\r\n" })
-	authNoPerm := startScriptedRedis(t, info, func(s *scriptedRedis) {
-		s.auth = "-NOPERM User monitor has no permissions to run the 'auth' command\r\n"
-	})
+	info := redistest.Bulk("redis_version:7.0.15\r\n")
+	authErr := redistest.Start(t, redistest.Replies{"info": info, "auth": redistest.Raw("-ERR AUTH is not supported by this proxy\r\n")})
+	authNoPerm := redistest.Start(t, redistest.Replies{"info": info,
+		"auth": redistest.Raw("-NOPERM User monitor has no permissions to run the 'auth' command\r\n")})
 	t.Setenv("STALL_TEST_WRONG_PW", "wrong-pw")
 	t.Setenv("STALL_TEST_NOINFO_PW", "pw")
 	targets := map[string]string{
 		// rediss:// to a plain-text Redis: it takes the ClientHello for an
 		// inline command and waits for its end forever.
-		"rediss://localhost:" + port: reasonTLS,
-		// A hung server answers neither the handshake nor a PING.
-		"rediss://" + collectortest.SilentListener(t):                      reasonTimeout,
-		"redis://" + authErr.addr + "?password_env=STALL_TEST_WRONG_PW":    reasonAuth,
-		"redis://" + authNoPerm.addr + "?password_env=STALL_TEST_WRONG_PW": reasonAuth,
+		"rediss://localhost:" + port:                                       remote.ReasonTLS,
+		"redis://" + authErr.Addr + "?password_env=STALL_TEST_WRONG_PW":    reasonAuth,
+		"redis://" + authNoPerm.Addr + "?password_env=STALL_TEST_WRONG_PW": reasonAuth,
 		// A password file the exporter cannot read: a local error, the
 		// server is not to blame.
-		"redis://" + startScriptedRedis(t, info).addr + "?password_file=" + filepath.Join(t.TempDir(), "missing"): reasonPwFile,
-		"redis://127.0.0.1:" + port + "?password_env=STALL_TEST_WRONG_PW":                                         reasonAuth,
+		"redis://" + redistest.Start(t, redistest.Replies{"info": info}).Addr + "?password_file=" + filepath.Join(t.TempDir(), "missing"): reasonPwFile,
+		"redis://127.0.0.1:" + port + "?password_env=STALL_TEST_WRONG_PW":                                                                 reasonAuth,
 		"redis://localhost:" + port:                                    reasonAuth, // no password sent
 		"unix://noinfo@" + sock + "?password_env=STALL_TEST_NOINFO_PW": reasonPermission,
-		"redis://127.0.0.1:" + strconv.Itoa(freePort(t)):               reasonRefused,
-		"unix://" + filepath.Join(t.TempDir(), "no.sock"):              reasonRefused,
-		"redis://" + collectortest.SilentListener(t):                   reasonTimeout,
-		"rediss://" + tl.Addr().String():                               reasonTLS,
-		"redis://" + loading.addr:                                      reasonLoading,
-		"redis://" + http.addr:                                         reasonProtocol,
-		"redis://no-such-host.invalid:6379":                            reasonDNS,
+		"redis://127.0.0.1:" + strconv.Itoa(freePort(t)):               remote.ReasonRefused,
+		"unix://" + filepath.Join(t.TempDir(), "no.sock"):              remote.ReasonRefused,
+		"rediss://" + tl.Addr().String():                               remote.ReasonTLS,
+		"redis://" + loading.Addr:                                      reasonLoading,
+		"redis://" + http.Addr:                                         reasonProtocol,
+		"redis://no-such-host.invalid:6379":                            remote.ReasonDNS,
 	}
 	var addrs []string
 	for a := range targets {
@@ -605,7 +666,8 @@ func TestDownReasons(t *testing.T) {
 	logs := &collectortest.LogBuffer{}
 	s := testSettings()
 	// Real servers answer (or refuse) well within the timeout even under
-	// -race on a loaded machine; only the silent listeners wait for it.
+	// -race on a loaded machine. A silent server's timeout is
+	// TestSilentTarget's and TestSilentListener's.
 	s.timeout = 3 * time.Second
 	c := newTestScraper(t, s, collectortest.Config("redis", logs), addrs...)
 	res := collectortest.Scrape(t, c, s.timeout+3*time.Second)
@@ -656,7 +718,7 @@ func TestDownReasons(t *testing.T) {
 // CONFIG GET or MEMORY STATS leaves the target up, and every refusal is
 // visible: stall_redis_command_refused{cmd} 1 and one warning per kind
 // (repeats at debug level). Granting the commands brings the families back
-// and the series to 0 (review 1, item 6: nothing was logged at the default
+// and the series to 0 (before, nothing was logged at the default
 // level, and incident 7's whole signal disappeared without a word).
 func TestRefusedCommands(t *testing.T) {
 	r := startRedis(t, "--user", "infoonly", "on", ">pw", "-@all", "+hello", "+auth", "+ping", "+info", "+client|setname")
@@ -716,7 +778,7 @@ func TestRefusedCommands(t *testing.T) {
 // database (387 bytes as the reply limit counts them, on 7.0), so a server
 // with a few thousand of them answers more than the 1 MiB reply limit.
 // With 1,000 the reply fits and is used; with 4,000 the target stays up
-// on every scrape (review 3, item 5: MEMORY STATS shared INFO's pipeline
+// on every scrape (before, MEMORY STATS shared INFO's pipeline
 // and downed it with reason="reply_too_large"), the client memory comes
 // from INFO (command_refused{cmd="memory|stats"} 1), the oversized reply
 // is counted and logged once, and MEMORY STATS is not sent again before

@@ -71,7 +71,7 @@ func TestExporterEndToEnd(t *testing.T) {
 		"rediss://" + r.addr:      http.StatusForbidden,
 		"redis://admin@" + r.addr: http.StatusBadRequest,
 		r.addr + "?skip_verify=1": http.StatusBadRequest,
-		"127.0.0.1:99999":         http.StatusBadRequest, // review 2, F6
+		"127.0.0.1:99999":         http.StatusBadRequest, // a port out of range
 		"127.0.0.1:0":             http.StatusBadRequest,
 	} {
 		resp, err := http.Get(base + "/probe?module=redis&target=" + target)

@@ -1,40 +1,33 @@
 package redis
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/redis/redistest"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
-// fakeOldRedis answers like a Redis version that cannot run on this
-// machine (only redis-server 7.0 is installed), replaying the fixtures
+// oldVersion is a Redis version that cannot run on this machine (only
+// redis-server 7.0 is installed), replayed by redistest from the fixtures
 // under collector/redis/testdata: it checks which commands the collector
-// chooses for old servers. Real-server behaviour is covered by the other
-// tests; this only stands in for versions that are not installed.
-type fakeOldRedis struct {
-	addr       string
+// chooses for old servers, and that their CLIENT LIST streams like 7.0's
+// (the aggregates below exist only if it did). Real-server behaviour is
+// covered by the other tests.
+type oldVersion struct {
 	info       string // INFO without arguments (commandstats section removed)
 	cmdstats   string // INFO commandstats; "": INFO takes no argument (2.4)
-	memStats   []byte // raw RESP reply of MEMORY STATS, nil: unknown command
+	memStats   string // raw RESP reply of MEMORY STATS, "": unknown command
 	clientList string
 	noSetName  bool // before 2.6.9: CLIENT has only LIST and KILL
-
-	mu   sync.Mutex
-	seen []string
 }
 
 func readFixtureFile(t *testing.T, name string) string {
@@ -46,142 +39,64 @@ func readFixtureFile(t *testing.T, name string) string {
 	return string(b)
 }
 
-func startFakeOldRedis(t *testing.T, infoFixture, memFixture, clientListFixture string, edit ...func(*fakeOldRedis)) *fakeOldRedis {
+// fixtureVersion reads an INFO fixture (its commandstats section apart),
+// a MEMORY STATS fixture ("": none) and a CLIENT LIST fixture.
+func fixtureVersion(t *testing.T, infoFixture, memFixture, clientListFixture string) oldVersion {
 	t.Helper()
 	full := readFixtureFile(t, infoFixture)
-	f := &fakeOldRedis{clientList: readFixtureFile(t, clientListFixture)}
-	f.info = full
+	v := oldVersion{info: full, clientList: readFixtureFile(t, clientListFixture)}
 	if i := strings.Index(full, "# Commandstats"); i >= 0 {
 		j := strings.Index(full[i:], "# Keyspace")
-		f.info = full[:i] + full[i+j:]
-		f.cmdstats = full[i : i+j]
+		v.info = full[:i] + full[i+j:]
+		v.cmdstats = full[i : i+j]
 	}
 	if memFixture != "" {
-		f.memStats = []byte(readFixtureFile(t, memFixture))
+		v.memStats = readFixtureFile(t, memFixture)
 	}
-	for _, e := range edit {
-		e(f)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	f.addr = l.Addr().String()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go f.serve(c)
-		}
-	}()
-	return f
+	return v
 }
 
-func (f *fakeOldRedis) commands() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.seen...)
-}
-
-func (f *fakeOldRedis) serve(c net.Conn) {
-	defer c.Close()
-	r := bufio.NewReader(c)
-	for {
-		args, err := readRESPCommand(r)
-		if err != nil {
-			return
-		}
-		cmd := strings.ToLower(strings.Join(args, " "))
-		f.mu.Lock()
-		f.seen = append(f.seen, cmd)
-		f.mu.Unlock()
-		var reply string
-		bulk := func(s string) string { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
-		switch {
-		case cmd == "ping":
-			reply = "+PONG\r\n"
-		case cmd == "info":
-			reply = bulk(f.info)
-		case cmd == "info commandstats" && f.cmdstats == "":
-			// 2.4's INFO has arity 1.
-			reply = "-ERR wrong number of arguments for 'info' command\r\n"
-		case cmd == "info commandstats":
-			reply = bulk(f.cmdstats)
-		case cmd == "memory stats" && f.memStats != nil:
-			reply = string(f.memStats)
-		case cmd == "config get client-output-buffer-limit":
-			reply = "*2\r\n" + bulk("client-output-buffer-limit") + bulk("normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60")
-		case cmd == "config get maxmemory":
-			reply = "*2\r\n" + bulk("maxmemory") + bulk("3221225472")
-		case cmd == "client list":
-			reply = bulk(f.clientList)
-		case strings.HasPrefix(cmd, "client setname") && f.noSetName:
-			// The real reply of 2.4 and 2.6.0–2.6.8.
-			reply = "-ERR Syntax error, try CLIENT (LIST | KILL ip:port)\r\n"
-		case strings.HasPrefix(cmd, "client setname"):
-			reply = "+OK\r\n"
-		default:
-			reply = fmt.Sprintf("-ERR unknown command '%s'\r\n", args[0])
-		}
-		if _, err := io.WriteString(c, reply); err != nil {
-			return
-		}
+// start serves the version on a loopback port.
+func (v oldVersion) start(t *testing.T) *redistest.Server {
+	t.Helper()
+	r := redistest.Replies{
+		"info":                                  redistest.Bulk(v.info),
+		"config get client-output-buffer-limit": redistest.Array("client-output-buffer-limit", "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"),
+		"config get maxmemory":                  redistest.Array("maxmemory", "3221225472"),
+		"client list":                           redistest.Bulk(v.clientList),
+		// 2.4's INFO has arity 1.
+		"info commandstats": redistest.Raw("-ERR wrong number of arguments for 'info' command\r\n"),
 	}
-}
-
-// readRESPCommand reads one command as clients send it: an array of bulk
-// strings.
-func readRESPCommand(r *bufio.Reader) ([]string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return nil, err
+	if v.cmdstats != "" {
+		r["info commandstats"] = redistest.Bulk(v.cmdstats)
 	}
-	if len(line) < 3 || line[0] != '*' {
-		return nil, fmt.Errorf("not an array: %q", line)
+	if v.memStats != "" {
+		r["memory stats"] = redistest.Raw(v.memStats)
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
-	if err != nil {
-		return nil, err
+	if v.noSetName {
+		// The real reply of 2.4 and 2.6.0–2.6.8.
+		r["client setname"] = redistest.Raw("-ERR Syntax error, try CLIENT (LIST | KILL ip:port)\r\n")
 	}
-	args := make([]string, 0, n)
-	for range n {
-		h, err := r.ReadString('\n')
-		if err != nil {
-			return nil, err
-		}
-		size, err := strconv.Atoi(strings.TrimSpace(h[1:]))
-		if err != nil {
-			return nil, err
-		}
-		b := make([]byte, size+2)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return nil, err
-		}
-		args = append(args, string(b[:size]))
-	}
-	return args, nil
+	return redistest.Start(t, r)
 }
 
 // TestOldVersions: the commands chosen for 2.8 and 4.0 servers, and
 // what they yield (fixture values).
 func TestOldVersions(t *testing.T) {
 	t.Run("2.8", func(t *testing.T) {
-		f := startFakeOldRedis(t, "info-2.8.txt", "", "clientlist-2.8.txt")
-		c := newTestScraper(t, testSettings(), collectortest.Config("redis", nil), f.addr)
+		f := fixtureVersion(t, "info-2.8.txt", "", "clientlist-2.8.txt").start(t)
+		c := newTestScraper(t, testSettings(), collectortest.Config("redis", nil), f.Addr)
 		collectortest.Scrape(t, c, 3*time.Second)
 		res := collectortest.Scrape(t, c, 3*time.Second)
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
-		for _, cmd := range f.commands() {
+		for _, cmd := range f.Commands() {
 			if strings.HasPrefix(cmd, "memory") || strings.Count(cmd, " ") > 1 && strings.HasPrefix(cmd, "info") {
 				t.Errorf("sent %q to a 2.8 server", cmd)
 			}
 		}
-		if !contains(f.commands(), "config get maxmemory") {
+		if !f.Sent("config get maxmemory") {
 			t.Error("maxmemory not read with CONFIG GET before 3.2")
 		}
 		if v := res.Must(t, "stall_redis_memory_max_bytes"); v != 3221225472 {
@@ -205,19 +120,19 @@ func TestOldVersions(t *testing.T) {
 		}
 	})
 	t.Run("4.0", func(t *testing.T) {
-		f := startFakeOldRedis(t, "info-4.0.txt", "memorystats-4.0.resp", "clientlist-5.0.txt")
+		f := fixtureVersion(t, "info-4.0.txt", "memorystats-4.0.resp", "clientlist-5.0.txt").start(t)
 		s := testSettings()
 		s.groupBy = replies.GroupByHost
-		c := newTestScraper(t, s, collectortest.Config("redis", nil), f.addr)
+		c := newTestScraper(t, s, collectortest.Config("redis", nil), f.Addr)
 		collectortest.Scrape(t, c, 3*time.Second) // learns the version
 		res := collectortest.Scrape(t, c, 3*time.Second)
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
-		if !contains(f.commands(), "memory stats") {
+		if !f.Sent("memory stats") {
 			t.Error("MEMORY STATS not used on 4.0")
 		}
-		if contains(f.commands(), "config get maxmemory") {
+		if f.Sent("config get maxmemory") {
 			t.Error("CONFIG GET maxmemory sent although INFO has maxmemory")
 		}
 		if v := res.Must(t, "stall_redis_clients_memory_bytes", "type", "normal"); v != 1073741824 {
@@ -239,12 +154,13 @@ func TestOldVersions(t *testing.T) {
 
 // TestServersWithoutSetName: Redis 2.4 and 2.6.0–2.6.8 refuse CLIENT
 // SETNAME, which the exporter sends when it connects; the target must be
-// up anyway (issue 11, item 7). 2.4's CLIENT LIST has no omem: the output
-// buffer aggregates are absent, not 0, while the oll-based ones remain
-// (item 8).
+// up anyway. 2.4's CLIENT LIST has no omem: the output buffer aggregates
+// are absent, not 0, while the oll-based ones remain.
 func TestServersWithoutSetName(t *testing.T) {
 	t.Run("2.4", func(t *testing.T) {
-		f := startFakeOldRedis(t, "info-2.4.txt", "", "clientlist-2.4.txt", func(f *fakeOldRedis) { f.noSetName = true })
+		v := fixtureVersion(t, "info-2.4.txt", "", "clientlist-2.4.txt")
+		v.noSetName = true
+		f := v.start(t)
 		res := scrapeOld(t, f)
 		for _, name := range []string{"stall_redis_client_output_buffer_bytes", "stall_redis_client_max_output_buffer_bytes",
 			"stall_redis_client_group_output_buffer_bytes", "stall_redis_client_group_clients", "stall_redis_client_output_buffer_by_command_bytes"} {
@@ -263,12 +179,12 @@ func TestServersWithoutSetName(t *testing.T) {
 		}
 	})
 	t.Run("2.6.0", func(t *testing.T) {
-		f := startFakeOldRedis(t, "info-2.8.txt", "", "clientlist-2.6.txt", func(f *fakeOldRedis) {
-			f.noSetName = true
-			f.info = strings.Replace(f.info, "redis_version:2.8.24", "redis_version:2.6.0", 1)
-			// name= came with CLIENT SETNAME in 2.6.9.
-			f.clientList = regexp.MustCompile(` name=[^ ]*`).ReplaceAllString(f.clientList, "")
-		})
+		v := fixtureVersion(t, "info-2.8.txt", "", "clientlist-2.6.txt")
+		v.noSetName = true
+		v.info = strings.Replace(v.info, "redis_version:2.8.24", "redis_version:2.6.0", 1)
+		// name= came with CLIENT SETNAME in 2.6.9.
+		v.clientList = regexp.MustCompile(` name=[^ ]*`).ReplaceAllString(v.clientList, "")
+		f := v.start(t)
 		res := scrapeOld(t, f)
 		if v := res.Must(t, "stall_redis_client_output_buffer_bytes"); v != 15<<20 {
 			t.Errorf("omem %v", v)
@@ -281,19 +197,19 @@ func TestServersWithoutSetName(t *testing.T) {
 
 // scrapeOld scrapes a fake server twice with CLIENT LIST on every scrape
 // and checks that it is up, named or not.
-func scrapeOld(t *testing.T, f *fakeOldRedis) collectortest.Result {
+func scrapeOld(t *testing.T, f *redistest.Server) collectortest.Result {
 	t.Helper()
 	s := testSettings()
 	s.clMode = "always"
 	logs := &collectortest.LogBuffer{}
-	c := newTestScraper(t, s, collectortest.Config("redis", logs), f.addr)
+	c := newTestScraper(t, s, collectortest.Config("redis", logs), f.Addr)
 	collectortest.Scrape(t, c, 3*time.Second)
 	res := collectortest.Scrape(t, c, 3*time.Second)
 	if v := res.Must(t, "stall_redis_up"); v != 1 || res.Err != nil {
-		t.Fatalf("up %v, err %v; commands %q\n%s", v, res.Err, f.commands(), logs)
+		t.Fatalf("up %v, err %v; commands %q\n%s", v, res.Err, f.Commands(), logs)
 	}
-	if !contains(f.commands(), "client setname stall_exporter") {
-		t.Errorf("CLIENT SETNAME not tried: %q", f.commands())
+	if !f.Sent("client setname stall_exporter") {
+		t.Errorf("CLIENT SETNAME not tried: %q", f.Commands())
 	}
 	if v := res.Must(t, "stall_redis_uptime_seconds"); v <= 0 {
 		t.Errorf("uptime %v", v)
@@ -301,33 +217,24 @@ func scrapeOld(t *testing.T, f *fakeOldRedis) collectortest.Result {
 	return res
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // TestHostileReplies: invalid UTF-8 in command and client names, a
 // repeated commandstats line, a client really named "other" and names of
 // 5,000 characters neither panic (client_golang refuses invalid label
 // values) nor duplicate series, and every label is at most 128 bytes and
-// "…" (review 1, item 17).
+// "…".
 func TestHostileReplies(t *testing.T) {
 	long := strings.Repeat("x", 5000)
-	f := startFakeOldRedis(t, "info-2.8.txt", "", "clientlist-2.8.txt", func(f *fakeOldRedis) {
-		f.info = strings.Replace(f.info, "redis_version:2.8.24", "redis_version:2.8.24"+long, 1)
-		f.cmdstats += "cmdstat_get:calls=1,usec=1,usec_per_call=1.00\r\ncmdstat_\xff\xfe:calls=2,usec=2,usec_per_call=1.00\r\n" +
-			"cmdstat_" + long + "a:calls=3,usec=3,usec_per_call=1.00\r\ncmdstat_" + long + "b:calls=4,usec=4,usec_per_call=1.00\r\n"
-		f.clientList += "id=9 addr=10.9.9.9:1 fd=20 name=bad\xffname age=1 idle=1 flags=N db=0 sub=0 psub=0 multi=-1 qbuf=0 qbuf-free=0 obl=0 oll=9 omem=99999999 events=rw cmd=g\xffet\n" +
-			"id=10 addr=10.9.9.10:1 fd=21 name=other age=1 idle=1 flags=N db=0 sub=0 psub=0 multi=-1 qbuf=0 qbuf-free=0 obl=0 oll=1 omem=47000000 events=rw cmd=get\n" +
-			"id=11 addr=10.9.9.11:1 fd=22 name=" + long + " age=1 idle=1 flags=N db=0 sub=0 psub=0 multi=-1 qbuf=0 qbuf-free=0 obl=0 oll=1 omem=1000 events=rw cmd=" + long + "\n"
-	})
+	v := fixtureVersion(t, "info-2.8.txt", "", "clientlist-2.8.txt")
+	v.info = strings.Replace(v.info, "redis_version:2.8.24", "redis_version:2.8.24"+long, 1)
+	v.cmdstats += "cmdstat_get:calls=1,usec=1,usec_per_call=1.00\r\ncmdstat_\xff\xfe:calls=2,usec=2,usec_per_call=1.00\r\n" +
+		"cmdstat_" + long + "a:calls=3,usec=3,usec_per_call=1.00\r\ncmdstat_" + long + "b:calls=4,usec=4,usec_per_call=1.00\r\n"
+	v.clientList += "id=9 addr=10.9.9.9:1 fd=20 name=bad\xffname age=1 idle=1 flags=N db=0 sub=0 psub=0 multi=-1 qbuf=0 qbuf-free=0 obl=0 oll=9 omem=99999999 events=rw cmd=g\xffet\n" +
+		"id=10 addr=10.9.9.10:1 fd=21 name=other age=1 idle=1 flags=N db=0 sub=0 psub=0 multi=-1 qbuf=0 qbuf-free=0 obl=0 oll=1 omem=47000000 events=rw cmd=get\n" +
+		"id=11 addr=10.9.9.11:1 fd=22 name=" + long + " age=1 idle=1 flags=N db=0 sub=0 psub=0 multi=-1 qbuf=0 qbuf-free=0 obl=0 oll=1 omem=1000 events=rw cmd=" + long + "\n"
+	f := v.start(t)
 	s := testSettings()
 	s.groupBy = replies.GroupByName
-	c := newTestScraper(t, s, collectortest.Config("redis", nil), f.addr)
+	c := newTestScraper(t, s, collectortest.Config("redis", nil), f.Addr)
 	collectortest.Scrape(t, c, 3*time.Second)
 	res := collectortest.Scrape(t, c, 3*time.Second)
 	if res.Err != nil {

@@ -204,7 +204,6 @@ func (f *flagValues) settings() (settings, error) {
 			preferReplica: *f.bigkeysReplica, hashNames: *f.bigkeysHash, interval: *f.bigkeysInterval,
 			samples: *f.bigkeysSamples, scanCount: 100,
 		},
-		now: time.Now,
 	}, nil
 }
 
@@ -220,5 +219,4 @@ type settings struct {
 	groupBy         replies.GroupBy
 	topK            int
 	bigkeys         bigKeySettings
-	now             func() time.Time
 }

@@ -21,9 +21,9 @@ func parseFlags(args ...string) (settings, error) {
 }
 
 // TestFlagValidation: a negative, zero or non-numeric value of any redis
-// flag refuses the start with an error naming the flag (issue 11, item
-// 6), and so does --redis.password-env naming a variable that is not set
-// (item 5): it used to mean "no password".
+// flag refuses the start with an error naming the flag, and so does
+// --redis.password-env naming a variable that is not set: it used to mean
+// "no password".
 func TestFlagValidation(t *testing.T) {
 	t.Setenv("STALL_TEST_PW_SET", "pw")
 	t.Setenv("STALL_TEST_PW_EMPTY", "")
@@ -80,7 +80,7 @@ func TestFlagValidation(t *testing.T) {
 }
 
 // TestStartupErrorsNameTheFlag: an error at start names the flag to fix
-// (review 1, item 14: a missing --redis.tls.ca-file was reported as
+// (before, a missing --redis.tls.ca-file was reported as
 // "--redis.probe.allowed-targets: --redis.tls.ca-file: open …", and so were
 // a bad certificate or key and an address configured twice).
 func TestStartupErrorsNameTheFlag(t *testing.T) {
@@ -109,11 +109,11 @@ func TestStartupErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--redis.addr=redis://h:1", "--redis.addr=rediss://h:1"},
 			[]string{"--redis.addr redis://h:1", "--redis.addr rediss://h:1"}, []string{"allowed-targets"}, ""},
 		{[]string{"--redis.addr=redis://[::1"}, nil, []string{"allowed-targets"}, "--redis.addr"},
-		// Review 2, F6: a port outside 1–65535 stops the start, not every scrape.
-		{[]string{"--redis.addr=127.0.0.1:99999"}, []string{"127.0.0.1:99999", "1 to 65535"}, []string{"allowed-targets"}, "--redis.addr"},
-		{[]string{"--redis.addr=redis://h:0"}, []string{"1 to 65535"}, nil, "--redis.addr"},
+		// A port outside 1–65535 stops the start, not every scrape.
+		{[]string{"--redis.addr=127.0.0.1:99999"}, []string{"127.0.0.1:99999", "1-65535"}, []string{"allowed-targets"}, "--redis.addr"},
+		{[]string{"--redis.addr=redis://h:0"}, []string{"1-65535"}, nil, "--redis.addr"},
 		{[]string{"--redis.addr=h:6379x"}, nil, nil, "--redis.addr"},
-		{[]string{"--redis.probe.allowed-targets=h:70000"}, []string{"1 to 65535"}, nil, "--redis.probe.allowed-targets"},
+		{[]string{"--redis.probe.allowed-targets=h:70000"}, []string{"1-65535"}, nil, "--redis.probe.allowed-targets"},
 		{[]string{"--redis.probe.allowed-targets=redis://[::1"}, nil, nil, "--redis.probe.allowed-targets"},
 		{[]string{"--redis.probe.allowed-targets-regexp=("}, nil, nil, "--redis.probe.allowed-targets-regexp"},
 	} {

@@ -1,106 +1,19 @@
 package redis
 
 import (
-	"bufio"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/stall-exporter/stall_exporter/collector/redis/redistest"
+	"github.com/stall-exporter/stall_exporter/collector/redis/resplimit"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
-
-// scriptedRedis answers like a Redis server (PING, HELLO unknown, CLIENT
-// SETNAME), except that the reply to INFO is written by info, and the
-// reply to CLIENT LIST by clientList (unknown command when nil): a hostile
-// or broken server. It counts the connections it saw closed by the
-// client.
-type scriptedRedis struct {
-	addr       string
-	info       func(w io.Writer) error
-	clientList func(w io.Writer) error
-	auth       string // the reply to AUTH; "": unknown command
-	accepted   atomic.Int64
-	closed     atomic.Int64
-}
-
-// open is the number of connections the client has not closed.
-func (s *scriptedRedis) open() int64 { return s.accepted.Load() - s.closed.Load() }
-
-func startScriptedRedis(t testing.TB, info func(w io.Writer) error, edit ...func(*scriptedRedis)) *scriptedRedis {
-	t.Helper()
-	s := &scriptedRedis{info: info}
-	for _, e := range edit {
-		e(s)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.addr = l.Addr().String()
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			s.accepted.Add(1)
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go func() {
-				defer func() { s.closed.Add(1); c.Close() }()
-				r := bufio.NewReader(c)
-				for {
-					args, err := readRESPCommand(r)
-					if err != nil {
-						return
-					}
-					switch cmd := strings.ToLower(args[0]); cmd {
-					case "info":
-						err = s.info(c)
-					case "client":
-						if len(args) > 1 && strings.EqualFold(args[1], "list") && s.clientList != nil {
-							err = s.clientList(c)
-						} else {
-							_, err = io.WriteString(c, "+OK\r\n")
-						}
-					case "ping":
-						_, err = io.WriteString(c, "+PONG\r\n")
-					case "auth":
-						if s.auth == "" {
-							s.auth = "-ERR unknown command 'AUTH'\r\n"
-						}
-						_, err = io.WriteString(c, s.auth)
-					default:
-						_, err = fmt.Fprintf(c, "-ERR unknown command '%s'\r\n", args[0])
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return s
-}
 
 // TestHostileReplySize: a server whose INFO reply announces 800 MB (the
 // issue's capture took the exporter to 1.58 GB RSS after one scrape), an
@@ -108,7 +21,7 @@ func startScriptedRedis(t testing.TB, info func(w io.Writer) error, edit ...func
 // None may cost more than a few MiB of heap over three scrapes
 // (runtime.MemStats.TotalAlloc counts every allocation, freed or not);
 // the refusal is counted, the target reported down with its reason, and
-// the connection closed (issue 11, item 2).
+// the connection closed.
 //
 // Not parallel: TotalAlloc is process-wide.
 func TestHostileReplySize(t *testing.T) {
@@ -125,25 +38,19 @@ func TestHostileReplySize(t *testing.T) {
 	}
 	cases := []struct {
 		name      string
-		info      func(w io.Writer) error
+		info      redistest.Reply
 		reason    string
 		oversized float64
 	}{
-		{"800 MB bulk string", func(w io.Writer) error {
-			_, err := io.WriteString(w, "$838860800\r\n") // then silence
-			return err
-		}, reasonTooLarge, 3},
-		{"100M-element array", func(w io.Writer) error {
-			_, err := io.WriteString(w, "*100000000\r\n")
-			return err
-		}, reasonTooLarge, 3},
+		{"800 MB bulk string", redistest.Raw("$838860800\r\n"), reasonTooLarge, 3}, // then silence
+		{"100M-element array", redistest.Raw("*100000000\r\n"), reasonTooLarge, 3},
 		{"endless status line", endless, reasonProtocol, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			srv := startScriptedRedis(t, c.info)
+			srv := redistest.Start(t, redistest.Replies{"info": c.info})
 			cfg := collectortest.Config("redis", nil)
-			sc := newTestScraper(t, testSettings(), cfg, srv.addr)
+			sc := newTestScraper(t, testSettings(), cfg, srv.Addr)
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
@@ -167,7 +74,48 @@ func TestHostileReplySize(t *testing.T) {
 			if c.reason == reasonProtocol && cfg.Problems.Count() == 0 {
 				t.Error("a malformed reply is not counted in stall_collector_parse_errors_total")
 			}
-			waitFor(t, "the server to see its connections closed", 10*time.Second, func() bool { return srv.closed.Load() >= 3 })
+			collectortest.WaitFor(t, 10*time.Second, "the server to see its connections closed", func() error {
+				if n := srv.Closed(); n < 3 {
+					return fmt.Errorf("%d of 3 closed", n)
+				}
+				return nil
+			})
 		})
 	}
+}
+
+// TestBadValues: an INFO value that is not a number is counted as bad
+// input (stall_collector_parse_errors_total) and its series is absent,
+// the others are exported; a CLIENT LIST answered with anything but a
+// bulk string (a proxy's status line) is a protocol error after INFO
+// answered: the target stays up, the scrape fails, it is counted, and no
+// aggregate is made up from it.
+func TestBadValues(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := redistest.NewPipe(redistest.Replies{
+			"info":        redistest.Bulk("redis_version:7.0.15\r\nconnected_clients:lots\r\nused_memory:1000\r\nclient_recent_max_output_buffer:5242880\r\n"),
+			"client list": redistest.Raw("+OK\r\n"),
+		})
+		cfg := collectortest.Config("redis", nil)
+		c := newPipeScraper(t, testSettings(), cfg, srv)
+		res := collectortest.Scrape(t, c, 5*time.Second)
+		if v := res.Must(t, "stall_redis_up"); v != 1 {
+			t.Errorf("up %v", v)
+		}
+		if res.Err == nil || !errors.Is(res.Err, resplimit.ErrProtocol) {
+			t.Errorf("err %v, want the CLIENT LIST protocol error", res.Err)
+		}
+		if _, ok := res.Get("stall_redis_clients_connected"); ok {
+			t.Error("connected_clients:lots exported")
+		}
+		if v := res.Must(t, "stall_redis_memory_used_bytes"); v != 1000 {
+			t.Errorf("used_memory %v", v)
+		}
+		if _, ok := res.Get("stall_redis_client_list_clients"); ok {
+			t.Error("CLIENT LIST aggregates from a status line")
+		}
+		if n := cfg.Problems.Count(); n != 2 {
+			t.Errorf("%d problems counted, want 2 (the INFO value, the CLIENT LIST reply)", n)
+		}
+	})
 }

@@ -8,11 +8,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/stall-exporter/stall_exporter/collector/redis/redistest"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
@@ -21,17 +23,6 @@ import (
 const autoInfo = "# Server\r\nredis_version:7.0.15\r\nuptime_in_seconds:100\r\n# Clients\r\nconnected_clients:%d\r\n" +
 	"client_recent_max_output_buffer:5242880\r\n# Memory\r\nused_memory:1000000\r\nmaxmemory:0\r\n# Replication\r\nrole:master\r\n" +
 	"# Commandstats\r\ncmdstat_get:calls=1,usec=1,usec_per_call=1.00\r\n"
-
-// bulkWriter writes s as a RESP bulk string. The reply is converted to
-// bytes once: the fake server runs in the test's process, and a
-// conversion per write would count in the allocations measured.
-func bulkWriter(s string) func(w io.Writer) error {
-	reply := []byte("$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n")
-	return func(w io.Writer) error {
-		_, err := w.Write(reply)
-		return err
-	}
-}
 
 // podSuffix is the i-th five-character pod name suffix, in the alphabet
 // Kubernetes draws them from.
@@ -86,7 +77,7 @@ func totalAlloc() uint64 {
 
 // TestClientListStreamed: a CLIENT LIST reply is aggregated as it arrives,
 // so what a scrape allocates does not grow with the reply, and nothing of
-// it is kept between scrapes (review 1, item 2: a 100,000-client reply of
+// it is kept between scrapes (before, a 100,000-client reply of
 // 29.5 MB cost 4 bytes of RSS per reply byte and OOM-killed the exporter
 // under the shipped 64 MiB limit). 20,000 clients (6 MB) here; the 100,000
 // case is measured by BenchmarkScrapeMemory.
@@ -94,10 +85,8 @@ func totalAlloc() uint64 {
 // Not parallel: TotalAlloc and the heap are process-wide.
 func TestClientListStreamed(t *testing.T) {
 	list, readers, readerOmem, consumers := podClientList(20000)
-	srv := startScriptedRedis(t, bulkWriter(fmt.Sprintf(autoInfo, 20000)), func(s *scriptedRedis) {
-		s.clientList = bulkWriter(list)
-	})
-	sc := newTestScraper(t, testSettings(), collectortest.Config("redis", nil), srv.addr)
+	srv := redistest.Start(t, redistest.Replies{"info": redistest.Bulk(fmt.Sprintf(autoInfo, 20000)), "client list": redistest.Bulk(list)})
+	sc := newTestScraper(t, testSettings(), collectortest.Config("redis", nil), srv.Addr)
 	heapBefore := heapAfterGC()
 	collectortest.Scrape(t, sc, 5*time.Second) // connection, CONFIG cache, maps
 	allocBefore := totalAlloc()
@@ -144,13 +133,11 @@ func TestManyGroups(t *testing.T) {
 		fmt.Fprintf(&b, "id=%d addr=10.0.%d.%d:1 name=c%d omem=0 cmd=get\n", i, i/256, i%256, i)
 	}
 	b.WriteString("id=99999 addr=10.9.9.9:1 name=late omem=6000000 oll=1 cmd=get\n")
-	srv := startScriptedRedis(t, bulkWriter(fmt.Sprintf(autoInfo, replies.MaxGroups+101)), func(s *scriptedRedis) {
-		s.clientList = bulkWriter(b.String())
-	})
+	srv := redistest.Start(t, redistest.Replies{"info": redistest.Bulk(fmt.Sprintf(autoInfo, replies.MaxGroups+101)), "client list": redistest.Bulk(b.String())})
 	s := testSettings()
 	s.groupBy = replies.GroupByName
 	logs := &collectortest.LogBuffer{}
-	sc := newTestScraper(t, s, collectortest.Config("redis", logs), srv.addr)
+	sc := newTestScraper(t, s, collectortest.Config("redis", logs), srv.Addr)
 	var res collectortest.Result
 	for range 2 {
 		res = collectortest.Scrape(t, sc, 5*time.Second)
@@ -166,33 +153,33 @@ func TestManyGroups(t *testing.T) {
 // TestStalledAnnouncement: a reply header announcing a bulk string within
 // every limit, and then silence, costs nothing: go-redis allocates what a
 // header announces before the bytes arrive, so such a bulk is handed to it
-// only once it is complete (review 1, item 2: announcing 60 MB and
-// stalling took the peak RSS from 20 to 79 MB).
+// only once it is complete (announcing 60 MB and stalling took the peak RSS
+// from 20 to 79 MB before). In a synctest bubble: the server stalls until
+// --redis.timeout, which passes at once.
 //
 // Not parallel: TotalAlloc is process-wide.
 func TestStalledAnnouncement(t *testing.T) {
-	for _, size := range []int{900_000, 60_000_000} {
+	for size, reason := range map[int]string{900_000: remote.ReasonTimeout, 60_000_000: reasonTooLarge} {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
-			srv := startScriptedRedis(t, func(w io.Writer) error {
-				_, err := io.WriteString(w, "$"+strconv.Itoa(size)+"\r\n"+strings.Repeat("a", 1000))
-				return err // then silence until the client gives up
+			synctest.Test(t, func(t *testing.T) {
+				// Then silence until the client gives up.
+				srv := redistest.NewPipe(redistest.Replies{"info": redistest.Raw("$" + strconv.Itoa(size) + "\r\n" + strings.Repeat("a", 1000))})
+				sc := newPipeScraper(t, testSettings(), collectortest.Config("redis", nil), srv)
+				before := totalAlloc()
+				var res collectortest.Result
+				for range 3 {
+					res = collectortest.Scrape(t, sc, 5*time.Second)
+				}
+				alloc := totalAlloc() - before
+				t.Logf("announced %d bytes: %.2f MiB allocated in 3 scrapes", size, float64(alloc)/(1<<20))
+				if v := res.Must(t, "stall_redis_up"); v != 0 {
+					t.Errorf("up %v", v)
+				}
+				res.Must(t, "stall_redis_down_reason", "reason", reason)
+				if alloc > 1<<20 {
+					t.Errorf("3 scrapes allocated %d bytes for an announcement that never arrived", alloc)
+				}
 			})
-			s := testSettings()
-			s.timeout = 300 * time.Millisecond
-			sc := newTestScraper(t, s, collectortest.Config("redis", nil), srv.addr)
-			before := totalAlloc()
-			var res collectortest.Result
-			for range 3 {
-				res = collectortest.Scrape(t, sc, 2*time.Second)
-			}
-			alloc := totalAlloc() - before
-			t.Logf("announced %d bytes: %.2f MiB allocated in 3 scrapes", size, float64(alloc)/(1<<20))
-			if v := res.Must(t, "stall_redis_up"); v != 0 {
-				t.Errorf("up %v", v)
-			}
-			if alloc > 1<<20 {
-				t.Errorf("3 scrapes allocated %d bytes for an announcement that never arrived", alloc)
-			}
 		})
 	}
 }
@@ -200,7 +187,7 @@ func TestStalledAnnouncement(t *testing.T) {
 // TestHostileInfo: INFO is a few tens of kB on every real server, so a
 // larger one is refused, and one within the limit cannot make parsing
 // cost a multiple of it or export an unbounded number of series
-// (review 1, item 2: a 30 MB INFO of key:value lines took the exporter to
+// (before the limit, a 30 MB INFO of key:value lines took the exporter to
 // 428 MB RSS).
 //
 // Not parallel: TotalAlloc is process-wide.
@@ -233,10 +220,10 @@ func TestHostileInfo(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			srv := startScriptedRedis(t, bulkWriter(c.info))
+			srv := redistest.Start(t, redistest.Replies{"info": redistest.Bulk(c.info)})
 			s := testSettings()
 			s.clMode = "never"
-			sc := newTestScraper(t, s, collectortest.Config("redis", nil), srv.addr)
+			sc := newTestScraper(t, s, collectortest.Config("redis", nil), srv.Addr)
 			before := totalAlloc()
 			res := collectortest.Scrape(t, sc, 5*time.Second)
 			alloc := totalAlloc() - before
@@ -279,10 +266,8 @@ func uniqueClientList(size int) string {
 // Redis 7.0's layout with pod names, grouped by pool.
 func BenchmarkScrapeMemory(b *testing.B) {
 	list, _, _, _ := podClientList(100000)
-	srv := startScriptedRedis(b, bulkWriter(fmt.Sprintf(autoInfo, 100000)), func(s *scriptedRedis) {
-		s.clientList = bulkWriter(list)
-	})
-	sc := newTestScraper(b, testSettings(), collectortest.Config("redis", nil), srv.addr)
+	srv := redistest.Start(b, redistest.Replies{"info": redistest.Bulk(fmt.Sprintf(autoInfo, 100000)), "client list": redistest.Bulk(list)})
+	sc := newTestScraper(b, testSettings(), collectortest.Config("redis", nil), srv.Addr)
 	collectortest.Scrape(b, sc, 10*time.Second)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(list)))
@@ -344,30 +329,30 @@ func BenchmarkExporterPeakRSS(b *testing.B) {
 	}
 	cases := []struct {
 		name       string
-		info       func(w io.Writer) error
+		info       redistest.Reply
 		clientList string
 		args       []string
 		targets    int // servers answering alike; 0: 1
 	}{
-		{"healthy target, 100 clients", bulkWriter(fmt.Sprintf(autoInfo, 100)), small, nil, 0},
-		{"CLIENT LIST 100k clients 29.6 MB pool", bulkWriter(fmt.Sprintf(autoInfo, 100000)), pods, nil, 0},
-		{"CLIENT LIST 100k unique names group-by name", bulkWriter(fmt.Sprintf(autoInfo, 100000)), unique.String(), []string{"--redis.client-group-by=name"}, 0},
-		{"CLIENT LIST 64 MiB of new names and commands", bulkWriter(fmt.Sprintf(autoInfo, 1)), uniqueClientList(64<<20 - 1024), []string{"--redis.client-group-by=name"}, 0},
-		{"8 targets, CLIENT LIST 64 MiB of new names and commands", bulkWriter(fmt.Sprintf(autoInfo, 1)), uniqueClientList(64<<20 - 1024), []string{"--redis.client-group-by=name"}, 8},
-		{"INFO 480 kB of fields", bulkWriter(hostileInfo.String()), "", nil, 0},
+		{"healthy target, 100 clients", redistest.Bulk(fmt.Sprintf(autoInfo, 100)), small, nil, 0},
+		{"CLIENT LIST 100k clients 29.6 MB pool", redistest.Bulk(fmt.Sprintf(autoInfo, 100000)), pods, nil, 0},
+		{"CLIENT LIST 100k unique names group-by name", redistest.Bulk(fmt.Sprintf(autoInfo, 100000)), unique.String(), []string{"--redis.client-group-by=name"}, 0},
+		{"CLIENT LIST 64 MiB of new names and commands", redistest.Bulk(fmt.Sprintf(autoInfo, 1)), uniqueClientList(64<<20 - 1024), []string{"--redis.client-group-by=name"}, 0},
+		{"8 targets, CLIENT LIST 64 MiB of new names and commands", redistest.Bulk(fmt.Sprintf(autoInfo, 1)), uniqueClientList(64<<20 - 1024), []string{"--redis.client-group-by=name"}, 8},
+		{"INFO 480 kB of fields", redistest.Bulk(hostileInfo.String()), "", nil, 0},
 		{"INFO announces 900 kB and stalls", stall(900_000), "", []string{"--redis.timeout=300ms"}, 0},
 		{"INFO announces 60 MB and stalls", stall(60_000_000), "", []string{"--redis.timeout=300ms"}, 0},
 	}
 	for _, c := range cases {
 		b.Run(strings.ReplaceAll(c.name, " ", "_"), func(b *testing.B) {
 			var args []string
-			var clientList func(w io.Writer) error
+			replies := redistest.Replies{"info": c.info}
 			if c.clientList != "" {
-				clientList = bulkWriter(c.clientList)
+				replies["client list"] = redistest.Bulk(c.clientList)
 			}
 			for range max(c.targets, 1) {
-				srv := startScriptedRedis(b, c.info, func(s *scriptedRedis) { s.clientList = clientList })
-				args = append(args, "--redis.addr="+srv.addr)
+				srv := redistest.Start(b, replies)
+				args = append(args, "--redis.addr="+srv.Addr)
 			}
 			args = append(args, c.args...)
 			if c.clientList != "" {
@@ -391,26 +376,22 @@ func BenchmarkExporterPeakRSS(b *testing.B) {
 
 // BenchmarkProbeCacheRSS: the release binary with an allowlist pattern
 // over 2,000 listeners answering like Redis, each probed once per
-// iteration, 8 at a time (review 1, item 3). Reported: the peak and
+// iteration, 8 at a time. Reported: the peak and
 // current RSS, the file descriptors the exporter holds and the
 // connections the servers still see open at the end.
 func BenchmarkProbeCacheRSS(b *testing.B) {
 	const n = 2000
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < 3*n+256 {
-		lim.Cur = min(lim.Max, 3*n+256)
-		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
-	}
+	raiseOpenFiles(b, 3*n+256)
 	list, _, _, _ := podClientList(50)
-	info, clientList := bulkWriter(fmt.Sprintf(autoInfo, 50)), bulkWriter(list)
-	servers := make([]*scriptedRedis, n)
+	info, clientList := redistest.Bulk(fmt.Sprintf(autoInfo, 50)), redistest.Bulk(list)
+	servers := make([]*redistest.Server, n)
 	for i := range servers {
-		servers[i] = startScriptedRedis(b, info, func(s *scriptedRedis) { s.clientList = clientList })
+		servers[i] = redistest.Start(b, redistest.Replies{"info": info, "client list": clientList})
 	}
 	base, pid := startExporter(b, buildExporter(b), `--redis.probe.allowed-targets-regexp=127\.0\.0\.1:[0-9]+`)
 	for b.Loop() {
-		eachEightAtATime(servers, func(srv *scriptedRedis) {
-			resp, err := http.Get(base + "/probe?module=redis&target=" + srv.addr)
+		eachEightAtATime(servers, func(srv *redistest.Server) {
+			resp, err := http.Get(base + "/probe?module=redis&target=" + srv.Addr)
 			if err != nil {
 				b.Error(err)
 				return
@@ -419,11 +400,17 @@ func BenchmarkProbeCacheRSS(b *testing.B) {
 			resp.Body.Close()
 		})
 	}
-	time.Sleep(200 * time.Millisecond) // closes in flight
 	open := int64(0)
-	for _, srv := range servers {
-		open += srv.open()
-	}
+	collectortest.WaitFor(b, 10*time.Second, "the cache's closes to reach the servers", func() error {
+		open = 0
+		for _, srv := range servers {
+			open += srv.Open()
+		}
+		if open > probeMaxConns {
+			return fmt.Errorf("%d connections open", open)
+		}
+		return nil
+	})
 	fds, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
 	b.ReportMetric(vmHWM(b, pid), "peak-RSS-MiB")
 	b.ReportMetric(vmRSS(b, pid), "RSS-MiB")

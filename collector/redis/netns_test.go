@@ -55,14 +55,9 @@ func TestIncidentNetns(t *testing.T) {
 		t.Skip("-short: skipping the network-namespace incident test")
 	}
 	redisServerPath(t)
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CAP_NET_ADMIN) to create a network namespace, a veth pair and a tbf qdisc")
-	}
-	for _, tool := range []string{"ip", "tc"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (iproute2): cannot build the namespace", tool)
-		}
-	}
+	collectortest.RequireRoot(t, "CAP_NET_ADMIN creates a network namespace, a veth pair and a tbf qdisc")
+	collectortest.RequireTool(t, "ip")
+	collectortest.RequireTool(t, "tc")
 	pid := os.Getpid()
 	ns := fmt.Sprintf("stallredis%d", pid)
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
@@ -125,31 +120,26 @@ func TestIncidentNetns(t *testing.T) {
 		}()
 	}
 	// Let the link saturate, then measure over two scrapes.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n, _ := admin.Info(ctx, "clients").Result()
-		if strings.Contains(n, fmt.Sprintf("connected_clients:%d", clients+2)) || time.Now().After(deadline) {
-			break
+	collectortest.WaitFor(t, 10*time.Second, "the clients to connect", func() error {
+		if n := infoField(t, admin, "clients", "connected_clients"); n < clients+2 {
+			return fmt.Errorf("%v connected", n)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	// Wait for the shaper to be the bottleneck: a backlog in its queue at
 	// three readings in a row.
-	waitSaturated := func() {
-		deadline := time.Now().Add(20 * time.Second)
-		for run := 0; run < 3; {
-			if time.Now().After(deadline) {
-				t.Fatal("the shaped link never saturated")
-			}
-			if readTBF(t, ns, nsIf).Backlog > 0 {
-				run++
-			} else {
-				run = 0
-			}
-			time.Sleep(100 * time.Millisecond)
+	run := 0
+	collectortest.WaitFor(t, 20*time.Second, "the shaped link to saturate", func() error {
+		if readTBF(t, ns, nsIf).Backlog > 0 {
+			run++
+		} else {
+			run = 0
 		}
-	}
-	waitSaturated()
+		if run < 3 {
+			return fmt.Errorf("a backlog at the last %d readings", run)
+		}
+		return nil
+	})
 	// Three scrapes about 3 s apart. Each is bracketed by readings of the
 	// shaper's byte counter, since the INFO inside it may be answered at
 	// any moment of the scrape (seconds on a loaded machine); between

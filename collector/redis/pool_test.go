@@ -18,7 +18,7 @@ import (
 // raiseOpenFiles lifts this process's open-files limit (inherited by the
 // redis-server it starts) to at least n, so the test does not depend on the
 // shell's soft ulimit; raising the hard limit needs CAP_SYS_RESOURCE.
-func raiseOpenFiles(t *testing.T, n uint64) {
+func raiseOpenFiles(t testing.TB, n uint64) {
 	t.Helper()
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur >= n {
@@ -36,7 +36,7 @@ func raiseOpenFiles(t *testing.T, n uint64) {
 	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
 }
 
-// TestPoolGrouping3000 is issue 11's item 17 on a real server: 3,000
+// TestPoolGrouping3000: the pool grouping on a real server: 3,000
 // connections named the way Kubernetes pods, StatefulSets, worker fleets,
 // UUID-named processes and hosts name them. 40 of the 150 pods of one
 // Deployment, catalog-reader, have a 5 MiB GET reply queued that they do
@@ -122,14 +122,15 @@ func TestPoolGrouping3000(t *testing.T) {
 	if n != 3000 {
 		t.Fatalf("%d connections", n)
 	}
-	waitFor(t, "3,000 clients, 50 of them with a reply queued", 30*time.Second, func() bool {
+	collectortest.WaitFor(t, 30*time.Second, "3,000 clients, 50 of them with a reply queued", func() error {
 		list, err := admin.ClientList(ctx).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		agg := replies.Aggregator{GroupBy: replies.GroupByPool, TopK: 3}
-		st := agg.Aggregate(list)
-		return st.Clients >= 3000 && st.PendingClients >= 50
+		if st := clientListStats(list, replies.GroupByPool); st.Clients < 3000 || st.PendingClients < 50 {
+			return fmt.Errorf("%d clients, %d with a reply queued", st.Clients, st.PendingClients)
+		}
+		return nil
 	})
 
 	// Every pool, not only the exported ones, is recovered from the names

@@ -62,11 +62,11 @@ func (pc *probeCache) get(cfg collector.Config, requested string) (collector.Col
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	if pc.settings == nil {
-		s, err := settingsFromFlags()
+		s, err := flags.settings()
 		if err != nil {
 			return nil, err
 		}
-		allow, err := probeAllowlistFromFlags(s.conn)
+		allow, err := flags.allowlist(s.conn)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stall-exporter/stall_exporter/collector/redis/redistest"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
@@ -21,11 +22,9 @@ func TestProbeCacheBounded(t *testing.T) {
 	const n = 300
 	raiseOpenFiles(t, 4*n+256)
 	list, _, _, _ := podClientList(50)
-	servers := make([]*scriptedRedis, n)
+	servers := make([]*redistest.Server, n)
 	for i := range servers {
-		servers[i] = startScriptedRedis(t, bulkWriter(fmt.Sprintf(autoInfo, 50)), func(s *scriptedRedis) {
-			s.clientList = bulkWriter(list)
-		})
+		servers[i] = redistest.Start(t, redistest.Replies{"info": redistest.Bulk(fmt.Sprintf(autoInfo, 50)), "client list": redistest.Bulk(list)})
 	}
 	s := testSettings()
 	allow, err := newAllowlist(nil, nil, `127\.0\.0\.1:[0-9]+`, "redis", s.conn)
@@ -38,8 +37,8 @@ func TestProbeCacheBounded(t *testing.T) {
 	cfg := collectortest.Config("redis", nil)
 
 	probeAll := func() {
-		eachEightAtATime(servers, func(srv *scriptedRedis) {
-			c, err := pc.get(cfg, srv.addr)
+		eachEightAtATime(servers, func(srv *redistest.Server) {
+			c, err := pc.get(cfg, srv.Addr)
 			if err != nil {
 				t.Error(err)
 				return
@@ -57,7 +56,7 @@ func TestProbeCacheBounded(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		open = 0
 		for _, srv := range servers {
-			open += int(srv.open())
+			open += int(srv.Open())
 		}
 		if open <= probeMaxConns || time.Now().After(deadline) {
 			break
@@ -78,13 +77,13 @@ func TestProbeCacheBounded(t *testing.T) {
 	// kept; targets idle for probeIdle are dropped.
 	trim := func(after time.Duration) { pc.targets.Trim(time.Now().Add(after)) }
 	trim(probeConnIdle + time.Second)
-	waitFor(t, "idle connections to close", 10*time.Second, func() bool {
+	collectortest.WaitFor(t, 10*time.Second, "idle connections to close", func() error {
 		for _, srv := range servers {
-			if srv.open() > 0 {
-				return false
+			if n := srv.Open(); n > 0 {
+				return fmt.Errorf("%s has %d open", srv.Addr, n)
 			}
 		}
-		return true
+		return nil
 	})
 	if pc.targets.Len() != n {
 		t.Errorf("%d targets cached after closing their connections, want %d", pc.targets.Len(), n)
@@ -97,7 +96,7 @@ func TestProbeCacheBounded(t *testing.T) {
 
 // eachEightAtATime runs f for every server, at most 8 at a time, as a
 // Prometheus probing many targets does, and returns when all are done.
-func eachEightAtATime(servers []*scriptedRedis, f func(*scriptedRedis)) {
+func eachEightAtATime(servers []*redistest.Server, f func(*redistest.Server)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for _, srv := range servers {

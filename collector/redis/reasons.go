@@ -1,54 +1,46 @@
 package redis
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
-	"net"
-	"os"
 	"strings"
-	"syscall"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stall-exporter/stall_exporter/collector/redis/resplimit"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 )
 
 // Why a target is down: the reason label of stall_redis_down_reason, a
-// fixed set.
+// fixed set: Redis' own reasons here, and the network's (remote.Reason*:
+// refused, timeout, dns, tls, network).
 const (
 	reasonAuth       = "auth"            // AUTH/HELLO refused (any error reply), or a password required
 	reasonPwFile     = "password_file"   // the target's password file cannot be read: a local error
 	reasonPermission = "permission"      // the ACL user may not run INFO (NOPERM)
-	reasonRefused    = "refused"         // nothing listens on the port, or no such Unix socket
-	reasonTimeout    = "timeout"         // no answer within --redis.dial-timeout or --redis.timeout
-	reasonDNS        = "dns"             // the host name does not resolve
-	reasonTLS        = "tls"             // TLS handshake or certificate verification failed
 	reasonTooLarge   = "reply_too_large" // a reply over its limit (--redis.max-reply-bytes for CLIENT LIST, replyLimit for the others)
 	reasonBudget     = "reply_memory"    // a large reply found no room in replyBudget before the deadline
 	reasonProtocol   = "protocol"        // the peer does not speak RESP (or sent an empty INFO)
 	reasonLoading    = "loading"         // LOADING: the server is loading its dataset
 	reasonBusy       = "busy"            // BUSY: a script or function is running
 	reasonErrorReply = "error_reply"     // another error reply to INFO
-	reasonNetwork    = "network"         // any other connection failure (reset, unreachable, closed)
 )
 
 // downMessages are the log lines for a target going down, by reason.
 var downMessages = map[string]string{
-	reasonAuth:       "redis target refused authentication: check the ACL user and the password source",
-	reasonPwFile:     "cannot read the password file of the redis target: a local configuration error (check the path and the exporter's permissions); the target was not asked",
-	reasonPermission: "redis user may not run INFO (NOPERM)",
-	reasonRefused:    "redis target refused the connection",
-	reasonTimeout:    "redis target not answering within the time limit",
-	reasonDNS:        "redis target host name does not resolve",
-	reasonTLS:        "redis target TLS handshake failed (certificate, CA, server name, or a port that does not speak TLS)",
-	reasonTooLarge:   "redis target announced a reply over its size limit (1 MiB; CLIENT LIST: --redis.max-reply-bytes); connection dropped",
-	reasonBudget:     "redis target's large reply found no room in the process-wide reply memory budget (8 MiB held at once by all targets) before its deadline; connection dropped",
-	reasonProtocol:   "redis target does not speak the Redis protocol",
-	reasonLoading:    "redis target is loading its dataset",
-	reasonBusy:       "redis target is busy running a script",
-	reasonErrorReply: "redis target answered INFO with an error",
-	reasonNetwork:    "redis target connection failed",
+	reasonAuth:           "redis target refused authentication: check the ACL user and the password source",
+	reasonPwFile:         "cannot read the password file of the redis target: a local configuration error (check the path and the exporter's permissions); the target was not asked",
+	reasonPermission:     "redis user may not run INFO (NOPERM)",
+	remote.ReasonRefused: "redis target refused the connection",
+	remote.ReasonTimeout: "redis target not answering within the time limit",
+	remote.ReasonDNS:     "redis target host name does not resolve",
+	remote.ReasonTLS:     "redis target TLS handshake failed (certificate, CA, server name, or a port that does not speak TLS)",
+	reasonTooLarge:       "redis target announced a reply over its size limit (1 MiB; CLIENT LIST: --redis.max-reply-bytes); connection dropped",
+	reasonBudget:         "redis target's large reply found no room in the process-wide reply memory budget (8 MiB held at once by all targets) before its deadline; connection dropped",
+	reasonProtocol:       "redis target does not speak the Redis protocol",
+	reasonLoading:        "redis target is loading its dataset",
+	reasonBusy:           "redis target is busy running a script",
+	reasonErrorReply:     "redis target answered INFO with an error",
+	remote.ReasonNetwork: "redis target connection failed",
 }
 
 // errPasswordSource marks a password file that cannot be read.
@@ -58,20 +50,15 @@ var errPasswordSource = errors.New("redis password file unreadable")
 // connection.
 var errAuthRefused = errors.New("the server refused the connection's HELLO/AUTH")
 
-// downReason classifies a failed scrape.
+// downReason classifies a failed scrape: the reply limits, the
+// connection's setup, error replies and the TLS checks of tlsDialer first,
+// then the network's own reasons (remote.NetworkReason).
 func downReason(err error) string {
-	var (
-		re       redis.Error
-		dnsErr   *net.DNSError
-		recErr   tls.RecordHeaderError
-		alertErr tls.AlertError
-		certErr  *tls.CertificateVerificationError
-		netErr   net.Error
-	)
+	var re redis.Error
 	switch {
 	case errors.Is(err, resplimit.ErrTooLarge):
 		return reasonTooLarge
-	case errors.Is(err, resplimit.ErrBudget):
+	case errors.Is(err, remote.ErrBudget):
 		return reasonBudget
 	case errors.Is(err, resplimit.ErrProtocol):
 		return reasonProtocol
@@ -81,22 +68,12 @@ func downReason(err error) string {
 		return errorReplyReason(re.Error())
 	case errors.Is(err, errPasswordSource):
 		return reasonPwFile
-	case errors.Is(err, errPlainTextPort):
-		return reasonTLS
-	case errors.As(err, &dnsErr):
-		return reasonDNS
-	case errors.As(err, &recErr), errors.As(err, &alertErr), errors.As(err, &certErr),
-		errors.Is(err, errTLSHandshake):
-		return reasonTLS
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
-		return reasonRefused
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
-		errors.As(err, &netErr) && netErr.Timeout():
-		return reasonTimeout
+	case errors.Is(err, errPlainTextPort), errors.Is(err, errTLSHandshake):
+		return remote.ReasonTLS
 	case isGoRedisParseError(err):
 		return reasonProtocol
 	}
-	return reasonNetwork
+	return remote.NetworkReason(err)
 }
 
 // isGoRedisParseError reports a reply that passed resplimit's lexer but

@@ -3,6 +3,7 @@ package redis
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/redis/redistest"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
@@ -34,16 +36,9 @@ type testRedis struct {
 	tls  bool   // port speaks TLS: readiness is a TCP connect only
 }
 
-// redisServerPath finds redis-server or skips: the binary is a test
-// dependency that `make test-deps` installs (scripts/install-test-deps.sh).
-func redisServerPath(t testing.TB) string {
-	t.Helper()
-	p, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server not installed: run `make test-deps` (scripts/install-test-deps.sh)")
-	}
-	return p
-}
+// redisServerPath finds redis-server: a test dependency that `make
+// test-deps` installs (the missing-tool policy: collectortest.RequireTool).
+func redisServerPath(t testing.TB) string { return collectortest.RequireTool(t, "redis-server") }
 
 // freePort asks the kernel for an unused TCP port on the loopback.
 func freePort(t testing.TB) int {
@@ -90,28 +85,24 @@ func (r *testRedis) start(bind string) {
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatal(err)
 	}
-	host := bind
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(r.port)), 200*time.Millisecond)
-		if err == nil && r.tls {
-			c.Close()
-			return
+	addr := net.JoinHostPort(bind, strconv.Itoa(r.port))
+	collectortest.WaitFor(r.t, 10*time.Second, "redis-server to answer on "+addr, func() error {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return fmt.Errorf("%w\n%s", err, r.log.String())
 		}
-		if err == nil {
-			_, _ = c.Write([]byte("PING\r\n"))
-			_ = c.SetReadDeadline(time.Now().Add(time.Second))
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			c.Close()
-			if strings.HasPrefix(line, "+PONG") || strings.HasPrefix(line, "-NOAUTH") || strings.Contains(line, "AUTH") {
-				return
-			}
+		defer c.Close()
+		if r.tls {
+			return nil // the TLS port answers only a handshake
 		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("redis-server did not start on %s:%d: %v\n%s", host, r.port, err, r.log.String())
+		_, _ = c.Write([]byte("PING\r\n"))
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		if !strings.HasPrefix(line, "+PONG") && !strings.Contains(line, "AUTH") {
+			return fmt.Errorf("PING answered %q", line)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func (r *testRedis) stop() {
@@ -151,7 +142,9 @@ func commandCalls(t testing.TB, c *redis.Client, cmd string) uint64 {
 }
 
 // testSettings are the flag defaults (parsed from an empty command line),
-// with shorter timeouts and a faster, exact big-key scan.
+// with a faster, exact big-key scan. The timeouts are the flags' (2s to
+// connect, 3s per scrape): a TLS handshake under -race on a loaded 2-core
+// machine took more than a second.
 func testSettings() settings {
 	app := kingpin.New("test", "")
 	f := registerFlags(app)
@@ -162,8 +155,6 @@ func testSettings() settings {
 	if err != nil {
 		panic(err)
 	}
-	s.conn.dialTimeout = time.Second
-	s.timeout = 2 * time.Second
 	s.bigkeys.keysPerSecond = 10000
 	s.bigkeys.top = 5
 	s.bigkeys.samples = 0
@@ -198,12 +189,16 @@ func writeFile(t testing.TB, dir, name, content string) string {
 	return p
 }
 
-// buildExporter builds the release binary (CGO_ENABLED=0, as `make build`)
-// into a temporary directory.
+// buildExporter builds the binary as `make build` does (CGO_ENABLED=0,
+// stripped) into a temporary directory. It leaves out -trimpath, which
+// changes every package's build: without it the packages compiled here are
+// the ones the root package's end-to-end tests build, so a fresh clone
+// compiles them once, not twice (5 minutes each on a 2-core machine).
+// Neither flag changes what the process maps or allocates.
 func buildExporter(tb testing.TB) string {
 	tb.Helper()
 	bin := filepath.Join(tb.TempDir(), "stall_exporter")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, ".")
+	build := exec.Command("go", "build", "-ldflags", "-s -w", "-o", bin, ".")
 	build.Dir = "../.."
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -239,21 +234,48 @@ func startExporterLogs(tb testing.TB, logs *collectortest.LogBuffer, bin string,
 		}
 	})
 	base = "http://" + listen
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(base + "/")
-		if err == nil {
-			resp.Body.Close()
-			return base, cmd.Process.Pid
-		}
+	collectortest.WaitFor(tb, 10*time.Second, "the exporter to listen on "+listen, func() error {
 		select {
 		case err := <-exited:
 			exited <- err // for the cleanup
 			tb.Fatalf("the exporter exited (%v):\n%s", err, logs.String())
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("the exporter did not listen on %s: %v\n%s", listen, err, logs.String())
+		resp, err := http.Get(base + "/")
+		if err != nil {
+			return err
 		}
-	}
+		resp.Body.Close()
+		return nil
+	})
+	return base, cmd.Process.Pid
 }
+
+// clientListStats aggregates a CLIENT LIST reply read with a plain
+// client (a test's own view of the server), grouped by by.
+func clientListStats(list string, by replies.GroupBy) replies.ClientListStats {
+	agg := replies.Aggregator{GroupBy: by, TopK: 10}
+	agg.Begin(int64(len(list)))
+	_, _ = agg.Write([]byte(list))
+	return agg.Finish()
+}
+
+// newPipeScraper builds the /metrics collector for fake servers reached
+// over net.Pipe (redistest.NewPipe), for tests that run in a
+// testing/synctest bubble: target i is redis://fake-i:6379.
+func newPipeScraper(t testing.TB, s settings, cfg collector.Config, servers ...*redistest.Server) *scraper {
+	t.Helper()
+	addrs := make([]string, len(servers))
+	for i := range servers {
+		addrs[i] = fmt.Sprintf("fake-%d:6379", i)
+	}
+	c := newTestScraper(t, s, cfg, addrs...)
+	for i, tg := range c.targets {
+		tg.spec.dial = servers[i].Dial
+	}
+	return c
+}
+
+// advance moves a synctest bubble's clock on by d (time.Sleep inside a
+// bubble waits for nothing but the fake clock).
+func advance(d time.Duration) { time.Sleep(d) }

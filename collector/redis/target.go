@@ -2,597 +2,309 @@ package redis
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"os"
-	"regexp"
-	"strconv"
-	"strings"
+	"log/slog"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 	"github.com/stall-exporter/stall_exporter/collector/redis/resplimit"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 )
 
-// targetSpec is one parsed target: the go-redis options plus the label
-// that names it in metrics and logs (never carrying credentials).
-type targetSpec struct {
-	label    string // "redis://host:port", "rediss://host:port" or "unix:///path"
-	written  string // the target as configured, without password or query: for start-up errors
-	scheme   string // "redis", "rediss" or "unix"
-	hostPort string // "host:port" or the socket path: what the /probe allowlist matches
-	opts     *redis.Options
-	user     string // ACL user (from the URL or --redis.user)
-	// passwordInURL is set when the password was written in the URL, where
-	// the process list shows it.
-	passwordInURL bool
-	// bigKeysReplica is the ?bigkeys_replica=host:port of a --redis.addr:
-	// the replica the big-key scan should use (same credentials and TLS).
-	bigKeysReplica string
-	// oversized counts replies refused by their size limit on any
-	// connection made with opts (scrapes and big-key scans).
-	oversized *atomic.Uint64
-	// budgetRefused counts replies that found no room in replyBudget
-	// before their deadline.
-	budgetRefused atomic.Uint64
-	// dial connects (TCP, TLS or Unix socket) without the reply limits;
-	// dialer adds them.
-	dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// clientListLimit is --redis.max-reply-bytes: the largest CLIENT LIST
-	// reply, which is streamed.
-	clientListLimit int64
+// target is one Redis server and the state kept between its scrapes: a
+// run sends INFO (info.go), then CONFIG GET and MEMORY STATS when due
+// (info.go) and CLIENT LIST when its mode says so (clientlist.go).
+type target struct {
+	spec     *targetSpec
+	clStream *resplimit.Stream // CLIENT LIST replies, aggregated as they arrive
+	s        settings
+	logger   *slog.Logger
+	problems *collector.Problems
+	down     *collector.StateLog // the target going down and coming back
+
+	// runs makes concurrent scrapes of the target share one run.
+	runs singleflight.Group
+
+	sem chan struct{} // held by the run in progress, and by close
+
+	// inSetup is true while a new connection authenticates (newClient).
+	inSetup atomic.Bool
+
+	// Guarded by sem.
+	client        *redis.Client // nil until the next scrape needs it (dropConn)
+	major, minor  int           // server version, 0.0 until known
+	noMemoryStats bool
+	cfg           configCache
+	scrapes       uint64
+	agg           replies.Aggregator
+	cl            clientListResult
+	// untrackedLogged: CLIENT LIST had more than replies.MaxGroups groups.
+	untrackedLogged bool
+	// commands logs CLIENT LIST, CONFIG GET and MEMORY STATS being refused
+	// and answered again, by cmd label; Failing is
+	// stall_redis_command_refused. A command never refused has no log (nil).
+	commands map[string]*collector.StateLog
 }
 
-// credentialSource says where a target's password comes from. Files and
-// environment variables are read on every new connection, so a rotated
-// password is picked up without a restart.
-type credentialSource struct {
-	user         string
-	urlPassword  string
-	passwordFile string
-	passwordEnv  string
-}
-
-func (c credentialSource) provider() func(ctx context.Context) (string, string, error) {
-	return func(context.Context) (string, string, error) {
-		switch {
-		case c.urlPassword != "":
-			return c.user, c.urlPassword, nil
-		case c.passwordFile != "":
-			b, err := os.ReadFile(c.passwordFile)
-			if err != nil {
-				// The error names the file, never its content.
-				return "", "", fmt.Errorf("%w: %w", errPasswordSource, err)
-			}
-			return c.user, strings.TrimRight(string(b), "\r\n"), nil
-		case c.passwordEnv != "":
-			return c.user, os.Getenv(c.passwordEnv), nil
-		}
-		return c.user, "", nil
+func newTarget(spec *targetSpec, s settings, cfg collector.Config) *target {
+	logger := cfg.Logger.With("addr", spec.label)
+	return &target{
+		spec:     spec,
+		clStream: spec.newClientListStream(),
+		s:        s,
+		logger:   logger,
+		problems: cfg.Problems,
+		down:     collector.NewStateLog(logger),
+		sem:      make(chan struct{}, 1),
+		agg:      replies.Aggregator{GroupBy: s.groupBy, TopK: s.topK},
+		commands: map[string]*collector.StateLog{},
 	}
 }
 
-// connSettings are the flag values every target's options derive from.
-type connSettings struct {
-	user, passwordFile, passwordEnv string
-	dialTimeout                     time.Duration
-	clientListLimit                 int64 // --redis.max-reply-bytes; 0: defaultClientListLimit
-	tls                             tlsSettings
+// close waits for a running scrape to finish, then closes the connection
+// pool; the target must not be used afterwards (a later collect waits for
+// its deadline and reports it down).
+func (t *target) close() {
+	t.sem <- struct{}{}
+	t.closeClient()
 }
 
-// defaultClientListLimit is the --redis.max-reply-bytes default: CLIENT
-// LIST of 100,000 clients is 30–45 MB (Redis 7.0 prints about 300 bytes per
-// client with a pod-style name, 8.x with lib-name, io-thread and IPv6
-// peers up to about 450; docs/redis.md has the measurement). The reply is
-// aggregated as it arrives, so the limit bounds how long it is read, not
-// the memory it takes.
-const defaultClientListLimit = 64 << 20
-
-// replyBudget bounds the bytes of held replies (INFO or any other bulk
-// string over resplimit.HoldAbove, up to replyLimit each) that all Redis
-// connections of the process hold at once, scrapes, probes and big-key
-// scans together. Each such reply is buffered whole and then copied whole
-// by go-redis, so without it the transient memory is the number of
-// concurrent /probe requests (--web.max-probe-requests, 40) times about 2
-// × replyLimit, which review 2 measured at 61 MB of a 64 MiB cgroup. Real
-// replies are below HoldAbove (INFO is 5–50 kB) and never wait.
-var replyBudget = resplimit.NewBudget(replyBudgetBytes)
-
-// replyBudgetBytes is replyBudget's size: 8 replies at the 1 MiB limit.
-const replyBudgetBytes = 8 << 20
-
-// replyLimit bounds every reply other than CLIENT LIST, per command or
-// pipeline: INFO with commandstats is 5–50 kB on real servers (a 7.x
-// server with every one of its ~380 commands and subcommands called is
-// about 45 kB), CONFIG GET a few kB, MEMORY STATS 3 kB plus 387 bytes
-// per non-empty database (sent alone, so that a server with more than
-// about 2,700 of them loses MEMORY STATS, not INFO: target.memoryStats), a
-// big-key SCAN page of 100 key names a few kB. Bulk strings over resplimit.HoldAbove are
-// handed to go-redis only once complete, so a reply costs at most twice
-// what actually arrived.
-const replyLimit = 1 << 20
-
-// clientName is what the exporter's connections call themselves in
-// CLIENT LIST.
-const clientName = "stall_exporter"
-
-// tlsSettings are the --redis.tls.* flags, and the CA bundle and client
-// certificate read from their files once, at start (load).
-type tlsSettings struct {
-	caFile, certFile, keyFile, serverName string
-	insecureSkipVerify                    bool
-	roots                                 *x509.CertPool    // nil: the system roots
-	certs                                 []tls.Certificate // the client certificate, if any
-}
-
-// load reads the files the settings name; every error names the flag to
-// fix.
-func (t tlsSettings) load() (tlsSettings, error) {
-	if t.caFile != "" {
-		pem, err := os.ReadFile(t.caFile)
-		if err != nil {
-			return t, fmt.Errorf("--redis.tls.ca-file: %w", err) // the error names the path
-		}
-		t.roots = x509.NewCertPool()
-		if !t.roots.AppendCertsFromPEM(pem) {
-			return t, fmt.Errorf("--redis.tls.ca-file %s: no PEM certificates", t.caFile)
-		}
-	}
-	switch {
-	case t.certFile == "" && t.keyFile == "":
-	case t.keyFile == "":
-		return t, errors.New("--redis.tls.key-file is needed with --redis.tls.cert-file")
-	case t.certFile == "":
-		return t, errors.New("--redis.tls.cert-file is needed with --redis.tls.key-file")
+// dropConn closes the target's connection unless a scrape is using it; the
+// next scrape opens a new one. It reports whether the target is now
+// without a connection.
+func (t *target) dropConn() bool {
+	select {
+	case t.sem <- struct{}{}:
 	default:
-		certPEM, err := os.ReadFile(t.certFile)
-		if err != nil {
-			return t, fmt.Errorf("--redis.tls.cert-file: %w", err)
-		}
-		keyPEM, err := os.ReadFile(t.keyFile)
-		if err != nil {
-			return t, fmt.Errorf("--redis.tls.key-file: %w", err)
-		}
-		// The error says whether the certificate or the key input is bad.
-		cert, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return t, fmt.Errorf("--redis.tls.cert-file %s, --redis.tls.key-file %s: %w", t.certFile, t.keyFile, err)
-		}
-		t.certs = []tls.Certificate{cert}
+		return false
 	}
-	return t, nil
+	t.closeClient()
+	<-t.sem
+	return true
 }
 
-// errCredentialsInProbeTarget refuses /probe targets that try to choose a
-// user or a credential source: a request must not make the exporter send
-// the configured password as another user, or read a file or an
-// environment variable of its choosing.
-var errCredentialsInProbeTarget = errors.New("a /probe target may not carry a user or password; configure --redis.user, --redis.password-file or --redis.password-env")
+// closeClient closes the connection pool; the caller holds sem.
+func (t *target) closeClient() {
+	if t.client != nil {
+		_ = t.client.Close()
+		t.client = nil
+	}
+}
 
-// parseTarget turns a configured target (--redis.addr,
-// --redis.probe.allowed-targets) into options. Accepted forms: "host:port",
-// "redis://[user[:password]@]host:port[/db]", "rediss://…" (TLS),
-// "unix:///path/to.sock"; the query parameters password_file and
-// password_env choose the target's own password source, bigkeys_replica
-// the replica to scan; other query parameters are go-redis' (dial_timeout,
-// skip_verify, …). /probe requests go through parseProbeAddress instead.
-func parseTarget(raw string, s connSettings) (*targetSpec, error) {
-	u, err := parseTargetURL(raw)
+// collect scrapes the target and sends its series; stall_redis_up is sent
+// in every case, before ctx's deadline. Scrapes of the same target that
+// arrive while one runs do not start their own: they wait for that run
+// and send its series and error. Whoever can reach the exporter therefore
+// cannot multiply the INFO and CLIENT LIST work done on Redis' main
+// thread by sending concurrent requests.
+func (t *target) collect(ctx context.Context, ch chan<- prometheus.Metric) error {
+	ctx, cancel := context.WithDeadline(ctx, collector.ScrapeDeadline(ctx, time.Now(), t.s.timeout))
+	defer cancel()
+	mine := make(chan struct{}) // closed when the run is this scrape's own
+	res := t.runs.DoChan("", func() (any, error) {
+		close(mine)
+		return t.run(ctx)
+	})
+	select {
+	case r := <-res:
+		return send(ch, r)
+	case <-ctx.Done():
+	}
+	select {
+	case <-mine:
+		// This scrape's own run has the same deadline: it ends now, with
+		// its own verdict and series.
+		return send(ch, <-res)
+	default:
+		upDesc.Send(ch, 0, t.spec.label)
+		downReasonDesc.Send(ch, 1, t.spec.label, remote.ReasonTimeout)
+		return fmt.Errorf("redis %s: the scrape in progress did not end within this scrape's time limit", t.spec.label)
+	}
+}
+
+// send sends the series of a run and returns its error.
+func send(ch chan<- prometheus.Metric, r singleflight.Result) error {
+	for _, m := range r.Val.([]prometheus.Metric) {
+		ch <- m
+	}
+	return r.Err
+}
+
+// run scrapes the target once and returns the series to send.
+func (t *target) run(ctx context.Context) ([]prometheus.Metric, error) {
+	buf := make(chan prometheus.Metric, 64)
+	var metrics []prometheus.Metric
+	collected := make(chan struct{})
+	go func() {
+		for m := range buf {
+			metrics = append(metrics, m)
+		}
+		close(collected)
+	}()
+	err := t.runLocked(ctx, buf)
+	close(buf)
+	<-collected
+	return metrics, err
+}
+
+func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) error {
+	l := t.spec.label
+	select {
+	case t.sem <- struct{}{}:
+	case <-ctx.Done():
+		upDesc.Send(ch, 0, l)
+		downReasonDesc.Send(ch, 1, l, remote.ReasonTimeout)
+		return fmt.Errorf("redis %s: the target is closing", l)
+	}
+	defer func() { <-t.sem }()
+	if t.client == nil {
+		t.inSetup.Store(false)
+		t.client = t.spec.newClient(t.clStream, &t.inSetup)
+	}
+	start := time.Now()
+	err := t.scrape(ctx, ch)
+	scrapeSecondsDesc.Send(ch, time.Since(start).Seconds(), l)
+	oversizedDesc.Send(ch, float64(t.spec.oversized.Load()), l)
+	budgetRefusedDesc.Send(ch, float64(t.spec.budgetRefused.Load()), l)
+	var after errAfterUp
+	if err == nil || errors.As(err, &after) {
+		upDesc.Send(ch, 1, l)
+		t.down.OK("redis target answers again")
+		if err == nil {
+			return nil
+		}
+		if downReason(after.error) == reasonProtocol {
+			t.problems.Add("redis_reply", 1, after.error)
+		}
+		t.logger.Debug("redis scrape incomplete", "err", after.error)
+		return fmt.Errorf("redis %s: %w", l, after.error)
+	}
+	if t.inSetup.Load() && isErrorReply(err) {
+		// HELLO or AUTH got an error reply, whatever its code: -ERR or
+		// -NOPERM from a proxy or an ACL, not an answer to INFO.
+		err = fmt.Errorf("%w: %w", errAuthRefused, err)
+	}
+	reason := downReason(err)
+	upDesc.Send(ch, 0, l)
+	downReasonDesc.Send(ch, 1, l, reason)
+	if reason == reasonProtocol {
+		t.problems.Add("redis_reply", 1, err)
+	}
+	if !isErrorReply(err) {
+		// Start the next scrape on a fresh pool: go-redis' pool would
+		// otherwise keep answering with the last dial error for a while
+		// after the server is back.
+		t.closeClient()
+	}
+	t.down.Failed(downMessages[reason], reason, err)
+	return fmt.Errorf("redis %s: %s: %w", l, reason, err)
+}
+
+// errAfterUp is a failure after the target answered INFO: stall_redis_up
+// stays 1.
+type errAfterUp struct{ error }
+
+func (e errAfterUp) Unwrap() error { return e.error }
+
+// isErrorReply tells a server error reply (unknown command, NOPERM) from a
+// network or timeout error.
+func isErrorReply(err error) bool {
+	var re redis.Error
+	return err != nil && errors.As(err, &re) && !errors.Is(err, redis.Nil)
+}
+
+// scrape sends the target's commands and series; an error after INFO
+// answered is an errAfterUp.
+func (t *target) scrape(ctx context.Context, ch chan<- prometheus.Metric) error {
+	t.scrapes++
+	memStats := replies.AtLeast(t.major, t.minor, 4, 0) && !t.noMemoryStats
+	info, err := t.info(ctx)
 	if err != nil {
-		return nil, err
-	}
-	q := u.Query()
-	cred, err := targetCredentials(u, q, s)
-	if err != nil {
-		return nil, err
-	}
-	bigKeysReplica := q.Get("bigkeys_replica")
-	// go-redis is given the URL without what only the exporter reads: the
-	// user and password, and the exporter's own query parameters.
-	q.Del("password_file")
-	q.Del("password_env")
-	q.Del("bigkeys_replica")
-	clean := *u
-	clean.User = nil
-	clean.RawQuery = q.Encode()
-	opts, err := redis.ParseURL(clean.String())
-	if err != nil {
-		return nil, fmt.Errorf("redis target %s: %w", redactedURL(u), err)
-	}
-	spec := &targetSpec{opts: opts, scheme: u.Scheme, written: writtenURL(u), user: cred.user, passwordInURL: cred.urlPassword != "",
-		bigKeysReplica: bigKeysReplica, oversized: new(atomic.Uint64),
-		label: u.Scheme + "://" + opts.Addr, hostPort: opts.Addr, clientListLimit: s.clientListLimit}
-	if !utf8.ValidString(spec.label) {
-		return nil, errors.New("redis target host is not valid UTF-8")
-	}
-	if err := checkPort(spec); err != nil {
-		return nil, err
-	}
-	if spec.clientListLimit <= 0 {
-		spec.clientListLimit = defaultClientListLimit
-	}
-	setClientOptions(opts, cred, s)
-	if u.Scheme == "rediss" {
-		opts.TLSConfig = s.tls.config(opts.TLSConfig)
-	}
-	spec.dial = redis.NewDialer(opts) // TCP or Unix socket, opts.DialTimeout
-	if opts.TLSConfig != nil {
-		spec.dial = tlsDialer(opts.DialTimeout, opts.TLSConfig)
-	}
-	opts.Dialer = spec.dialer(nil)
-	return spec, nil
-}
-
-// parseTargetURL parses a configured target as a URL, redis:// when it
-// names no scheme. Its errors never quote the input, which may hold a
-// password.
-func parseTargetURL(raw string) (*url.URL, error) {
-	if raw == "" {
-		return nil, errors.New("empty redis target")
-	}
-	if !utf8.ValidString(raw) {
-		// It would end up in the addr label, which must be UTF-8.
-		return nil, errors.New("redis target is not valid UTF-8")
-	}
-	if !strings.Contains(raw, "://") {
-		raw = "redis://" + raw
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("redis target is not a valid URL (scheme://[user@]host:port)")
-	}
-	return u, nil
-}
-
-// targetCredentials is the user and password source of a target: the
-// --redis.* defaults, overridden by the target's password_file or
-// password_env parameter and by a user or password in its URL. A
-// password_env naming a variable that is not set is an error.
-func targetCredentials(u *url.URL, q url.Values, s connSettings) (credentialSource, error) {
-	cred := credentialSource{user: s.user, passwordFile: s.passwordFile, passwordEnv: s.passwordEnv}
-	if f := q.Get("password_file"); f != "" {
-		cred.passwordFile, cred.passwordEnv = f, ""
-	}
-	if e := q.Get("password_env"); e != "" {
-		cred.passwordEnv, cred.passwordFile = e, ""
-	}
-	if cred.passwordEnv != "" {
-		// An unset variable would silently mean "no password": the server
-		// then refuses every scrape, or — worse — accepts the default user.
-		if _, ok := os.LookupEnv(cred.passwordEnv); !ok {
-			return cred, fmt.Errorf("redis target %s: password variable %s is not set in the exporter's environment", redactedURL(u), cred.passwordEnv)
-		}
-	}
-	if u.User != nil {
-		if p, ok := u.User.Password(); ok {
-			cred.urlPassword = p
-		}
-		if n := u.User.Username(); n != "" {
-			cred.user = n
-		}
-	}
-	return cred, nil
-}
-
-// setClientOptions sets what the exporter decides for every target over
-// what the URL says: credentials, protocol, connection setup and pool.
-func setClientOptions(opts *redis.Options, cred credentialSource, s connSettings) {
-	// INFO, CLIENT LIST and CONFIG are server-wide: a /db in the URL is
-	// accepted and ignored, so the user needs no SELECT permission.
-	opts.DB = 0
-	opts.Username, opts.Password = "", ""
-	opts.CredentialsProviderContext = cred.provider()
-	opts.Protocol = 2
-	// The name is set by OnConnect, not by go-redis' own setup: Redis 2.4
-	// and 2.6.0–2.6.8 have no CLIENT SETNAME ("-ERR Syntax error, try
-	// CLIENT (LIST | KILL ip:port)"), and go-redis fails the connection
-	// when its setup command is refused, so those servers were always down.
-	opts.ClientName = ""
-	opts.OnConnect = setClientName
-	opts.DisableIdentity = true
-	opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	opts.ContextTimeoutEnabled = true
-	opts.MaxRetries = 1
-	opts.DialerRetries = 1
-	// Scrapes of a target never overlap and send one command or pipeline
-	// at a time: one connection is enough. The commands are tens of bytes
-	// and replies over the buffer are read past it, so 4 KiB buffers (32
-	// KiB each by default) do not cost a system call more, and keep an
-	// idle connection at about 10 kB — /probe can cache many.
-	opts.PoolSize = 1
-	opts.PipelinePoolSize = -1 // one pool: a scrape uses a single connection
-	opts.MinIdleConns = 0
-	opts.MaxIdleConns = 1
-	opts.ReadBufferSize = 4 << 10
-	opts.WriteBufferSize = 4 << 10
-	opts.ConnMaxIdleTime = 10 * time.Minute
-	if opts.DialTimeout == 0 { // ?dial_timeout= wins for its target
-		opts.DialTimeout = s.dialTimeout
-	}
-}
-
-// checkPort refuses a TCP target whose port is not a number from 1 to
-// 65535. net/url accepts any digits (and url.Parse alone an empty port);
-// such a target would fail every scrape with reason="network", sending the
-// on-call person to the network instead of the flag.
-func checkPort(spec *targetSpec) error {
-	if spec.scheme == "unix" {
-		return nil
-	}
-	_, port, err := net.SplitHostPort(spec.opts.Addr)
-	if err != nil || !validPort(port) {
-		return fmt.Errorf("redis target %s: the port must be a number from 1 to 65535", spec.written)
-	}
-	return nil
-}
-
-// validPort reports whether port is a decimal from 1 to 65535, without
-// sign or leading zeros.
-func validPort(port string) bool {
-	n, err := strconv.Atoi(port)
-	return err == nil && n >= 1 && n <= 65535 && port == strconv.Itoa(n)
-}
-
-// dialer returns a go-redis Dialer whose connections check every reply
-// as it arrives, under go-redis' reader (package resplimit): go-redis
-// allocates what a reply header announces before reading it. stream, when
-// not nil, is the CLIENT LIST stream of the target the client serves.
-func (s *targetSpec) dialer(stream *resplimit.Stream) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := s.dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return resplimit.NewConn(c, resplimit.Options{
-			Limit: replyLimit, HoldAbove: resplimit.HoldAbove, Stream: stream,
-			OnLimit: func() { s.oversized.Add(1) },
-			Budget:  replyBudget, OnBudget: func() { s.budgetRefused.Add(1) },
-		}), nil
-	}
-}
-
-// newClientListStream returns the stream a target's CLIENT LIST replies
-// are aggregated from.
-func (s *targetSpec) newClientListStream() *resplimit.Stream {
-	return resplimit.NewStream(s.clientListLimit, "client", "list")
-}
-
-// setClientName names a new connection; a server that does not know CLIENT
-// SETNAME (before 2.6.9) or an ACL that forbids it leaves it unnamed.
-func setClientName(ctx context.Context, cn *redis.Conn) error {
-	if err := cn.ClientSetName(ctx, clientName).Err(); err != nil && !isErrorReply(err) {
 		return err
 	}
+	var ms replies.MemoryStats
+	var memErr error
+	if memStats {
+		ms, memErr = t.memoryStats(ctx)
+	}
+	if err := t.refreshConfig(ctx); err != nil {
+		return err
+	}
+	clErr := t.maybeClientList(ctx, info, ms)
+
+	t.sendInfo(ch, info, ms)
+	t.sendConfig(ch)
+	t.sendClientList(ch)
+	t.sendRefused(ch)
+	// INFO answered, so the target is up; the collector still reports
+	// the failure.
+	if err := errors.Join(memErr, clErr); err != nil {
+		return errAfterUp{err}
+	}
 	return nil
 }
 
-// writtenURL prints a URL as configured, with its user but without its
-// password or query.
-func writtenURL(u *url.URL) string {
-	c := *u
-	if c.User != nil {
-		c.User = url.User(c.User.Username())
-	}
-	c.RawQuery = ""
-	return c.String()
+// What a refused command takes away, for the warning; by the cmd label
+// value (Redis' own command|subcommand name).
+var refusedEffects = map[string]string{
+	cmdClientList:  "the client output-buffer aggregates (stall_redis_client_*, incident 7's signal) are not exported; allow the exporter's ACL user client|list",
+	cmdConfigGet:   "the client-output-buffer-limit families are not exported; allow config|get (managed services may rename or forbid CONFIG)",
+	cmdMemoryStats: "client memory is read from INFO instead; allow memory|stats",
 }
 
-// redactedURL prints a URL without its user, password or query.
-func redactedURL(u *url.URL) string {
-	c := *u
-	c.User = nil
-	c.RawQuery = ""
-	return c.String()
+// What a reply over replyLimit takes away, for the warning; by the cmd
+// label value. Only commands whose reply size the exporter does not bound
+// by other means are listed.
+var tooLargeEffects = map[string]string{
+	cmdMemoryStats: "client memory is read from INFO (mem_clients_normal, 5.0+) instead until the next --redis.config-refresh-interval tries again; its db.N entries grow with every non-empty database (about 2,700 fit)",
 }
 
-// config returns the TLS configuration of a rediss:// target: base (from
-// the URL) with the flags applied.
-func (t tlsSettings) config(base *tls.Config) *tls.Config {
-	c := &tls.Config{MinVersion: tls.VersionTLS12}
-	if base != nil {
-		c = base.Clone()
-	}
-	if t.serverName != "" {
-		c.ServerName = t.serverName
-	}
-	c.InsecureSkipVerify = c.InsecureSkipVerify || t.insecureSkipVerify // ?skip_verify=true or the flag
-	if t.roots != nil {
-		c.RootCAs = t.roots
-	}
-	if t.certs != nil {
-		c.Certificates = t.certs
-	}
-	return c
-}
+// The commands stall_redis_command_refused reports.
+const (
+	cmdClientList  = "client|list"
+	cmdConfigGet   = "config|get"
+	cmdMemoryStats = "memory|stats"
+)
 
-// allowlist decides which /probe targets may be scraped, and how: the
-// entries of --redis.probe.allowed-targets and every --redis.addr keep the
-// scheme, TLS settings, user and password source they were configured
-// with; a host:port matched only by the anchored
-// --redis.probe.allowed-targets-regexp is probed with --redis.probe.scheme
-// and the default credentials. A /probe request names the address, never
-// how it is reached: otherwise an allowed rediss:// target could be asked
-// for over plain TCP (the configured password in clear text), or as
-// another ACL user.
-type allowlist struct {
-	exact    map[string]*targetSpec // by host:port or socket path
-	re       *regexp.Regexp
-	reScheme string // "redis" or "rediss"
-	conn     connSettings
-}
-
-// newAllowlist parses the configured entries (full --redis.addr syntax):
-// addrs are the --redis.addr targets, allowed the
-// --redis.probe.allowed-targets. An address configured twice in
-// different ways is an error, since a probe could not say which one it
-// means. Every error names the flag, and the entry, to fix.
-func newAllowlist(addrs, allowed []string, pattern, reScheme string, s connSettings) (*allowlist, error) {
-	if reScheme == "" {
-		reScheme = "redis"
+// commandAnswered records whether the server answered cmd (err nil) or
+// refused it with an error reply (or, for MEMORY STATS, a reply over
+// replyLimit), through the command's StateLog: a warning when it is first
+// refused, debug while it stays refused, info when it is answered again.
+func (t *target) commandAnswered(cmd string, err error) {
+	l := t.commands[cmd]
+	if l == nil && err == nil {
+		t.commands[cmd] = nil // answered, never refused: no log to keep
+		return
 	}
-	if reScheme != "redis" && reScheme != "rediss" {
-		return nil, fmt.Errorf("--redis.probe.scheme must be redis or rediss, not %q", reScheme)
+	if l == nil {
+		// The logger is the target's, cmd an argument of each line: a
+		// logger of its own would cost a handler per command and target.
+		l = collector.NewStateLog(t.logger)
+		t.commands[cmd] = l
 	}
-	a := &allowlist{exact: map[string]*targetSpec{}, reScheme: reScheme, conn: s}
-	from := map[string]string{} // host:port → the flag of its first entry
-	for _, list := range []struct {
-		flag    string
-		entries []string
-	}{{"--redis.addr", addrs}, {"--redis.probe.allowed-targets", allowed}} {
-		for _, e := range list.entries {
-			spec, err := parseTarget(e, s)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", list.flag, err)
-			}
-			if old, ok := a.exact[spec.hostPort]; ok && (old.label != spec.label || old.user != spec.user) {
-				return nil, fmt.Errorf("%s %s and %s %s name the same address with a different scheme or user: a /probe request for it could not say which one it means",
-					from[spec.hostPort], old.written, list.flag, spec.written)
-			} else if ok {
-				continue // the first entry keeps its password source
-			}
-			a.exact[spec.hostPort], from[spec.hostPort] = spec, list.flag
-		}
-	}
-	if pattern != "" {
-		re, err := regexp.Compile("^(?:" + pattern + ")$")
-		if err != nil {
-			return nil, fmt.Errorf("--redis.probe.allowed-targets-regexp: %w", err)
-		}
-		a.re = re
-	}
-	return a, nil
-}
-
-// errProbeSchemeMismatch refuses a /probe target whose scheme differs from
-// the one configured for its address.
-var errProbeSchemeMismatch = fmt.Errorf("%w: the target's scheme differs from the configured one (a /probe target names host:port; scheme, TLS and user come from the configuration)", collector.ErrTargetNotAllowed)
-
-// resolve returns the configured spec for a /probe address: the exact
-// entry, or for an address the regexp allows, a spec built from
-// --redis.probe.scheme and the default credentials. It fails with
-// ErrTargetNotAllowed (wrapped) when the address is not allowed or the
-// request names another scheme than the configured one.
-func (a *allowlist) resolve(p probeAddress) (*targetSpec, error) {
-	spec, ok := a.exact[p.hostPort]
-	if !ok {
-		if a.re == nil || !a.re.MatchString(p.hostPort) {
-			return nil, fmt.Errorf("%w: redis target %s (see --redis.probe.allowed-targets)", collector.ErrTargetNotAllowed, p.hostPort)
-		}
-		u := url.URL{Scheme: a.reScheme, Host: p.hostPort}
-		if p.scheme == "unix" {
-			u = url.URL{Scheme: "unix", Path: p.hostPort}
-		}
-		var err error
-		if spec, err = parseTarget(u.String(), a.conn); err != nil {
-			return nil, err
-		}
-	}
-	if p.scheme != "" && p.scheme != spec.scheme {
-		return nil, errProbeSchemeMismatch
-	}
-	return spec, nil
-}
-
-// probeAddress is all a /probe request may say about a Redis target.
-type probeAddress struct {
-	scheme   string // "redis", "rediss", "unix", or "" when only host:port was given
-	hostPort string // "host:port" (default port 6379) or the socket path
-}
-
-// errProbeTargetForm refuses /probe targets with more than an address.
-var errProbeTargetForm = errors.New("a /probe target is host:port, redis://host:port[/db], rediss://host:port[/db] or unix:///path, nothing else (no user, password or query)")
-
-// errProbePort refuses a /probe target whose port is out of range.
-var errProbePort = errors.New("the port of a /probe target must be a number from 1 to 65535")
-
-// dbPath is the optional /db of a redis:// URL; the collector reads only
-// server-wide data, so the database is ignored.
-var dbPath = regexp.MustCompile(`^(/[0-9]{0,5})?$`)
-
-// parseProbeAddress reads a /probe target. It accepts only an address (and
-// an ignored /db); a user, password, other path, query or fragment is
-// refused, so the request cannot choose a credential, an ACL user or a
-// connection option.
-func parseProbeAddress(raw string) (probeAddress, error) {
-	if raw == "" {
-		return probeAddress{}, errors.New("empty redis target")
-	}
-	if !utf8.ValidString(raw) {
-		return probeAddress{}, errors.New("redis target is not valid UTF-8")
-	}
-	var p probeAddress
-	if scheme, _, ok := strings.Cut(raw, "://"); ok {
-		p.scheme = scheme
-	} else {
-		raw = "redis://" + raw
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return probeAddress{}, errProbeTargetForm // url errors quote the input
-	}
-	if u.User != nil {
-		return probeAddress{}, errCredentialsInProbeTarget
-	}
-	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
-		return probeAddress{}, errProbeTargetForm
-	}
-	switch u.Scheme {
-	case "unix":
-		if u.Host != "" || u.Path == "" {
-			return probeAddress{}, errProbeTargetForm
-		}
-		p.hostPort = u.Path
-	case "redis", "rediss":
-		host := u.Hostname()
-		if !dbPath.MatchString(u.Path) || host == "" || !utf8.ValidString(host) ||
-			(strings.Contains(host, ":") && net.ParseIP(host) == nil) {
-			return probeAddress{}, errProbeTargetForm
-		}
-		port := u.Port()
-		if port == "" {
-			port = "6379"
-		}
-		if !validPort(port) {
-			return probeAddress{}, errProbePort
-		}
-		p.hostPort = net.JoinHostPort(host, port)
+	switch {
+	case err == nil:
+		l.OK("redis target answers "+cmd+" again", "cmd", cmd)
+	case errors.Is(err, resplimit.ErrTooLarge):
+		l.Failed("redis target's "+cmd+" reply is over the 1 MiB reply limit: "+tooLargeEffects[cmd], reasonTooLarge, err, "cmd", cmd)
 	default:
-		return probeAddress{}, errProbeTargetForm
+		l.Failed("redis target refused "+cmd+": "+refusedEffects[cmd], reasonErrorReply, err, "cmd", cmd)
 	}
-	return p, nil
 }
 
-// newClient returns a client on a copy of the options: go-redis fills in
-// defaults in the Options it is given, and spec.opts is shared. stream,
-// when not nil, is the target's CLIENT LIST stream. setup, when not nil,
-// is true while a new connection authenticates: from the moment go-redis
-// asks for the credentials (before HELLO and AUTH) until its setup ends
-// (OnConnect), so that an error reply to HELLO or AUTH is told from one to
-// INFO whatever its text.
-func (s *targetSpec) newClient(stream *resplimit.Stream, setup *atomic.Bool) *redis.Client {
-	o := *s.opts
-	if stream != nil {
-		o.Dialer = s.dialer(stream)
-	}
-	if setup != nil {
-		credentials, onConnect := o.CredentialsProviderContext, o.OnConnect
-		o.CredentialsProviderContext = func(ctx context.Context) (string, string, error) {
-			setup.Store(true)
-			return credentials(ctx)
+func (t *target) sendRefused(ch chan<- prometheus.Metric) {
+	for cmd, l := range t.commands {
+		v := 0.0
+		if l != nil && l.Failing() {
+			v = 1
 		}
-		o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
-			setup.Store(false)
-			return onConnect(ctx, cn)
-		}
+		refusedDesc.Send(ch, v, t.spec.label, cmd)
 	}
-	return redis.NewClient(&o)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
@@ -89,6 +91,10 @@ func TestParseProbeAddress(t *testing.T) {
 		"rediss://cache-1:6380/":     {"rediss", "cache-1:6380"},
 		"redis://[2001:db8::1]:7000": {"redis", "[2001:db8::1]:7000"},
 		"unix:///run/redis.sock":     {"unix", "/run/redis.sock"},
+		// One spelling per address (remote.NormalizeHostPort) and scheme.
+		"Cache-1.Example.:06380":      {"", "cache-1.example:6380"},
+		"REDIS://[::ffff:10.0.0.1]:1": {"redis", "10.0.0.1:1"},
+		"h:007":                       {"", "h:7"},
 	} {
 		got, err := parseProbeAddress(in)
 		if err != nil || got != want {
@@ -102,13 +108,15 @@ func TestParseProbeAddress(t *testing.T) {
 	}
 	for _, bad := range []string{"", "http://h:1", "redis://h:1/x", "redis://h:1/2/3", "redis://h:1?password_file=/etc/shadow",
 		"rediss://h:1?skip_verify=true", "redis://h:1?", "redis://h:1#x", "redis://:6379", "unix://", "unix://host/p",
-		"redis:h:1", "redis://%zz", "\xff:1"} {
+		"redis:h:1", "redis://%zz", "\xff:1",
+		// A socket path is an absolute, clean path and nothing else.
+		"unix:///@/../x", "unix:///run//r.sock", "unix:///run/r.sock/", "unix:///", "unix://relative", "unix:///%00", "unix:///%ff"} {
 		if _, err := parseProbeAddress(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	// Review 2, F6: a port outside 1–65535 is refused, not dialled.
-	for _, bad := range []string{"h:99999", "h:0", "redis://h:65536", "redis://[::1]:0", "h:007", "h:18446744073709551617"} {
+	// A port outside 1–65535 is refused, not dialled.
+	for _, bad := range []string{"h:99999", "h:0", "redis://h:65536", "redis://[::1]:0", "h:18446744073709551617"} {
 		if _, err := parseProbeAddress(bad); !errors.Is(err, errProbePort) {
 			t.Errorf("%q: %v, want the port error", bad, err)
 		}
@@ -160,6 +168,48 @@ func TestAllowlist(t *testing.T) {
 	}
 	if _, err := newAllowlist(nil, nil, "(", "redis", s); err == nil {
 		t.Error("bad regexp accepted")
+	}
+	// remote.Allowlist entries: a CIDR, a bare host (port 6379) and "*"
+	// are probed as redis:// with the default credentials; a configured
+	// target keeps how it is reached even when an entry also covers it;
+	// "*" does not reach socket paths.
+	wide, err := newAllowlist([]string{"rediss://app@10.2.0.9:6380"}, []string{"10.2.0.0/16", "cache-2"}, "", "rediss", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	star, err := newAllowlist(nil, []string{"*"}, "", "redis", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		a             *allowlist
+		target, label string // label "": refused
+	}{
+		{wide, "10.2.3.4:7000", "redis://10.2.3.4:7000"},
+		{wide, "10.2.0.9:6380", "rediss://10.2.0.9:6380"},
+		{wide, "cache-2", "redis://cache-2:6379"},
+		{wide, "CACHE-2:6379", "redis://cache-2:6379"},
+		{wide, "cache-2:6380", ""},
+		{wide, "10.3.0.1:6379", ""},
+		{star, "anything.example:1", "redis://anything.example:1"},
+		{star, "unix:///run/redis.sock", ""},
+	} {
+		addr, err := parseProbeAddress(c.target)
+		if err != nil {
+			t.Fatalf("%s: %v", c.target, err)
+		}
+		spec, err := c.a.resolve(addr)
+		switch {
+		case c.label == "" && !errors.Is(err, collector.ErrTargetNotAllowed):
+			t.Errorf("%s: %v, want ErrTargetNotAllowed", c.target, err)
+		case c.label != "" && (err != nil || spec.label != c.label):
+			t.Errorf("%s: %v %v, want %s", c.target, spec, err, c.label)
+		}
+	}
+	for _, bad := range []string{"10.0.0.0/33", "h:0", ""} {
+		if _, err := newAllowlist(nil, []string{bad}, "", "redis", s); err == nil || !strings.HasPrefix(err.Error(), "--redis.probe.allowed-targets") {
+			t.Errorf("entry %q: %v, want an error naming the flag", bad, err)
+		}
 	}
 	// One address configured two ways: a probe could not say which it means.
 	if _, err := newAllowlist(nil, []string{"redis://h:1", "rediss://h:1"}, "", "redis", s); err == nil {
@@ -277,7 +327,12 @@ func TestProbeCannotDowngradeOrChangeUser(t *testing.T) {
 	if v := collectortest.Scrape(t, c, 2*time.Second).Must(t, "stall_redis_up", "addr", "rediss://"+addr); v != 0 {
 		t.Errorf("up = %v against a listener that never answers", v)
 	}
-	waitFor(t, "a connection", 3*time.Second, func() bool { return len(first()) > 0 })
+	collectortest.WaitFor(t, 3*time.Second, "a connection", func() error {
+		if len(first()) == 0 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
 	for _, b := range first() {
 		if len(b) == 0 || b[0] != 0x16 { // TLS handshake record
 			t.Errorf("first bytes %q: not a TLS handshake", b)
@@ -335,12 +390,14 @@ func TestClientListDue(t *testing.T) {
 }
 
 // FuzzParseTarget: configured targets and /probe targets (outside
-// input). Parsing never panics, an accepted target never carries the
-// password into its label or host:port, and an accepted /probe address
-// carries no user, password or option.
+// input). Parsing never panics; an accepted target never carries the
+// password into its label, and its label is its lower-case scheme and its
+// address in the one spelling the allowlist matches; an accepted /probe
+// address carries no user, password or option: a host:port as
+// remote.NormalizeHostPort writes it, or an absolute, clean socket path.
 func FuzzParseTarget(f *testing.F) {
 	for _, s := range []string{"localhost:6379", "redis://u:secret@h:1/2", "rediss://[::1]:6390?password_file=/x",
-		"unix:///run/r.sock", "redis://h:1?dial_timeout=1s", "redis://%zz", "://", "redis://[::1", "unix://u:secret@/p"} {
+		"unix:///run/r.sock", "redis://h:1?dial_timeout=1s", "redis://%zz", "://", "redis://[::1", "unix://u:secret@/p", "uniX:///@"} {
 		f.Add(s)
 	}
 	conn := connSettings{dialTimeout: time.Second}
@@ -349,24 +406,39 @@ func FuzzParseTarget(f *testing.F) {
 			if spec.opts.Password != "" {
 				t.Fatalf("%q: static password left in the options", target)
 			}
-			// The label is built only from the scheme and the address the
-			// URL parser found after the userinfo was removed.
-			if spec.label != spec.scheme+"://"+spec.hostPort || spec.hostPort != spec.opts.Addr {
+			if spec.label != spec.scheme+"://"+spec.hostPort || spec.hostPort != spec.opts.Addr || spec.scheme != strings.ToLower(spec.scheme) {
 				t.Fatalf("%q: label %q not scheme://%s", target, spec.label, spec.opts.Addr)
 			}
-			if !utf8.ValidString(spec.label) {
-				t.Fatalf("%q: label %q is not valid UTF-8", target, spec.label)
-			}
+			checkAddress(t, target, spec.scheme, spec.hostPort)
 		}
 		p, err := parseProbeAddress(target)
 		if err != nil {
 			return
 		}
-		if strings.ContainsAny(p.hostPort, "@?#") && p.scheme != "unix" {
-			t.Fatalf("%q: probe address %q carries more than host:port", target, p.hostPort)
+		switch p.scheme {
+		case "", "redis", "rediss", "unix":
+		default:
+			t.Fatalf("%q: probe scheme %q", target, p.scheme)
 		}
-		if !utf8.ValidString(p.hostPort) || p.hostPort == "" {
-			t.Fatalf("%q: probe address %q", target, p.hostPort)
-		}
+		checkAddress(t, target, p.scheme, p.hostPort)
 	})
+}
+
+// checkAddress fails unless addr is what a target of scheme may be
+// called by: an absolute, clean socket path for unix, else a host:port
+// that remote.NormalizeHostPort leaves as it is.
+func checkAddress(t *testing.T, target, scheme, addr string) {
+	t.Helper()
+	if !utf8.ValidString(addr) {
+		t.Fatalf("%q: address %q is not valid UTF-8", target, addr)
+	}
+	if scheme == "unix" {
+		if !strings.HasPrefix(addr, "/") || path.Clean(addr) != addr || strings.IndexByte(addr, 0) >= 0 {
+			t.Fatalf("%q: socket path %q", target, addr)
+		}
+		return
+	}
+	if n, err := remote.NormalizeHostPort(addr); err != nil || n != addr {
+		t.Fatalf("%q: address %q normalises to %q, %v", target, addr, n, err)
+	}
 }

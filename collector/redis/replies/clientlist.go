@@ -142,9 +142,9 @@ const MaxLineBytes = 64 << 10
 // memory for the largest reply it ever saw.
 const retainGroups = 32
 
-// Aggregator folds CLIENT LIST replies into ClientListStats. A reply is
-// given whole (Aggregate) or as it arrives (Begin, Write, Finish: the
-// resplimit.Sink interface), so it is never held: memory is bounded by the
+// Aggregator folds CLIENT LIST replies into ClientListStats as they
+// arrive (Begin, Write, Finish: the resplimit.Sink interface), so a reply
+// is never held: memory is bounded by the
 // distinct groups (MaxGroups), not by the reply. It is not safe for
 // concurrent use.
 type Aggregator struct {
@@ -278,16 +278,6 @@ func (a *accs) compact() {
 	}
 	clear(a.vals[j:])
 	a.vals = a.vals[:j]
-}
-
-// Aggregate parses reply, the bulk string of CLIENT LIST, and returns its
-// aggregates. Group and command names in the result are copied, so the
-// reply may be released.
-func (a *Aggregator) Aggregate(reply string) ClientListStats {
-	a.Begin(int64(len(reply)))
-	// Write only reads p, so the string's bytes can be lent to it.
-	_, _ = a.Write(unsafe.Slice(unsafe.StringData(reply), len(reply)))
-	return a.Finish()
 }
 
 // Begin starts a reply of size bytes, dropping any unfinished one.

@@ -68,7 +68,7 @@ func TestGroupByPoolFallback(t *testing.T) {
 		"id=4 addr=10.0.0.4:1 name= omem=10 oll=1 cmd=get lib-name=\n" +
 		"id=5 addr=10.0.0.4:2 name=3f2a8c1e-9b7d-4c2e-8a1f-0e5d6c7b8a9f omem=10 oll=1 cmd=get\n"
 	agg := Aggregator{GroupBy: GroupByPool, TopK: 10}
-	st := agg.Aggregate(reply)
+	st := aggregate(&agg, reply)
 	want := []Group{{"web", 2, 200}, {"redis-py", 1, 50}, {"10.0.0.4", 2, 20}, {OtherGroup, 0, 0}}
 	if len(st.Groups) != len(want) {
 		t.Fatalf("groups %+v", st.Groups)

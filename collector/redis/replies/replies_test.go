@@ -18,6 +18,15 @@ import (
 
 const fixtures = "../testdata"
 
+// aggregate folds a whole CLIENT LIST reply, as one piece.
+func aggregate(a *Aggregator, reply string) ClientListStats { return aggregateBytes(a, []byte(reply)) }
+
+func aggregateBytes(a *Aggregator, reply []byte) ClientListStats {
+	a.Begin(int64(len(reply)))
+	_, _ = a.Write(reply)
+	return a.Finish()
+}
+
 func readFixture(t testing.TB, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(fixtures, name))
@@ -42,7 +51,7 @@ func TestClientListFixtures(t *testing.T) {
 			reply := readFixture(t, name)
 			lines := strings.Count(reply, "\n") - strings.Count(reply, " flags=S ")
 			agg := Aggregator{GroupBy: GroupByHost, TopK: 1}
-			st := agg.Aggregate(reply)
+			st := aggregate(&agg, reply)
 			if st.Malformed != 0 {
 				t.Errorf("malformed %d", st.Malformed)
 			}
@@ -110,7 +119,7 @@ func TestClientListGroupings(t *testing.T) {
 	}
 	for _, c := range cases {
 		agg := Aggregator{GroupBy: c.by, TopK: 3}
-		st := agg.Aggregate(readFixture(t, c.file))
+		st := aggregate(&agg, readFixture(t, c.file))
 		if st.Groups[0].Name != c.want || st.Groups[0].OutputBufferBytes != 15<<20 {
 			t.Errorf("%s by %s: top group %+v, want %s", c.file, GroupByNames[c.by], st.Groups[0], c.want)
 		}
@@ -127,7 +136,7 @@ func TestClientListEdgeCases(t *testing.T) {
 		"id=6 addr=10.0.0.2:6380 flags=S omem=99999 oll=3 cmd=replconf\n" + // a replica: not aggregated
 		"id=5 addr=10.0.0.1:1 name=q omem=0 oll=0 cmd=ping xyz=1 =novalue"
 	agg := Aggregator{GroupBy: GroupByHost, TopK: 10}
-	st := agg.Aggregate(reply)
+	st := aggregate(&agg, reply)
 	if st.Clients != 5 || st.Replicas != 1 || st.MaxOutputBufferBytes != 300 {
 		t.Errorf("clients %d replicas %d max %d", st.Clients, st.Replicas, st.MaxOutputBufferBytes)
 	}
@@ -147,7 +156,7 @@ func TestClientListEdgeCases(t *testing.T) {
 		t.Errorf("missing groups %v in %+v", want, st.Groups)
 	}
 	agg.GroupBy = GroupByName
-	st = agg.Aggregate(reply)
+	st = aggregate(&agg, reply)
 	names := map[string]uint64{}
 	for _, g := range st.Groups {
 		names[g.Name] = g.OutputBufferBytes
@@ -170,7 +179,7 @@ func TestClientListEdgeCases(t *testing.T) {
 // 5,000-character name is cut to collector.MaxLabelBytes, names that agree up to the
 // cut are one group, and invalid UTF-8 is repaired the same way
 // collector.LabelValue repairs it, so two exported groups never have the
-// same label (review 1, item 17: a client named "other" holding 47 MB was
+// same label (before, a client named "other" holding 47 MB was
 // counted in the remainder, and a long name became a label as long).
 func TestClientListReservedAndLongNames(t *testing.T) {
 	long := strings.Repeat("é", 2500) // 5,000 bytes
@@ -183,7 +192,7 @@ func TestClientListReservedAndLongNames(t *testing.T) {
 		"id=7 addr=10.0.0.7:1 name=bad\xffname omem=70 oll=1 cmd=get\n" +
 		"id=8 addr=10.0.0.8:1 name=bad\xfename omem=80 oll=1 cmd=get\n"
 	agg := Aggregator{GroupBy: GroupByName, TopK: 5}
-	st := agg.Aggregate(reply)
+	st := aggregate(&agg, reply)
 	groups := map[string]Group{}
 	for _, g := range st.Groups {
 		if _, dup := groups[g.Name]; dup {
@@ -223,7 +232,7 @@ func TestClientListTopK(t *testing.T) {
 	}
 	b.WriteString("id=99 addr=10.0.0.99:1 omem=0 oll=0 cmd=ping\n")
 	agg := Aggregator{GroupBy: GroupByHost, TopK: 3}
-	st := agg.Aggregate(b.String())
+	st := aggregate(&agg, b.String())
 	if len(st.Groups) != 4 {
 		t.Fatalf("groups %+v", st.Groups)
 	}
@@ -237,7 +246,7 @@ func TestClientListTopK(t *testing.T) {
 		t.Errorf("other %+v", o)
 	}
 	agg.TopK = 0
-	if st := agg.Aggregate(b.String()); len(st.Groups) != 1 || st.Groups[0].Clients != 21 {
+	if st := aggregate(&agg, b.String()); len(st.Groups) != 1 || st.Groups[0].Clients != 21 {
 		t.Errorf("top 0: %+v", st.Groups)
 	}
 }
@@ -316,7 +325,7 @@ func hasCommand(in Info, name string, calls, usec uint64) bool {
 
 // TestInfoBounds: a reply with more fields, commands or databases than
 // any server has is parsed up to MaxInfo*; the rest is counted as dropped
-// (review 1, item 2: a 30 MB INFO of key:value lines took 428 MB).
+// (before the bound, a 30 MB INFO of key:value lines took 428 MB).
 func TestInfoBounds(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("redis_version:7.0.15\r\n")
@@ -342,7 +351,7 @@ func TestInfoBounds(t *testing.T) {
 func TestClientListStreamedCuts(t *testing.T) {
 	long := "id=9 addr=10.0.0.9:1 name=" + strings.Repeat("n", MaxLineBytes) + " omem=7 cmd=get\n"
 	reply := clientListReply(300, true) + long + strings.ReplaceAll(clientListReply(50, false), "\n", "\r\n")
-	whole := (&Aggregator{GroupBy: GroupByPool, TopK: 3}).Aggregate(reply)
+	whole := aggregate(&Aggregator{GroupBy: GroupByPool, TopK: 3}, reply)
 	if whole.Clients != 350 || whole.Malformed != 1 {
 		t.Fatalf("whole: %d clients, %d malformed; want 350 and the long line", whole.Clients, whole.Malformed)
 	}
@@ -369,7 +378,7 @@ func TestClientListGroupBound(t *testing.T) {
 	}
 	b.WriteString("addr=10.0.0.2:1 name=late omem=5000000 cmd=get\n")
 	agg := Aggregator{GroupBy: GroupByName, TopK: 1}
-	st := agg.Aggregate(b.String())
+	st := aggregate(&agg, b.String())
 	if len(st.Groups) != 2 || st.Groups[0].Name != "late" || st.Groups[0].OutputBufferBytes != 5000000 {
 		t.Fatalf("groups %+v", st.Groups)
 	}
@@ -383,8 +392,8 @@ func TestClientListGroupBound(t *testing.T) {
 
 // TestClientListTopKPastBound: with more than 2 × MaxGroups groups with
 // pending output, the table keeps the largest: clients are listed in
-// connection order, so the newest — here the largest buffers, as in review
-// 2's reproduction (distinct names, omem growing with the position) — come
+// connection order, so the newest — here the largest buffers (distinct names,
+// omem growing with the position) — come
 // last, and must still be the exported top K. Sums stay exact.
 func TestClientListTopKPastBound(t *testing.T) {
 	const n = 3*MaxGroups + 17
@@ -402,7 +411,7 @@ func TestClientListTopKPastBound(t *testing.T) {
 	}
 	reply := b.String()
 	agg := Aggregator{GroupBy: GroupByName, TopK: 10}
-	st := agg.Aggregate(reply)
+	st := aggregate(&agg, reply)
 	if len(st.Groups) != 11 {
 		t.Fatalf("%d groups, want 10 + other", len(st.Groups))
 	}
@@ -607,7 +616,7 @@ func FuzzClientList(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		for by := range GroupByNames {
 			agg := Aggregator{GroupBy: GroupBy(by), TopK: 2}
-			st := agg.Aggregate(s)
+			st := aggregate(&agg, s)
 			// The same reply streamed in pieces (as resplimit hands it
 			// over) aggregates the same, whatever the cut.
 			step := len(s)%13 + 1
@@ -724,12 +733,12 @@ func clientListReply(n int, pods bool) string {
 
 func TestClientListAllocations(t *testing.T) {
 	// 1,400 and 14,000 clients: the same 1,400 hosts and 5 pools.
-	small, large := clientListReply(1400, true), clientListReply(14000, true)
+	small, large := []byte(clientListReply(1400, true)), []byte(clientListReply(14000, true))
 	for _, by := range []GroupBy{GroupByHost, GroupByPool} {
 		agg := Aggregator{GroupBy: by, TopK: 10}
-		agg.Aggregate(large) // warm the maps
-		a1 := testing.AllocsPerRun(5, func() { agg.Aggregate(small) })
-		a2 := testing.AllocsPerRun(5, func() { agg.Aggregate(large) })
+		aggregateBytes(&agg, large) // warm the maps
+		a1 := testing.AllocsPerRun(5, func() { aggregateBytes(&agg, small) })
+		a2 := testing.AllocsPerRun(5, func() { aggregateBytes(&agg, large) })
 		// Same number of groups: the allocation count must not grow with
 		// the number of clients.
 		if a2 > a1+2 {
@@ -741,12 +750,12 @@ func TestClientListAllocations(t *testing.T) {
 func BenchmarkAggregateClientList10k(b *testing.B) {
 	for _, by := range []GroupBy{GroupByHost, GroupByName, GroupByPool} {
 		b.Run(GroupByNames[by], func(b *testing.B) {
-			reply := clientListReply(10000, by == GroupByPool)
+			reply := []byte(clientListReply(10000, by == GroupByPool))
 			agg := Aggregator{GroupBy: by, TopK: 10}
 			b.SetBytes(int64(len(reply)))
 			b.ReportAllocs()
 			for b.Loop() {
-				agg.Aggregate(reply)
+				aggregateBytes(&agg, reply)
 			}
 		})
 	}

@@ -4,14 +4,83 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
 )
+
+// tlsSettings are the --redis.tls.* flags, and the CA bundle and client
+// certificate read from their files once, at start (load).
+type tlsSettings struct {
+	caFile, certFile, keyFile, serverName string
+	insecureSkipVerify                    bool
+	roots                                 *x509.CertPool    // nil: the system roots
+	certs                                 []tls.Certificate // the client certificate, if any
+}
+
+// load reads the files the settings name; every error names the flag to
+// fix.
+func (t tlsSettings) load() (tlsSettings, error) {
+	if t.caFile != "" {
+		pem, err := os.ReadFile(t.caFile)
+		if err != nil {
+			return t, fmt.Errorf("--redis.tls.ca-file: %w", err) // the error names the path
+		}
+		t.roots = x509.NewCertPool()
+		if !t.roots.AppendCertsFromPEM(pem) {
+			return t, fmt.Errorf("--redis.tls.ca-file %s: no PEM certificates", t.caFile)
+		}
+	}
+	switch {
+	case t.certFile == "" && t.keyFile == "":
+	case t.keyFile == "":
+		return t, errors.New("--redis.tls.key-file is needed with --redis.tls.cert-file")
+	case t.certFile == "":
+		return t, errors.New("--redis.tls.cert-file is needed with --redis.tls.key-file")
+	default:
+		certPEM, err := os.ReadFile(t.certFile)
+		if err != nil {
+			return t, fmt.Errorf("--redis.tls.cert-file: %w", err)
+		}
+		keyPEM, err := os.ReadFile(t.keyFile)
+		if err != nil {
+			return t, fmt.Errorf("--redis.tls.key-file: %w", err)
+		}
+		// The error says whether the certificate or the key input is bad.
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return t, fmt.Errorf("--redis.tls.cert-file %s, --redis.tls.key-file %s: %w", t.certFile, t.keyFile, err)
+		}
+		t.certs = []tls.Certificate{cert}
+	}
+	return t, nil
+}
+
+// config returns the TLS configuration of a rediss:// target: base (from
+// the URL) with the flags applied.
+func (t tlsSettings) config(base *tls.Config) *tls.Config {
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if base != nil {
+		c = base.Clone()
+	}
+	if t.serverName != "" {
+		c.ServerName = t.serverName
+	}
+	c.InsecureSkipVerify = c.InsecureSkipVerify || t.insecureSkipVerify // ?skip_verify=true or the flag
+	if t.roots != nil {
+		c.RootCAs = t.roots
+	}
+	if t.certs != nil {
+		c.Certificates = t.certs
+	}
+	return c
+}
 
 // errTLSHandshake marks a TLS handshake that the TLS layer failed (a
 // certificate, an alert, a record that is not TLS), as opposed to the

@@ -1,0 +1,220 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
+)
+
+// allowlist decides which /probe targets may be scraped, and how. A /probe
+// request names the address, never how it is reached: otherwise an allowed
+// rediss:// target could be asked for over plain TCP (the configured
+// password in clear text), or as another ACL user. So:
+//
+//   - every --redis.addr, and every --redis.probe.allowed-targets entry
+//     written as a target (with a scheme, a user or a query:
+//     rediss://monitor@cache-1:6380?password_file=…, unix:///run/redis.sock),
+//     is probed with the scheme, TLS settings, user and password source it
+//     was configured with;
+//   - the other --redis.probe.allowed-targets entries are remote.Allowlist
+//     entries ("*", host:port, host — port 6379 —, CIDR) and are probed
+//     as redis:// with the default credentials, as a host:port in
+//     --redis.addr is;
+//   - an address matched only by the anchored
+//     --redis.probe.allowed-targets-regexp (over host:port or the socket
+//     path) is probed with --redis.probe.scheme and the default
+//     credentials.
+//
+// Configured targets come first: a CIDR or "*" that also covers one does
+// not change how it is reached. Socket paths are allowed only by a unix://
+// entry or the regexp, never by "*".
+type allowlist struct {
+	exact    map[string]*targetSpec // by host:port or socket path
+	plain    *remote.Allowlist      // probed as redis://
+	pattern  *remote.Allowlist      // probed with reScheme
+	reScheme string                 // "redis" or "rediss"
+	conn     connSettings
+}
+
+// newAllowlist parses the configured entries: addrs are the --redis.addr
+// targets, allowed the --redis.probe.allowed-targets. An address
+// configured twice in different ways is an error, since a probe could not
+// say which one it means. Every error names the flag, and the entry, to
+// fix.
+func newAllowlist(addrs, allowed []string, pattern, reScheme string, s connSettings) (*allowlist, error) {
+	if reScheme == "" {
+		reScheme = "redis"
+	}
+	if reScheme != "redis" && reScheme != "rediss" {
+		return nil, fmt.Errorf("--redis.probe.scheme must be redis or rediss, not %q", reScheme)
+	}
+	a := &allowlist{exact: map[string]*targetSpec{}, reScheme: reScheme, conn: s}
+	var plain []string
+	from := map[string]string{} // host:port → the flag of its first entry
+	for _, list := range []struct {
+		flag    string
+		entries []string
+	}{{"--redis.addr", addrs}, {"--redis.probe.allowed-targets", allowed}} {
+		for _, e := range list.entries {
+			if list.flag != "--redis.addr" && !isTargetEntry(e) {
+				plain = append(plain, e)
+				continue
+			}
+			spec, err := parseTarget(e, s)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", list.flag, err)
+			}
+			if old, ok := a.exact[spec.hostPort]; ok && (old.label != spec.label || old.user != spec.user) {
+				return nil, fmt.Errorf("%s %s and %s %s name the same address with a different scheme or user: a /probe request for it could not say which one it means",
+					from[spec.hostPort], old.written, list.flag, spec.written)
+			} else if ok {
+				continue // the first entry keeps its password source
+			}
+			a.exact[spec.hostPort], from[spec.hostPort] = spec, list.flag
+		}
+	}
+	var err error
+	if a.plain, err = remote.ParseAllowlist(plain, "", "6379"); err != nil {
+		return nil, fmt.Errorf("--redis.probe.allowed-targets: %w", err)
+	}
+	if a.pattern, err = remote.ParseAllowlist(nil, pattern, ""); err != nil {
+		return nil, fmt.Errorf("--redis.probe.allowed-targets-regexp: %w", err)
+	}
+	return a, nil
+}
+
+// isTargetEntry tells an allowlist entry written as a target (a scheme, a
+// user or a query) from a remote.Allowlist entry.
+func isTargetEntry(e string) bool {
+	return strings.Contains(e, "://") || strings.ContainsAny(e, "@?")
+}
+
+// errProbeSchemeMismatch refuses a /probe target whose scheme differs from
+// the one configured for its address.
+var errProbeSchemeMismatch = fmt.Errorf("%w: the target's scheme differs from the configured one (a /probe target names host:port; scheme, TLS and user come from the configuration)", collector.ErrTargetNotAllowed)
+
+// resolve returns the configured spec for a /probe address: the exact
+// entry, or for an address an allowlist entry or the regexp allows, a spec
+// built from its scheme and the default credentials. It fails with
+// ErrTargetNotAllowed (wrapped) when the address is not allowed or the
+// request names another scheme than the configured one.
+func (a *allowlist) resolve(p probeAddress) (*targetSpec, error) {
+	spec, ok := a.exact[p.hostPort]
+	if !ok {
+		u := url.URL{Scheme: a.reScheme, Host: p.hostPort}
+		switch {
+		case p.scheme == "unix" && a.pattern.Allows(p.hostPort):
+			u = url.URL{Scheme: "unix", Path: p.hostPort}
+		case p.scheme == "unix":
+			return nil, fmt.Errorf("%w: redis socket %s (see --redis.probe.allowed-targets)", collector.ErrTargetNotAllowed, remote.Shown(p.hostPort))
+		case a.plain.Allows(p.hostPort):
+			u.Scheme = "redis"
+		case !a.pattern.Allows(p.hostPort):
+			return nil, fmt.Errorf("%w: redis target %s (see --redis.probe.allowed-targets)", collector.ErrTargetNotAllowed, p.hostPort)
+		}
+		var err error
+		if spec, err = parseTarget(u.String(), a.conn); err != nil {
+			return nil, err
+		}
+	}
+	if p.scheme != "" && p.scheme != spec.scheme {
+		return nil, errProbeSchemeMismatch
+	}
+	return spec, nil
+}
+
+// errCredentialsInProbeTarget refuses /probe targets that try to choose a
+// user or a credential source: a request must not make the exporter send
+// the configured password as another user, or read a file or an
+// environment variable of its choosing.
+var errCredentialsInProbeTarget = errors.New("a /probe target may not carry a user or password; configure --redis.user, --redis.password-file or --redis.password-env")
+
+// probeAddress is all a /probe request may say about a Redis target.
+type probeAddress struct {
+	scheme   string // "redis", "rediss", "unix", or "" when only host:port was given
+	hostPort string // remote.NormalizeHostPort's host:port (default port 6379), or the socket path
+}
+
+// errProbeTargetForm refuses /probe targets with more than an address.
+var errProbeTargetForm = errors.New("a /probe target is host:port, redis://host:port[/db], rediss://host:port[/db] or unix:///path, nothing else (no user, password or query)")
+
+// errProbePort refuses a /probe target whose port is out of range.
+var errProbePort = errors.New("the port of a /probe target must be a number from 1 to 65535")
+
+// dbPath is the optional /db of a redis:// URL; the collector reads only
+// server-wide data, so the database is ignored.
+var dbPath = regexp.MustCompile(`^(/[0-9]{0,5})?$`)
+
+// parseProbeAddress reads a /probe target. It accepts only an address (and
+// an ignored /db); a user, password, other path, query or fragment is
+// refused, so the request cannot choose a credential, an ACL user or a
+// connection option. The scheme is lower case, as url.Parse reads it.
+func parseProbeAddress(raw string) (probeAddress, error) {
+	if raw == "" {
+		return probeAddress{}, errors.New("empty redis target")
+	}
+	if !utf8.ValidString(raw) {
+		return probeAddress{}, errors.New("redis target is not valid UTF-8")
+	}
+	named := strings.Contains(raw, "://")
+	if !named {
+		raw = "redis://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return probeAddress{}, errProbeTargetForm // url errors quote the input
+	}
+	if u.User != nil {
+		return probeAddress{}, errCredentialsInProbeTarget
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
+		return probeAddress{}, errProbeTargetForm
+	}
+	var p probeAddress
+	if named {
+		p.scheme = u.Scheme
+	}
+	switch u.Scheme {
+	case "unix":
+		if u.Host != "" {
+			return probeAddress{}, errProbeTargetForm
+		}
+		if p.hostPort, err = socketPath(u.Path); err != nil {
+			return probeAddress{}, fmt.Errorf("%w: %w", errProbeTargetForm, err)
+		}
+	case "redis", "rediss":
+		if !dbPath.MatchString(u.Path) || u.Hostname() == "" {
+			return probeAddress{}, errProbeTargetForm
+		}
+		port := u.Port()
+		if port == "" {
+			port = "6379"
+		}
+		if _, err := remote.NormalizePort(port); err != nil {
+			return probeAddress{}, fmt.Errorf("%w: %w", errProbePort, err)
+		}
+		if p.hostPort, err = remote.NormalizeHostPort(net.JoinHostPort(u.Hostname(), port)); err != nil {
+			return probeAddress{}, fmt.Errorf("%w: %w", errProbeTargetForm, err)
+		}
+	default:
+		return probeAddress{}, errProbeTargetForm
+	}
+	return p, nil
+}
+
+// socketPath checks the path of a unix:// target: absolute and clean
+// (path.Clean leaves it as it is), so that one socket has one spelling.
+func socketPath(p string) (string, error) {
+	if p == "" || p[0] != '/' || path.Clean(p) != p || p == "/" || strings.IndexByte(p, 0) >= 0 || !utf8.ValidString(p) {
+		return "", fmt.Errorf("the socket path %s is not an absolute, clean path", remote.Shown(p))
+	}
+	return p, nil
+}
