@@ -43,8 +43,8 @@ func TestMain(m *testing.M) {
 }
 
 // TestDirtyPagesApproach is issue 20's "done when": on this machine's kernel, through the shipped
-// chain, the approach alert pages first, and the lead times are measured (logged; the report
-// quotes them in docs/alerts.md).
+// chain, the approach alert pages first; the lead times are logged (docs/alerts.md quotes them,
+// "Measured on a live kernel").
 func TestDirtyPagesApproach(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the live writeback test takes about 5 minutes")
