@@ -73,9 +73,10 @@ rules:
 	promtool check rules alerts/*.yml
 	promtool test rules alerts/tests/*.yml
 
-## rules-doc: regenerate the lead-time and baseline tables of docs/alerts.md from alerts/tests/
+## rules-doc: regenerate the generated dirty-page series of alerts/tests/ (alerts/replay_test.go) and the
+## lead-time and baseline tables of docs/alerts.md from alerts/tests/
 rules-doc:
-	$(GO) test -count=1 -run TestAlertsDoc ./alerts/ -update
+	$(GO) test -count=1 -run 'TestGeneratedReplays|TestAlertsDoc' ./alerts/ -update
 
 ## dashboards: regenerate the Grafana dashboards (dashboards/*.json) from their Go builders
 dashboards:

@@ -25,7 +25,7 @@ import (
 	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
 )
 
-var update = flag.Bool("update", false, "rewrite the generated tables of docs/alerts.md from alerts/tests/")
+var update = flag.Bool("update", false, "rewrite the generated series of alerts/tests/ (replay_test.go) and the generated tables of docs/alerts.md")
 
 // pendingIncidents are the incidents of docs/alerts.md without a replay yet, with the reason. A
 // replay file for one of them must come with the removal of its entry here.
