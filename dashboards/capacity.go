@@ -191,7 +191,7 @@ func pageCacheCapacity(b *dashboard.DashboardBuilder) {
 	))
 	b.WithPanel(perDay("Hosts that crossed a page-cache threshold, per day",
 		"Hosts whose dirty pages went past DirtyPagesNearThrottle's threshold (half-way from background writeback to the throttle point), past the throttle point itself, or that were throttled 5 % of a minute (WritersThrottledOnDirtyPages). The alerts also need their for: duration: this is how often the fleet came near paging.",
-		crossed(hi("instance:stall_vm_dirty_writeback_band:max1h", byHost), "> 0.5", "DirtyPagesNearThrottle"),
+		crossed(hi("instance:stall_vm_dirty_writeback_band:mean1m_max1h", byHost), "> 0.5", "DirtyPagesNearThrottle"),
 		crossed(ratio, ">= 1", "at the throttle point"),
 		crossed(hi("instance:stall_vm_dirty_throttled_seconds:rate1m_max1h", byHost), "> 0.05", "WritersThrottledOnDirtyPages"),
 	))

@@ -188,7 +188,7 @@ func (g *gen) host(i int) {
 		band[k] = (v - 2.0/3) / (1.0 / 3)
 	}
 	g.add("instance:stall_vm_dirty_throttle_ratio:max1h", base, ratio)
-	g.add("instance:stall_vm_dirty_writeback_band:max1h", base, band)
+	g.add("instance:stall_vm_dirty_writeback_band:mean1m_max1h", base, band)
 	g.add("instance:stall_vm_dirty_throttled_seconds:increase1h", base, throttled)
 	g.add("instance:stall_vm_dirty_throttled_seconds:rate1m_max1h", base, throttledShare)
 
