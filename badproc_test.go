@@ -26,7 +26,7 @@ func scrapeHost(t *testing.T, procfs, sysfs string) map[string]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := NewExporter(built, 5*time.Second, logger)
+	e := NewExporter(built, logger)
 	rec := httptest.NewRecorder()
 	testMetricsHandler(e, 5*time.Second, 0, logger).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	return samples(t, rec.Body.String())
@@ -61,7 +61,7 @@ func TestWrongProcfsSampler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := NewExporter(built, 5*time.Second, logger)
+	e := NewExporter(built, logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	e.Start(ctx)

@@ -12,22 +12,29 @@ import (
 )
 
 // TestBadFlags: flag values that used to panic at the first request or be
-// accepted silently (issue 11) stop the exporter at start with exit status
-// 1 and a message naming the flag.
+// accepted silently stop the exporter at start with exit status 1 and a
+// message naming the flag. The /probe modules are built at start whether
+// or not their collector is enabled, so a bad allowlist or ACL file stops
+// the start even with --no-collector.redis or --no-collector.rocketmq.
 func TestBadFlags(t *testing.T) {
 	bin := buildBinary(t)
 	for _, tc := range []struct {
-		flag, want string
+		flags []string
+		want  string
 	}{
-		{"--web.telemetry-path=metrics", "--web.telemetry-path=metrics must start with /"},
-		{"--web.telemetry-path=/probe", "collides with /probe"},
-		{"--web.max-requests=-3", "--web.max-requests=-3 must be 0 (no limit) or positive"},
-		{"--web.max-probe-requests=-1", "--web.max-probe-requests=-1 must be 0 (no limit) or positive"},
-		{"--web.max-connections=-1", "--web.max-connections=-1 must be 0 (no limit) or positive"},
-		{"--sysctl.refresh-interval=-1m", "--sysctl.refresh-interval=-1m0s must be 0 (every scrape) or positive"},
-		{"--collector.timeout=0s", "--collector.timeout=0s must be positive"},
+		{[]string{"--web.telemetry-path=metrics"}, "--web.telemetry-path=metrics must start with /"},
+		{[]string{"--web.telemetry-path=/probe"}, "collides with /probe"},
+		{[]string{"--web.max-requests=-3"}, "--web.max-requests=-3 must be 0 (no limit) or positive"},
+		{[]string{"--web.max-probe-requests=-1"}, "--web.max-probe-requests=-1 must be 0 (no limit) or positive"},
+		{[]string{"--web.max-connections=-1"}, "--web.max-connections=-1 must be 0 (no limit) or positive"},
+		{[]string{"--sysctl.refresh-interval=-1m"}, "--sysctl.refresh-interval=-1m0s must be 0 (every scrape) or positive"},
+		{[]string{"--collector.timeout=0s"}, "--collector.timeout=0s must be positive"},
+		{[]string{"--no-collector.redis", "--redis.probe.allowed-targets-regexp=("}, "--redis.probe.allowed-targets-regexp"},
+		{[]string{"--no-collector.redis", "--redis.probe.allowed-targets=redis://h:99999"}, "--redis.probe.allowed-targets"},
+		{[]string{"--no-collector.rocketmq", "--rocketmq.probe.allowed-targets=10.0.0.0/99"}, "--rocketmq.probe.allowed-targets"},
+		{[]string{"--no-collector.rocketmq", "--rocketmq.acl-file=/nonexistent/acl"}, "--rocketmq.acl-file"},
 	} {
-		cmd := exec.Command(bin, "--web.listen-address="+freeAddr(t), tc.flag)
+		cmd := exec.Command(bin, append([]string{"--web.listen-address=" + freeAddr(t)}, tc.flags...)...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		done := make(chan error, 1)
@@ -40,15 +47,15 @@ func TestBadFlags(t *testing.T) {
 		case err = <-done:
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
-			t.Errorf("%s: the exporter started", tc.flag)
+			t.Errorf("%s: the exporter started", tc.flags)
 			continue
 		}
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
-			t.Errorf("%s: exit %v, want status 1", tc.flag, err)
+			t.Errorf("%s: exit %v, want status 1", tc.flags, err)
 		}
 		if out := stderr.String(); !strings.Contains(out, tc.want) || strings.Contains(out, "panic") {
-			t.Errorf("%s: stderr does not say %q (or panics):\n%s", tc.flag, tc.want, out)
+			t.Errorf("%s: stderr does not say %q (or panics):\n%s", tc.flags, tc.want, out)
 		}
 	}
 }
