@@ -6,9 +6,10 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // TestBadFlags: flag values that used to panic at the first request or be
@@ -68,7 +69,7 @@ func TestMissingSysfsWarns(t *testing.T) {
 	bin := buildBinary(t)
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, "--web.listen-address="+addr, "--path.sysfs=/nonexistent")
-	var stderr syncBuffer
+	var stderr collectortest.LogBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -103,22 +104,4 @@ func TestMissingSysfsWarns(t *testing.T) {
 			t.Errorf("%s: %s, want 404", path, resp.Status)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -17,34 +15,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // logLines keeps the lines of a logger at level and above, for tests that
 // count log lines by level.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+type logLines struct{ collectortest.LogBuffer }
 
 func newLogLines(level slog.Level) (*logLines, *slog.Logger) {
 	l := &logLines{}
-	return l, slog.New(slog.NewTextHandler(lockedWriter{l}, &slog.HandlerOptions{Level: level}))
-}
-
-type lockedWriter struct{ l *logLines }
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.l.mu.Lock()
-	defer w.l.mu.Unlock()
-	return w.l.buf.Write(p)
+	return l, slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: level}))
 }
 
 // count returns how many lines have the level and contain every part.
 func (l *logLines) count(level string, parts ...string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	n := 0
-	for _, line := range strings.Split(l.buf.String(), "\n") {
+	for _, line := range strings.Split(l.String(), "\n") {
 		if !strings.Contains(line, "level="+level) {
 			continue
 		}
@@ -108,7 +94,7 @@ func TestRefusalsCountedAndLogged(t *testing.T) {
 		time.Sleep(refusalLogInterval)
 		refuse(1)
 		if n := lines.count("WARN", "refusing requests", "count_since_last_line=50"); n != 1 {
-			t.Errorf("the second line does not sum up the 49 unlogged refusals and this one:\n%s", lines.buf.String())
+			t.Errorf("the second line does not sum up the 49 unlogged refusals and this one:\n%s", lines.String())
 		}
 		close(block)
 		<-first
