@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -76,21 +77,17 @@ func TestMissingSysfsWarns(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	url := "http://" + addr
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	collectortest.WaitFor(t, 10*time.Second, "the exporter to serve /metrics", func() error {
 		resp, err := http.Get(url + "/metrics")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("/metrics: %s", resp.Status)
-			}
-			break
+		if err != nil {
+			return fmt.Errorf("%w\n%s", err, stderr.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not serving: %v\n%s", err, stderr.String())
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/metrics: %s", resp.Status)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if out := stderr.String(); !strings.Contains(out, "level=warn") || !strings.Contains(out, "path.sysfs=/nonexistent") {
 		t.Errorf("no warning about --path.sysfs:\n%s", out)
 	}
