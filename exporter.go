@@ -90,11 +90,12 @@ func (en *entry) CloseIdle() bool {
 	return true
 }
 
-// run runs one Update under ctx, sends its metrics to ch until ctx is
-// done, then the entry's stall_scrape_collector_* and parse-error series.
-func (en *entry) run(ctx context.Context, ch chan<- prometheus.Metric) {
+// run runs one Update under ctx and appends its metrics to out until ctx
+// is done, then the entry's stall_scrape_collector_* and parse-error
+// series.
+func (en *entry) run(ctx context.Context, out *[]prometheus.Metric) {
 	start := time.Now()
-	err := en.update(ctx, ch)
+	err := en.update(ctx, out)
 	elapsed := time.Since(start).Seconds()
 	success := 1.0
 	if err != nil && !errors.Is(err, collector.ErrNoData) {
@@ -103,9 +104,7 @@ func (en *entry) run(ctx context.Context, ch chan<- prometheus.Metric) {
 	} else {
 		en.failures.OK("collector recovered")
 	}
-	ch <- scrapeDurationDesc.New(elapsed, en.name)
-	ch <- scrapeSuccessDesc.New(success, en.name)
-	ch <- en.problems.Metric()
+	*out = append(*out, scrapeDurationDesc.New(elapsed, en.name), scrapeSuccessDesc.New(success, en.name), en.problems.Metric())
 }
 
 var (
@@ -128,11 +127,11 @@ func failureReason(err error) string {
 	return "error"
 }
 
-// update runs one Update, passing its metrics to ch until it returns or
-// ctx is done. The collector sends on a channel of its own and this
+// update runs one Update, appending its metrics to out until it returns
+// or ctx is done. The collector sends on a channel of its own and this
 // goroutine forwards, so a collector that ignores ctx is cut off at the
 // deadline: its late metrics are drained and dropped in the background.
-func (en *entry) update(ctx context.Context, ch chan<- prometheus.Metric) error {
+func (en *entry) update(ctx context.Context, out *[]prometheus.Metric) error {
 	en.mu.Lock()
 	if en.abandoned > 0 {
 		en.mu.Unlock()
@@ -160,14 +159,14 @@ func (en *entry) update(ctx context.Context, ch chan<- prometheus.Metric) error 
 		// Take what is buffered without a select (the common case), and
 		// select only to wait.
 		for n := len(inner); n > 0; n-- {
-			ch <- <-inner
+			*out = append(*out, <-inner)
 		}
 		select {
 		case m, ok := <-inner:
 			if !ok {
 				return <-done
 			}
-			ch <- m
+			*out = append(*out, m)
 		case <-ctx.Done():
 			en.mu.Lock()
 			en.abandoned++
@@ -183,23 +182,4 @@ func (en *entry) update(ctx context.Context, ch chan<- prometheus.Metric) error 
 			return ctx.Err()
 		}
 	}
-}
-
-// scrapeRun is the collectors of one request, run concurrently under the
-// request's context, as an unchecked prometheus.Collector (Describe sends
-// nothing: what each collector exports depends on the host and the
-// target).
-type scrapeRun struct {
-	ctx     context.Context
-	entries []*entry
-}
-
-func (*scrapeRun) Describe(chan<- *prometheus.Desc) {}
-
-func (s *scrapeRun) Collect(ch chan<- prometheus.Metric) {
-	var wg sync.WaitGroup
-	for _, en := range s.entries {
-		wg.Go(func() { en.run(s.ctx, ch) })
-	}
-	wg.Wait()
 }

@@ -136,9 +136,10 @@ func (h *probeHandler) debug(w http.ResponseWriter, r *http.Request, module, key
 
 	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r, h.timeout))
 	defer cancel()
+	run := &scrapeRun{ctx: ctx, entries: []*entry{en}}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(&scrapeRun{ctx: ctx, entries: []*entry{en}})
-	mfs, gatherErr := reg.Gather()
+	reg.MustRegister(run)
+	mfs, gatherErr := run.gather(reg)
 	var metrics bytes.Buffer
 	for _, mf := range mfs {
 		if _, err := expfmt.MetricFamilyToText(&metrics, mf); err != nil {

@@ -130,21 +130,22 @@ func (l *limiter) Collect(ch chan<- prometheus.Metric) {
 func (*limiter) Describe(chan<- *prometheus.Desc) {}
 
 // scrapeState is what one request uses and a later one reuses: a registry
-// holding the request's scrape and the handler's static collectors
-// (registering client_golang's Go collector costs more than gathering
-// it), and the promhttp handler whose gatherer the state is.
+// holding the handler's static collectors and the run of the request's
+// collectors (registering client_golang's Go collector costs more than
+// gathering it), the grouping of the run's constant metrics, and the
+// promhttp handler whose gatherer the state is.
 type scrapeState struct {
 	reg     *prometheus.Registry
-	run     scrapeRun
+	run     scrapeRun // bound to each request's context and collectors
 	handler http.Handler
 }
 
-// Gather implements prometheus.TransactionalGatherer: the registry
-// gathers the scrape bound to the state. The families are the registry's
-// own allocation, so there is nothing to release when promhttp is done
-// with them.
+// Gather implements prometheus.TransactionalGatherer: the state's run of
+// the request's collectors, and its static collectors. The families are
+// allocated for this request, so there is nothing to release when
+// promhttp is done with them.
 func (st *scrapeState) Gather() ([]*dto.MetricFamily, func(), error) {
-	mfs, err := st.reg.Gather()
+	mfs, err := st.run.gather(st.reg)
 	return mfs, func() {}, err
 }
 
@@ -187,7 +188,7 @@ func (h *scrapeHandler) serve(w http.ResponseWriter, r *http.Request, entries []
 		st.reg.MustRegister(h.static...)
 		st.handler = promhttp.HandlerForTransactional(st, h.opts)
 	}
-	st.run = scrapeRun{ctx: ctx, entries: entries}
+	st.run.ctx, st.run.entries = ctx, entries
 	w.Header().Add("Vary", "Accept-Encoding")
 	if acceptsGzip(r) {
 		w.Header().Set("Content-Encoding", "gzip")
@@ -197,7 +198,7 @@ func (h *scrapeHandler) serve(w http.ResponseWriter, r *http.Request, entries []
 	} else {
 		st.handler.ServeHTTP(w, r)
 	}
-	st.run = scrapeRun{}
+	st.run.ctx, st.run.entries = nil, nil
 	select {
 	case h.free <- st:
 	default:

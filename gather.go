@@ -1,0 +1,218 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/stall-exporter/stall_exporter/collector"
+)
+
+// scrapeRun is the collectors of one request, run concurrently under the
+// request's context, as the unchecked prometheus.Collector of a registry
+// (Describe sends nothing: what each collector exports depends on the host
+// and the target). The registry is handed only what consts cannot group:
+// client_golang's own metrics (histograms, counter vectors). Not safe for
+// concurrent use; a scrapeState reuses it request after request.
+type scrapeRun struct {
+	ctx     context.Context
+	entries []*entry
+	slots   [][]prometheus.Metric // each entry's metrics, arrays kept between requests
+	consts  constFamilies
+}
+
+func (*scrapeRun) Describe(chan<- *prometheus.Desc) {}
+
+func (r *scrapeRun) Collect(ch chan<- prometheus.Metric) {
+	if n := len(r.entries); len(r.slots) < n {
+		r.slots = append(r.slots, make([][]prometheus.Metric, n-len(r.slots))...)
+	}
+	var wg sync.WaitGroup
+	for i, en := range r.entries {
+		wg.Go(func() { en.run(r.ctx, &r.slots[i]) })
+	}
+	wg.Wait()
+	for i := range r.entries {
+		for _, m := range r.slots[i] {
+			if !r.consts.add(m) {
+				ch <- m
+			}
+		}
+		clear(r.slots[i]) // drop the metrics, keep the array
+		r.slots[i] = r.slots[i][:0]
+	}
+}
+
+// gather gathers reg, in which r is registered, and returns every family:
+// the registry's and the constant ones, merged. The error lists what a
+// registry would have refused (a series sent twice, descriptors of one
+// name that disagree); that is left out.
+func (r *scrapeRun) gather(reg *prometheus.Registry) ([]*dto.MetricFamily, error) {
+	r.consts.reset()
+	theirs, err := reg.Gather()
+	var errs prometheus.MultiError
+	if err != nil && !errors.As(err, &errs) {
+		errs = prometheus.MultiError{err}
+	}
+	mfs := r.consts.merge(r.consts.families(), theirs)
+	errs = append(errs, r.consts.errs...)
+	return mfs, errs.MaybeUnwrap()
+}
+
+// constFamilies groups the constant metrics of one scrape (those made by
+// collector.Metric) into the families a prometheus.Registry would gather
+// for them: the same names, HELP and types, metrics sorted as the registry
+// sorts them, and what it refuses reported and left out. It costs a third
+// of what the registry spends on a series, which looks each metric's
+// family up, checks it and hashes every series: collector.FamilyOf knows
+// the family of each descriptor (docs/benchmarks.md: the per-series goal
+// needs it). Not safe for concurrent use.
+type constFamilies struct {
+	byDesc map[*prometheus.Desc]*dto.MetricFamily // nil: the descriptor conflicts with its family
+	byName map[string]*dto.MetricFamily
+	errs   []error
+}
+
+func (g *constFamilies) reset() {
+	clear(g.byDesc)
+	clear(g.byName)
+	g.errs = g.errs[:0]
+}
+
+// add groups m if it is a constant metric of a collector.Metric
+// descriptor, and reports whether it was one.
+func (g *constFamilies) add(m prometheus.Metric) bool {
+	d := m.Desc()
+	mf, seen := g.byDesc[d]
+	if !seen {
+		f, ok := collector.FamilyOf(d)
+		if !ok {
+			return false
+		}
+		mf = g.family(d, f)
+	}
+	if mf == nil {
+		return true // reported when its descriptor was first seen
+	}
+	pb := &dto.Metric{}
+	if err := m.Write(pb); err != nil {
+		g.errs = append(g.errs, fmt.Errorf("error collecting metric %v: %w", d, err))
+		return true
+	}
+	if !hasValueOf(pb, mf.GetType()) {
+		g.errs = append(g.errs, fmt.Errorf("collected metric %s %s should be a %s", mf.GetName(), pb, mf.GetType()))
+		return true
+	}
+	mf.Metric = append(mf.Metric, pb)
+	return true
+}
+
+// family returns the family of descriptor d, or nil when another
+// descriptor of the same name disagrees on HELP or type.
+func (g *constFamilies) family(d *prometheus.Desc, f collector.Family) *dto.MetricFamily {
+	if g.byDesc == nil {
+		g.byDesc, g.byName = map[*prometheus.Desc]*dto.MetricFamily{}, map[string]*dto.MetricFamily{}
+	}
+	typ := f.Type.ToDTO()
+	mf := g.byName[f.Name]
+	switch {
+	case mf == nil:
+		mf = &dto.MetricFamily{Name: &f.Name, Help: &f.Help, Type: typ}
+		g.byName[f.Name] = mf
+	case mf.GetHelp() != f.Help || mf.GetType() != *typ:
+		g.errs = append(g.errs, fmt.Errorf("descriptor %v disagrees with the HELP %q or type %s of its family; its metrics are dropped",
+			d, mf.GetHelp(), mf.GetType()))
+		mf = nil
+	}
+	g.byDesc[d] = mf
+	return mf
+}
+
+func hasValueOf(m *dto.Metric, t dto.MetricType) bool {
+	switch t {
+	case dto.MetricType_COUNTER:
+		return m.Counter != nil
+	case dto.MetricType_GAUGE:
+		return m.Gauge != nil
+	default:
+		return m.Untyped != nil
+	}
+}
+
+// families returns the families sorted by name, each with its metrics
+// sorted and without repeated series.
+func (g *constFamilies) families() []*dto.MetricFamily {
+	out := make([]*dto.MetricFamily, 0, len(g.byName))
+	for _, mf := range g.byName {
+		if len(mf.Metric) > 0 { // else every metric of it was refused, and reported
+			mf.Metric = g.normalize(mf.GetName(), mf.Metric)
+			out = append(out, mf)
+		}
+	}
+	slices.SortFunc(out, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return out
+}
+
+// normalize sorts a family's metrics as the registry does and drops (and
+// reports) repeated series.
+func (g *constFamilies) normalize(name string, ms []*dto.Metric) []*dto.Metric {
+	if !slices.IsSortedFunc(ms, compareMetrics) {
+		slices.SortStableFunc(ms, compareMetrics)
+	}
+	kept := ms[:1]
+	for _, m := range ms[1:] {
+		if compareMetrics(kept[len(kept)-1], m) == 0 {
+			g.errs = append(g.errs, fmt.Errorf("collected metric %s %s was collected before with the same name and label values", name, m))
+			continue
+		}
+		kept = append(kept, m)
+	}
+	return kept
+}
+
+// merge merges families gathered by a registry into ours, both sorted by
+// name: a name in both keeps the registry's family with our metrics added
+// when HELP and type agree (else ours are reported and dropped).
+func (g *constFamilies) merge(ours, theirs []*dto.MetricFamily) []*dto.MetricFamily {
+	out := make([]*dto.MetricFamily, 0, len(ours)+len(theirs))
+	for len(ours) > 0 && len(theirs) > 0 {
+		a, b := ours[0], theirs[0]
+		switch c := strings.Compare(a.GetName(), b.GetName()); {
+		case c < 0:
+			out, ours = append(out, a), ours[1:]
+		case c > 0:
+			out, theirs = append(out, b), theirs[1:]
+		default:
+			if a.GetHelp() != b.GetHelp() || a.GetType() != b.GetType() {
+				g.errs = append(g.errs, fmt.Errorf("%s: %d metrics disagree with the HELP or type of the family gathered by the registry; dropped",
+					a.GetName(), len(a.Metric)))
+			} else {
+				b.Metric = g.normalize(b.GetName(), append(b.Metric, a.Metric...))
+			}
+			out, ours, theirs = append(out, b), ours[1:], theirs[1:]
+		}
+	}
+	return append(append(out, ours...), theirs...)
+}
+
+// compareMetrics orders the metrics of one family as client_golang's
+// registry does: by label count, then by label values in label-name order
+// (the order of every metric's label pairs).
+func compareMetrics(a, b *dto.Metric) int {
+	if c := cmp.Compare(len(a.Label), len(b.Label)); c != 0 {
+		return c
+	}
+	for i := range a.Label {
+		if c := strings.Compare(a.Label[i].GetValue(), b.Label[i].GetValue()); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
