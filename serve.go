@@ -22,12 +22,15 @@ import (
 
 // Serving is client_golang's: a prometheus.Registry gathers, promhttp
 // negotiates the format and encodes, continuing past what cannot be
-// gathered (logged). What it lacks is ours: gzip at BestSpeed; the request's
-// context, with Prometheus' scrape timeout, reaches every collector and
-// /probe target (Registry.Gather takes no context, so each request binds
-// it to a pooled scrapeState, which is the gatherer of its own promhttp
-// handler); and each handler's concurrency limit counts and logs what it
-// refuses (promhttp's MaxRequestsInFlight answers 503 silently).
+// gathered (logged). What it lacks is ours: the request's context, with
+// Prometheus' scrape timeout, reaches every collector and /probe target
+// (Registry.Gather takes no context, so each request binds it to a pooled
+// scrapeState, which is the gatherer of its own promhttp handler); each
+// handler's concurrency limit counts and logs what it refuses (promhttp's
+// MaxRequestsInFlight answers 503 without either). And two costs that the
+// goals against node_exporter do not allow (docs/benchmarks.md): gzip at
+// BestSpeed, and the constant metrics grouped into families beside the
+// registry (gather.go).
 
 var refusedDesc = collector.NewMetric("exporter_requests_refused_total",
 	"HTTP requests answered 503 because --web.max-requests (/metrics) or --web.max-probe-requests (/probe) requests were already running.",
