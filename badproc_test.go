@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector"
@@ -26,7 +27,7 @@ func scrapeHost(t *testing.T, procfs, sysfs string) map[string]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := NewExporter(built, 5*time.Second, logger)
+	e := NewExporter(built, logger)
 	rec := httptest.NewRecorder()
 	testMetricsHandler(e, 5*time.Second, 0, logger).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	return samples(t, rec.Body.String())
@@ -52,42 +53,33 @@ func TestWrongProcfs(t *testing.T) {
 // (issue 11: it reported success 1 while vmstat, meminfo and diskstats
 // reported 0).
 func TestWrongProcfsSampler(t *testing.T) {
-	empty := t.TempDir()
-	logger := slog.New(slog.DiscardHandler)
-	built, err := collector.Build(collector.Config{
-		Paths:  collector.Paths{Procfs: empty, Sysfs: empty, Rootfs: "/"},
-		Logger: logger,
-	}, "sampler")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := NewExporter(built, 5*time.Second, logger)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	e.Start(ctx)
-	h := testMetricsHandler(e, 5*time.Second, 0, logger)
-	deadline := time.Now().Add(5 * time.Second)
-	scrape := func() map[string]float64 {
+	synctest.Test(t, func(t *testing.T) {
+		empty := t.TempDir()
+		logger := slog.New(slog.DiscardHandler)
+		built, err := collector.Build(collector.Config{
+			Paths:  collector.Paths{Procfs: empty, Sysfs: empty, Rootfs: "/"},
+			Logger: logger,
+		}, "sampler")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := NewExporter(built, logger)
+		ctx, cancel := context.WithCancel(context.Background())
+		e.Start(ctx)
+		time.Sleep(2500 * time.Millisecond) // two ticks at the default --sampler.interval=1s
+		synctest.Wait()
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-		return samples(t, rec.Body.String())
-	}
-	for {
-		if scrape()["stall_sampler_ticks_total"] >= 1 {
-			// The tick counter is read while the scrape is gathered, after
-			// the sampler's Update looked at the last tick's errors, so the
-			// scrape that first shows a tick may predate it; the next one
-			// cannot.
-			if got := scrape()[`stall_scrape_collector_success{collector="sampler"}`]; got != 0 {
-				t.Errorf("sampler success = %v on an empty procfs, want 0", got)
-			}
-			return
+		testMetricsHandler(e, 5*time.Second, 0, logger).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		s := samples(t, rec.Body.String())
+		if s["stall_sampler_ticks_total"] < 2 {
+			t.Errorf("%v sampler ticks in 2.5 s", s["stall_sampler_ticks_total"])
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the sampler did not tick")
+		if got := s[`stall_scrape_collector_success{collector="sampler"}`]; got != 0 {
+			t.Errorf("sampler success = %v on an empty procfs, want 0", got)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		cancel()
+		synctest.Wait()
+	})
 }
 
 // TestGarbageProcfs: malformed files are counted as parse errors, the

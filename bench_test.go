@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,8 +22,9 @@ import (
 )
 
 // benchScrape measures one full scrape of the host collectors (vmstat,
-// sysctl, zoneinfo, meminfo, pressure, diskstats) through the exporter's
-// timeout wrapper, on the given procfs/sysfs.
+// sysctl, zoneinfo, meminfo, pressure, diskstats) as /metrics runs them
+// (each under the exporter's deadline wrapper, gathered by a registry), on
+// the given procfs/sysfs, without the HTTP and encoding of a request.
 func benchScrape(b *testing.B, procfs, sysfs string, only []string) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	built, err := collector.Build(collector.Config{
@@ -32,12 +34,12 @@ func benchScrape(b *testing.B, procfs, sysfs string, only []string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e := NewExporter(built, 10*time.Second, logger)
+	run := &scrapeRun{ctx: context.Background(), entries: NewExporter(built, logger).entries}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(e)
+	reg.MustRegister(run)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := reg.Gather(); err != nil {
+		if _, err := run.gather(reg); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -134,7 +136,7 @@ func BenchmarkHTTPScrape(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				h := testMetricsHandler(NewExporter(built, 10*time.Second, logger), 10*time.Second, 0, logger)
+				h := testMetricsHandler(NewExporter(built, logger), 10*time.Second, 0, logger)
 				benchHandler(b, h, prometheusRequest(gz))
 			})
 		}
@@ -177,7 +179,7 @@ func BenchmarkHTTPScrapeDisks(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			h := testMetricsHandler(NewExporter(built, 10*time.Second, logger), 10*time.Second, 0, logger)
+			h := testMetricsHandler(NewExporter(built, logger), 10*time.Second, 0, logger)
 			benchHandler(b, h, prometheusRequest(true))
 		})
 	}

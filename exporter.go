@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,41 +26,19 @@ var (
 		prometheus.GaugeValue, "collector")
 )
 
-// Exporter is the prometheus.Collector that runs every enabled collector
-// concurrently, each under its own timeout, and adds the
-// stall_scrape_collector_* self-metrics. A collector that overruns its
-// timeout is reported as failed and its late metrics are dropped; while such
-// an abandoned run is still going, new scrapes of that collector fail fast
-// instead of piling up goroutines.
+// Exporter is the collectors of /metrics, sorted by name.
 type Exporter struct {
-	logger  *slog.Logger
-	timeout time.Duration
 	entries []*entry
 }
 
-type entry struct {
-	name     string
-	target   string // /probe only: the probed target, for log lines
-	c        collector.Collector
-	problems *collector.Problems
-	*runState
-}
-
-// runState outlives one run: for /metrics an entry lives as long as the
-// exporter, for /probe it is kept per target across requests.
-type runState struct {
-	mu        sync.Mutex
-	abandoned int  // runs that overran their timeout and have not returned yet
-	failing   bool // the last run failed: log transitions, not every scrape
-}
-
-// NewExporter wraps built collectors. timeout bounds each collector's Update.
-func NewExporter(built map[string]collector.Built, timeout time.Duration, logger *slog.Logger) *Exporter {
-	e := &Exporter{logger: logger, timeout: timeout}
-	for name, b := range built {
-		e.entries = append(e.entries, &entry{name: name, c: b.Collector, problems: b.Problems, runState: &runState{}})
+// NewExporter wraps built collectors; failures are logged with
+// collector=<name>.
+func NewExporter(built map[string]collector.Built, logger *slog.Logger) *Exporter {
+	e := &Exporter{}
+	for _, name := range slices.Sorted(maps.Keys(built)) {
+		b := built[name]
+		e.entries = append(e.entries, newEntry(name, b.Collector, b.Problems, logger.With("collector", name)))
 	}
-	sort.Slice(e.entries, func(i, j int) bool { return e.entries[i].name < e.entries[j].name })
 	return e
 }
 
@@ -72,84 +52,59 @@ func (e *Exporter) Start(ctx context.Context) {
 	}
 }
 
-// Describe sends nothing: the exporter is an unchecked collector, since the
-// series each collector exports depend on the host.
-func (e *Exporter) Describe(chan<- *prometheus.Desc) {}
+// entry is one collector as the exporter runs it, with what outlives one
+// run: for /metrics an entry lives as long as the process, for /probe as
+// long as the probe cache keeps its target. A run that overruns its
+// deadline is reported as failed and its late metrics are dropped; while
+// such an abandoned run is still going, new runs fail fast instead of
+// piling up goroutines. A panic costs the run, never the process.
+type entry struct {
+	name     string // the collector label: a collector or /probe module name
+	c        collector.Collector
+	problems *collector.Problems
+	logger   *slog.Logger        // collector=<name>, and target=<key> on /probe
+	failures *collector.StateLog // the runs' failures and recovery
 
-// Collect implements prometheus.Collector.
-func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
-	e.CollectWithTimeout(ch, e.timeout)
+	mu        sync.Mutex
+	abandoned int // runs that overran their deadline and have not returned yet
 }
 
-// CollectWithTimeout runs every collector concurrently with the given
-// per-collector timeout and sends everything to ch (the registry path; the
-// /metrics and /probe handlers use gather).
-func (e *Exporter) CollectWithTimeout(ch chan<- prometheus.Metric, timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	send := func(m prometheus.Metric) { ch <- m }
-	var wg sync.WaitGroup
-	for _, en := range e.entries {
-		wg.Go(func() { e.run(ctx, en, send) })
+func newEntry(name string, c collector.Collector, problems *collector.Problems, logger *slog.Logger) *entry {
+	return &entry{name: name, c: c, problems: problems, logger: logger, failures: collector.NewStateLog(logger)}
+}
+
+// Close closes the collector if it is an io.Closer (a /probe target's).
+func (en *entry) Close() error {
+	if c, ok := en.c.(io.Closer); ok {
+		return c.Close()
 	}
-	wg.Wait()
+	return nil
 }
 
-// gather runs every collector concurrently, all under one deadline. A
-// constant metric made by collector.Metric is appended to the collector's
-// own slot of consts (one per collector, in e.entries order, reused between
-// scrapes), for constFamilies; any other metric (a histogram, a counter
-// object) is sent to ch, a registry's, which writes it as it arrives.
-func (e *Exporter) gather(timeout time.Duration, consts [][]prometheus.Metric, ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i, en := range e.entries {
-		slot := &consts[i]
-		wg.Go(func() {
-			e.run(ctx, en, func(m prometheus.Metric) {
-				if _, ok := collector.FamilyOf(m.Desc()); ok {
-					*slot = append(*slot, m)
-				} else {
-					ch <- m
-				}
-			})
-		})
+// CloseIdle closes the collector's idle connections if it keeps any
+// (collector.IdleCloser) and reports whether none is left open.
+func (en *entry) CloseIdle() bool {
+	if c, ok := en.c.(collector.IdleCloser); ok {
+		return c.CloseIdle()
 	}
-	wg.Wait()
+	return true
 }
 
-func (e *Exporter) run(ctx context.Context, en *entry, sink func(prometheus.Metric)) {
+// run runs one Update under ctx and appends its metrics to out until ctx
+// is done, then the entry's stall_scrape_collector_* and parse-error
+// series.
+func (en *entry) run(ctx context.Context, out *[]prometheus.Metric) {
 	start := time.Now()
-	err := e.update(ctx, en, sink)
+	err := en.update(ctx, out)
 	elapsed := time.Since(start).Seconds()
 	success := 1.0
-	failed := err != nil && !errors.Is(err, collector.ErrNoData)
-	if failed {
+	if err != nil && !errors.Is(err, collector.ErrNoData) {
 		success = 0
+		en.failures.Failed("collector failed", failureReason(err), err, "duration_seconds", elapsed)
+	} else {
+		en.failures.OK("collector recovered")
 	}
-	en.mu.Lock()
-	was := en.failing
-	en.failing = failed
-	en.mu.Unlock()
-	if failed || was {
-		logger := e.logger.With("collector", en.name)
-		if en.target != "" {
-			logger = logger.With("target", en.target)
-		}
-		switch {
-		case failed && !was:
-			logger.Warn("collector failed; repeats are logged at debug level until it recovers",
-				"duration_seconds", elapsed, "err", err)
-		case failed:
-			logger.Debug("collector failed", "duration_seconds", elapsed, "err", err)
-		default:
-			logger.Info("collector recovered")
-		}
-	}
-	sink(scrapeDurationDesc.New(elapsed, en.name))
-	sink(scrapeSuccessDesc.New(success, en.name))
-	sink(en.problems.Metric())
+	*out = append(*out, scrapeDurationDesc.New(elapsed, en.name), scrapeSuccessDesc.New(success, en.name), en.problems.Metric())
 }
 
 var (
@@ -157,11 +112,26 @@ var (
 	errPanicked     = errors.New("collector panicked (a bug; stack logged at debug level)")
 )
 
-// update runs one Update, passing its metrics to sink until it returns or
-// ctx is done. The collector sends on a channel of its own and this
+// failureReason is the reason word of a failed run, for its StateLog.
+func failureReason(err error) string {
+	switch {
+	case errors.Is(err, errStillRunning):
+		return "still_running"
+	case errors.Is(err, errPanicked):
+		return "panic"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "error"
+}
+
+// update runs one Update, appending its metrics to out until it returns
+// or ctx is done. The collector sends on a channel of its own and this
 // goroutine forwards, so a collector that ignores ctx is cut off at the
 // deadline: its late metrics are drained and dropped in the background.
-func (e *Exporter) update(ctx context.Context, en *entry, sink func(prometheus.Metric)) error {
+func (en *entry) update(ctx context.Context, out *[]prometheus.Metric) error {
 	en.mu.Lock()
 	if en.abandoned > 0 {
 		en.mu.Unlock()
@@ -176,11 +146,9 @@ func (e *Exporter) update(ctx context.Context, en *entry, sink func(prometheus.M
 	go func() {
 		var err error
 		defer func() {
-			// A bug in one collector costs that collector's scrape, never
-			// the process.
 			if r := recover(); r != nil {
 				err = fmt.Errorf("%w: %v", errPanicked, r)
-				e.logger.Debug("collector panic", "collector", en.name, "stack", string(debug.Stack()))
+				en.logger.Debug("collector panic", "stack", string(debug.Stack()))
 			}
 			close(inner)
 			done <- err
@@ -191,20 +159,19 @@ func (e *Exporter) update(ctx context.Context, en *entry, sink func(prometheus.M
 		// Take what is buffered without a select (the common case), and
 		// select only to wait.
 		for n := len(inner); n > 0; n-- {
-			sink(<-inner)
+			*out = append(*out, <-inner)
 		}
 		select {
 		case m, ok := <-inner:
 			if !ok {
 				return <-done
 			}
-			sink(m)
+			*out = append(*out, m)
 		case <-ctx.Done():
 			en.mu.Lock()
 			en.abandoned++
 			en.mu.Unlock()
-			e.logger.Debug("collector timed out; metrics it sends from now on are dropped",
-				"collector", en.name)
+			en.logger.Debug("collector timed out; metrics it sends from now on are dropped")
 			go func() {
 				for range inner {
 				}

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,13 +43,35 @@ func (f *fakeCollector) Update(ctx context.Context, ch chan<- prometheus.Metric)
 	return f.err
 }
 
-func newTestExporter(cs ...*fakeCollector) *Exporter {
+// ctxCollector waits until its context ends and reports how it ended
+// and the deadline it had.
+type ctxCollector struct {
+	started chan time.Time // the deadline, when Update starts
+	ended   chan error     // ctx.Err(), when Update returns
+}
+
+func newCtxCollector() *ctxCollector {
+	return &ctxCollector{started: make(chan time.Time, 1), ended: make(chan error, 1)}
+}
+
+func (c *ctxCollector) Update(ctx context.Context, _ chan<- prometheus.Metric) error {
+	deadline, _ := ctx.Deadline()
+	c.started <- deadline
+	<-ctx.Done()
+	c.ended <- ctx.Err()
+	return ctx.Err()
+}
+
+func newTestExporter(logger *slog.Logger, cs ...collector.Collector) *Exporter {
 	built := map[string]collector.Built{}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, c := range cs {
-		built[c.name] = collector.Built{Collector: c, Problems: collector.NewProblems(c.name, logger)}
+	for i, c := range cs {
+		name := fmt.Sprint("c", i)
+		if f, ok := c.(*fakeCollector); ok {
+			name = f.name
+		}
+		built[name] = collector.Built{Collector: c, Problems: collector.NewProblems(name, logger)}
 	}
-	return NewExporter(built, 200*time.Millisecond, logger)
+	return NewExporter(built, logger)
 }
 
 // testMetricsHandler is the /metrics handler with a budget of maxRequests.
@@ -58,74 +79,61 @@ func testMetricsHandler(e *Exporter, timeout time.Duration, maxRequests int, log
 	return newMetricsHandler(e, timeout, newLimiter("metrics", "--web.max-requests", maxRequests, logger), logger)
 }
 
-func collect(t *testing.T, e *Exporter) (map[string]float64, time.Duration) {
-	t.Helper()
-	srv := httptest.NewServer(testMetricsHandler(e, e.timeout, 0, e.logger))
-	defer srv.Close()
-	start := time.Now()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	elapsed := time.Since(start)
-	out := map[string]float64{}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "stall_") {
-			var v float64
-			i := strings.LastIndexByte(l, ' ')
-			fmt.Sscan(l[i+1:], &v)
-			out[l[:i]] = v
-		}
-	}
-	return out, elapsed
+// serve answers one request with h.
+func serve(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	return rec
 }
 
-// TestSlowCollectorDoesNotBlockOthers: a collector that ignores its context
-// is cut off at its timeout, reported as failed, its late samples dropped,
-// and the others are served in full.
+// TestSlowCollectorDoesNotBlockOthers: a collector that ignores its
+// context is cut off at the scrape's deadline, reported as failed, its
+// late samples dropped; a failing, a panicking and a no-data collector are
+// each reported as such, and the others are served in full. While the
+// abandoned run is stuck, the next scrape fails that collector fast
+// instead of starting a second goroutine.
 func TestSlowCollectorDoesNotBlockOthers(t *testing.T) {
-	block := make(chan struct{})
-	defer close(block)
-	slow := &fakeCollector{name: "slow", block: block}
-	fast := &fakeCollector{name: "fast"}
-	broken := &fakeCollector{name: "broken", err: errors.New("boom")}
-	absent := &fakeCollector{name: "absent", err: fmt.Errorf("%w: no file", collector.ErrNoData)}
-	buggy := &fakeCollector{name: "buggy", panics: true}
-	e := newTestExporter(slow, fast, broken, absent, buggy)
+	synctest.Test(t, func(t *testing.T) {
+		block := make(chan struct{})
+		defer close(block)
+		slow := &fakeCollector{name: "slow", block: block}
+		logger := slog.New(slog.DiscardHandler)
+		e := newTestExporter(logger, slow, &fakeCollector{name: "fast"}, &fakeCollector{name: "broken", err: errors.New("boom")},
+			&fakeCollector{name: "absent", err: fmt.Errorf("%w: no file", collector.ErrNoData)}, &fakeCollector{name: "buggy", panics: true})
+		const timeout = 200 * time.Millisecond
+		h := testMetricsHandler(e, timeout, 0, logger)
 
-	got, elapsed := collect(t, e)
-	if elapsed > 2*time.Second {
-		t.Errorf("scrape took %v with a 200ms collector timeout", elapsed)
-	}
-	want := map[string]float64{
-		`stall_scrape_collector_success{collector="slow"}`:   0,
-		`stall_scrape_collector_success{collector="fast"}`:   1,
-		`stall_scrape_collector_success{collector="broken"}`: 0,
-		`stall_scrape_collector_success{collector="absent"}`: 1,
-		`stall_scrape_collector_success{collector="buggy"}`:  0,
-		`stall_test_value{from="fast"}`:                      1,
-		`stall_test_value{from="slow"}`:                      1, // sent before it blocked
-	}
-	for k, v := range want {
-		if g, ok := got[k]; !ok || g != v {
-			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		start := time.Now()
+		got := samples(t, serve(h, httptest.NewRequest("GET", "/metrics", nil)).Body.String())
+		if took := time.Since(start); took != timeout {
+			t.Errorf("the scrape took %v, want the collectors' timeout %v", took, timeout)
 		}
-	}
-	if _, ok := got[`stall_test_value{from="slow-late"}`]; ok {
-		t.Error("a sample sent after the timeout reached the scrape")
-	}
+		want := map[string]float64{
+			`stall_scrape_collector_success{collector="slow"}`:   0,
+			`stall_scrape_collector_success{collector="fast"}`:   1,
+			`stall_scrape_collector_success{collector="broken"}`: 0,
+			`stall_scrape_collector_success{collector="absent"}`: 1,
+			`stall_scrape_collector_success{collector="buggy"}`:  0,
+			`stall_test_value{from="fast"}`:                      1,
+			`stall_test_value{from="slow"}`:                      1, // sent before it blocked
+		}
+		for k, v := range want {
+			if g, ok := got[k]; !ok || g != v {
+				t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+			}
+		}
+		if _, ok := got[`stall_test_value{from="slow-late"}`]; ok {
+			t.Error("a sample sent after the timeout reached the scrape")
+		}
 
-	// While the abandoned run is stuck, the next scrape fails fast instead of
-	// starting a second goroutine.
-	got, _ = collect(t, e)
-	if n := slow.started.Load(); n != 1 {
-		t.Errorf("stuck collector was started %d times, want 1", n)
-	}
-	if got[`stall_scrape_collector_success{collector="slow"}`] != 0 || got[`stall_scrape_collector_success{collector="fast"}`] != 1 {
-		t.Errorf("second scrape: %v", got)
-	}
+		got = samples(t, serve(h, httptest.NewRequest("GET", "/metrics", nil)).Body.String())
+		if n := slow.started.Load(); n != 1 {
+			t.Errorf("stuck collector was started %d times, want 1", n)
+		}
+		if got[`stall_scrape_collector_success{collector="slow"}`] != 0 || got[`stall_scrape_collector_success{collector="fast"}`] != 1 {
+			t.Errorf("second scrape: %v", got)
+		}
+	})
 }
 
 func TestScrapeTimeoutHeader(t *testing.T) {
@@ -151,75 +159,42 @@ func TestScrapeTimeoutHeader(t *testing.T) {
 	}
 }
 
-func TestMaxRequests(t *testing.T) {
-	block := make(chan struct{})
-	slow := &fakeCollector{name: "slow", block: block}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e := NewExporter(map[string]collector.Built{"slow": {Collector: slow, Problems: collector.NewProblems("slow", logger)}}, 5*time.Second, logger)
-	srv := httptest.NewServer(testMetricsHandler(e, 5*time.Second, 1, logger))
-	defer srv.Close()
-	first := make(chan int)
-	go func() {
-		resp, err := http.Get(srv.URL)
-		if err != nil {
-			first <- 0
-			return
-		}
-		resp.Body.Close()
-		first <- resp.StatusCode
-	}()
-	for slow.started.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("second concurrent scrape: %d, want 503", resp.StatusCode)
-	}
-	close(block)
-	if code := <-first; code != http.StatusOK {
-		t.Errorf("first scrape: %d", code)
-	}
-}
-
-var stubOnce sync.Once
-
-// TestProbeRequests checks /probe's input handling with a stub module that
-// allows exactly one target.
-func TestProbeRequests(t *testing.T) {
-	stubOnce.Do(func() { // modules register once per process; -count=2 runs this twice
-		collector.RegisterProbe("stub", func(cfg collector.Config, target string) (collector.Collector, error) {
-			if target != "good:1" {
-				return nil, fmt.Errorf("%w: %q is not in --stub.allowed", collector.ErrTargetNotAllowed, target)
-			}
-			return &fakeCollector{name: "probed"}, nil
+// TestRequestContextReachesCollectors: the collectors of /metrics and of
+// a /probe target run under the request's context, with the deadline of
+// Prometheus' scrape timeout header; a client that hangs up cancels their
+// work and the request ends.
+func TestRequestContextReachesCollectors(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	for _, path := range []string{"/metrics", "/probe?module=stub&target=good:1"} {
+		t.Run(path, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newCtxCollector()
+				var h http.Handler = testMetricsHandler(newTestExporter(logger, c), 8*time.Second, 0, logger)
+				if strings.HasPrefix(path, "/probe") {
+					h = newProbeHandler(map[string]collector.ProbeModule{"stub": stubModule{c: c}}, collector.Paths{},
+						8*time.Second, newLimiter("probe", "--web.max-probe-requests", 0, logger), logger)
+				}
+				ctx, hangUp := context.WithCancel(context.Background())
+				r := httptest.NewRequest("GET", path, nil).WithContext(ctx)
+				r.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", "5")
+				done := make(chan struct{})
+				start := time.Now()
+				go func() { serve(h, r); close(done) }()
+				if deadline := <-c.started; !deadline.Equal(start.Add(4500 * time.Millisecond)) {
+					t.Errorf("collector deadline %v after the request, want 4.5s (the header's 5s minus 0.5s)", deadline.Sub(start))
+				}
+				hangUp()
+				<-done
+				if err := <-c.ended; !errors.Is(err, context.Canceled) {
+					t.Errorf("collector's context ended with %v, want canceled", err)
+				}
+				if took := time.Since(start); took != 0 {
+					t.Errorf("the request ended %v after the client hung up, want at once", took)
+				}
+				if ph, ok := h.(*probeHandler); ok {
+					drainProbes(ph)
+				}
+			})
 		})
-	})
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h := newProbeHandler(collector.Paths{}, time.Second, newLimiter("probe", "--web.max-probe-requests", 0, logger), logger)
-	for _, tc := range []struct {
-		query string
-		code  int
-		body  string
-	}{
-		{"module=stub&target=good:1", 200, `stall_test_value{from="probed"} 1`},
-		{"module=stub&target=evil:1", 403, "target not allowed by configuration"},
-		{"module=stub", 400, "exactly one"},
-		{"module=stub&target=", 400, "exactly one"},
-		{"module=stub&target=good:1&target=evil:1", 400, "exactly one"},
-		{"module=stub&target=" + strings.Repeat("a", 2000), 400, "longer than"},
-		{"module=nope&target=good:1", 400, "unknown or missing module"},
-	} {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", "/probe?"+tc.query, nil))
-		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.body) {
-			t.Errorf("%.60s: %d %q, want %d containing %q", tc.query, rec.Code, rec.Body.String(), tc.code, tc.body)
-		}
-		if strings.Contains(rec.Body.String(), "evil") {
-			t.Errorf("%.60s: the refused target is echoed back", tc.query)
-		}
 	}
 }

@@ -3,31 +3,40 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // TestBadFlags: flag values that used to panic at the first request or be
-// accepted silently (issue 11) stop the exporter at start with exit status
-// 1 and a message naming the flag.
+// accepted silently stop the exporter at start with exit status 1 and a
+// message naming the flag. The /probe modules are built at start whether
+// or not their collector is enabled, so a bad allowlist or ACL file stops
+// the start even with --no-collector.redis or --no-collector.rocketmq.
 func TestBadFlags(t *testing.T) {
 	bin := buildBinary(t)
 	for _, tc := range []struct {
-		flag, want string
+		flags []string
+		want  string
 	}{
-		{"--web.telemetry-path=metrics", "--web.telemetry-path=metrics must start with /"},
-		{"--web.telemetry-path=/probe", "collides with /probe"},
-		{"--web.max-requests=-3", "--web.max-requests=-3 must be 0 (no limit) or positive"},
-		{"--web.max-probe-requests=-1", "--web.max-probe-requests=-1 must be 0 (no limit) or positive"},
-		{"--web.max-connections=-1", "--web.max-connections=-1 must be 0 (no limit) or positive"},
-		{"--sysctl.refresh-interval=-1m", "--sysctl.refresh-interval=-1m0s must be 0 (every scrape) or positive"},
-		{"--collector.timeout=0s", "--collector.timeout=0s must be positive"},
+		{[]string{"--web.telemetry-path=metrics"}, "--web.telemetry-path=metrics must start with /"},
+		{[]string{"--web.telemetry-path=/probe"}, "collides with /probe"},
+		{[]string{"--web.max-requests=-3"}, "--web.max-requests=-3 must be 0 (no limit) or positive"},
+		{[]string{"--web.max-probe-requests=-1"}, "--web.max-probe-requests=-1 must be 0 (no limit) or positive"},
+		{[]string{"--web.max-connections=-1"}, "--web.max-connections=-1 must be 0 (no limit) or positive"},
+		{[]string{"--sysctl.refresh-interval=-1m"}, "--sysctl.refresh-interval=-1m0s must be 0 (every scrape) or positive"},
+		{[]string{"--collector.timeout=0s"}, "--collector.timeout=0s must be positive"},
+		{[]string{"--no-collector.redis", "--redis.probe.allowed-targets-regexp=("}, "--redis.probe.allowed-targets-regexp"},
+		{[]string{"--no-collector.redis", "--redis.probe.allowed-targets=redis://h:99999"}, "--redis.probe.allowed-targets"},
+		{[]string{"--no-collector.rocketmq", "--rocketmq.probe.allowed-targets=10.0.0.0/99"}, "--rocketmq.probe.allowed-targets"},
+		{[]string{"--no-collector.rocketmq", "--rocketmq.acl-file=/nonexistent/acl"}, "--rocketmq.acl-file"},
 	} {
-		cmd := exec.Command(bin, "--web.listen-address="+freeAddr(t), tc.flag)
+		cmd := exec.Command(bin, append([]string{"--web.listen-address=" + freeAddr(t)}, tc.flags...)...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		done := make(chan error, 1)
@@ -40,15 +49,15 @@ func TestBadFlags(t *testing.T) {
 		case err = <-done:
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
-			t.Errorf("%s: the exporter started", tc.flag)
+			t.Errorf("%s: the exporter started", tc.flags)
 			continue
 		}
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
-			t.Errorf("%s: exit %v, want status 1", tc.flag, err)
+			t.Errorf("%s: exit %v, want status 1", tc.flags, err)
 		}
 		if out := stderr.String(); !strings.Contains(out, tc.want) || strings.Contains(out, "panic") {
-			t.Errorf("%s: stderr does not say %q (or panics):\n%s", tc.flag, tc.want, out)
+			t.Errorf("%s: stderr does not say %q (or panics):\n%s", tc.flags, tc.want, out)
 		}
 	}
 }
@@ -61,28 +70,24 @@ func TestMissingSysfsWarns(t *testing.T) {
 	bin := buildBinary(t)
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, "--web.listen-address="+addr, "--path.sysfs=/nonexistent")
-	var stderr syncBuffer
+	var stderr collectortest.LogBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	url := "http://" + addr
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	collectortest.WaitFor(t, 10*time.Second, "the exporter to serve /metrics", func() error {
 		resp, err := http.Get(url + "/metrics")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("/metrics: %s", resp.Status)
-			}
-			break
+		if err != nil {
+			return fmt.Errorf("%w\n%s", err, stderr.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not serving: %v\n%s", err, stderr.String())
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/metrics: %s", resp.Status)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if out := stderr.String(); !strings.Contains(out, "level=warn") || !strings.Contains(out, "path.sysfs=/nonexistent") {
 		t.Errorf("no warning about --path.sysfs:\n%s", out)
 	}
@@ -96,22 +101,4 @@ func TestMissingSysfsWarns(t *testing.T) {
 			t.Errorf("%s: %s, want 404", path, resp.Status)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

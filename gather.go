@@ -2,9 +2,12 @@ package main
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -12,20 +15,66 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 )
 
+// scrapeRun is the collectors of one request, run concurrently under the
+// request's context, as the unchecked prometheus.Collector of a registry
+// (Describe sends nothing: what each collector exports depends on the host
+// and the target). The registry is handed only what consts cannot group:
+// client_golang's own metrics (histograms, counter vectors). Not safe for
+// concurrent use; a scrapeState reuses it request after request.
+type scrapeRun struct {
+	ctx     context.Context
+	entries []*entry
+	slots   [][]prometheus.Metric // each entry's metrics, arrays kept between requests
+	consts  constFamilies
+}
+
+func (*scrapeRun) Describe(chan<- *prometheus.Desc) {}
+
+func (r *scrapeRun) Collect(ch chan<- prometheus.Metric) {
+	if n := len(r.entries); len(r.slots) < n {
+		r.slots = append(r.slots, make([][]prometheus.Metric, n-len(r.slots))...)
+	}
+	var wg sync.WaitGroup
+	for i, en := range r.entries {
+		wg.Go(func() { en.run(r.ctx, &r.slots[i]) })
+	}
+	wg.Wait()
+	for i := range r.entries {
+		for _, m := range r.slots[i] {
+			if !r.consts.add(m) {
+				ch <- m
+			}
+		}
+		clear(r.slots[i]) // drop the metrics, keep the array
+		r.slots[i] = r.slots[i][:0]
+	}
+}
+
+// gather gathers reg, in which r is registered, and returns every family:
+// the registry's and the constant ones, merged. The error lists what a
+// registry would have refused (a series sent twice, descriptors of one
+// name that disagree); that is left out.
+func (r *scrapeRun) gather(reg *prometheus.Registry) ([]*dto.MetricFamily, error) {
+	r.consts.reset()
+	theirs, err := reg.Gather()
+	var errs prometheus.MultiError
+	if err != nil && !errors.As(err, &errs) {
+		errs = prometheus.MultiError{err}
+	}
+	mfs := r.consts.merge(r.consts.families(), theirs)
+	errs = append(errs, r.consts.errs...)
+	return mfs, errs.MaybeUnwrap()
+}
+
 // constFamilies groups the constant metrics of one scrape (those made by
 // collector.Metric) into the families a prometheus.Registry would gather
 // for them: the same names, HELP and types, metrics sorted as the registry
-// sorts them, and what it refuses (a series sent twice, two descriptors of
-// one name that disagree on HELP or type) reported and left out. It does
-// the registry's work at about a third of its cost per series, because
-// collector.FamilyOf knows each descriptor's family, where the registry
-// must look it up and check it for every metric and hash every series
-// (docs/benchmarks.md). Every other metric (histograms, client_golang's
-// collectors) goes through the registry. Not safe for concurrent use;
-// reset makes it reusable.
+// sorts them, and what it refuses reported and left out. It costs a third
+// of what the registry spends on a series, which looks each metric's
+// family up, checks it and hashes every series: collector.FamilyOf knows
+// the family of each descriptor (docs/benchmarks.md: the per-series goal
+// needs it). Not safe for concurrent use.
 type constFamilies struct {
-	familyOf func(*prometheus.Desc) (collector.Family, bool) // collector.FamilyOf when nil (tests set their own)
-
 	byDesc map[*prometheus.Desc]*dto.MetricFamily // nil: the descriptor conflicts with its family
 	byName map[string]*dto.MetricFamily
 	errs   []error
@@ -37,36 +86,32 @@ func (g *constFamilies) reset() {
 	g.errs = g.errs[:0]
 }
 
-// add adds one metric made by collector.Metric (collector.FamilyOf knows
-// its descriptor; any other is reported and left out).
-func (g *constFamilies) add(m prometheus.Metric) {
+// add groups m if it is a constant metric of a collector.Metric
+// descriptor, and reports whether it was one.
+func (g *constFamilies) add(m prometheus.Metric) bool {
 	d := m.Desc()
 	mf, seen := g.byDesc[d]
 	if !seen {
-		familyOf := g.familyOf
-		if familyOf == nil {
-			familyOf = collector.FamilyOf
-		}
-		f, ok := familyOf(d)
+		f, ok := collector.FamilyOf(d)
 		if !ok {
-			g.errs = append(g.errs, fmt.Errorf("metric of descriptor %v has no known family", d))
-			return
+			return false
 		}
 		mf = g.family(d, f)
 	}
 	if mf == nil {
-		return // reported when its descriptor was first seen
+		return true // reported when its descriptor was first seen
 	}
 	pb := &dto.Metric{}
 	if err := m.Write(pb); err != nil {
 		g.errs = append(g.errs, fmt.Errorf("error collecting metric %v: %w", d, err))
-		return
+		return true
 	}
 	if !hasValueOf(pb, mf.GetType()) {
 		g.errs = append(g.errs, fmt.Errorf("collected metric %s %s should be a %s", mf.GetName(), pb, mf.GetType()))
-		return
+		return true
 	}
 	mf.Metric = append(mf.Metric, pb)
+	return true
 }
 
 // family returns the family of descriptor d, or nil when another
@@ -106,13 +151,12 @@ func hasValueOf(m *dto.Metric, t dto.MetricType) bool {
 func (g *constFamilies) families() []*dto.MetricFamily {
 	out := make([]*dto.MetricFamily, 0, len(g.byName))
 	for _, mf := range g.byName {
-		if len(mf.Metric) == 0 {
-			continue // every metric of it was refused (and reported)
+		if len(mf.Metric) > 0 { // else every metric of it was refused, and reported
+			mf.Metric = g.normalize(mf.GetName(), mf.Metric)
+			out = append(out, mf)
 		}
-		mf.Metric = g.normalize(mf.GetName(), mf.Metric)
-		out = append(out, mf)
 	}
-	slices.SortFunc(out, compareFamilies)
+	slices.SortFunc(out, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return out
 }
 
@@ -133,43 +177,30 @@ func (g *constFamilies) normalize(name string, ms []*dto.Metric) []*dto.Metric {
 	return kept
 }
 
-// merge merges families gathered by a registry into ours: the result is
-// sorted by name, and a name in both keeps the registry's family, with our
-// metrics added when HELP and type agree (else they are reported and
-// dropped).
+// merge merges families gathered by a registry into ours, both sorted by
+// name: a name in both keeps the registry's family with our metrics added
+// when HELP and type agree (else ours are reported and dropped).
 func (g *constFamilies) merge(ours, theirs []*dto.MetricFamily) []*dto.MetricFamily {
-	if len(theirs) == 0 {
-		return ours
-	}
 	out := make([]*dto.MetricFamily, 0, len(ours)+len(theirs))
-	i, j := 0, 0
-	for i < len(ours) || j < len(theirs) {
-		switch {
-		case j == len(theirs) || i < len(ours) && ours[i].GetName() < theirs[j].GetName():
-			out = append(out, ours[i])
-			i++
-		case i == len(ours) || theirs[j].GetName() < ours[i].GetName():
-			out = append(out, theirs[j])
-			j++
+	for len(ours) > 0 && len(theirs) > 0 {
+		a, b := ours[0], theirs[0]
+		switch c := strings.Compare(a.GetName(), b.GetName()); {
+		case c < 0:
+			out, ours = append(out, a), ours[1:]
+		case c > 0:
+			out, theirs = append(out, b), theirs[1:]
 		default:
-			a, b := ours[i], theirs[j]
 			if a.GetHelp() != b.GetHelp() || a.GetType() != b.GetType() {
 				g.errs = append(g.errs, fmt.Errorf("%s: %d metrics disagree with the HELP or type of the family gathered by the registry; dropped",
 					a.GetName(), len(a.Metric)))
-				out = append(out, b)
 			} else {
-				merged := &dto.MetricFamily{Name: b.Name, Help: b.Help, Type: b.Type, Unit: b.Unit}
-				merged.Metric = g.normalize(b.GetName(), append(slices.Clone(b.Metric), a.Metric...))
-				out = append(out, merged)
+				b.Metric = g.normalize(b.GetName(), append(b.Metric, a.Metric...))
 			}
-			i++
-			j++
+			out, ours, theirs = append(out, b), ours[1:], theirs[1:]
 		}
 	}
-	return out
+	return append(append(out, ours...), theirs...)
 }
-
-func compareFamilies(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) }
 
 // compareMetrics orders the metrics of one family as client_golang's
 // registry does: by label count, then by label values in label-name order

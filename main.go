@@ -10,12 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -104,17 +105,17 @@ func run() int {
 		logger.Error("cannot build collectors", "err", err)
 		return 1
 	}
-	names := make([]string, 0, len(built))
-	for n := range built {
-		names = append(names, n)
+	logger.Info("enabled collectors", "collectors", strings.Join(slices.Sorted(maps.Keys(built)), ","))
+	modules, err := collector.BuildProbes()
+	if err != nil {
+		logger.Error("cannot build the /probe modules", "err", err)
+		return 1
 	}
-	sort.Strings(names)
-	logger.Info("enabled collectors", "collectors", strings.Join(names, ","))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	exp := NewExporter(built, *timeout, logger)
+	exp := NewExporter(built, logger)
 	exp.Start(ctx)
 
 	metricsLimit := newLimiter("metrics", "--web.max-requests", *maxRequests, logger)
@@ -123,8 +124,8 @@ func run() int {
 	// registers in its init (golang.org/x/net/trace adds /debug/requests).
 	mux := http.NewServeMux()
 	conns := newConnLimit(*maxConnections, logger)
-	mux.Handle(*metricsPath, newMetricsHandler(exp, *timeout, metricsLimit, logger, refusals(conns, metricsLimit, probeLimit)))
-	mux.Handle("/probe", newProbeHandler(paths, *timeout, probeLimit, logger))
+	mux.Handle(*metricsPath, newMetricsHandler(exp, *timeout, metricsLimit, logger, conns, metricsLimit, probeLimit))
+	mux.Handle("/probe", newProbeHandler(modules, paths, *timeout, probeLimit, logger))
 	if *metricsPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "Stall Exporter",

@@ -1,89 +1,88 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/probecache"
 )
 
 // maxProbeTarget bounds the target parameter: a host:port, URL or socket
 // path is far shorter.
 const maxProbeTarget = 1024
 
+// probeLimits bound what /probe keeps between requests, for every module
+// together (collector/probecache): a target's collector — Redis' CONFIG
+// cache, CLIENT LIST schedule and aggregates, a broker's put-latency
+// histograms and config — is kept for 10 minutes after its last probe, for
+// at most 1,000 targets (the least recently probed goes first); its
+// connections only while it is among the 64 most recently probed and was
+// probed in the last 2 minutes (a Prometheus scrape interval is rarely
+// over a minute). The others connect again at their next probe: a TCP
+// connect, and HELLO/AUTH for Redis, which is what redis_exporter does on
+// every scrape. What that costs is measured in docs/redis.md and
+// docs/rocketmq.md.
+var probeLimits = probecache.Limits{MaxTargets: 1000, Idle: 10 * time.Minute, MaxConns: 64, ConnIdle: 2 * time.Minute}
+
 // probeHandler serves /probe?module=<module>&target=<target>: one remote
 // instance scraped on demand, for Prometheus multi-target configurations.
-// The module's factory decides which targets are allowed; a refused target
-// gets 403 and no connection is attempted.
+// The module decides which targets are allowed; a refused target gets 403
+// and no connection is attempted. With &debug=true the answer is, instead
+// of the exposition, the probe's log lines at debug level and its metrics
+// as text, for a person checking a target.
 type probeHandler struct {
 	scrapeHandler
-	paths collector.Paths
-	limit *limiter
-
-	mu       sync.Mutex
-	problems map[string]*collector.Problems // one bad-input counter per module, kept across requests
-	states   map[probeKey]*runState         // per target: failure logging and stuck runs, across requests
+	paths    collector.Paths
+	limit    *limiter
+	logger   *slog.Logger
+	modules  map[string]collector.ProbeModule
+	names    string                         // "redis|rocketmq", for the 400 answer
+	problems map[string]*collector.Problems // one bad-input counter per module
+	targets  *probecache.Cache[probeKey, *entry]
 }
 
 type probeKey struct{ module, target string }
 
-// maxProbeStates bounds the per-target state map; targets are bounded by the
-// allowlists, this only guards against an allowlist pattern that matches
-// many spellings.
-const maxProbeStates = 4096
-
-func newProbeHandler(paths collector.Paths, timeout time.Duration, limit *limiter, logger *slog.Logger) *probeHandler {
-	return &probeHandler{
-		scrapeHandler: scrapeHandler{timeout: timeout, logger: logger, states: newScrapeStates()},
+func newProbeHandler(modules map[string]collector.ProbeModule, paths collector.Paths, timeout time.Duration, limit *limiter, logger *slog.Logger) *probeHandler {
+	h := &probeHandler{
+		scrapeHandler: newScrapeHandler(timeout, logger),
 		paths:         paths,
 		limit:         limit,
+		logger:        logger,
+		modules:       modules,
+		names:         strings.Join(slices.Sorted(maps.Keys(modules)), "|"),
+		problems:      map[string]*collector.Problems{},
+		targets:       probecache.New[probeKey, *entry](probeLimits),
 	}
-}
-
-func (h *probeHandler) moduleProblems(module string) *collector.Problems {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.problems == nil {
-		h.problems = map[string]*collector.Problems{}
+	for m := range modules {
+		h.problems[m] = collector.NewProblems(m, logger.With("probe", m))
 	}
-	p, ok := h.problems[module]
-	if !ok {
-		p = collector.NewProblems(module, h.logger.With("probe", module))
-		h.problems[module] = p
-	}
-	return p
-}
-
-// state returns the run state of one target, so that a target that keeps
-// failing is logged at warn level once, not on every probe, and a run stuck
-// past its timeout makes the next probes of that target fail fast.
-func (h *probeHandler) state(module, target string) *runState {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	k := probeKey{module, target}
-	st, ok := h.states[k]
-	if !ok {
-		if h.states == nil || len(h.states) >= maxProbeStates {
-			h.states = map[probeKey]*runState{}
-		}
-		st = &runState{}
-		h.states[k] = st
-	}
-	return st
+	return h
 }
 
 func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	module := q.Get("module")
-	factory, ok := collector.Probe(module)
+	m, ok := h.modules[module]
 	if !ok {
-		http.Error(w, "unknown or missing module (module=redis|rocketmq)", http.StatusBadRequest)
+		http.Error(w, "unknown or missing module (module="+h.names+")", http.StatusBadRequest)
 		return
 	}
-	switch targets := q["target"]; {
+	targets := q["target"]
+	switch {
 	case len(targets) != 1 || targets[0] == "":
 		http.Error(w, "want exactly one non-empty target parameter", http.StatusBadRequest)
 		return
@@ -91,14 +90,11 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "target longer than 1024 bytes", http.StatusBadRequest)
 		return
 	}
-	target := q.Get("target")
-	if !h.limit.acquire() {
-		h.limit.refuse(w, r)
+	if !h.limit.acquire(w, r) {
 		return
 	}
 	defer h.limit.release()
-	problems := h.moduleProblems(module)
-	c, err := factory(collector.Config{Paths: h.paths, Logger: h.logger.With("probe", module), Problems: problems}, target)
+	key, build, err := m.Target(targets[0])
 	if errors.Is(err, collector.ErrTargetNotAllowed) {
 		// The reason names the allowlist flag; the target itself is not
 		// echoed back.
@@ -110,6 +106,69 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	en := &entry{name: module, target: target, c: c, problems: problems, runState: h.state(module, target)}
-	h.serve(w, r, &Exporter{logger: h.logger, timeout: h.timeout, entries: []*entry{en}})
+	if q.Get("debug") == "true" {
+		h.debug(w, r, module, key, build)
+		return
+	}
+	en := h.targets.Get(probeKey{module, key}, func() *entry {
+		logger := h.logger.With("probe", module)
+		c := build(collector.Config{Paths: h.paths, Logger: logger, Problems: h.problems[module]})
+		return newEntry(module, c, h.problems[module], h.logger.With("collector", module, "target", key))
+	})
+	h.serve(w, r, []*entry{en})
+}
+
+// debug probes the target once with a collector of its own, not the
+// cached one — the same allowlist, reply limits and timeout, but its own
+// connection and a logger at debug level into a buffer — closes it, and
+// answers the log lines and the metrics in the text format. What the
+// collectors log carries no secret (passwords are never logged), so
+// neither does the answer.
+func (h *probeHandler) debug(w http.ResponseWriter, r *http.Request, module, key string, build func(collector.Config) collector.Collector) {
+	logs := &lockedBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	problems := collector.NewProblems(module, logger.With("probe", module))
+	c := build(collector.Config{Paths: h.paths, Logger: logger.With("probe", module), Problems: problems})
+	en := newEntry(module, c, problems, logger.With("collector", module, "target", key))
+	// Closed in the background: Close waits for a run that overran its
+	// deadline.
+	defer func() { go en.Close() }()
+
+	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r, h.timeout))
+	defer cancel()
+	run := &scrapeRun{ctx: ctx, entries: []*entry{en}}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(run)
+	mfs, gatherErr := run.gather(reg)
+	var metrics bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&metrics, mf); err != nil {
+			fmt.Fprintf(&metrics, "# error encoding %s: %v\n", mf.GetName(), err)
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintf(w, "Logs for the probe of %s target %s:\n%s\n", module, key, logs.String())
+	if gatherErr != nil {
+		fmt.Fprintf(w, "Errors gathering the metrics:\n%v\n\n", gatherErr)
+	}
+	fmt.Fprintf(w, "Metrics that would have been returned:\n%s", metrics.Bytes())
+}
+
+// lockedBuffer is a bytes.Buffer that a run abandoned at its deadline may
+// still write to while the answer reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

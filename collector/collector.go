@@ -20,7 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -104,12 +105,7 @@ func Register(name, description string, defaultEnabled bool, factory Factory) {
 func Names() []string {
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	names := make([]string, 0, len(registrations))
-	for n := range registrations {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(registrations))
 }
 
 // Built is one constructed collector with its bad-input counter.
@@ -131,11 +127,7 @@ func Build(cfg Config, only ...string) (map[string]Built, error) {
 		}
 		want[n] = true
 	}
-	names := make([]string, 0, len(registrations))
-	for n := range registrations {
-		names = append(names, n)
-	}
-	sort.Strings(names) // the same collector reports a bad shared flag every time
+	names := slices.Sorted(maps.Keys(registrations)) // the same collector reports a bad shared flag every time
 	fs, err := procfs.NewFS(cfg.Paths.Procfs)
 	if err != nil {
 		return nil, fmt.Errorf("--path.procfs: %w", err)
@@ -157,34 +149,67 @@ func Build(cfg Config, only ...string) (map[string]Built, error) {
 	return out, nil
 }
 
-// ErrTargetNotAllowed is returned by a ProbeFactory for a /probe target that
-// the module's configuration does not allow; /probe answers 403.
+// ErrTargetNotAllowed is returned (wrapped) by ProbeModule.Target for a
+// target outside the module's allowlist; /probe answers 403.
 var ErrTargetNotAllowed = errors.New("target not allowed by configuration")
 
-// ProbeFactory builds a collector for one remote target named in a
-// /probe?module=<module>&target=<target> request (blackbox_exporter
-// convention). It must validate target against the module's allowlist and
-// return ErrTargetNotAllowed when it is outside, so /probe cannot be used as a
-// proxy to arbitrary hosts. The returned collector may be cached and reused by
-// the factory; the exporter calls Update on it once per request.
-type ProbeFactory func(cfg Config, target string) (Collector, error)
+// ProbeModule is a /probe?module=<name>&target=<target> module
+// (blackbox_exporter's convention): one remote instance scraped on demand.
+// The exporter builds every registered module once, at start, whether or
+// not the module's /metrics collector is enabled, so a bad flag stops the
+// start; after that it must be safe for concurrent use.
+type ProbeModule interface {
+	// Target checks one requested target without connecting anywhere. A
+	// malformed target is an error (/probe answers 400 with its text, which
+	// must not quote a secret); one outside the module's allowlist wraps
+	// ErrTargetNotAllowed (403), so that /probe cannot be used to reach
+	// arbitrary hosts. It returns the target's one spelling, key (the
+	// exporter keeps one collector per module and key, and logs it as
+	// target=<key>), and build, which makes that collector without
+	// connecting either.
+	//
+	// The exporter calls Update on the collector once per request, under
+	// the request's deadline, and never calls Run. When it drops the
+	// target (see collector/probecache) it calls Close if the collector is
+	// an io.Closer, and between requests CloseIdle if it is an IdleCloser.
+	Target(target string) (key string, build func(Config) Collector, err error)
+}
 
-var probes = map[string]ProbeFactory{}
+// IdleCloser is implemented by a probe collector that keeps connections
+// between requests. CloseIdle closes them unless a scrape is using them,
+// and reports whether none is left open; the next Update connects again.
+type IdleCloser interface {
+	CloseIdle() bool
+}
+
+// ProbeBuilder builds a /probe module from the parsed flags; its error
+// names the flag to fix.
+type ProbeBuilder func() (ProbeModule, error)
+
+var probes = map[string]ProbeBuilder{}
 
 // RegisterProbe makes a /probe module known; called from init functions.
-func RegisterProbe(module string, f ProbeFactory) {
+// Registering a name twice panics.
+func RegisterProbe(module string, build ProbeBuilder) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
 	if _, dup := probes[module]; dup {
 		panic(fmt.Sprintf("probe module %q registered twice", module))
 	}
-	probes[module] = f
+	probes[module] = build
 }
 
-// Probe returns the factory of a /probe module.
-func Probe(module string) (ProbeFactory, bool) {
+// BuildProbes builds every registered /probe module, keyed by name.
+func BuildProbes() (map[string]ProbeModule, error) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	f, ok := probes[module]
-	return f, ok
+	out := make(map[string]ProbeModule, len(probes))
+	for _, name := range slices.Sorted(maps.Keys(probes)) {
+		m, err := probes[name]()
+		if err != nil {
+			return nil, fmt.Errorf("probe module %s: %w", name, err)
+		}
+		out[name] = m
+	}
+	return out, nil
 }

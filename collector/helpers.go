@@ -309,11 +309,6 @@ func (p *Problems) Count() uint64 {
 	return p.count
 }
 
-// Send emits stall_collector_parse_errors_total for this collector.
-func (p *Problems) Send(ch chan<- prometheus.Metric) {
-	ch <- p.Metric()
-}
-
 // Metric is stall_collector_parse_errors_total for this collector.
 func (p *Problems) Metric() prometheus.Metric {
 	return parseErrorsDesc.New(float64(p.Count()), p.name)

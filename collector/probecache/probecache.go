@@ -1,140 +1,102 @@
-// Package probecache keeps what a /probe module knows of each target
-// between requests — its connection, caches and counters — under one
-// eviction rule, so that an allowlist pattern wide enough to admit many
-// targets costs bounded memory and file descriptors.
+// Package probecache keeps what /probe knows of each target between
+// requests — its collector, with the connection, caches and counters the
+// collector holds — under one eviction rule, so that an allowlist wide
+// enough to admit many targets costs bounded memory and file descriptors.
 //
-// The rule, checked at every request and by a background trim every
-// Limits.TrimEvery while the cache holds targets: a target not probed for
-// Limits.Idle is dropped; beyond Limits.MaxTargets the least recently
-// probed targets are dropped. A module whose targets hold a connection can
-// also bound the idle connections: only the Limits.MaxConns most recently
-// probed targets, probed within Limits.ConnIdle, keep theirs
-// (Hooks.DropConn closes the others' and they reconnect on their next
-// probe). So after the probes stop, idle connections are closed within
-// ConnIdle plus one TrimEvery, and the targets dropped within Idle plus
-// one TrimEvery.
+// The rule, applied at every Get and by a background trim (every quarter
+// of the shorter idle limit, at least a second) while the cache holds
+// targets: a target not asked for in Limits.Idle is dropped, and beyond
+// Limits.MaxTargets the least recently asked for goes first; a dropped
+// value is closed. Of the targets kept, only the Limits.MaxConns most
+// recently asked for, asked for within Limits.ConnIdle, keep their
+// connections: the others' values are told to close them (CloseIdle) and
+// reconnect at their next use. So once the requests stop, idle connections
+// are closed within ConnIdle plus one trim period, and the targets dropped
+// within Idle plus one trim period.
 package probecache
 
 import (
+	"io"
 	"slices"
 	"sync"
 	"time"
 )
 
-// Limits bound a Cache. MaxTargets and Idle must be positive.
+// Limits bound a Cache. Every field must be positive.
 type Limits struct {
-	// MaxTargets is the most targets kept; the least recently probed
-	// one goes first.
-	MaxTargets int
-	// Idle is how long a target is kept after its last probe.
-	Idle time.Duration
-	// MaxConns is the most targets that keep their connection (the most
-	// recently probed ones). 0: every kept target keeps it.
-	MaxConns int
-	// ConnIdle is how long a target keeps its connection after its last
-	// probe. 0: until the target is dropped.
-	ConnIdle time.Duration
-	// TrimEvery is the period of the background trim. 0: a quarter of
-	// ConnIdle (of Idle without ConnIdle), at least a second.
-	TrimEvery time.Duration
+	MaxTargets int           // most targets kept
+	Idle       time.Duration // how long a target is kept after it was last asked for
+	MaxConns   int           // most targets that keep their connections: the most recently asked for
+	ConnIdle   time.Duration // how long a target keeps its connections after it was last asked for
 }
 
 // trimEvery is the background trim's period.
 func (l Limits) trimEvery() time.Duration {
-	if l.TrimEvery > 0 {
-		return l.TrimEvery
-	}
-	d := l.Idle
-	if l.ConnIdle > 0 {
-		d = min(d, l.ConnIdle)
-	}
-	return max(d/4, time.Second)
+	return max(min(l.Idle, l.ConnIdle)/4, time.Second)
 }
 
-// Hooks release what a cached value holds.
-type Hooks[V any] struct {
-	// Close releases a dropped value. It runs in its own goroutine, so it
-	// may wait for a scrape of the value in progress.
-	Close func(V)
-	// DropConn closes the value's connection, which its next scrape opens
-	// again, and reports whether it did: false while a scrape uses it (a
-	// later request retries). Needed only when MaxConns or ConnIdle is set.
-	DropConn func(V) bool
-}
+// idleCloser is a value that keeps connections between uses (the method
+// of collector.IdleCloser): CloseIdle closes them unless they are in use,
+// and reports whether none is left open.
+type idleCloser interface{ CloseIdle() bool }
 
-// Cache holds one value per target key. It is safe for concurrent use.
-type Cache[V any] struct {
+// Cache holds one value per key. Values are closed (io.Closer) when
+// dropped, in a goroutine of their own, so Close may wait for a use in
+// progress; a value that is also an idleCloser is asked to close its idle
+// connections. It is safe for concurrent use.
+type Cache[K comparable, V io.Closer] struct {
 	limits Limits
-	hooks  Hooks[V]
-	// now and ticker are the background trim's clock; tests replace them.
-	now    func() time.Time
-	ticker func(time.Duration) (<-chan time.Time, func())
 
 	mu      sync.Mutex
-	entries map[string]*entry[V]
-	// stopTrim stops the background trim; nil while none runs. One
-	// goroutine per cache, started by the Get that caches the first
-	// target; it ends when the cache is empty, or at Reset.
-	stopTrim chan struct{}
+	entries map[K]*entry[V]
+	// trimming is true while the background trim runs: one goroutine,
+	// started by the Get that caches the first target, ending when the
+	// cache is empty.
+	trimming bool
 }
 
-type entry[V any] struct {
-	v          V
-	lastProbed time.Time
-	conn       bool // the value may hold a connection
+type entry[V io.Closer] struct {
+	v        V
+	lastUsed time.Time
+	conn     bool // the value may hold connections
 }
 
 // New returns an empty cache.
-func New[V any](limits Limits, hooks Hooks[V]) *Cache[V] {
-	return &Cache[V]{limits: limits, hooks: hooks, entries: map[string]*entry[V]{},
-		now: time.Now, ticker: realTicker}
+func New[K comparable, V io.Closer](limits Limits) *Cache[K, V] {
+	return &Cache[K, V]{limits: limits, entries: map[K]*entry[V]{}}
 }
 
-func realTicker(d time.Duration) (<-chan time.Time, func()) {
-	t := time.NewTicker(d)
-	return t.C, t.Stop
-}
-
-// Get returns the value cached under key, or caches the one create returns
-// (create's error is returned and nothing is cached), marks it probed at
-// now and applies the limits. create runs under the cache's lock: it must
-// not block on the network.
-func (c *Cache[V]) Get(key string, now time.Time, create func() (V, error)) (V, error) {
+// Get returns the value kept under key, or keeps and returns the one
+// create makes, marks it used now and applies the limits. create runs
+// under the cache's lock: it must not block on the network.
+func (c *Cache[K, V]) Get(key K, create func() V) V {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[key]
 	if !ok {
-		v, err := create()
-		if err != nil {
-			return v, err
-		}
-		e = &entry[V]{v: v}
+		e = &entry[V]{v: create()}
 		c.entries[key] = e
 	}
-	e.lastProbed, e.conn = now, true
+	now := time.Now()
+	e.lastUsed, e.conn = now, true
 	c.trim(now)
-	if c.stopTrim == nil && len(c.entries) > 0 {
-		c.stopTrim = make(chan struct{})
-		ticks, stopTicker := c.ticker(c.limits.trimEvery())
-		go c.trimLoop(ticks, stopTicker, c.stopTrim)
+	if !c.trimming {
+		c.trimming = true
+		go c.trimLoop()
 	}
-	return e.v, nil
+	return e.v
 }
 
-// trimLoop trims at every tick until the cache is empty or stop is
-// closed, so idle limits hold without probes coming in.
-func (c *Cache[V]) trimLoop(ticks <-chan time.Time, stopTicker func(), stop chan struct{}) {
-	defer stopTicker()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ticks:
-		}
+// trimLoop trims every trim period until the cache is empty, so the idle
+// limits hold without requests coming in.
+func (c *Cache[K, V]) trimLoop() {
+	t := time.NewTicker(c.limits.trimEvery())
+	defer t.Stop()
+	for range t.C {
 		c.mu.Lock()
-		c.trim(c.now())
-		if len(c.entries) == 0 && c.stopTrim == stop {
-			c.stopTrim = nil
+		c.trim(time.Now())
+		if len(c.entries) == 0 {
+			c.trimming = false
 			c.mu.Unlock()
 			return
 		}
@@ -142,82 +104,65 @@ func (c *Cache[V]) trimLoop(ticks <-chan time.Time, stopTicker func(), stop chan
 	}
 }
 
-// Trim applies the limits as of now; Get does it at every request, and a
-// background trim every Limits.TrimEvery.
-func (c *Cache[V]) Trim(now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.trim(now)
-}
-
-// Len is the number of targets cached.
-func (c *Cache[V]) Len() int {
+// Len is the number of targets kept.
+func (c *Cache[K, V]) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.entries)
 }
 
-// Reset drops every target and stops the background trim.
-func (c *Cache[V]) Reset() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k, e := range c.entries {
-		c.drop(k, e)
-	}
-	if c.stopTrim != nil {
-		close(c.stopTrim)
-		c.stopTrim = nil
-	}
-}
-
-// trim drops the targets idle for Idle and the least recently probed ones
-// beyond MaxTargets, then closes the connections of targets idle for
-// ConnIdle and of the least recently probed ones beyond MaxConns. The
-// caller holds c.mu.
-func (c *Cache[V]) trim(now time.Time) {
+// trim drops the targets idle for Idle and the least recently used beyond
+// MaxTargets, then closes the connections of the targets idle for
+// ConnIdle and of the least recently used beyond MaxConns. The caller
+// holds c.mu.
+func (c *Cache[K, V]) trim(now time.Time) {
 	l := c.limits
 	for k, e := range c.entries {
-		if now.Sub(e.lastProbed) > l.Idle {
+		if now.Sub(e.lastUsed) > l.Idle {
 			c.drop(k, e)
 		}
 	}
 	for len(c.entries) > l.MaxTargets { // one at most: a Get adds one
-		oldest := ""
+		var oldest K
+		var oldestAt time.Time
 		for k, e := range c.entries {
-			if oldest == "" || e.lastProbed.Before(c.entries[oldest].lastProbed) {
-				oldest = k
+			if oldestAt.IsZero() || e.lastUsed.Before(oldestAt) {
+				oldest, oldestAt = k, e.lastUsed
 			}
 		}
 		c.drop(oldest, c.entries[oldest])
-	}
-	if c.hooks.DropConn == nil {
-		return
 	}
 	var connected []*entry[V]
 	for _, e := range c.entries {
 		switch {
 		case !e.conn:
-		case l.ConnIdle > 0 && now.Sub(e.lastProbed) > l.ConnIdle:
-			e.conn = !c.hooks.DropConn(e.v)
+		case now.Sub(e.lastUsed) > l.ConnIdle:
+			e.conn = !closeIdle(e.v)
 		default:
 			connected = append(connected, e)
 		}
 	}
-	if l.MaxConns > 0 && len(connected) > l.MaxConns {
-		slices.SortFunc(connected, func(a, b *entry[V]) int { return a.lastProbed.Compare(b.lastProbed) })
+	if len(connected) > l.MaxConns {
+		slices.SortFunc(connected, func(a, b *entry[V]) int { return a.lastUsed.Compare(b.lastUsed) })
 		for _, e := range connected[:len(connected)-l.MaxConns] {
-			// A value whose scrape is running keeps its connection
-			// until a later trim.
-			e.conn = !c.hooks.DropConn(e.v)
+			// A value in use keeps its connections until a later trim.
+			e.conn = !closeIdle(e.v)
 		}
 	}
 }
 
+// closeIdle closes v's idle connections, if it keeps any, and reports
+// whether none is left open.
+func closeIdle(v io.Closer) bool {
+	if ic, ok := v.(idleCloser); ok {
+		return ic.CloseIdle()
+	}
+	return true
+}
+
 // drop forgets a target and closes its value in the background. The
 // caller holds c.mu.
-func (c *Cache[V]) drop(k string, e *entry[V]) {
+func (c *Cache[K, V]) drop(k K, e *entry[V]) {
 	delete(c.entries, k)
-	if c.hooks.Close != nil {
-		go c.hooks.Close(e.v)
-	}
+	go e.v.Close()
 }

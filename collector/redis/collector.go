@@ -49,11 +49,6 @@ func (f *flagValues) collector(cfg collector.Config) (*scraper, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The /probe allowlist is built on the first probe; check its flags now
-	// so a bad regexp stops the start instead of failing every probe.
-	if _, err := f.allowlist(s.conn); err != nil {
-		return nil, err
-	}
 	return newScraper(cfg, s, *f.addrs)
 }
 

@@ -406,7 +406,7 @@ func BenchmarkProbeCacheRSS(b *testing.B) {
 		for _, srv := range servers {
 			open += srv.Open()
 		}
-		if open > probeMaxConns {
+		if open > 64 { // main's /probe bound: the 64 most recently probed targets keep their connection
 			return fmt.Errorf("%d connections open", open)
 		}
 		return nil

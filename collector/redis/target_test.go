@@ -14,7 +14,6 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 	"github.com/stall-exporter/stall_exporter/collector/remote"
-	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -220,40 +219,6 @@ func TestAllowlist(t *testing.T) {
 	}
 }
 
-// TestProbe drives the /probe factory: refused targets get
-// ErrTargetNotAllowed before any connection, allowed ones are scraped and
-// cached between requests.
-func TestProbe(t *testing.T) {
-	r := startRedis(t)
-	var pc probeCache
-	s := testSettings()
-	allow, err := newAllowlist([]string{r.addr}, nil, "", "redis", s.conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.configure(s, allow)
-	t.Cleanup(func() { pc.configure(s, allow) })
-	cfg := collectortest.Config("redis", nil)
-	if _, err := pc.get(cfg, "127.0.0.2:6379"); !errors.Is(err, collector.ErrTargetNotAllowed) {
-		t.Fatalf("refused target: %v", err)
-	}
-	if _, err := pc.get(cfg, "redis://x:pw@"+r.addr); !errors.Is(err, errCredentialsInProbeTarget) {
-		t.Fatalf("credentials in target: %v", err)
-	}
-	c1, err := pc.get(cfg, r.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := collectortest.Scrape(t, c1, 3*time.Second)
-	if v := res.Must(t, "stall_redis_up", "addr", "redis://"+r.addr); v != 1 {
-		t.Fatalf("probe up %v: %v", v, res.Err)
-	}
-	c2, _ := pc.get(cfg, "redis://"+r.addr)
-	if c1.(probeCollector).t != c2.(probeCollector).t {
-		t.Error("the same target should reuse its connection and state")
-	}
-}
-
 // recordingListener accepts connections and records the first bytes each
 // one sends, answering nothing.
 func recordingListener(t *testing.T) (addr string, first func() [][]byte) {
@@ -288,58 +253,6 @@ func recordingListener(t *testing.T) (addr string, first func() [][]byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([][]byte(nil), got...)
-	}
-}
-
-// TestProbeCannotDowngradeOrChangeUser: with a rediss:// target and a
-// password file configured, a probe that spells redis:// is refused, one
-// naming another ACL user is refused, and a plain host:port is probed over
-// TLS: the listener sees a TLS handshake, never AUTH or the password.
-func TestProbeCannotDowngradeOrChangeUser(t *testing.T) {
-	addr, first := recordingListener(t)
-	const secret = "s3cret-probe-pw"
-	pwFile := writeFile(t, t.TempDir(), "pw", secret+"\n")
-	s := testSettings()
-	s.conn.passwordFile = pwFile
-	s.timeout = 500 * time.Millisecond
-	var pc probeCache
-	allow, err := newAllowlist([]string{"rediss://monitor@" + addr}, nil, "", "redis", s.conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.configure(s, allow)
-	t.Cleanup(func() { pc.configure(s, allow) })
-	cfg := collectortest.Config("redis", nil)
-
-	if _, err := pc.get(cfg, "redis://"+addr); !errors.Is(err, collector.ErrTargetNotAllowed) {
-		t.Errorf("redis:// for a rediss:// target: %v, want refused", err)
-	}
-	if _, err := pc.get(cfg, "rediss://admin@"+addr); !errors.Is(err, errCredentialsInProbeTarget) {
-		t.Errorf("another ACL user: %v, want refused", err)
-	}
-	c, err := pc.get(cfg, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pt := c.(probeCollector).t; pt.spec.scheme != "rediss" || pt.spec.user != "monitor" || pt.spec.opts.TLSConfig == nil {
-		t.Fatalf("probed as %s user %q TLS %v", pt.spec.label, pt.spec.user, pt.spec.opts.TLSConfig != nil)
-	}
-	if v := collectortest.Scrape(t, c, 2*time.Second).Must(t, "stall_redis_up", "addr", "rediss://"+addr); v != 0 {
-		t.Errorf("up = %v against a listener that never answers", v)
-	}
-	collectortest.WaitFor(t, 3*time.Second, "a connection", func() error {
-		if len(first()) == 0 {
-			return errors.New("none yet")
-		}
-		return nil
-	})
-	for _, b := range first() {
-		if len(b) == 0 || b[0] != 0x16 { // TLS handshake record
-			t.Errorf("first bytes %q: not a TLS handshake", b)
-		}
-		if strings.Contains(string(b), "AUTH") || strings.Contains(string(b), secret) {
-			t.Errorf("clear-text AUTH or password on the wire: %q", b)
-		}
 	}
 }
 

@@ -279,27 +279,6 @@ func TestBrokerFaults(t *testing.T) {
 	}
 }
 
-func TestProbe(t *testing.T) {
-	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=probed\nbrokerClusterName=c\nbrokerId=0\n")
-	useFlags(t, "--rocketmq.probe.allowed-targets=127.0.0.1")
-	if _, err := probe(collectortest.Config("rocketmq", nil), "10.9.9.9:10911"); !errors.Is(err, collector.ErrTargetNotAllowed) {
-		t.Errorf("refused target: err = %v", err)
-	}
-	c1, err := probe(collectortest.Config("rocketmq", nil), b.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := scrape(t, c1, "stall_rocketmq_up")
-	expect(t, got, `
-stall_rocketmq_up{broker="probed",broker_id="0",cluster="c"} 1
-`)
-	c2, _ := probe(collectortest.Config("rocketmq", nil), b.Addr())
-	scrape(t, c2, "stall_rocketmq_up")
-	if c1 != c2 || b.Accepted() != 1 {
-		t.Errorf("probe collectors not reused: same %v, %d connections", c1 == c2, b.Accepted())
-	}
-}
-
 func TestACLFile(t *testing.T) {
 	b := startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\n")
 	b.RequireACL(&remoting.Credentials{AccessKey: "exporter", SecretKey: "s3cret"})

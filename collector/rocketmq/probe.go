@@ -1,67 +1,66 @@
 package rocketmq
 
 import (
+	"context"
 	"fmt"
-	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stall-exporter/stall_exporter/collector"
-	"github.com/stall-exporter/stall_exporter/collector/probecache"
 	"github.com/stall-exporter/stall_exporter/collector/remote"
 )
 
-// /probe?module=rocketmq&target=host:port
+// /probe?module=rocketmq&target=host:port: the target is normalised first
+// (remote.NormalizeHostPort: a malformed one is an error, 400, before the
+// allowlist is asked), so the allowlist, the exporter's cache key, the
+// address dialled and the broker label all see one spelling. The exporter
+// keeps the collector of each broker — its put-latency histograms,
+// counters and config — under its /probe limits (docs/rocketmq.md); a
+// broker whose connection was closed dials again at its next probe, which
+// costs a TCP connect: brokers need no handshake.
 
-// The /probe cache's limits (probecache.Limits): the collector of a probed
-// broker — its put-latency histograms, counters and config — is kept for
-// probeIdle after its last probe, for at most probeMaxTargets brokers (the
-// least recently probed one goes first). Its connection is kept only while
-// it is among the probeMaxConns most recently probed brokers and was
-// probed in the last probeConnIdle (the cache's background trim closes
-// the others within 30 s of that); the next probe dials again, which costs a TCP
-// connect: brokers need no handshake. An allowlist CIDR can admit many
-// brokers, and a peer need not close idle connections itself.
-//
-// What it costs (docs/benchmarks.md): 300 distinct brokers probed 40 at a
-// time, twice, left the exporter at 23.4 MB RSS with 64 connections,
-// against 43.6–45.0 MB with 256 connections and their 64 KiB read buffers
-// before.
-const (
-	probeIdle       = 10 * time.Minute
-	probeMaxTargets = 256
-	probeConnIdle   = 2 * time.Minute
-	probeMaxConns   = 64
-)
+// probe builds the /probe module from the --rocketmq.* flags, at start:
+// the allowlist is parsed and the ACL file read once.
+func probe() (collector.ProbeModule, error) {
+	opts, err := optionsFromFlags()
+	if err != nil {
+		return nil, err
+	}
+	return probeModule{opts}, nil
+}
 
-var probes = probecache.New(probecache.Limits{
-	MaxTargets: probeMaxTargets, Idle: probeIdle, MaxConns: probeMaxConns, ConnIdle: probeConnIdle,
-}, probecache.Hooks[*scraper]{
-	Close:    (*scraper).close, // waits for a request in progress
-	DropConn: (*scraper).dropConns,
-})
+type probeModule struct{ opts options }
 
-// probe returns the collector of one broker, host:port. The target is
-// checked and normalised first (remote.NormalizeHostPort: a malformed one is an
-// error, 400, before the allowlist is asked), so the allowlist, the cache
-// key, the address dialled and the broker label all see one spelling.
-func probe(cfg collector.Config, target string) (collector.Collector, error) {
+// Target implements collector.ProbeModule; the key is the normalised
+// host:port.
+func (m probeModule) Target(target string) (string, func(collector.Config) collector.Collector, error) {
 	norm, err := remote.NormalizeHostPort(target)
 	if err != nil {
-		return nil, fmt.Errorf("target %w", err)
+		return "", nil, fmt.Errorf("target %w", err)
 	}
-	target = norm
-	allow, err := remote.ParseAllowlist(*flags.probeAllowed, "", "")
-	if err != nil {
-		return nil, fmt.Errorf("--rocketmq.probe.allowed-targets: %w", err)
+	if !m.opts.Allow.Allows(norm) {
+		return "", nil, fmt.Errorf("%w: %s is not in --rocketmq.probe.allowed-targets", collector.ErrTargetNotAllowed, remote.Shown(norm))
 	}
-	if !allow.Allows(target) {
-		return nil, fmt.Errorf("%w: %s is not in --rocketmq.probe.allowed-targets", collector.ErrTargetNotAllowed, remote.Shown(target))
-	}
-	return probes.Get(target, time.Now(), func() (*scraper, error) {
-		opts, err := optionsFromFlags()
-		if err != nil {
-			return nil, err
-		}
-		opts.Brokers = []string{target}
-		return newScraper(cfg, opts), nil
-	})
+	return norm, func(cfg collector.Config) collector.Collector {
+		opts := m.opts
+		opts.Brokers = []string{norm}
+		return probeCollector{newScraper(cfg, opts)}
+	}, nil
 }
+
+// probeCollector is one probed broker.
+type probeCollector struct{ s *scraper }
+
+func (p probeCollector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	return p.s.Update(ctx, ch)
+}
+
+// Close closes the broker's connection once a request in progress has
+// ended.
+func (p probeCollector) Close() error {
+	p.s.close()
+	return nil
+}
+
+// CloseIdle implements collector.IdleCloser.
+func (p probeCollector) CloseIdle() bool { return p.s.dropConns() }
