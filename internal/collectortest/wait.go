@@ -44,3 +44,11 @@ func RequireRoot(t testing.TB, why string) {
 	}
 	t.Skipf("needs root: %s", why)
 }
+
+// Advance moves the fake clock of the testing/synctest bubble the caller
+// runs in by d, once every other goroutine of the bubble is blocked: what
+// a clock-driven test calls instead of waiting. Outside a bubble it would
+// really sleep; call it only inside synctest.Test.
+func Advance(d time.Duration) {
+	time.Sleep(d) // in a bubble: the fake clock, no real time passes
+}
