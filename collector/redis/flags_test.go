@@ -122,7 +122,11 @@ func TestStartupErrorsNameTheFlag(t *testing.T) {
 		if _, err := app.Parse(c.args); err != nil {
 			t.Fatal(err)
 		}
+		// The /metrics collector and the /probe module, both built at start.
 		_, err := f.collector(collectortest.Config("redis", nil))
+		if err == nil {
+			_, err = f.probe()
+		}
 		if err == nil {
 			t.Errorf("%q: accepted", c.args)
 			continue

@@ -18,15 +18,24 @@ import (
 // target is 3–6 kB of heap, an idle connection about 15 kB more and a file
 // descriptor).
 
-// newProbe builds the /probe module from the process's flags, at start:
-// the --redis.* settings and the allowlist of --redis.addr and
-// --redis.probe.*.
+// newProbe builds the /probe module from the process's flags, at start.
 func newProbe() (collector.ProbeModule, error) {
-	s, err := flags.settings()
+	m, err := flags.probe()
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return m, nil
+}
+
+// probe builds the /probe module from the flags: the --redis.* settings
+// and the allowlist of --redis.addr and --redis.probe.*; every error names
+// its flag.
+func (f *flagValues) probe() (*probeModule, error) {
+	s, err := f.settings()
 	if err != nil {
 		return nil, err
 	}
-	allow, err := flags.allowlist(s.conn)
+	allow, err := f.allowlist(s.conn)
 	if err != nil {
 		return nil, err
 	}
