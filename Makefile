@@ -25,9 +25,13 @@ build:
 run: build
 	./$(BINARY) $(ARGS)
 
-## test: install what the tests need, then run every test (unit, integration, end to end) under the race detector
+## test: install what the tests need, then run every test (unit, integration, end to end) under the race detector:
+## the exporter's module and the tooling module (tools/: dashboards, rule replays, deploy files, the live
+## chain) side by side
 test: test-deps lint
-	$(GO) test -race -count=1 -timeout 15m ./...
+	@$(GO) test -race -count=1 -timeout 15m ./... & exporter=$$!; \
+	(cd tools && $(GO) test -race -count=1 -timeout 15m ./...); tools=$$?; \
+	wait $$exporter && exit $$tools
 	$(MAKE) fuzz
 
 ## test-deps: redis-server, prometheus (promtool), alertmanager (amtool) when missing
@@ -38,6 +42,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd tools && $(GO) vet ./...
 
 ## fuzz: run every fuzz target briefly (seed corpora under testdata/fuzz are always run by `go test`).
 ## The default budget is a count, not a duration: Go 1.26's fuzz coordinator can report a spurious
@@ -67,20 +72,20 @@ bench-capacity: test-deps
 golden:
 	$(GO) test -count=1 -run TestGolden . -update
 
-## rules: promtool on the alert rules and their replays as committed (go test ./alerts/ adds the
-## cross-checks: coverage, conventions, every other alert silent, the lead-time table)
+## rules: promtool on the alert rules and their replays as committed (`cd tools && go test ./alerts/`
+## adds the cross-checks: coverage, conventions, every other alert silent, the lead-time table)
 rules:
 	promtool check rules alerts/*.yml
 	promtool test rules alerts/tests/*.yml
 
-## rules-doc: regenerate the generated dirty-page series of alerts/tests/ (alerts/replay_test.go) and the
-## lead-time and baseline tables of docs/alerts.md from alerts/tests/
+## rules-doc: regenerate the generated dirty-page series of alerts/tests/ (tools/alerts/replay_test.go) and
+## the lead-time and baseline tables of docs/alerts.md from alerts/tests/
 rules-doc:
-	$(GO) test -count=1 -run 'TestGeneratedReplays|TestAlertsDoc' ./alerts/ -update
+	cd tools && $(GO) test -count=1 -run 'TestGeneratedReplays|TestAlertsDoc' ./alerts/ -update
 
-## dashboards: regenerate the Grafana dashboards (dashboards/*.json) from their Go builders
+## dashboards: regenerate the Grafana dashboards (dashboards/*.json) from their Go builders (tools/dashboards)
 dashboards:
-	$(GO) generate ./dashboards
+	cd tools && $(GO) generate ./dashboards
 
 clean:
 	rm -f $(BINARY)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fleet benchmark of the capacity-review dashboard (docs/benchmarks.md, "Capacity review at
 # fleet scale"): generate HOSTS hosts x DAYS days of the roll-ups of alerts/capacity.yml
-# (dashboards/fleet, planted worst hosts included), build TSDB blocks with promtool, serve them with
+# (tools/dashboards/fleet, planted worst hosts included), build TSDB blocks with promtool, serve them with
 # a real Prometheus and evaluate every panel query of dashboards/stall-capacity.json over the
 # dashboard's default range, RUNS times; prints each query's best and worst wall time and the
 # server's CPU time for it (its threads' schedstat: what other load on the machine does not inflate).
@@ -46,8 +46,7 @@ wait_ready() { # url what
 	echo "timed out waiting for $2 ($1)" >&2; exit 1
 }
 
-go build -o "$tmp/fleetgen" ./dashboards/fleet/fleetgen
-go build -o "$tmp/fleetbench" ./dashboards/fleet/fleetbench
+(cd tools && go build -o "$tmp/fleetgen" ./dashboards/fleet/fleetgen && go build -o "$tmp/fleetbench" ./dashboards/fleet/fleetbench)
 # The last full hour, minus one: the data ends before "now", as a finished rule evaluation does.
 end=$(( $(date +%s) / 3600 * 3600 - 3600 ))
 offset=$((17 * 60)) # fleetgen records each hour 17 minutes past it

@@ -9,7 +9,7 @@ set -euo pipefail
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v promtool     >/dev/null 2>&1 || need+=(prometheus)
-command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools) # cmd/series-budget opens idle clients with it
+command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools) # tools/series-budget opens idle clients with it
 command -v amtool       >/dev/null 2>&1 || need+=(prometheus-alertmanager)
 command -v ip           >/dev/null 2>&1 || need+=(iproute2)
 command -v getent       >/dev/null 2>&1 || need+=(libc-bin)   # the dns tests run `getent hosts <ip>`

@@ -1,6 +1,5 @@
-// Package metricsdoc reads the metric contract in docs/metrics.md and finds
-// the metric names a PromQL expression reads, so that tests of the alert
-// rules, the dashboards and the code can all check against one list.
+// Package metricsdoc reads the metric contract in docs/metrics.md, so that tests of the code, the
+// alert rules and the dashboards all check against one list.
 package metricsdoc
 
 import (
@@ -8,10 +7,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"sort"
 	"strings"
-
-	"github.com/prometheus/prometheus/promql/parser"
 )
 
 // Family is one row of docs/metrics.md.
@@ -81,48 +77,4 @@ func Lookup(doc map[string]Family, series string) (Family, bool) {
 		}
 	}
 	return Family{}, false
-}
-
-var promql = parser.NewParser(parser.Options{})
-
-// MetricNames parses a PromQL expression and returns, sorted and without
-// repeats, the metric names its selectors read (from the name or a
-// __name__="…" matcher). A selector without a fixed name is an error: a
-// test could not check what it reads.
-func MetricNames(expr string) ([]string, error) {
-	e, err := promql.ParseExpr(expr)
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	var walkErr error
-	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
-		vs, ok := n.(*parser.VectorSelector)
-		if !ok {
-			return nil
-		}
-		name := vs.Name
-		for _, m := range vs.LabelMatchers {
-			if m.Name == "__name__" && name == "" {
-				if m.Type.String() != "=" {
-					walkErr = fmt.Errorf("selector %s has no fixed metric name", vs)
-				}
-				name = m.Value
-			}
-		}
-		if name == "" {
-			walkErr = fmt.Errorf("selector %s has no metric name", vs)
-		}
-		seen[name] = true
-		return nil
-	})
-	if walkErr != nil {
-		return nil, walkErr
-	}
-	names := make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names, nil
 }

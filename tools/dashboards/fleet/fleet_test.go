@@ -32,7 +32,7 @@ func TestPlantedHosts(t *testing.T) {
 	last := end.Add(cfg.Offset)
 	window := time.Duration(days) * 24 * time.Hour
 
-	results, err := Evaluate(context.Background(), base, "../stall-capacity.json", last, window)
+	results, err := Evaluate(context.Background(), base, "../../../dashboards/stall-capacity.json", last, window)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestPlantedHosts(t *testing.T) {
 // alerts/capacity.yml at the last hour and compares it with the daily series
 // the generator wrote: the generator records what the rules would.
 func checkDailyRules(t *testing.T, base string, at time.Time) {
-	b, err := os.ReadFile("../../alerts/capacity.yml")
+	b, err := os.ReadFile("../../../alerts/capacity.yml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@
 // scrape, counted by family.
 //
 //	go build -o /tmp/stall_exporter . && go build -o /tmp/testbroker ./cmd/rocketmq-testbroker
-//	go run ./cmd/series-budget -exporter /tmp/stall_exporter -testbroker /tmp/testbroker
+//	cd tools && go run ./series-budget -exporter /tmp/stall_exporter -testbroker /tmp/testbroker
 //
 // Needs root for the dns scenario (CAP_NET_RAW, CAP_BPF, port 53), redis-server and redis-benchmark.
 package main

@@ -10,7 +10,7 @@
 // variables, $__rate_interval, units, descriptions) that TestLint checks.
 package dashboards
 
-//go:generate go run ./generate
+//go:generate go run ./generate ../../dashboards
 
 import (
 	"bytes"

@@ -1,7 +1,7 @@
 // Command fleetgen writes a synthetic fleet's capacity roll-ups (package
 // fleet) for the capacity benchmark:
 //
-//	go run ./dashboards/fleet/fleetgen -hosts 1000 -days 30 > fleet.om
+//	cd tools && go run ./dashboards/fleet/fleetgen -hosts 1000 -days 30 > fleet.om
 //	promtool tsdb create-blocks-from openmetrics --max-block-duration=768h fleet.om data/
 package main
 
@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/stall-exporter/stall_exporter/dashboards/fleet"
+	"github.com/stall-exporter/stall_exporter/tools/dashboards/fleet"
 )
 
 func main() {

@@ -68,7 +68,7 @@ func TestDirtyPagesApproach(t *testing.T) {
 	rec := recordExporter(t, c)
 
 	// Two scrapes and the rules evaluated: the rate windows have data, the rules a verdict.
-	waitFor(t, time.Minute, "two scrapes of the exporter and an evaluation of the rules after them", func() error {
+	collectortest.WaitFor(t, time.Minute, "two scrapes of the exporter and an evaluation of the rules after them", func() error {
 		n, err := c.value(`count_over_time(up{job="stall"}[1m]) * (min_over_time(up{job="stall"}[1m]) == 1)`)
 		if err != nil {
 			return err
@@ -140,7 +140,7 @@ func TestDirtyPagesApproach(t *testing.T) {
 		}
 	}
 	// Alertmanager mutes the approach alert once writers are throttled (deploy/prometheus/alertmanager.yml).
-	waitFor(t, 30*time.Second, near+" suppressed by "+writers+" in Alertmanager", func() error {
+	collectortest.WaitFor(t, 30*time.Second, near+" suppressed by "+writers+" in Alertmanager", func() error {
 		st, err := c.amState(near)
 		if err == nil && st != "suppressed" {
 			err = fmt.Errorf("state %q", st)
@@ -272,9 +272,9 @@ func logShape(t *testing.T, samples []exporterSample, t0 time.Time) {
 func writeCapture(t *testing.T, path string, samples []exporterSample, t0 time.Time, base float64) {
 	t.Helper()
 	var b strings.Builder
-	fmt.Fprintf(&b, "# TestDirtyPagesApproach (alerts/live), %s, kernel %s: vm.dirty_bytes %d, vm.dirty_background_bytes %d, writeback %d B/s\n",
+	fmt.Fprintf(&b, "# TestDirtyPagesApproach (tools/alerts/live), %s, kernel %s: vm.dirty_bytes %d, vm.dirty_background_bytes %d, writeback %d B/s\n",
 		time.Now().UTC().Format("2006-01-02"), kernelRelease(), dirtyBytes, dirtyBgBytes, writebackBps)
-	fmt.Fprintf(&b, "# load: alerts/live/shaper_test.go, bursts around a centre line from band %g, %g a second, %g to %g either side\n",
+	fmt.Fprintf(&b, "# load: tools/alerts/live/shaper_test.go, bursts around a centre line from band %g, %g a second, %g to %g either side\n",
 		bandStart, bandSlope, swingMin, swingMax)
 	// nr_dirty_threshold and nr_dirty_background_threshold × page size: the _bytes values, which are whole pages
 	fmt.Fprintf(&b, "# thresholds: %d %d\n", dirtyBytes, dirtyBgBytes)

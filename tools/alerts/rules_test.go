@@ -23,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
+	"github.com/stall-exporter/stall_exporter/tools/internal/selectors"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated series of alerts/tests/ (replay_test.go) and the generated tables of docs/alerts.md")
@@ -403,7 +404,7 @@ func checkRules(t reporter, rules []rule, doc map[string]metricsdoc.Family, othe
 			t.Errorf("%s: defined twice", where)
 		}
 		seen[r.name()] = true
-		names, err := metricsdoc.MetricNames(r.Expr)
+		names, err := selectors.MetricNames(r.Expr)
 		if err != nil {
 			t.Errorf("%s: %v", where, err)
 		}
@@ -587,7 +588,7 @@ func checkCoverage(t reporter, rules []rule, tests []testFile) {
 // baseMetrics returns the exported metric names an expression reads, following recording rules.
 // An expression that does not parse reads nothing here; TestRuleConventions reports it.
 func baseMetrics(expr string, byRecord map[string]string) []string {
-	names, _ := metricsdoc.MetricNames(expr)
+	names, _ := selectors.MetricNames(expr)
 	var out []string
 	for _, n := range names {
 		if e, ok := byRecord[n]; ok {
@@ -709,7 +710,7 @@ func TestAlertsDoc(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("docs/alerts.md does not match the replays in alerts/tests/; run `make rules-doc` (go test ./alerts -run TestAlertsDoc -update)")
+	t.Errorf("docs/alerts.md does not match the replays in alerts/tests/; run `make rules-doc` (cd tools && go test ./alerts -run TestAlertsDoc -update)")
 }
 
 func readAlertsDoc(t *testing.T) string {

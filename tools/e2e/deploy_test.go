@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -359,7 +360,7 @@ func TestSystemdUnit(t *testing.T) {
 	}
 
 	// verify needs the binary at ExecStart's path: point it at a built one.
-	bin := buildBinary(t)
+	bin := e2etest.Build(t, ".")
 	dir := t.TempDir()
 	copyUnit := strings.ReplaceAll(string(text), "/usr/local/bin/stall_exporter", bin)
 	path := filepath.Join(dir, "stall_exporter.service")

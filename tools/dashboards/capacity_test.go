@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
+	"github.com/stall-exporter/stall_exporter/tools/internal/selectors"
 )
 
 // TestDroppableMetrics keeps the list of docs/capacity.md honest: the
@@ -27,7 +28,7 @@ func TestDroppableMetrics(t *testing.T) {
 	}
 	used := map[string]bool{}
 	read := func(expr string) {
-		names, err := metricsdoc.MetricNames(expr)
+		names, err := selectors.MetricNames(expr)
 		if err != nil {
 			t.Errorf("%q: %v", expr, err)
 		}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 )
 
 // amAlert is an alert as Alertmanager's API v2 takes and returns it.
@@ -145,7 +146,7 @@ func TestAlertmanagerInhibitions(t *testing.T) {
 	// The inhibitor learns of source alerts asynchronously: wait until every expected
 	// inhibition holds, then check every alert once.
 	var got map[string]amAlert
-	e2eWait(t, 15*time.Second, "the inhibitions", func() error {
+	collectortest.WaitFor(t, 15*time.Second, "the inhibitions", func() error {
 		var list []amAlert
 		if err := getJSON(am+"/api/v2/alerts", &list); err != nil {
 			return err
@@ -230,15 +231,15 @@ func startAlertmanager(t *testing.T, bin string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
-	runProcess(t, "alertmanager", exec.Command(bin,
+	addr := e2etest.FreeAddr(t)
+	e2etest.Run(t, "alertmanager", exec.Command(bin,
 		"--config.file="+cfg,
 		"--storage.path="+t.TempDir(),
 		"--web.listen-address="+addr,
 		"--cluster.listen-address=",
 		"--log.level=warn"))
 	url := "http://" + addr
-	e2eWait(t, 20*time.Second, "Alertmanager ready", func() error {
+	collectortest.WaitFor(t, 20*time.Second, "Alertmanager ready", func() error {
 		resp, err := http.Get(url + "/-/ready")
 		if err != nil {
 			return err

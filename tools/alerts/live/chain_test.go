@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -15,11 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 )
 
 // The shipped chain: the exporter binary, Debian's Prometheus with deploy/prometheus/prometheus.yml
@@ -27,12 +26,12 @@ import (
 // of alerts/*.yml, and Alertmanager with deploy/prometheus/alertmanager.yml, whose receivers are
 // replaced by webhooks into the test (routes, grouping and inhibitions as shipped).
 
-const repoRoot = "../.."
+const repoRoot = "../../.."
 
 // chain is the running exporter, Prometheus and Alertmanager.
 type chain struct {
 	exporter string // base URLs
-	prom     string
+	prom     *e2etest.Prometheus
 	am       string
 	hook     *webhook
 }
@@ -41,21 +40,14 @@ func startChain(t *testing.T, promBin, amBin, dir string) *chain {
 	t.Helper()
 	c := &chain{hook: newWebhook(t)}
 
-	bin := filepath.Join(dir, "stall_exporter")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = repoRoot
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	exporterAddr := freeAddr(t)
-	runProcess(t, "exporter", exec.Command(bin, "--web.listen-address="+exporterAddr))
+	exporterAddr := e2etest.FreeAddr(t)
+	e2etest.Run(t, "exporter", exec.Command(e2etest.Build(t, "."), "--web.listen-address="+exporterAddr))
 	c.exporter = "http://" + exporterAddr
 
-	amAddr := freeAddr(t)
+	amAddr := e2etest.FreeAddr(t)
 	amCfg := filepath.Join(dir, "alertmanager.yml")
 	writeFile(t, amCfg, alertmanagerConfig(t, c.hook.url))
-	runProcess(t, "alertmanager", exec.Command(amBin,
+	e2etest.Run(t, "alertmanager", exec.Command(amBin,
 		"--config.file="+amCfg,
 		"--storage.path="+filepath.Join(dir, "alertmanager"),
 		"--web.listen-address="+amAddr,
@@ -78,29 +70,8 @@ func startChain(t *testing.T, promBin, amBin, dir string) *chain {
 		}
 		writeFile(t, filepath.Join(rulesDir, filepath.Base(f)), b)
 	}
-	promAddr := freeAddr(t)
-	promCfg := filepath.Join(dir, "prometheus.yml")
-	writeFile(t, promCfg, prometheusConfig(t, exporterAddr, amAddr, rulesDir))
-	runProcess(t, "prometheus", exec.Command(promBin,
-		"--config.file="+promCfg,
-		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
-		"--web.listen-address="+promAddr,
-		"--log.level=warn"))
-	c.prom = "http://" + promAddr
-
-	for _, u := range []string{c.am, c.prom} {
-		waitFor(t, 30*time.Second, u+" ready", func() error {
-			resp, err := http.Get(u + "/-/ready")
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("/-/ready: %s", resp.Status)
-			}
-			return nil
-		})
-	}
+	c.prom = e2etest.StartPrometheus(t, promBin, dir, prometheusConfig(t, exporterAddr, amAddr, rulesDir))
+	e2etest.Ready(t, 30*time.Second, c.am+"/-/ready")
 	return c
 }
 
@@ -225,31 +196,6 @@ func (w *webhook) first(alert string) (notification, bool) {
 	return notification{}, false
 }
 
-// api calls Prometheus' HTTP API and decodes its data.
-func (c *chain) api(path string, params url.Values, data any) error {
-	resp, err := http.Get(c.prom + path + "?" + params.Encode())
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	var r struct {
-		Status string          `json:"status"`
-		Error  string          `json:"error"`
-		Data   json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		return fmt.Errorf("%s: %v: %s", path, err, body)
-	}
-	if r.Status != "success" {
-		return fmt.Errorf("%s: %s", path, r.Error)
-	}
-	return json.Unmarshal(r.Data, data)
-}
-
 // promSeries is one series of a range-vector query: its labels and samples (unix seconds, value).
 type promSeries struct {
 	Metric  map[string]string
@@ -264,7 +210,7 @@ func (c *chain) series(expr string) ([]promSeries, error) {
 			Values [][2]any          `json:"values"`
 		} `json:"result"`
 	}
-	if err := c.api("/api/v1/query", url.Values{"query": {expr}}, &d); err != nil {
+	if err := c.prom.API("/api/v1/query", url.Values{"query": {expr}}, &d); err != nil {
 		return nil, err
 	}
 	var out []promSeries
@@ -290,7 +236,7 @@ func (c *chain) value(expr string) (float64, error) {
 			Value [2]any `json:"value"`
 		} `json:"result"`
 	}
-	if err := c.api("/api/v1/query", url.Values{"query": {expr}}, &d); err != nil {
+	if err := c.prom.API("/api/v1/query", url.Values{"query": {expr}}, &d); err != nil {
 		return 0, err
 	}
 	if len(d.Result) != 1 {
@@ -417,68 +363,6 @@ func (r *recorder) stop() []exporterSample {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.samples
-}
-
-// runProcess starts cmd, kills it when the test ends (or when the test process dies: the kernel
-// sends it SIGKILL), and shows its output if the test failed.
-func runProcess(t *testing.T, name string, cmd *exec.Cmd) {
-	t.Helper()
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, logs.String())
-		}
-	})
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// waitFor polls cond every 200 ms until it returns nil, or fails the test after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting %s for %s: %v", limit, what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func readYAML(t *testing.T, path string, v any) {

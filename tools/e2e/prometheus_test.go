@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -6,9 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -24,9 +22,11 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/stall-exporter/stall_exporter/collector/dns/dnstest"
-	"github.com/stall-exporter/stall_exporter/dashboards"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
+	"github.com/stall-exporter/stall_exporter/tools/dashboards"
+	"github.com/stall-exporter/stall_exporter/tools/internal/selectors"
 )
 
 // e2eInterval is Prometheus' scrape and rule evaluation interval in the
@@ -67,7 +67,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 
 	redisAddr := startRedisServer(t, redisBin, tmp)
 	brokerAddr, namesrvAddr, logDir := startTestBroker(t, tmp)
-	exporterURL := startExporter(t, buildBinary(t),
+	exporterURL := e2etest.StartExporter(t, e2etest.Build(t, "."),
 		"--redis.addr=redis://"+redisAddr,
 		"--redis.client-list.mode=always",
 		"--redis.bigkeys.enable",
@@ -104,11 +104,11 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		node:     node,
 		noAlerts: true,
 	})
-	prom := startPrometheus(t, promBin, tmp, cfg)
+	prom := promServer{e2etest.StartPrometheus(t, promBin, tmp, cfg)}
 	start := time.Now()
 
 	// Enough scrapes for a rate over $__rate_interval, and every rule evaluated.
-	e2eWait(t, 40*time.Second, "6 scrapes of every target", func() error {
+	collectortest.WaitFor(t, 40*time.Second, "6 scrapes of every target", func() error {
 		v, err := prom.vector(`count_over_time(up[1m]) < 6`)
 		if err != nil {
 			return err
@@ -122,7 +122,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		}
 		return nil
 	})
-	e2eWait(t, 20*time.Second, "every rule evaluated", prom.rulesEvaluated(len(rulesWithExpr(rules))))
+	collectortest.WaitFor(t, 20*time.Second, "every rule evaluated", prom.rulesEvaluated(len(rulesWithExpr(rules))))
 
 	// Every job of the deploy configuration scrapes, and the Kubernetes job
 	// names its instance after the node.
@@ -162,7 +162,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	// but not served although their collector ran in this run.
 	check := func(what, expr string) (absentOK bool) {
 		t.Helper()
-		names, err := metricsdoc.MetricNames(expr)
+		names, err := selectors.MetricNames(expr)
 		if err != nil {
 			t.Errorf("%s: %q: %v", what, expr, err)
 			return false
@@ -252,15 +252,15 @@ func rulesWithExpr(rules []alertRule) []alertRule {
 // non-cluster server refuses but still counts.
 func startRedisServer(t *testing.T, bin, dir string) string {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := e2etest.FreeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", dir, "--maxmemory", "64mb", "--protected-mode", "no", "--loglevel", "warning")
-	runProcess(t, "redis-server", cmd)
+	e2etest.Run(t, "redis-server", cmd)
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	ctx := context.Background()
-	e2eWait(t, 10*time.Second, "redis-server", func() error { return c.Ping(ctx).Err() })
+	collectortest.WaitFor(t, 10*time.Second, "redis-server", func() error { return c.Ping(ctx).Err() })
 	if err := c.Set(ctx, "big", strings.Repeat("x", 1<<20), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -280,17 +280,12 @@ func startRedisServer(t *testing.T, bin, dir string) string {
 // store.log / watermark.log in the returned directory.
 func startTestBroker(t *testing.T, dir string) (broker, namesrv, logDir string) {
 	t.Helper()
-	bin := filepath.Join(dir, "rocketmq-testbroker")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/rocketmq-testbroker")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build testbroker: %v\n%s", err, out)
-	}
-	broker, namesrv, logDir = freeAddr(t), freeAddr(t), filepath.Join(dir, "rocketmqlogs")
-	runProcess(t, "rocketmq-testbroker", exec.Command(bin, "-listen", broker, "-namesrv", namesrv,
+	bin := e2etest.Build(t, "cmd/rocketmq-testbroker")
+	broker, namesrv, logDir = e2etest.FreeAddr(t), e2etest.FreeAddr(t), filepath.Join(dir, "rocketmqlogs")
+	e2etest.Run(t, "rocketmq-testbroker", exec.Command(bin, "-listen", broker, "-namesrv", namesrv,
 		"-stall-every", "2s", "-stall-for", "1200ms", "-log-dir", logDir))
 	for _, a := range []string{broker, namesrv} {
-		e2eWait(t, 10*time.Second, "test broker on "+a, func() error {
+		collectortest.WaitFor(t, 10*time.Second, "test broker on "+a, func() error {
 			c, err := net.Dial("tcp", a)
 			if err == nil {
 				c.Close()
@@ -311,8 +306,8 @@ func startTestBroker(t *testing.T, dir string) (broker, namesrv, logDir string) 
 // lookups come from this test process, so the per-process series name it.
 func dnsTraffic(t *testing.T, exporterURL string) {
 	t.Helper()
-	e2eWait(t, 15*time.Second, "the dns collector capturing, with ebpf attribution", func() error {
-		m := scrape(t, exporterURL)
+	collectortest.WaitFor(t, 15*time.Second, "the dns collector capturing, with ebpf attribution", func() error {
+		m := e2etest.Scrape(t, exporterURL)
 		for _, want := range []string{"stall_dns_capture_up 1", `stall_dns_attribution_mode{mode="ebpf"} 1`} {
 			if !strings.Contains(m, "\n"+want+"\n") {
 				return fmt.Errorf("no %q in the exporter's metrics", want)
@@ -376,91 +371,8 @@ func dnsTraffic(t *testing.T, exporterURL string) {
 	}
 }
 
-// runProcess starts cmd, kills it when the test ends, and shows its
-// output if the test failed.
-func runProcess(t *testing.T, name string, cmd *exec.Cmd) {
-	t.Helper()
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, logs.String())
-		}
-	})
-}
-
-// e2eWait polls cond every 200 ms until it returns nil or the time is up.
-func e2eWait(t *testing.T, limit time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// promServer is a running Prometheus.
-type promServer struct{ url string }
-
-func startPrometheus(t *testing.T, bin, dir string, config []byte) *promServer {
-	t.Helper()
-	path := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(path, config, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	runProcess(t, "prometheus", exec.Command(bin, "--config.file="+path,
-		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address="+addr, "--log.level=warn"))
-	p := &promServer{url: "http://" + addr}
-	e2eWait(t, 20*time.Second, "Prometheus ready", func() error {
-		resp, err := http.Get(p.url + "/-/ready")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s", resp.Status)
-		}
-		return nil
-	})
-	return p
-}
-
-// api calls a Prometheus HTTP API endpoint and decodes its data.
-func (p *promServer) api(path string, params url.Values, data any) error {
-	resp, err := http.Get(p.url + path + "?" + params.Encode())
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	var r struct {
-		Status string          `json:"status"`
-		Error  string          `json:"error"`
-		Data   json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(body, &r); err != nil {
-		return fmt.Errorf("%s: %v: %s", path, err, body)
-	}
-	if r.Status != "success" {
-		return fmt.Errorf("%s", r.Error)
-	}
-	return json.Unmarshal(r.Data, data)
-}
+// promServer is the Prometheus of the test, with the queries it asks.
+type promServer struct{ *e2etest.Prometheus }
 
 type promSample struct {
 	Metric map[string]string `json:"metric"`
@@ -470,11 +382,8 @@ type promSample struct {
 // query runs an instant query now and returns the result type and the
 // number of series (1 for a scalar).
 func (p *promServer) query(expr string) (string, []promSample, error) {
-	var d struct {
-		ResultType string          `json:"resultType"`
-		Result     json.RawMessage `json:"result"`
-	}
-	if err := p.api("/api/v1/query", url.Values{"query": {expr}}, &d); err != nil {
+	d, err := p.Query(expr)
+	if err != nil {
 		return "", nil, err
 	}
 	var out []promSample
@@ -555,7 +464,7 @@ func (p *promServer) rulesEvaluated(want int) func() error {
 				} `json:"rules"`
 			} `json:"groups"`
 		}
-		if err := p.api("/api/v1/rules", nil, &d); err != nil {
+		if err := p.API("/api/v1/rules", nil, &d); err != nil {
 			return err
 		}
 		n := 0
@@ -581,7 +490,7 @@ func (p *promServer) rulesEvaluated(want int) func() error {
 func (p *promServer) metricNames(t *testing.T) map[string]bool {
 	t.Helper()
 	var names []string
-	if err := p.api("/api/v1/label/__name__/values", nil, &names); err != nil {
+	if err := p.API("/api/v1/label/__name__/values", nil, &names); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]bool{}
@@ -640,7 +549,7 @@ func (p *promServer) resolveVariables(t *testing.T, file string, m *dashboards.M
 		}
 		check(what, expr)
 		var values []string
-		if err := p.api("/api/v1/label/"+label+"/values", url.Values{"match[]": {expr}}, &values); err != nil {
+		if err := p.API("/api/v1/label/"+label+"/values", url.Values{"match[]": {expr}}, &values); err != nil {
 			t.Errorf("%s: %v", what, err)
 		}
 		if len(values) == 0 {

@@ -14,7 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/stall-exporter/stall_exporter/dashboards/fleet"
+	"github.com/stall-exporter/stall_exporter/tools/dashboards/fleet"
 )
 
 func main() {

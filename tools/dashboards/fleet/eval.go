@@ -15,7 +15,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
-	"github.com/stall-exporter/stall_exporter/dashboards"
+	"github.com/stall-exporter/stall_exporter/tools/dashboards"
 )
 
 // ExtraParams are added to every query request (VictoriaMetrics' nocache).

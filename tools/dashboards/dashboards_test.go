@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
+	"github.com/stall-exporter/stall_exporter/tools/internal/selectors"
 )
 
 // TestGenerated regenerates every dashboard and fails when a committed JSON
@@ -427,7 +428,7 @@ func (l *linter) selector(where, raw string, vs *parser.VectorSelector, path []p
 
 // names checks that every metric a query reads is documented.
 func (l *linter) names(where, expr string) {
-	names, err := metricsdoc.MetricNames(expr)
+	names, err := selectors.MetricNames(expr)
 	if err != nil {
 		l.errorf(where, "%q: %v", expr, err)
 		return
