@@ -33,13 +33,8 @@ type Zone struct {
 func ParseZoneinfo(data []byte, zones []Zone) (out []Zone, bad int, firstErr error) {
 	out = zones[:0]
 	var cur *Zone
+	errs := badLines{file: "zoneinfo"}
 	lineNo := 0
-	fail := func(l []byte, msg string) {
-		bad++
-		if firstErr == nil {
-			firstErr = &ParseError{File: "zoneinfo", Line: lineNo, Text: truncate(l), Msg: msg}
-		}
-	}
 	for len(data) > 0 {
 		var l []byte
 		l, data = scan.Line(data)
@@ -47,7 +42,7 @@ func ParseZoneinfo(data []byte, zones []Zone) (out []Zone, bad int, firstErr err
 		if bytes.HasPrefix(l, []byte("Node ")) {
 			node, zone, ok := parseZoneHeader(l[5:])
 			if !ok {
-				fail(l, `want "Node N, zone NAME"`)
+				errs.add(lineNo, l, `want "Node N, zone NAME"`)
 				cur = nil
 				continue
 			}
@@ -86,7 +81,7 @@ func ParseZoneinfo(data []byte, zones []Zone) (out []Zone, bad int, firstErr err
 		}
 		x, ok := scan.Uint(scan.Field(&rest))
 		if !ok {
-			fail(l, "value is not an unsigned integer")
+			errs.add(lineNo, l, "value is not an unsigned integer")
 			continue
 		}
 		*dst = x
@@ -100,7 +95,7 @@ func ParseZoneinfo(data []byte, zones []Zone) (out []Zone, bad int, firstErr err
 			cur.HasManaged = true
 		}
 	}
-	return out, bad, firstErr
+	return out, errs.n, errs.first
 }
 
 // parseZoneHeader parses "0, zone   Normal" (after "Node ").
