@@ -46,7 +46,13 @@ func ParseZoneinfo(data []byte, zones []Zone) (out []Zone, bad int, firstErr err
 				cur = nil
 				continue
 			}
-			out = append(out, Zone{Node: node, Name: zone})
+			// The zone this one overwrites in the reused array was most
+			// likely the same zone: take its strings instead of allocating.
+			var prev Zone
+			if len(out) < cap(out) {
+				prev = out[:len(out)+1][len(out)]
+			}
+			out = append(out, Zone{Node: reuseString(prev.Node, node), Name: reuseString(prev.Name, zone)})
 			cur = &out[len(out)-1]
 			continue
 		}
@@ -99,42 +105,26 @@ func ParseZoneinfo(data []byte, zones []Zone) (out []Zone, bad int, firstErr err
 }
 
 // parseZoneHeader parses "0, zone   Normal" (after "Node ").
-func parseZoneHeader(b []byte) (node, zone string, ok bool) {
+func parseZoneHeader(b []byte) (node, zone []byte, ok bool) {
 	comma := bytes.IndexByte(b, ',')
 	if comma <= 0 {
-		return "", "", false
+		return nil, nil, false
 	}
 	if _, ok := scan.Uint(b[:comma]); !ok {
-		return "", "", false
+		return nil, nil, false
 	}
 	rest := b[comma+1:]
 	kw := scan.Field(&rest)
 	name := scan.Field(&rest)
 	if string(kw) != "zone" || len(name) == 0 {
-		return "", "", false
+		return nil, nil, false
 	}
-	return internZoneString(b[:comma]), internZoneString(name), true
+	return b[:comma], name, true
 }
 
-// internZoneString avoids allocating the same node and zone names each scrape.
-func internZoneString(b []byte) string {
-	switch string(b) {
-	case "0":
-		return "0"
-	case "1":
-		return "1"
-	case "DMA":
-		return "DMA"
-	case "DMA32":
-		return "DMA32"
-	case "Normal":
-		return "Normal"
-	case "HighMem":
-		return "HighMem"
-	case "Movable":
-		return "Movable"
-	case "Device":
-		return "Device"
+func reuseString(prev string, b []byte) string {
+	if prev == string(b) {
+		return prev
 	}
 	return string(b)
 }
