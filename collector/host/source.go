@@ -76,23 +76,18 @@ type procSource struct {
 // Read copies the file's content into dst (grown as needed) and returns
 // it: the sampler's last read when it is at most one interval old, else a
 // read made now.
-func (s *procSource) Read(dst []byte) ([]byte, error) {
+func (s *procSource) Read(dst []byte) ([]byte, error) { return s.copyTo(dst, false) }
+
+// ReadNow is Read from a read made now: the sampler's tick.
+func (s *procSource) ReadNow(dst []byte) ([]byte, error) { return s.copyTo(dst, true) }
+
+func (s *procSource) copyTo(dst []byte, now bool) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.every == 0 || s.readAt.IsZero() || time.Since(s.readAt) > s.every {
+	if now || s.every == 0 || s.readAt.IsZero() || time.Since(s.readAt) > s.every {
 		if err := s.read(); err != nil {
 			return dst[:0], err
 		}
-	}
-	return append(dst[:0], s.buf...), nil
-}
-
-// ReadNow is Read from a read made now: the sampler's tick.
-func (s *procSource) ReadNow(dst []byte) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.read(); err != nil {
-		return dst[:0], err
 	}
 	return append(dst[:0], s.buf...), nil
 }
