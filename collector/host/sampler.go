@@ -153,14 +153,9 @@ func (s *sampler) Run(ctx context.Context) {
 	}
 }
 
-// safeTick runs one tick; a panic (a bug, never expected) is counted and
-// logged once as a problem instead of ending the exporter.
+// safeTick runs one tick; a panic is counted and logged once as a problem.
 func (s *sampler) safeTick() {
-	defer func() {
-		if r := recover(); r != nil {
-			s.problems.Add("sampler_panic", 1, fmt.Errorf("sampler tick panicked: %v", r))
-		}
-	}()
+	defer s.problems.Recover("sampler_panic", "sampler tick")
 	s.tick()
 }
 
