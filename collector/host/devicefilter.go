@@ -26,7 +26,7 @@ type filterKey struct {
 	partitions              bool
 }
 
-var filters shared[filterKey, *deviceFilter]
+var filters sync.Map // filterKey → *deviceFilter
 
 // deviceFilterFor returns the one filter of these paths and settings,
 // shared by the diskstats collector, the sampler and the kernel log
@@ -39,7 +39,8 @@ func deviceFilterFor(paths collector.Paths, s deviceSettings) *deviceFilter {
 	if s.exclude != nil {
 		k.exclude = s.exclude.String()
 	}
-	return filters.get(k, func() *deviceFilter { return newDeviceFilter(paths, s) })
+	f, _ := filters.LoadOrStore(k, newDeviceFilter(paths, s))
+	return f.(*deviceFilter)
 }
 
 // partitionName matches the common partition names, used only when sysfs

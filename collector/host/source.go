@@ -12,36 +12,16 @@ import (
 // a scrape-time collector and by the sampler every --sampler.interval, and
 // the diskstats device filter is used by the diskstats collector, the
 // sampler and the kernel log reader. collector.Build calls each factory on
-// its own, so the factories take what they share from a process-wide table
-// keyed by path (sourceAt, deviceFilterFor): every collector that reads one
-// file reads it through one procSource.
+// its own, so the factories take what they share from process-wide maps
+// (sourceAt by path, deviceFilterFor by paths and flags): every collector
+// that reads one file reads it through one procSource.
 
-// shared holds one value per key for the whole process.
-type shared[K comparable, V any] struct {
-	mu sync.Mutex
-	m  map[K]V
-}
-
-// get returns the value of k, built by build the first time.
-func (s *shared[K, V]) get(k K, build func() V) V {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v, ok := s.m[k]; ok {
-		return v
-	}
-	if s.m == nil {
-		s.m = map[K]V{}
-	}
-	v := build()
-	s.m[k] = v
-	return v
-}
-
-var sources shared[string, *procSource]
+var sources sync.Map // path → *procSource
 
 // sourceAt returns the one source of the file at path.
 func sourceAt(path string) *procSource {
-	return sources.get(path, func() *procSource { return &procSource{path: path} })
+	s, _ := sources.LoadOrStore(path, &procSource{path: path})
+	return s.(*procSource)
 }
 
 // procSourceMaxBytes bounds a procSource's buffer (a /proc/diskstats with
