@@ -202,9 +202,8 @@ func (s *sampler) sampleVM(data []byte, err error) {
 		return
 	}
 	s.vmState.OK("sampler reads /proc/vmstat again")
-	if bad, ferr := ParseVMStat(data, &s.vm); bad > 0 {
-		s.problems.Add("sampler_vmstat_line", bad, ferr)
-	}
+	bad, ferr := ParseVMStat(data, &s.vm)
+	s.problems.Add("sampler_vmstat_line", bad, ferr)
 	r, ok := s.vm.ThrottleRatio()
 	if !ok {
 		if !s.noThresholds {

@@ -117,9 +117,8 @@ func (c *vmstatCollector) Update(_ context.Context, ch chan<- prometheus.Metric)
 		return err
 	}
 	var v VMStat
-	if bad, perr := ParseVMStat(data, &v); bad > 0 {
-		c.problems.Add("vmstat_line", bad, perr)
-	}
+	bad, perr := ParseVMStat(data, &v)
+	c.problems.Add("vmstat_line", bad, perr)
 	if v.Len() == 0 {
 		return fmt.Errorf("%s: no known field", c.src.path)
 	}
