@@ -119,7 +119,7 @@ func (c *vmstatCollector) Update(_ context.Context, ch chan<- prometheus.Metric)
 	var v VMStat
 	bad, perr := ParseVMStat(data, &v)
 	c.problems.Add("vmstat_line", bad, perr)
-	if v.Len() == 0 {
+	if v.present == 0 {
 		return fmt.Errorf("%s: no known field", c.src.path)
 	}
 	for _, m := range vmMetrics {

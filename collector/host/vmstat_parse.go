@@ -2,14 +2,13 @@ package host
 
 import (
 	"bytes"
-	"math/bits"
 
 	"github.com/stall-exporter/stall_exporter/internal/scan"
 )
 
-// VMField names one /proc/vmstat counter that stall_exporter reads. Fields
-// that exist in several kernel layouts (per-zone before 4.8, node-wide
-// after) are normalised by VMStat's accessors, not here.
+// VMField names one /proc/vmstat counter that stall_exporter reads. A
+// counter that has another name in another kernel layout (per-zone before
+// 4.8, node-wide after) has a field per layout; VMStat.First picks one.
 type VMField uint8
 
 // The /proc/vmstat fields the exporter uses. Per-zone variants of one
@@ -57,9 +56,6 @@ type VMStat struct {
 func (v *VMStat) Get(f VMField) (uint64, bool) {
 	return v.values[f], v.present&(1<<f) != 0
 }
-
-// Len is the number of fields present.
-func (v *VMStat) Len() int { return bits.OnesCount64(v.present) }
 
 // ParseVMStat parses /proc/vmstat ("name value" per line) into v, which it
 // resets first. Unknown names are skipped silently (every kernel adds some);
