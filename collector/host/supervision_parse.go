@@ -101,12 +101,10 @@ func watchedService(comm string, argv []string) string {
 // server's main class (jvm.Main), or a rocketmq-broker* /
 // rocketmq-namesrv* jar.
 func jvmService(argv []string) string {
-	main, jar := jvm.Main(argv)
-	if !jar {
+	if main, jar := jvm.Main(argv); !jar {
 		return mainClasses[main]
 	}
-	base := main[strings.LastIndexByte(main, '/')+1:]
-	switch {
+	switch base := jvm.ShortName(argv); { // the jar's file name
 	case !strings.HasSuffix(base, ".jar"):
 		return ""
 	case strings.HasPrefix(base, "rocketmq-broker"):
