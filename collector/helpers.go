@@ -302,6 +302,15 @@ func (p *Problems) Add(kind string, n int, err error) {
 	}
 }
 
+// Recover, deferred around one unit of background work (a sampler tick, a
+// kernel log record), turns a panic, a bug that is never expected, into one
+// problem of kind instead of the end of the exporter; what names the work.
+func (p *Problems) Recover(kind, what string) {
+	if r := recover(); r != nil {
+		p.Add(kind, 1, fmt.Errorf("%s panicked: %v", what, r))
+	}
+}
+
 // Count is the number of problems seen since start.
 func (p *Problems) Count() uint64 {
 	p.mu.Lock()

@@ -26,7 +26,7 @@ type filterKey struct {
 	partitions              bool
 }
 
-var filters shared[filterKey, *deviceFilter]
+var filters sync.Map // filterKey → *deviceFilter
 
 // deviceFilterFor returns the one filter of these paths and settings,
 // shared by the diskstats collector, the sampler and the kernel log
@@ -39,7 +39,8 @@ func deviceFilterFor(paths collector.Paths, s deviceSettings) *deviceFilter {
 	if s.exclude != nil {
 		k.exclude = s.exclude.String()
 	}
-	return filters.get(k, func() *deviceFilter { return newDeviceFilter(paths, s) })
+	f, _ := filters.LoadOrStore(k, newDeviceFilter(paths, s))
+	return f.(*deviceFilter)
 }
 
 // partitionName matches the common partition names, used only when sysfs
@@ -103,11 +104,15 @@ func (f *deviceFilter) decided(kind int, name []byte) bool {
 	s := string(name)
 	switch kind {
 	case listedDevice:
-		v = f.excludesName(s) || f.include == nil && !f.partitions && f.isPartition(s)
+		v = f.excludesName(s)
+		if !v && f.include == nil && !f.partitions {
+			_, v = diskOf(f.paths, s)
+		}
 	case ioErrorDisk:
 		v = f.excludesName(s)
 	case ioErrorDevice:
-		v = f.excludesName(diskOf(f.paths, s))
+		disk, _ := diskOf(f.paths, s)
+		v = f.excludesName(disk)
 	}
 	f.mu.Lock()
 	if f.cache[kind] == nil || len(f.cache[kind]) >= 4096 { // device churn (loop devices in CI) must not grow memory forever
@@ -127,20 +132,6 @@ func (f *deviceFilter) excludesName(name string) bool {
 	return f.exclude != nil && f.exclude.MatchString(name)
 }
 
-func (f *deviceFilter) isPartition(name string) bool {
-	dir := sysBlock(f.paths, name)
-	_, err := os.Stat(filepath.Join(dir, "partition"))
-	if err == nil {
-		return true
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		if _, derr := os.Stat(dir); derr == nil {
-			return false // sysfs knows the device and says it is not a partition
-		}
-	}
-	return partitionName.MatchString(name)
-}
-
 // sysBlock is the sysfs directory of a block device; the kernel's "/" in a
 // name (cciss/c0d0) is "!" in sysfs.
 func sysBlock(paths collector.Paths, name string) string {
@@ -148,29 +139,34 @@ func sysBlock(paths collector.Paths, name string) string {
 }
 
 // diskOf returns the whole disk a block device belongs to, by the kernel's
-// name for it: the name itself for a disk (sda, nvme0n1, dm-3, loop0), the
-// parent for a partition (sda1 → sda, nvme0n1p2 → nvme0n1, loop0p1 → loop0).
-// sysfs tells: a partition has /sys/class/block/<name>/partition, and
-// /sys/class/block/<name> links to …/<disk>/<name>. Where sysfs does not know
-// the device (no host /sys in a container, a device gone since it logged),
-// the common partition names decide, as in isPartition; otherwise the name
-// is the disk.
-func diskOf(paths collector.Paths, name string) string {
+// name for it, and whether the device is a partition: the name itself for a
+// disk (sda, nvme0n1, dm-3, loop0), the parent for a partition (sda1 → sda,
+// nvme0n1p2 → nvme0n1, loop0p1 → loop0). sysfs tells: a partition has
+// /sys/class/block/<name>/partition, and /sys/class/block/<name> links to
+// …/<disk>/<name>. Where sysfs does not know the device (no host /sys in a
+// container, a device gone since it logged), the common partition names
+// decide.
+func diskOf(paths collector.Paths, name string) (disk string, partition bool) {
 	dir := sysBlock(paths, name)
-	if _, err := os.Stat(filepath.Join(dir, "partition")); err == nil {
+	_, err := os.Stat(filepath.Join(dir, "partition"))
+	switch {
+	case err == nil:
+		partition = true
 		if target, err := filepath.EvalSymlinks(dir); err == nil {
 			parent := filepath.Base(filepath.Dir(target))
 			// Only a parent that is itself a block device: a copy of sysfs
 			// without its links has class/block as the parent.
 			if _, err := os.Stat(paths.Sys("class", "block", parent)); err == nil {
-				return strings.ReplaceAll(parent, "!", "/")
+				return strings.ReplaceAll(parent, "!", "/"), true
 			}
 		}
-	} else if _, err := os.Stat(dir); err == nil {
-		return name // sysfs knows the device and says it is not a partition
+	case errors.Is(err, fs.ErrNotExist):
+		if _, err := os.Stat(dir); err == nil {
+			return name, false // sysfs knows the device and says it is not a partition
+		}
 	}
 	if m := partitionName.FindStringSubmatch(name); m != nil {
-		return m[1] + m[2] // one of them is empty
+		return m[1] + m[2], true // one of them is empty
 	}
-	return name
+	return name, partition
 }

@@ -46,11 +46,12 @@ func TestPartitionNames(t *testing.T) {
 		{"dm-0", "dm-0"}, {"zram0", "zram0"}, {"sr0", "sr0"},
 		{"sdp1", "sdp"}, {"vdp", "vdp"}, // p after letters is part of the disk's name
 	} {
-		if got := diskOf(nosys, c.name); got != c.disk {
-			t.Errorf("diskOf(%s) = %s, want %s", c.name, got, c.disk)
+		disk, partition := diskOf(nosys, c.name)
+		if disk != c.disk || partition != (c.disk != c.name) {
+			t.Errorf("diskOf(%s) = %s, partition %v; want %s", c.name, disk, partition, c.disk)
 		}
-		if got, want := f.isPartition(c.name), c.disk != c.name; got != want {
-			t.Errorf("isPartition(%s) = %v, want %v", c.name, got, want)
+		if got, want := f.ignored([]byte(c.name)), c.disk != c.name; got != want {
+			t.Errorf("ignored(%s) = %v, want %v: partitions are left out by default", c.name, got, want)
 		}
 	}
 }

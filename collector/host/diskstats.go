@@ -18,34 +18,53 @@ func init() {
 // (Documentation/admin-guide/iostats.rst).
 const diskSectorBytes = 512
 
-var (
-	diskReads = collector.NewMetric("disk_reads_completed_total",
-		"Reads completed (field 1 of /proc/diskstats).", prometheus.CounterValue, "device")
-	diskReadTime = collector.NewMetric("disk_read_time_seconds_total",
-		"Time spent by all reads (field 4 of /proc/diskstats, ms), in seconds.", prometheus.CounterValue, "device")
-	diskReadBytes = collector.NewMetric("disk_read_bytes_total",
-		"Bytes read (field 3 of /proc/diskstats, 512-byte sectors).", prometheus.CounterValue, "device")
-	diskWrites = collector.NewMetric("disk_writes_completed_total",
-		"Writes completed (field 5 of /proc/diskstats).", prometheus.CounterValue, "device")
-	diskWriteTime = collector.NewMetric("disk_write_time_seconds_total",
-		"Time spent by all writes (field 8 of /proc/diskstats, ms), in seconds.", prometheus.CounterValue, "device")
-	diskWrittenBytes = collector.NewMetric("disk_written_bytes_total",
-		"Bytes written (field 7 of /proc/diskstats, 512-byte sectors).", prometheus.CounterValue, "device")
-	diskInProgress = collector.NewMetric("disk_io_in_progress",
-		"I/Os in flight right now (field 9 of /proc/diskstats).", prometheus.GaugeValue, "device")
-	diskIOTime = collector.NewMetric("disk_io_time_seconds_total",
-		"Time the device had I/O in flight (field 10 of /proc/diskstats, ms), in seconds; its rate is utilisation.", prometheus.CounterValue, "device")
-	diskIOWeighted = collector.NewMetric("disk_io_time_weighted_seconds_total",
-		"I/O time weighted by the number of I/Os in flight (field 11 of /proc/diskstats, ms), in seconds; its rate is the average queue depth.", prometheus.CounterValue, "device")
-	diskDiscards = collector.NewMetric("disk_discards_completed_total",
-		"Discards completed (field 12 of /proc/diskstats, 4.18+).", prometheus.CounterValue, "device")
-	diskDiscardTime = collector.NewMetric("disk_discard_time_seconds_total",
-		"Time spent by all discards (field 15 of /proc/diskstats, 4.18+, ms), in seconds.", prometheus.CounterValue, "device")
-	diskFlushes = collector.NewMetric("disk_flushes_completed_total",
-		"Cache flush requests completed (field 16 of /proc/diskstats, 5.5+).", prometheus.CounterValue, "device")
-	diskFlushTime = collector.NewMetric("disk_flush_time_seconds_total",
-		"Time spent by all flush requests (field 17 of /proc/diskstats, 5.5+, ms), in seconds.", prometheus.CounterValue, "device")
+// diskUnit converts a statistic to its metric's unit.
+type diskUnit uint8
+
+const (
+	diskCount   diskUnit = iota // as it is
+	diskMs                      // milliseconds, exported in seconds
+	diskSectors                 // 512-byte sectors, exported in bytes
 )
+
+// diskMetrics are the metrics of each device's /proc/diskstats line.
+var diskMetrics = [...]struct {
+	collector.Metric
+	field int // ds*
+	unit  diskUnit
+}{
+	{diskMetric("disk_reads_completed_total",
+		"Reads completed (field 1 of /proc/diskstats)."), dsReads, diskCount},
+	{diskMetric("disk_read_time_seconds_total",
+		"Time spent by all reads (field 4 of /proc/diskstats, ms), in seconds."), dsReadMs, diskMs},
+	{diskMetric("disk_read_bytes_total",
+		"Bytes read (field 3 of /proc/diskstats, 512-byte sectors)."), dsReadSectors, diskSectors},
+	{diskMetric("disk_writes_completed_total",
+		"Writes completed (field 5 of /proc/diskstats)."), dsWrites, diskCount},
+	{diskMetric("disk_write_time_seconds_total",
+		"Time spent by all writes (field 8 of /proc/diskstats, ms), in seconds."), dsWriteMs, diskMs},
+	{diskMetric("disk_written_bytes_total",
+		"Bytes written (field 7 of /proc/diskstats, 512-byte sectors)."), dsWriteSectors, diskSectors},
+	{collector.NewMetric("disk_io_in_progress",
+		"I/Os in flight right now (field 9 of /proc/diskstats).", prometheus.GaugeValue, "device"), dsInFlight, diskCount},
+	{diskMetric("disk_io_time_seconds_total",
+		"Time the device had I/O in flight (field 10 of /proc/diskstats, ms), in seconds; its rate is utilisation."), dsIOMs, diskMs},
+	{diskMetric("disk_io_time_weighted_seconds_total",
+		"I/O time weighted by the number of I/Os in flight (field 11 of /proc/diskstats, ms), in seconds; its rate is the average queue depth."), dsWeightedMs, diskMs},
+	{diskMetric("disk_discards_completed_total",
+		"Discards completed (field 12 of /proc/diskstats, 4.18+)."), dsDiscards, diskCount},
+	{diskMetric("disk_discard_time_seconds_total",
+		"Time spent by all discards (field 15 of /proc/diskstats, 4.18+, ms), in seconds."), dsDiscardMs, diskMs},
+	{diskMetric("disk_flushes_completed_total",
+		"Cache flush requests completed (field 16 of /proc/diskstats, 5.5+)."), dsFlushes, diskCount},
+	{diskMetric("disk_flush_time_seconds_total",
+		"Time spent by all flush requests (field 17 of /proc/diskstats, 5.5+, ms), in seconds."), dsFlushMs, diskMs},
+}
+
+// diskMetric declares a per-device counter.
+func diskMetric(name, help string) collector.Metric {
+	return collector.NewMetric(name, help, prometheus.CounterValue, "device")
+}
 
 // diskstatsCollector shares /proc/diskstats and the device filter with
 // the sampler (source.go).
@@ -86,26 +105,20 @@ func (c *diskstatsCollector) Update(_ context.Context, ch chan<- prometheus.Metr
 			continue
 		}
 		dev := string(d.Name)
-		diskReads.Send(ch, float64(d.Reads), dev)
-		diskReadTime.Send(ch, float64(d.ReadMs)/1000, dev)
-		diskReadBytes.Send(ch, float64(d.ReadSectors)*diskSectorBytes, dev)
-		diskWrites.Send(ch, float64(d.Writes), dev)
-		diskWriteTime.Send(ch, float64(d.WriteMs)/1000, dev)
-		diskWrittenBytes.Send(ch, float64(d.WriteSectors)*diskSectorBytes, dev)
-		diskInProgress.Send(ch, float64(d.InFlight), dev)
-		diskIOTime.Send(ch, float64(d.IOMs)/1000, dev)
-		diskIOWeighted.Send(ch, float64(d.WeightedMs)/1000, dev)
-		if d.Stats >= 15 {
-			diskDiscards.Send(ch, float64(d.Discards), dev)
-			diskDiscardTime.Send(ch, float64(d.DiscardMs)/1000, dev)
-		}
-		if d.Stats >= 17 {
-			diskFlushes.Send(ch, float64(d.Flushes), dev)
-			diskFlushTime.Send(ch, float64(d.FlushMs)/1000, dev)
+		for _, m := range diskMetrics {
+			if !d.has(m.field) {
+				continue
+			}
+			v := float64(d.Stat[m.field])
+			switch m.unit {
+			case diskMs:
+				v /= 1000
+			case diskSectors:
+				v *= diskSectorBytes
+			}
+			m.Send(ch, v, dev)
 		}
 	}
-	if sc.Bad > 0 {
-		c.problems.Add("diskstats_line", sc.Bad, sc.FirstErr)
-	}
+	c.problems.Add("diskstats_line", sc.bad.n, sc.bad.first)
 	return nil
 }

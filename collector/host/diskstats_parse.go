@@ -12,33 +12,56 @@ import (
 // nothing (procfs' blockdevice parses each line with fmt.Sscanf and builds
 // a struct per device: a few kilobytes and ~80 % of a 1,000-disk scrape).
 
+// The statistics the exporter reads, by their field number after the device
+// name (Documentation/admin-guide/iostats.rst). The kernel prints the count
+// fields as unsigned long (64 bits on 64-bit kernels, 32 on 32-bit ones)
+// and the millisecond fields and the in-flight count as unsigned int (32
+// bits everywhere), so the millisecond fields wrap at 2^32 ms (about 49.7
+// days of accumulated time, much sooner on a busy device with a deep queue).
+const (
+	dsReads        = 1  // reads completed
+	dsReadSectors  = 3  // 512-byte sectors read
+	dsReadMs       = 4  // milliseconds spent reading (sum over requests)
+	dsWrites       = 5  // writes completed
+	dsWriteSectors = 7  // 512-byte sectors written
+	dsWriteMs      = 8  // milliseconds spent writing (sum over requests)
+	dsInFlight     = 9  // I/Os in flight now
+	dsIOMs         = 10 // milliseconds with at least one request in flight
+	dsWeightedMs   = 11 // milliseconds × requests in flight
+	dsDiscards     = 12 // discards completed (4.18+)
+	dsDiscardMs    = 15 // milliseconds spent discarding (4.18+)
+	dsFlushes      = 16 // flush requests completed (5.5+)
+	dsFlushMs      = 17 // milliseconds spent flushing (5.5+)
+)
+
+// diskstatsUsed are the statistics parsed; the others are not validated.
+const diskstatsUsed = 1<<dsReads | 1<<dsReadSectors | 1<<dsReadMs | 1<<dsWrites | 1<<dsWriteSectors |
+	1<<dsWriteMs | 1<<dsInFlight | 1<<dsIOMs | 1<<dsWeightedMs | 1<<dsDiscards | 1<<dsDiscardMs |
+	1<<dsFlushes | 1<<dsFlushMs
+
 // diskstatsLine is one /proc/diskstats line. Name aliases the scanned buffer
 // and is valid until the next Next call. Stats is the number of statistics
 // after the name: 11 (kernels before 4.18), 15 (4.18+, discards) or 17
-// (5.5+, flushes); fields a line lacks are 0.
-//
-// The kernel prints the count fields as unsigned long (64 bits on 64-bit
-// kernels, 32 on 32-bit ones) and the millisecond fields and the in-flight
-// count as unsigned int (32 bits everywhere), so the millisecond fields wrap
-// at 2^32 ms (about 49.7 days of accumulated time, much sooner on a busy
-// device with a deep queue).
+// (5.5+, flushes). Stat holds the used statistics by field number (ds*);
+// the others, and those a line lacks, are 0.
 type diskstatsLine struct {
 	Major, Minor uint64
 	Name         []byte
 	Stats        int
-	Reads        uint64 // field 1: reads completed
-	ReadSectors  uint64 // field 3: 512-byte sectors read
-	ReadMs       uint64 // field 4: milliseconds spent reading (sum over requests)
-	Writes       uint64 // field 5: writes completed
-	WriteSectors uint64 // field 7: 512-byte sectors written
-	WriteMs      uint64 // field 8: milliseconds spent writing (sum over requests)
-	InFlight     uint64 // field 9: I/Os in flight now
-	IOMs         uint64 // field 10: milliseconds with at least one request in flight
-	WeightedMs   uint64 // field 11: milliseconds × requests in flight
-	Discards     uint64 // field 12: discards completed (4.18+)
-	DiscardMs    uint64 // field 15: milliseconds spent discarding (4.18+)
-	Flushes      uint64 // field 16: flush requests completed (5.5+)
-	FlushMs      uint64 // field 17: milliseconds spent flushing (5.5+)
+	Stat         [dsFlushMs + 1]uint64
+}
+
+// has reports whether the line's kernel generation has a statistic: the
+// first 11 on every kernel, discards (12–15) with 15 statistics, flushes
+// (16, 17) with 17.
+func (l *diskstatsLine) has(field int) bool {
+	switch {
+	case field <= dsWeightedMs:
+		return true
+	case field <= dsDiscardMs:
+		return l.Stats >= 15
+	}
+	return l.Stats >= 17
 }
 
 // diskstatsScanner iterates over the lines of one /proc/diskstats read
@@ -47,17 +70,16 @@ type diskstatsLine struct {
 // or 17 (5.5+, flushes; 20 fields); a future kernel's extra fields are
 // ignored. Lines with 4 statistics (the pre-2.6.25 partition format, which
 // has no timings) are skipped silently; any other shape is malformed and
-// counted in Bad, the first one described by FirstErr.
+// counted in bad.
 type diskstatsScanner struct {
-	data     []byte
-	line     int
-	Line     diskstatsLine
-	Bad      int
-	FirstErr error
+	data []byte
+	line int
+	Line diskstatsLine
+	bad  badLines
 }
 
 func newDiskstatsScanner(data []byte) diskstatsScanner {
-	return diskstatsScanner{data: data}
+	return diskstatsScanner{data: data, bad: badLines{file: "diskstats"}}
 }
 
 // Next advances to the next well-formed line, reporting false at the end.
@@ -70,12 +92,8 @@ func (sc *diskstatsScanner) Next() bool {
 		case "":
 			return true
 		case "skip":
-			continue
 		default:
-			sc.Bad++
-			if sc.FirstErr == nil {
-				sc.FirstErr = &ParseError{File: "diskstats", Line: sc.line, Text: truncate(l), Msg: msg}
-			}
+			sc.bad.add(sc.line, l, msg)
 		}
 	}
 	return false
@@ -90,15 +108,15 @@ func (sc *diskstatsScanner) parse(l []byte) string {
 	if len(maj) == 0 {
 		return "skip" // blank line
 	}
-	var ok bool
-	if sc.Line.Major, ok = scan.Uint(maj); !ok {
+	major, ok := scan.Uint(maj)
+	if !ok {
 		return "major number is not an unsigned integer"
 	}
-	if sc.Line.Minor, ok = scan.Uint(scan.Field(&rest)); !ok {
+	minor, ok := scan.Uint(scan.Field(&rest))
+	if !ok {
 		return "minor number is missing or not an unsigned integer"
 	}
-	sc.Line = diskstatsLine{Major: sc.Line.Major, Minor: sc.Line.Minor}
-	sc.Line.Name = scan.Field(&rest)
+	sc.Line = diskstatsLine{Major: major, Minor: minor, Name: scan.Field(&rest)}
 	if len(sc.Line.Name) == 0 {
 		return "device name missing"
 	}
@@ -106,43 +124,9 @@ func (sc *diskstatsScanner) parse(l []byte) string {
 		return "device name is not valid UTF-8" // it would be an invalid label value
 	}
 	n := 0
-	for {
-		f := scan.Field(&rest)
-		if len(f) == 0 {
-			break
-		}
-		n++
-		var dst *uint64
-		switch n {
-		case 1:
-			dst = &sc.Line.Reads
-		case 3:
-			dst = &sc.Line.ReadSectors
-		case 4:
-			dst = &sc.Line.ReadMs
-		case 5:
-			dst = &sc.Line.Writes
-		case 7:
-			dst = &sc.Line.WriteSectors
-		case 8:
-			dst = &sc.Line.WriteMs
-		case 9:
-			dst = &sc.Line.InFlight
-		case 10:
-			dst = &sc.Line.IOMs
-		case 11:
-			dst = &sc.Line.WeightedMs
-		case 12:
-			dst = &sc.Line.Discards
-		case 15:
-			dst = &sc.Line.DiscardMs
-		case 16:
-			dst = &sc.Line.Flushes
-		case 17:
-			dst = &sc.Line.FlushMs
-		}
-		if dst != nil {
-			if *dst, ok = scan.Uint(f); !ok {
+	for f := scan.Field(&rest); len(f) > 0; f = scan.Field(&rest) {
+		if n++; n < len(sc.Line.Stat) && diskstatsUsed&(1<<n) != 0 {
+			if sc.Line.Stat[n], ok = scan.Uint(f); !ok {
 				return "statistic is not an unsigned integer"
 			}
 		}

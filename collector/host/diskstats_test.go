@@ -88,7 +88,8 @@ func TestDiskstatsSysfsDecides(t *testing.T) {
 
 // String is for test failure messages.
 func (l diskstatsLine) String() string {
-	return fmt.Sprintf("%d:%d %s r=%d rms=%d w=%d wms=%d io=%d", l.Major, l.Minor, l.Name, l.Reads, l.ReadMs, l.Writes, l.WriteMs, l.IOMs)
+	return fmt.Sprintf("%d:%d %s r=%d rms=%d w=%d wms=%d io=%d", l.Major, l.Minor, l.Name,
+		l.Stat[dsReads], l.Stat[dsReadMs], l.Stat[dsWrites], l.Stat[dsWriteMs], l.Stat[dsIOMs])
 }
 
 func TestDiskstatsScannerFormats(t *testing.T) {
@@ -104,7 +105,7 @@ func TestDiskstatsScannerFormats(t *testing.T) {
 	} {
 		sc := newDiskstatsScanner([]byte(c.line + "\n"))
 		if !sc.Next() {
-			t.Errorf("%s: no line parsed (bad %d: %v)", c.name, sc.Bad, sc.FirstErr)
+			t.Errorf("%s: no line parsed (bad %d: %v)", c.name, sc.bad.n, sc.bad.first)
 			continue
 		}
 		if got := sc.Line.String(); got != c.want {
@@ -114,8 +115,8 @@ func TestDiskstatsScannerFormats(t *testing.T) {
 	for _, bad := range []string{"x 0 sda 1 2 3 4 5 6 7 8 9 10 11", "8 0 sda 1 2 3 4 5 6 7 8 9 10", "8 0 sda 1 2 3 -4 5 6 7 8 9 10 11", "8", "8 0",
 		"8 0 \xff\xfe 1 2 3 4 5 6 7 8 9 10 11"} {
 		sc := newDiskstatsScanner([]byte(bad))
-		if sc.Next() || sc.Bad != 1 || sc.FirstErr == nil {
-			t.Errorf("%q: want one malformed line, got bad=%d err=%v", bad, sc.Bad, sc.FirstErr)
+		if sc.Next() || sc.bad.n != 1 || sc.bad.first == nil {
+			t.Errorf("%q: want one malformed line, got bad=%d err=%v", bad, sc.bad.n, sc.bad.first)
 		}
 	}
 }

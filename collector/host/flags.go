@@ -12,18 +12,13 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 )
 
-// flagValues are the host collectors' flags as kingpin parsed them;
+// flagValues are the host collectors' flags as kingpin parsed them:
 // settings() validates them. registerFlags declares them on an
 // application, so tests parse their own command lines instead of mutating
 // the process-wide flags.
 type flagValues struct {
-	deviceInclude, deviceExclude *string
-	partitions                   *bool
-	kmsgFromBoot                 *bool
-	pageSize                     *uint64
-	samplerInterval              *time.Duration
-	supervisionInterval          *time.Duration
-	sysctlRefresh                *time.Duration
+	parsed                       settings // the flags that need no compiling
+	deviceInclude, deviceExclude string
 }
 
 // flags are the process's flags, parsed by main; only the factories read
@@ -32,30 +27,30 @@ var flags = registerFlags(kingpin.CommandLine)
 
 func registerFlags(app *kingpin.Application) *flagValues {
 	f := &flagValues{}
-	f.deviceInclude = app.Flag("diskstats.device-include",
+	app.Flag("diskstats.device-include",
 		"Regexp of block devices to include (anchored). When set, only matching devices are exported, partitions and loop devices too.").
-		Default("").String()
-	f.deviceExclude = app.Flag("diskstats.device-exclude",
+		Default("").StringVar(&f.deviceInclude)
+	app.Flag("diskstats.device-exclude",
 		"Regexp of block devices to exclude (anchored). Ignored when --diskstats.device-include is set.").
-		Default(`(ram|loop|zram|fd|sr|nbd)\d+`).String()
-	f.partitions = app.Flag("diskstats.partitions",
+		Default(`(ram|loop|zram|fd|sr|nbd)\d+`).StringVar(&f.deviceExclude)
+	app.Flag("diskstats.partitions",
 		"Also export partitions (detected by /sys/class/block/<dev>/partition, or by name when sysfs is not mounted).").
-		Default("false").Bool()
-	f.kmsgFromBoot = app.Flag("kmsg.from-boot",
+		Default("false").BoolVar(&f.parsed.devices.partitions)
+	app.Flag("kmsg.from-boot",
 		"Also count the kernel log records already in the kernel's buffer at start (from boot, as far as the buffer reaches); by default only records logged after the exporter started are counted.").
-		Default("false").Bool()
-	f.pageSize = app.Flag("vmstat.page-size",
+		Default("false").BoolVar(&f.parsed.kmsgFromBoot)
+	app.Flag("vmstat.page-size",
 		"Kernel page size in bytes used to convert /proc/vmstat and /proc/zoneinfo page counts; 0 means the running kernel's (getpagesize). Set it only to read fixtures of another architecture.").
-		Default("0").Uint64()
-	f.samplerInterval = app.Flag("sampler.interval",
+		Default("0").Uint64Var(&f.parsed.pageSize)
+	app.Flag("sampler.interval",
 		"Interval of the sub-scrape sampler (100ms–10s): each interval's disk await, disk utilization and dirty throttle ratio become one histogram observation.").
-		Default("1s").Duration()
-	f.supervisionInterval = app.Flag("supervision.scan-interval",
+		Default("1s").DurationVar(&f.parsed.samplerInterval)
+	app.Flag("supervision.scan-interval",
 		"How often the supervision collector rescans /proc for the watched processes (RocketMQ broker and name server JVMs, redis-server); scrapes in between reuse the last scan. Minimum 10s.").
-		Default("30s").Duration()
-	f.sysctlRefresh = app.Flag("sysctl.refresh-interval",
+		Default("30s").DurationVar(&f.parsed.supervisionInterval)
+	app.Flag("sysctl.refresh-interval",
 		"How long the vm.* tunables read from /proc/sys/vm are reused before being read again (0 = every scrape). Reading them costs ~50 small file reads; the kernel's resulting dirty thresholds are read live from /proc/vmstat every scrape.").
-		Default("1m").Duration()
+		Default("1m").DurationVar(&f.parsed.sysctlRefresh)
 	return f
 }
 
@@ -91,14 +86,7 @@ func (f *flagValues) settings() (settings, error) {
 			errs = append(errs, fmt.Errorf(format, args...))
 		}
 	}
-	s := settings{
-		devices:             deviceSettings{partitions: *f.partitions},
-		kmsgFromBoot:        *f.kmsgFromBoot,
-		pageSize:            *f.pageSize,
-		samplerInterval:     *f.samplerInterval,
-		supervisionInterval: *f.supervisionInterval,
-		sysctlRefresh:       *f.sysctlRefresh,
-	}
+	s := f.parsed
 	anchored := func(flag, expr string) *regexp.Regexp {
 		if expr == "" {
 			return nil
@@ -107,8 +95,8 @@ func (f *flagValues) settings() (settings, error) {
 		check(err != nil, "--%s: %v", flag, err)
 		return re
 	}
-	if s.devices.include = anchored("diskstats.device-include", *f.deviceInclude); s.devices.include == nil {
-		s.devices.exclude = anchored("diskstats.device-exclude", *f.deviceExclude)
+	if s.devices.include = anchored("diskstats.device-include", f.deviceInclude); s.devices.include == nil {
+		s.devices.exclude = anchored("diskstats.device-exclude", f.deviceExclude)
 	}
 	// 0 is the running kernel's; else a power of two from 4 KiB to 1 MiB.
 	p := s.pageSize

@@ -95,10 +95,6 @@ func scrape(t testing.TB, c collector.Collector) collectortest.Result {
 	return collectortest.Scrape(t, c, 10*time.Second)
 }
 
-// advance moves the fake clock of a synctest bubble by d: the bubble's
-// timers and tickers that fall due meanwhile fire, and no real time passes.
-func advance(d time.Duration) { time.Sleep(d) }
-
 // processCPU is the process's user+system CPU time (getrusage), which other
 // processes on a shared machine do not inflate the way they inflate wall
 // time; the benchmarks report it.

@@ -215,15 +215,10 @@ func (k *kmsgCollector) readAll(ctx context.Context, src kmsgSource) error {
 	}
 }
 
-// safeHandle handles one record; a panic (a bug, never expected) skips the
-// record and is counted and logged once as a problem instead of ending the
-// exporter.
+// safeHandle handles one record; a panic skips the record and is counted
+// and logged once as a problem.
 func (k *kmsgCollector) safeHandle(b []byte) {
-	defer func() {
-		if r := recover(); r != nil {
-			k.problems.Add("kmsg_panic", 1, fmt.Errorf("handling a /dev/kmsg record panicked: %v", r))
-		}
-	}()
+	defer k.problems.Recover("kmsg_panic", "handling a /dev/kmsg record")
 	k.handle(b)
 }
 

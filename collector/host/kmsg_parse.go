@@ -50,25 +50,17 @@ const (
 // It does not allocate.
 func parseKmsgRecord(b []byte) (kmsgRecord, error) {
 	var r kmsgRecord
-	semi := bytes.IndexByte(b, ';')
-	if semi < 0 {
-		return r, errKmsgNoSemicolon
-	}
+	hdr, msg, ok := bytes.Cut(b, []byte{';'})
 	// The header never holds a newline; one before ';' means no header.
-	if bytes.IndexByte(b[:semi], '\n') >= 0 {
+	if !ok || bytes.IndexByte(hdr, '\n') >= 0 {
 		return r, errKmsgNoSemicolon
 	}
-	hdr, msg := b[:semi], b[semi+1:]
-	if i := bytes.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i]
-	}
+	msg, _, _ = bytes.Cut(msg, []byte{'\n'})
 	var f [3][]byte
 	for i := range f {
-		c := bytes.IndexByte(hdr, ',')
-		if c < 0 {
+		if f[i], hdr, ok = bytes.Cut(hdr, []byte{','}); !ok {
 			return r, errKmsgFields
 		}
-		f[i], hdr = hdr[:c], hdr[c+1:]
 	}
 	prio, ok := scan.Uint(f[0])
 	if !ok {
@@ -80,10 +72,8 @@ func parseKmsgRecord(b []byte) (kmsgRecord, error) {
 	if r.Usec, ok = scan.Uint(f[2]); !ok {
 		return r, errKmsgTimestamp
 	}
-	if c := bytes.IndexByte(hdr, ','); c >= 0 {
-		hdr = hdr[:c] // later fields (caller=T123) are not used
-	}
-	r.Facility, r.Level, r.Flags, r.Message = prio>>3, prio&7, hdr, msg
+	flags, _, _ := bytes.Cut(hdr, []byte{','}) // later fields (caller=T123) are not used
+	r.Facility, r.Level, r.Flags, r.Message = prio>>3, prio&7, flags, msg
 	return r, nil
 }
 

@@ -306,7 +306,7 @@ func TestKmsgIODevices(t *testing.T) {
 		{"no-such-sysfs", "cciss/c0d0p1", "cciss/c0d0"},
 		{"no-such-sysfs", "sata1p2", "sata1"}, // Synology DSM
 	} {
-		if got := diskOf(collector.Paths{Sysfs: c.sysfs}, c.name); got != c.disk {
+		if got, _ := diskOf(collector.Paths{Sysfs: c.sysfs}, c.name); got != c.disk {
 			t.Errorf("%s: diskOf(%s) = %s, want %s", c.sysfs, c.name, got, c.disk)
 		}
 	}
@@ -320,7 +320,7 @@ func TestKmsgIODevices(t *testing.T) {
 	}
 	for _, e := range sysDevs {
 		name := strings.ReplaceAll(e.Name(), "!", "/")
-		disk := diskOf(collector.Paths{Sysfs: "/sys"}, name)
+		disk, _ := diskOf(collector.Paths{Sysfs: "/sys"}, name)
 		_, perr := os.Stat(filepath.Join("/sys/class/block", e.Name(), "partition"))
 		switch {
 		case perr != nil && disk != name:

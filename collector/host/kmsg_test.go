@@ -302,7 +302,7 @@ func TestKmsgOOMReasonAcrossReopenAndLoss(t *testing.T) {
 		}
 		r.sources <- second
 		r.start()
-		advance(kmsgBackoff.Min)
+		collectortest.Advance(kmsgBackoff.Min)
 		synctest.Wait()
 		if got, want := kmsgCounts(t, r.k), "page_allocation_failure 0, hung_task 0, oom_kill 1, oom_kill_cgroup 1, io_error 0, io_error_excluded 0, soft_lockup 0, lost 7; orders none"; got != want {
 			t.Errorf("counts:\n got %s\nwant %s", got, want)
@@ -420,7 +420,7 @@ func TestKmsgReopenAfterErrors(t *testing.T) {
 		}
 		r.sources <- second
 		r.start()
-		advance(time.Minute)
+		collectortest.Advance(time.Minute)
 		synctest.Wait()
 		if got := r.k.events[kmsgHungTask].Load(); got != 2 {
 			t.Errorf("hung tasks = %d, want 2 (seq 10 once, seq 14)", got)
@@ -452,7 +452,7 @@ func TestKmsgBackoffCaps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newKmsgRig(t, false, nil) // every open fails with EIO
 		r.start()
-		advance(250 * time.Second)
+		collectortest.Advance(250 * time.Second)
 		synctest.Wait()
 		if got := fmt.Sprint(r.opens); got != "[0s 0s 1s 3s 7s 15s 31s 1m3s 2m3s 3m3s 4m3s]" {
 			t.Errorf("opens at %s", got)
@@ -480,7 +480,7 @@ func TestKmsgNoPermission(t *testing.T) {
 			onlyReaderDown(t, r.k)
 			r.start()
 			src.items <- kmsgRec(1, "INFO: task java:1 blocked for more than 120 seconds.")
-			advance(time.Minute)
+			collectortest.Advance(time.Minute)
 			synctest.Wait()
 			res := scrape(t, r.k)
 			if got := res.Must(t, "stall_kernel_log_reader_up"); got != 1 {
@@ -587,7 +587,7 @@ func TestKmsgWriteOnlyDevice(t *testing.T) {
 		k := newKmsgCollector(func(bool) (kmsgSource, error) { opens++; return src, nil }, false, nil, cfg.Logger, cfg.Problems)
 		done := make(chan struct{})
 		go func() { k.Run(t.Context()); close(done) }()
-		advance(time.Hour) // an hour for retries that must not come
+		collectortest.Advance(time.Hour) // an hour for retries that must not come
 		synctest.Wait()
 		select {
 		case <-done:

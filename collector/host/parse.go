@@ -2,16 +2,12 @@ package host
 
 import "fmt"
 
-// The line-oriented /proc parsers of this package (ParseVMStat,
-// ParseZoneinfo and the diskstats scanner that the diskstats collector and
-// the sampler share) describe the first malformed line of a read the same
-// way, so the once-per-kind log line of Problems reads the same for every
-// file. Their tokens come from internal/scan, which the Redis reply parsers
-// share too.
-
 // ParseError describes one malformed line of a /proc file: the file's name
 // (vmstat, zoneinfo, diskstats), the 1-based line number, the line (cut to
-// 80 bytes) and what is wrong with it.
+// 80 bytes, so a garbage file cannot make one log line huge) and what is
+// wrong with it. The line-oriented parsers of this package describe the
+// first malformed line of a read with it, so the once-per-kind log line of
+// Problems reads the same for every file.
 type ParseError struct {
 	File string
 	Line int
@@ -23,12 +19,23 @@ func (e *ParseError) Error() string {
 	return fmt.Sprintf("%s line %d %q: %s", e.File, e.Line, e.Text, e.Msg)
 }
 
-// truncate is the Text of a ParseError: at most 80 bytes of the line, so a
-// garbage file cannot make one log line huge.
-func truncate(b []byte) string {
-	const max = 80
-	if len(b) > max {
-		return string(b[:max]) + "…"
+// badLines counts the malformed lines of one read of a file and describes
+// the first one.
+type badLines struct {
+	file  string
+	n     int
+	first error
+}
+
+func (b *badLines) add(line int, text []byte, msg string) {
+	b.n++
+	if b.first != nil {
+		return
 	}
-	return string(b)
+	const max = 80
+	t := string(text)
+	if len(text) > max {
+		t = string(text[:max]) + "…"
+	}
+	b.first = &ParseError{File: b.file, Line: line, Text: t, Msg: msg}
 }

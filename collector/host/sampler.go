@@ -153,14 +153,9 @@ func (s *sampler) Run(ctx context.Context) {
 	}
 }
 
-// safeTick runs one tick; a panic (a bug, never expected) is counted and
-// logged once as a problem instead of ending the exporter.
+// safeTick runs one tick; a panic is counted and logged once as a problem.
 func (s *sampler) safeTick() {
-	defer func() {
-		if r := recover(); r != nil {
-			s.problems.Add("sampler_panic", 1, fmt.Errorf("sampler tick panicked: %v", r))
-		}
-	}()
+	defer s.problems.Recover("sampler_panic", "sampler tick")
 	s.tick()
 }
 
@@ -207,9 +202,8 @@ func (s *sampler) sampleVM(data []byte, err error) {
 		return
 	}
 	s.vmState.OK("sampler reads /proc/vmstat again")
-	if bad, ferr := ParseVMStat(data, &s.vm); bad > 0 {
-		s.problems.Add("sampler_vmstat_line", bad, ferr)
-	}
+	bad, ferr := ParseVMStat(data, &s.vm)
+	s.problems.Add("sampler_vmstat_line", bad, ferr)
 	r, ok := s.vm.ThrottleRatio()
 	if !ok {
 		if !s.noThresholds {
@@ -258,9 +252,7 @@ func (s *sampler) sampleDisks(data []byte, err error, now time.Time) {
 		}
 		s.observe(d, l, now)
 	}
-	if sc.Bad > 0 {
-		s.problems.Add("sampler_diskstats_line", sc.Bad, sc.FirstErr)
-	}
+	s.problems.Add("sampler_diskstats_line", sc.bad.n, sc.bad.first)
 	// Devices that disappeared: drop their state and series. A device
 	// that comes back starts over with a new baseline.
 	for i := 0; i < len(s.devs); {
@@ -324,14 +316,14 @@ func (s *sampler) observe(d *samplerDevice, l *diskstatsLine, now time.Time) {
 	if dt <= 0 || dt > samplerMaxGapIntervals*s.interval {
 		return
 	}
-	reads, ok1 := countDelta(d.prev.Reads, l.Reads)
-	writes, ok2 := countDelta(d.prev.Writes, l.Writes)
+	reads, ok1 := countDelta(d.prev.Stat[dsReads], l.Stat[dsReads])
+	writes, ok2 := countDelta(d.prev.Stat[dsWrites], l.Stat[dsWrites])
 	if !ok1 || !ok2 {
 		return // counters went down: the device was removed and re-added
 	}
-	readMs, ok3 := msDelta(d.prev.ReadMs, l.ReadMs)
-	writeMs, ok4 := msDelta(d.prev.WriteMs, l.WriteMs)
-	ioMs, ok5 := msDelta(d.prev.IOMs, l.IOMs)
+	readMs, ok3 := msDelta(d.prev.Stat[dsReadMs], l.Stat[dsReadMs])
+	writeMs, ok4 := msDelta(d.prev.Stat[dsWriteMs], l.Stat[dsWriteMs])
+	ioMs, ok5 := msDelta(d.prev.Stat[dsIOMs], l.Stat[dsIOMs])
 	if !ok3 || !ok4 || !ok5 {
 		return
 	}

@@ -109,7 +109,7 @@ func TestSamplerExcursion(t *testing.T) {
 		synctest.Wait() // the first tick, at once
 		step := func(i int) {
 			writeExcursion(t, dir, i)
-			advance(time.Second)
+			collectortest.Advance(time.Second)
 			synctest.Wait() // the tick of that second has read snapshot i
 		}
 		step(1)
@@ -391,7 +391,7 @@ func TestSamplerRunTicks(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { s.Run(ctx); close(done) }()
-		advance(time.Second)
+		collectortest.Advance(time.Second)
 		synctest.Wait()
 		if got := scrape(t, s).Must(t, "stall_sampler_ticks_total"); got != 5 {
 			t.Errorf("ticks after 1 s at 250 ms = %v, want 5 (one at start)", got)
@@ -407,7 +407,7 @@ func TestSamplerOverrun(t *testing.T) {
 		s := newTestSampler(t, t.TempDir())
 		for _, took := range []time.Duration{1500 * time.Millisecond, 10 * time.Millisecond, time.Second} {
 			start := time.Now()
-			advance(took)
+			collectortest.Advance(took)
 			s.finishTick(start)
 		}
 		r := scrape(t, s)

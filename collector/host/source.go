@@ -12,36 +12,16 @@ import (
 // a scrape-time collector and by the sampler every --sampler.interval, and
 // the diskstats device filter is used by the diskstats collector, the
 // sampler and the kernel log reader. collector.Build calls each factory on
-// its own, so the factories take what they share from a process-wide table
-// keyed by path (sourceAt, deviceFilterFor): every collector that reads one
-// file reads it through one procSource.
+// its own, so the factories take what they share from process-wide maps
+// (sourceAt by path, deviceFilterFor by paths and flags): every collector
+// that reads one file reads it through one procSource.
 
-// shared holds one value per key for the whole process.
-type shared[K comparable, V any] struct {
-	mu sync.Mutex
-	m  map[K]V
-}
-
-// get returns the value of k, built by build the first time.
-func (s *shared[K, V]) get(k K, build func() V) V {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v, ok := s.m[k]; ok {
-		return v
-	}
-	if s.m == nil {
-		s.m = map[K]V{}
-	}
-	v := build()
-	s.m[k] = v
-	return v
-}
-
-var sources shared[string, *procSource]
+var sources sync.Map // path → *procSource
 
 // sourceAt returns the one source of the file at path.
 func sourceAt(path string) *procSource {
-	return sources.get(path, func() *procSource { return &procSource{path: path} })
+	s, _ := sources.LoadOrStore(path, &procSource{path: path})
+	return s.(*procSource)
 }
 
 // procSourceMaxBytes bounds a procSource's buffer (a /proc/diskstats with
@@ -76,23 +56,18 @@ type procSource struct {
 // Read copies the file's content into dst (grown as needed) and returns
 // it: the sampler's last read when it is at most one interval old, else a
 // read made now.
-func (s *procSource) Read(dst []byte) ([]byte, error) {
+func (s *procSource) Read(dst []byte) ([]byte, error) { return s.copyTo(dst, false) }
+
+// ReadNow is Read from a read made now: the sampler's tick.
+func (s *procSource) ReadNow(dst []byte) ([]byte, error) { return s.copyTo(dst, true) }
+
+func (s *procSource) copyTo(dst []byte, now bool) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.every == 0 || s.readAt.IsZero() || time.Since(s.readAt) > s.every {
+	if now || s.every == 0 || s.readAt.IsZero() || time.Since(s.readAt) > s.every {
 		if err := s.read(); err != nil {
 			return dst[:0], err
 		}
-	}
-	return append(dst[:0], s.buf...), nil
-}
-
-// ReadNow is Read from a read made now: the sampler's tick.
-func (s *procSource) ReadNow(dst []byte) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.read(); err != nil {
-		return dst[:0], err
 	}
 	return append(dst[:0], s.buf...), nil
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // TestProcSourceSnapshots: a scrape takes the sampler's last read while it
@@ -35,9 +37,9 @@ func TestProcSourceSnapshots(t *testing.T) {
 		read("the sampler's tick", src.ReadNow, "1")
 		write("2")
 		read("a scrape right after the tick", src.Read, "1")
-		advance(time.Second)
+		collectortest.Advance(time.Second)
 		read("a scrape one interval after the tick", src.Read, "1")
-		advance(time.Nanosecond)
+		collectortest.Advance(time.Nanosecond)
 		read("a scrape more than one interval after the tick", src.Read, "2")
 		write("3")
 		read("a scrape right after that scrape's own read", src.Read, "2")
@@ -120,7 +122,7 @@ func TestScrapesShareSamplerReads(t *testing.T) {
 		synctest.Wait()
 		write(2)
 		check("right after the sampler's first tick", 1)
-		advance(time.Second)
+		collectortest.Advance(time.Second)
 		synctest.Wait()
 		write(3)
 		check("right after its second tick", 2)

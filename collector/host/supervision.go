@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -154,13 +155,7 @@ func (c *supervisionCollector) scan(ctx context.Context) (*supervisionScan, erro
 }
 
 func (s *supervisionScan) add(service, state string) {
-	for i, svc := range watchedServices {
-		for j, st := range supervisionStates {
-			if svc == service && st == state {
-				s.counts[i][j]++
-			}
-		}
-	}
+	s.counts[slices.Index(watchedServices[:], service)][slices.Index(supervisionStates[:], state)]++
 }
 
 // pfKthread is PF_KTHREAD in stat's flags field: a kernel thread, which has

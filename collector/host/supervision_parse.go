@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/prometheus/procfs"
+
 	"github.com/stall-exporter/stall_exporter/internal/jvm"
+	"github.com/stall-exporter/stall_exporter/internal/scan"
 )
 
 // The supervision collector's pure logic: which process is a watched
@@ -98,12 +101,10 @@ func watchedService(comm string, argv []string) string {
 // server's main class (jvm.Main), or a rocketmq-broker* /
 // rocketmq-namesrv* jar.
 func jvmService(argv []string) string {
-	main, jar := jvm.Main(argv)
-	if !jar {
+	if main, jar := jvm.Main(argv); !jar {
 		return mainClasses[main]
 	}
-	base := main[strings.LastIndexByte(main, '/')+1:]
-	switch {
+	switch base := jvm.ShortName(argv); { // the jar's file name
 	case !strings.HasSuffix(base, ".jar"):
 		return ""
 	case strings.HasPrefix(base, "rocketmq-broker"):
@@ -139,12 +140,8 @@ func parseStatusFields(b []byte) (statusFields, error) {
 	var s statusFields
 	seenSigIgn := false
 	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+		var line []byte
+		line, b = scan.Line(b)
 		key, value, ok := bytes.Cut(line, []byte{':'})
 		if !ok {
 			continue
@@ -185,16 +182,8 @@ const (
 // container.
 func ownerOf(cgroups []procfs.Cgroup) cgroupOwner {
 	var paths []string
-	v1 := -1
-	for i, cg := range cgroups {
-		for _, c := range cg.Controllers {
-			if c == "name=systemd" {
-				v1 = i
-			}
-		}
-	}
-	if v1 >= 0 {
-		paths = append(paths, cgroups[v1].Path)
+	if i := slices.IndexFunc(cgroups, func(cg procfs.Cgroup) bool { return slices.Contains(cg.Controllers, "name=systemd") }); i >= 0 {
+		paths = append(paths, cgroups[i].Path)
 	}
 	for _, cg := range cgroups {
 		if cg.HierarchyID == 0 && len(cg.Controllers) == 0 {

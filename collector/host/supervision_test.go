@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // fakeProcess is one /proc/<pid> directory of a fixture procfs, in the
@@ -368,11 +369,11 @@ func testSupervisionCache(t *testing.T) {
 	}
 	writeOver(fakeProcess{pid: 10, comm: "java", argv: argvBroker, cgroup: cgV2Service},
 		fakeProcess{pid: 11, comm: "java", argv: argvNamesrv, cgroup: cgV2Service})
-	advance(29 * time.Second)
+	collectortest.Advance(29 * time.Second)
 	if got := collectSupervision(t, c).nonZero(); got != "rocketmq_broker/terminal=1" {
 		t.Errorf("within the interval: %s, want the cached scan", got)
 	}
-	advance(time.Second)
+	collectortest.Advance(time.Second)
 	if got := collectSupervision(t, c).nonZero(); got != "rocketmq_broker/systemd=1 rocketmq_namesrv/systemd=1" {
 		t.Errorf("after the interval: %s", got)
 	}
@@ -380,13 +381,13 @@ func testSupervisionCache(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(proc, "10", "cmdline"), []byte("java\x00-cp\x00x\x00com.example.Other\x00"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	advance(30 * time.Second)
+	collectortest.Advance(30 * time.Second)
 	if got := collectSupervision(t, c).nonZero(); got != "rocketmq_broker/systemd=1 rocketmq_namesrv/systemd=1" {
 		t.Errorf("cmdline re-read for a known process: %s", got)
 	}
 	// PID 10 reused by another JVM (new start time): read again.
 	writeOver(fakeProcess{pid: 10, comm: "java", start: 99999, argv: []string{"java", "com.example.Other"}, cgroup: cgV2Service})
-	advance(30 * time.Second)
+	collectortest.Advance(30 * time.Second)
 	if got := collectSupervision(t, c).nonZero(); got != "rocketmq_namesrv/systemd=1" {
 		t.Errorf("reused PID: %s", got)
 	}

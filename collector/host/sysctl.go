@@ -21,19 +21,13 @@ var (
 		prometheus.GaugeValue, "name")
 )
 
-// sysctlValue is one exported tunable.
-type sysctlValue struct {
-	name  string
-	value float64
-}
-
 type sysctlCollector struct {
 	fs       procfs.FS
 	problems *collector.Problems
 	refresh  time.Duration
 
 	mu     sync.Mutex
-	values []sysctlValue
+	vm     *procfs.VM
 	readAt time.Time
 }
 
@@ -48,31 +42,20 @@ func newSysctlCollector(cfg collector.Config, s settings) *sysctlCollector {
 func (c *sysctlCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.values == nil || c.refresh <= 0 || time.Since(c.readAt) >= c.refresh {
-		values, err := c.read()
+	if c.vm == nil || c.refresh <= 0 || time.Since(c.readAt) >= c.refresh {
+		vm, err := c.fs.VM()
 		if err != nil {
+			// Missing /proc/sys/vm is a wrong --path.procfs; a value that is
+			// not a number makes procfs reject the whole directory.
+			if procfsContentError(err) {
+				c.problems.Add("sysctl_value", 1, err)
+			}
 			return err
 		}
-		c.values, c.readAt = values, time.Now()
+		c.vm, c.readAt = vm, time.Now()
 	}
-	for _, v := range c.values {
-		vmSysctl.Send(ch, v.value, v.name)
-	}
-	return nil
-}
-
-func (c *sysctlCollector) read() ([]sysctlValue, error) {
-	vm, err := c.fs.VM()
-	if err != nil {
-		// Missing /proc/sys/vm is a wrong --path.procfs; a value that is not
-		// a number makes procfs reject the whole directory.
-		if procfsContentError(err) {
-			c.problems.Add("sysctl_value", 1, err)
-		}
-		return nil, err
-	}
-	values := []sysctlValue{}
-	for _, t := range []struct {
+	vm := c.vm
+	for _, t := range [...]struct {
 		name string
 		v    *int64
 	}{
@@ -88,8 +71,8 @@ func (c *sysctlCollector) read() ([]sysctlValue, error) {
 		{"vm.watermark_scale_factor", vm.WatermarkScaleFactor},
 	} {
 		if t.v != nil {
-			values = append(values, sysctlValue{t.name, float64(*t.v)})
+			vmSysctl.Send(ch, float64(*t.v), t.name)
 		}
 	}
-	return values, nil
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // sysctlValues scrapes c: tunable name → value.
@@ -31,11 +33,11 @@ func TestSysctlRefresh(t *testing.T) {
 			t.Fatalf("first read: %v", got)
 		}
 		writeFiles(t, proc, map[string]string{"sys/vm/dirty_ratio": "5\n"})
-		advance(59 * time.Second)
+		collectortest.Advance(59 * time.Second)
 		if got := sysctlValues(t, c); got["vm.dirty_ratio"] != 20 {
 			t.Errorf("within the interval: dirty_ratio %v, want the cached 20", got["vm.dirty_ratio"])
 		}
-		advance(time.Second)
+		collectortest.Advance(time.Second)
 		if got := sysctlValues(t, c); got["vm.dirty_ratio"] != 5 {
 			t.Errorf("after the interval: dirty_ratio %v, want 5", got["vm.dirty_ratio"])
 		}

@@ -16,65 +16,80 @@ func init() {
 		newVMStatCollector)
 }
 
-var (
-	vmDirtyBytes = collector.NewMetric("vm_dirty_bytes",
-		"Page-cache pages waiting to be written back (nr_dirty in /proc/vmstat × page size), in bytes.",
-		prometheus.GaugeValue)
-	vmWritebackBytes = collector.NewMetric("vm_writeback_bytes",
-		"Pages under writeback right now (nr_writeback in /proc/vmstat × page size), in bytes.",
-		prometheus.GaugeValue)
-	vmUnstableBytes = collector.NewMetric("vm_nfs_unstable_bytes",
-		"NFS pages sent to the server but not yet committed (nr_unstable in /proc/vmstat × page size, before 5.8), in bytes.",
-		prometheus.GaugeValue)
-	vmDirtyThreshold = collector.NewMetric("vm_dirty_threshold_bytes",
-		"The kernel's global dirty limit, above which writers are hard-throttled (nr_dirty_threshold in /proc/vmstat × page size), in bytes.",
-		prometheus.GaugeValue)
-	vmDirtyBgThreshold = collector.NewMetric("vm_dirty_background_threshold_bytes",
-		"Dirty level at which background writeback starts (nr_dirty_background_threshold in /proc/vmstat × page size), in bytes.",
-		prometheus.GaugeValue)
-	vmThrottleRatio = collector.NewMetric("vm_dirty_throttle_ratio",
-		"Dirty, NFS unstable and writeback pages over the midpoint of the two dirty thresholds, from /proc/vmstat; at 1 writers are throttled.",
-		prometheus.GaugeValue)
-	vmDirtied = collector.NewMetric("vm_dirtied_bytes_total",
-		"Bytes of pages dirtied since boot (nr_dirtied in /proc/vmstat × page size).",
-		prometheus.CounterValue)
-	vmWritten = collector.NewMetric("vm_written_bytes_total",
-		"Bytes of pages written back since boot (nr_written in /proc/vmstat × page size).",
-		prometheus.CounterValue)
-	vmAllocStalls = collector.NewMetric("vm_allocation_stalls_total",
-		"Allocations that entered direct reclaim, since boot (/proc/vmstat allocstall before 4.8, sum of allocstall_<zone> after).",
-		prometheus.CounterValue)
-	vmDirectScanned = collector.NewMetric("vm_direct_reclaim_scanned_pages_total",
-		"Pages scanned by direct reclaim in allocating tasks (/proc/vmstat pgscan_direct, or the sum of pgscan_direct_<zone> before 4.8).",
-		prometheus.CounterValue)
-	vmDirectReclaimed = collector.NewMetric("vm_direct_reclaim_reclaimed_pages_total",
-		"Pages reclaimed by direct reclaim (/proc/vmstat pgsteal_direct, or the sum of pgsteal_direct_<zone> before 4.8).",
-		prometheus.CounterValue)
-	vmDirectThrottled = collector.NewMetric("vm_direct_reclaim_throttled_total",
-		"Times a direct reclaimer was throttled waiting for kswapd (/proc/vmstat pgscan_direct_throttle).",
-		prometheus.CounterValue)
-	vmKswapdScanned = collector.NewMetric("vm_kswapd_scanned_pages_total",
-		"Pages scanned by kswapd (/proc/vmstat pgscan_kswapd, or the sum of pgscan_kswapd_<zone> before 4.8).",
-		prometheus.CounterValue)
-	vmKswapdReclaimed = collector.NewMetric("vm_kswapd_reclaimed_pages_total",
-		"Pages reclaimed by kswapd (/proc/vmstat pgsteal_kswapd, or the sum of pgsteal_kswapd_<zone> before 4.8).",
-		prometheus.CounterValue)
-	vmCompactStalls = collector.NewMetric("vm_compaction_stalls_total",
-		"Allocations that stalled in direct compaction (/proc/vmstat compact_stall).",
-		prometheus.CounterValue)
-	vmCompactFails = collector.NewMetric("vm_compaction_failures_total",
-		"Direct compactions that failed to produce a free block (/proc/vmstat compact_fail).",
-		prometheus.CounterValue)
-	vmMajorFaults = collector.NewMetric("vm_major_faults_total",
-		"Page faults that needed I/O (/proc/vmstat pgmajfault).",
-		prometheus.CounterValue)
-	vmRefaults = collector.NewMetric("vm_refaults_total",
-		"Evicted pages faulted back in soon after, i.e. page-cache thrashing (/proc/vmstat workingset_refault*).",
-		prometheus.CounterValue)
-	vmOOMKills = collector.NewMetric("vm_oom_kills_total",
-		"Processes killed by the OOM killer (/proc/vmstat oom_kill, 4.13+).",
-		prometheus.CounterValue)
-)
+// vmMetrics are the metrics of /proc/vmstat fields. The value is the first
+// of fields this kernel reports (one counter in two layouts, VMStat.First),
+// × the page size for a page count exported in bytes.
+var vmMetrics = [...]struct {
+	collector.Metric
+	pages  bool
+	fields []VMField
+}{
+	{vmGauge("vm_dirty_bytes",
+		"Page-cache pages waiting to be written back (nr_dirty in /proc/vmstat × page size), in bytes."),
+		true, []VMField{VMNrDirty}},
+	{vmGauge("vm_writeback_bytes",
+		"Pages under writeback right now (nr_writeback in /proc/vmstat × page size), in bytes."),
+		true, []VMField{VMNrWriteback}},
+	{vmGauge("vm_nfs_unstable_bytes",
+		"NFS pages sent to the server but not yet committed (nr_unstable in /proc/vmstat × page size, before 5.8), in bytes."),
+		true, []VMField{VMNrUnstable}},
+	{vmGauge("vm_dirty_threshold_bytes",
+		"The kernel's global dirty limit, above which writers are hard-throttled (nr_dirty_threshold in /proc/vmstat × page size), in bytes."),
+		true, []VMField{VMNrDirtyThreshold}},
+	{vmGauge("vm_dirty_background_threshold_bytes",
+		"Dirty level at which background writeback starts (nr_dirty_background_threshold in /proc/vmstat × page size), in bytes."),
+		true, []VMField{VMNrDirtyBackgroundThreshold}},
+	{vmCounter("vm_dirtied_bytes_total",
+		"Bytes of pages dirtied since boot (nr_dirtied in /proc/vmstat × page size)."),
+		true, []VMField{VMNrDirtied}},
+	{vmCounter("vm_written_bytes_total",
+		"Bytes of pages written back since boot (nr_written in /proc/vmstat × page size)."),
+		true, []VMField{VMNrWritten}},
+	{vmCounter("vm_allocation_stalls_total",
+		"Allocations that entered direct reclaim, since boot (/proc/vmstat allocstall before 4.8, sum of allocstall_<zone> after)."),
+		false, []VMField{VMAllocstall, VMAllocstallZones}},
+	{vmCounter("vm_direct_reclaim_scanned_pages_total",
+		"Pages scanned by direct reclaim in allocating tasks (/proc/vmstat pgscan_direct, or the sum of pgscan_direct_<zone> before 4.8)."),
+		false, []VMField{VMPgscanDirect, VMPgscanDirectZones}},
+	{vmCounter("vm_direct_reclaim_reclaimed_pages_total",
+		"Pages reclaimed by direct reclaim (/proc/vmstat pgsteal_direct, or the sum of pgsteal_direct_<zone> before 4.8)."),
+		false, []VMField{VMPgstealDirect, VMPgstealDirectZones}},
+	{vmCounter("vm_direct_reclaim_throttled_total",
+		"Times a direct reclaimer was throttled waiting for kswapd (/proc/vmstat pgscan_direct_throttle)."),
+		false, []VMField{VMPgscanDirectThrottle}},
+	{vmCounter("vm_kswapd_scanned_pages_total",
+		"Pages scanned by kswapd (/proc/vmstat pgscan_kswapd, or the sum of pgscan_kswapd_<zone> before 4.8)."),
+		false, []VMField{VMPgscanKswapd, VMPgscanKswapdZones}},
+	{vmCounter("vm_kswapd_reclaimed_pages_total",
+		"Pages reclaimed by kswapd (/proc/vmstat pgsteal_kswapd, or the sum of pgsteal_kswapd_<zone> before 4.8)."),
+		false, []VMField{VMPgstealKswapd, VMPgstealKswapdZones}},
+	{vmCounter("vm_compaction_stalls_total",
+		"Allocations that stalled in direct compaction (/proc/vmstat compact_stall)."),
+		false, []VMField{VMCompactStall}},
+	{vmCounter("vm_compaction_failures_total",
+		"Direct compactions that failed to produce a free block (/proc/vmstat compact_fail)."),
+		false, []VMField{VMCompactFail}},
+	{vmCounter("vm_major_faults_total",
+		"Page faults that needed I/O (/proc/vmstat pgmajfault)."),
+		false, []VMField{VMPgmajfault}},
+	{vmCounter("vm_refaults_total",
+		"Evicted pages faulted back in soon after, i.e. page-cache thrashing (/proc/vmstat workingset_refault*)."),
+		false, []VMField{VMWorkingsetRefault, VMWorkingsetRefaultSplit}},
+	{vmCounter("vm_oom_kills_total",
+		"Processes killed by the OOM killer (/proc/vmstat oom_kill, 4.13+)."),
+		false, []VMField{VMOOMKill}},
+}
+
+var vmThrottleRatio = vmGauge("vm_dirty_throttle_ratio",
+	"Dirty, NFS unstable and writeback pages over the midpoint of the two dirty thresholds, from /proc/vmstat; at 1 writers are throttled.")
+
+func vmGauge(name, help string) collector.Metric {
+	return collector.NewMetric(name, help, prometheus.GaugeValue)
+}
+
+func vmCounter(name, help string) collector.Metric {
+	return collector.NewMetric(name, help, prometheus.CounterValue)
+}
 
 // vmstatCollector shares /proc/vmstat with the sampler (source.go).
 type vmstatCollector struct {
@@ -102,46 +117,22 @@ func (c *vmstatCollector) Update(_ context.Context, ch chan<- prometheus.Metric)
 		return err
 	}
 	var v VMStat
-	if bad, perr := ParseVMStat(data, &v); bad > 0 {
-		c.problems.Add("vmstat_line", bad, perr)
-	}
-	if v.Len() == 0 {
+	bad, perr := ParseVMStat(data, &v)
+	c.problems.Add("vmstat_line", bad, perr)
+	if v.present == 0 {
 		return fmt.Errorf("%s: no known field", c.src.path)
 	}
-	pages := func(m collector.Metric, f VMField) {
-		if x, ok := v.Get(f); ok {
+	for _, m := range vmMetrics {
+		x, ok := v.First(m.fields...)
+		switch {
+		case ok && m.pages:
 			m.Send(ch, float64(x)*c.pageSize)
+		case ok:
+			m.Send(ch, float64(x))
 		}
 	}
-	pages(vmDirtyBytes, VMNrDirty)
-	pages(vmWritebackBytes, VMNrWriteback)
-	pages(vmUnstableBytes, VMNrUnstable)
-	pages(vmDirtyThreshold, VMNrDirtyThreshold)
-	pages(vmDirtyBgThreshold, VMNrDirtyBackgroundThreshold)
-	pages(vmDirtied, VMNrDirtied)
-	pages(vmWritten, VMNrWritten)
 	if r, ok := v.ThrottleRatio(); ok {
 		vmThrottleRatio.Send(ch, r)
-	}
-	for _, c := range [...]struct {
-		m  collector.Metric
-		fn func() (uint64, bool)
-	}{
-		{vmAllocStalls, v.AllocStalls},
-		{vmDirectScanned, v.DirectScanned},
-		{vmDirectReclaimed, v.DirectReclaimed},
-		{vmDirectThrottled, v.getter(VMPgscanDirectThrottle)},
-		{vmKswapdScanned, v.KswapdScanned},
-		{vmKswapdReclaimed, v.KswapdReclaimed},
-		{vmCompactStalls, v.getter(VMCompactStall)},
-		{vmCompactFails, v.getter(VMCompactFail)},
-		{vmMajorFaults, v.getter(VMPgmajfault)},
-		{vmRefaults, v.Refaults},
-		{vmOOMKills, v.getter(VMOOMKill)},
-	} {
-		if x, ok := c.fn(); ok {
-			c.m.Send(ch, float64(x))
-		}
 	}
 	return nil
 }

@@ -50,15 +50,15 @@ func TestParseVMStatLayouts(t *testing.T) {
 					t.Errorf("%s = %d (present %v), want %d", name, got, ok, want)
 				}
 			}
-			x, ok := v.AllocStalls()
+			x, ok := v.First(VMAllocstall, VMAllocstallZones)
 			check("allocstalls", x, ok, tc.want.allocStalls)
-			x, ok = v.DirectScanned()
+			x, ok = v.First(VMPgscanDirect, VMPgscanDirectZones)
 			check("direct scanned", x, ok, tc.want.directScanned)
-			x, ok = v.DirectReclaimed()
+			x, ok = v.First(VMPgstealDirect, VMPgstealDirectZones)
 			check("direct reclaimed", x, ok, tc.want.directReclaimed)
-			x, ok = v.KswapdScanned()
+			x, ok = v.First(VMPgscanKswapd, VMPgscanKswapdZones)
 			check("kswapd scanned", x, ok, tc.want.kswapdScanned)
-			x, ok = v.Refaults()
+			x, ok = v.First(VMWorkingsetRefault, VMWorkingsetRefaultSplit)
 			if ok != tc.want.hasRefaults || x != tc.want.refaults {
 				t.Errorf("refaults = %d (present %v), want %d (present %v)", x, ok, tc.want.refaults, tc.want.hasRefaults)
 			}

@@ -25,6 +25,9 @@ var (
 		prometheus.GaugeValue, "node", "zone", "level")
 )
 
+// zoneLevels are the level label of Zone.Min, Low and High.
+var zoneLevels = [...]string{"min", "low", "high"}
+
 type zoneinfoCollector struct {
 	src      *procSource
 	pageSize float64
@@ -62,14 +65,10 @@ func (c *zoneinfoCollector) Update(_ context.Context, ch chan<- prometheus.Metri
 			continue
 		}
 		zoneFree.Send(ch, float64(z.Free)*c.pageSize, z.Node, z.Name)
-		if z.Marks&1 != 0 {
-			zoneWatermark.Send(ch, float64(z.Min)*c.pageSize, z.Node, z.Name, "min")
-		}
-		if z.Marks&2 != 0 {
-			zoneWatermark.Send(ch, float64(z.Low)*c.pageSize, z.Node, z.Name, "low")
-		}
-		if z.Marks&4 != 0 {
-			zoneWatermark.Send(ch, float64(z.High)*c.pageSize, z.Node, z.Name, "high")
+		for i, mark := range [...]uint64{z.Min, z.Low, z.High} {
+			if z.Marks&(1<<i) != 0 {
+				zoneWatermark.Send(ch, float64(mark)*c.pageSize, z.Node, z.Name, zoneLevels[i])
+			}
 		}
 	}
 	return nil

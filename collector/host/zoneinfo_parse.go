@@ -33,13 +33,8 @@ type Zone struct {
 func ParseZoneinfo(data []byte, zones []Zone) (out []Zone, bad int, firstErr error) {
 	out = zones[:0]
 	var cur *Zone
+	errs := badLines{file: "zoneinfo"}
 	lineNo := 0
-	fail := func(l []byte, msg string) {
-		bad++
-		if firstErr == nil {
-			firstErr = &ParseError{File: "zoneinfo", Line: lineNo, Text: truncate(l), Msg: msg}
-		}
-	}
 	for len(data) > 0 {
 		var l []byte
 		l, data = scan.Line(data)
@@ -47,11 +42,17 @@ func ParseZoneinfo(data []byte, zones []Zone) (out []Zone, bad int, firstErr err
 		if bytes.HasPrefix(l, []byte("Node ")) {
 			node, zone, ok := parseZoneHeader(l[5:])
 			if !ok {
-				fail(l, `want "Node N, zone NAME"`)
+				errs.add(lineNo, l, `want "Node N, zone NAME"`)
 				cur = nil
 				continue
 			}
-			out = append(out, Zone{Node: node, Name: zone})
+			// The zone this one overwrites in the reused array was most
+			// likely the same zone: take its strings instead of allocating.
+			var prev Zone
+			if len(out) < cap(out) {
+				prev = out[:len(out)+1][len(out)]
+			}
+			out = append(out, Zone{Node: reuseString(prev.Node, node), Name: reuseString(prev.Name, zone)})
 			cur = &out[len(out)-1]
 			continue
 		}
@@ -86,7 +87,7 @@ func ParseZoneinfo(data []byte, zones []Zone) (out []Zone, bad int, firstErr err
 		}
 		x, ok := scan.Uint(scan.Field(&rest))
 		if !ok {
-			fail(l, "value is not an unsigned integer")
+			errs.add(lineNo, l, "value is not an unsigned integer")
 			continue
 		}
 		*dst = x
@@ -100,46 +101,30 @@ func ParseZoneinfo(data []byte, zones []Zone) (out []Zone, bad int, firstErr err
 			cur.HasManaged = true
 		}
 	}
-	return out, bad, firstErr
+	return out, errs.n, errs.first
 }
 
 // parseZoneHeader parses "0, zone   Normal" (after "Node ").
-func parseZoneHeader(b []byte) (node, zone string, ok bool) {
+func parseZoneHeader(b []byte) (node, zone []byte, ok bool) {
 	comma := bytes.IndexByte(b, ',')
 	if comma <= 0 {
-		return "", "", false
+		return nil, nil, false
 	}
 	if _, ok := scan.Uint(b[:comma]); !ok {
-		return "", "", false
+		return nil, nil, false
 	}
 	rest := b[comma+1:]
 	kw := scan.Field(&rest)
 	name := scan.Field(&rest)
 	if string(kw) != "zone" || len(name) == 0 {
-		return "", "", false
+		return nil, nil, false
 	}
-	return internZoneString(b[:comma]), internZoneString(name), true
+	return b[:comma], name, true
 }
 
-// internZoneString avoids allocating the same node and zone names each scrape.
-func internZoneString(b []byte) string {
-	switch string(b) {
-	case "0":
-		return "0"
-	case "1":
-		return "1"
-	case "DMA":
-		return "DMA"
-	case "DMA32":
-		return "DMA32"
-	case "Normal":
-		return "Normal"
-	case "HighMem":
-		return "HighMem"
-	case "Movable":
-		return "Movable"
-	case "Device":
-		return "Device"
+func reuseString(prev string, b []byte) string {
+	if prev == string(b) {
+		return prev
 	}
 	return string(b)
 }
