@@ -45,17 +45,12 @@ type allowlist struct {
 }
 
 // newAllowlist parses the configured entries: addrs are the --redis.addr
-// targets, allowed the --redis.probe.allowed-targets. An address
+// targets, allowed the --redis.probe.allowed-targets, reScheme the
+// --redis.probe.scheme (redis or rediss, kingpin's enum). An address
 // configured twice in different ways is an error, since a probe could not
 // say which one it means. Every error names the flag, and the entry, to
 // fix.
 func newAllowlist(addrs, allowed []string, pattern, reScheme string, s connSettings) (*allowlist, error) {
-	if reScheme == "" {
-		reScheme = "redis"
-	}
-	if reScheme != "redis" && reScheme != "rediss" {
-		return nil, fmt.Errorf("--redis.probe.scheme must be redis or rediss, not %q", reScheme)
-	}
 	a := &allowlist{exact: map[string]*targetSpec{}, reScheme: reScheme, conn: s}
 	var plain []string
 	from := map[string]string{} // host:port → the flag of its first entry
@@ -158,19 +153,11 @@ var dbPath = regexp.MustCompile(`^(/[0-9]{0,5})?$`)
 // refused, so the request cannot choose a credential, an ACL user or a
 // connection option. The scheme is lower case, as url.Parse reads it.
 func parseProbeAddress(raw string) (probeAddress, error) {
-	if raw == "" {
-		return probeAddress{}, errors.New("empty redis target")
-	}
-	if !utf8.ValidString(raw) {
-		return probeAddress{}, errors.New("redis target is not valid UTF-8")
-	}
-	named := strings.Contains(raw, "://")
-	if !named {
-		raw = "redis://" + raw
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return probeAddress{}, errProbeTargetForm // url errors quote the input
+	u, named, err := parseTargetURL(raw)
+	if errors.Is(err, errNotURL) {
+		return probeAddress{}, errProbeTargetForm
+	} else if err != nil {
+		return probeAddress{}, err
 	}
 	if u.User != nil {
 		return probeAddress{}, errCredentialsInProbeTarget

@@ -121,7 +121,7 @@ const clientName = "stall_exporter"
 // the replica to scan; other query parameters are go-redis' (dial_timeout,
 // skip_verify, …). /probe requests go through parseProbeAddress instead.
 func parseTarget(raw string, s connSettings) (*targetSpec, error) {
-	u, err := parseTargetURL(raw)
+	u, _, err := parseTargetURL(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -163,25 +163,27 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	return spec, nil
 }
 
-// parseTargetURL parses a configured target as a URL, redis:// when it
-// names no scheme. Its errors never quote the input, which may hold a
-// password.
-func parseTargetURL(raw string) (*url.URL, error) {
+// errNotURL never quotes the input, which may hold a password.
+var errNotURL = errors.New("redis target is not a valid URL (scheme://[user@]host:port)")
+
+// parseTargetURL parses a configured or /probe target as a URL, redis://
+// when it names no scheme (named is false).
+func parseTargetURL(raw string) (u *url.URL, named bool, err error) {
 	if raw == "" {
-		return nil, errors.New("empty redis target")
+		return nil, false, errors.New("empty redis target")
 	}
 	if !utf8.ValidString(raw) {
 		// It would end up in the addr label, which must be UTF-8.
-		return nil, errors.New("redis target is not valid UTF-8")
+		return nil, false, errors.New("redis target is not valid UTF-8")
 	}
-	if !strings.Contains(raw, "://") {
+	named = strings.Contains(raw, "://")
+	if !named {
 		raw = "redis://" + raw
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("redis target is not a valid URL (scheme://[user@]host:port)")
+	if u, err = url.Parse(raw); err != nil {
+		return nil, named, errNotURL
 	}
-	return u, nil
+	return u, named, nil
 }
 
 // targetCredentials is the user and password source of a target: the

@@ -470,88 +470,43 @@ func (c *client) group(by GroupBy) string {
 // parseClientLine reads one "k=v k=v ..." line. Values never contain spaces
 // (Redis refuses client names with spaces) but may contain '=': a token's
 // key ends at its first '='. Unknown fields are ignored. It returns the
-// number of malformed values.
+// number of unreadable numbers.
 func parseClientLine(line string) (c client, bad int) {
-	for len(line) > 0 {
-		var tok string
-		if i := strings.IndexByte(line, ' '); i >= 0 {
-			tok, line = line[:i], line[i+1:]
-		} else {
-			tok, line = line, ""
-		}
-		// Only eight keys matter; dispatch on the first byte and compare
-		// the prefix instead of searching every token for '='.
-		if tok == "" {
+	for tok := range strings.SplitSeq(line, " ") {
+		key, val, found := strings.Cut(tok, "=")
+		if !found {
 			continue
 		}
-		var key string
-		switch tok[0] {
-		case 'a':
-			key = "addr"
-		case 'c':
-			key = "cmd"
-		case 'f':
-			key = "flags"
-		case 'l':
-			key = "lib-name"
-		case 'n':
-			key = "name"
-		case 'o':
-			key = "omem"
-			if len(tok) > 1 && tok[1] == 'l' {
-				key = "oll"
+		ok := true
+		switch key {
+		case "addr":
+			c.ok, c.addr = true, val
+		case "name":
+			c.name = val
+		case "lib-name":
+			c.libName = val
+		case "user":
+			c.user = val
+		case "cmd":
+			c.cmd = val
+		case "flags":
+			c.replica = strings.IndexByte(val, 'S') >= 0
+		case "omem":
+			c.omem, ok = scan.Uint(val)
+			c.hasOmem = true
+		case "oll":
+			c.oll, ok = scan.Uint(val)
+		case "tot-mem":
+			var n uint64
+			if n, ok = scan.Uint(val); ok {
+				c.totMem, c.hasTotMem = n, true
 			}
-		case 't':
-			key = "tot-mem"
-		case 'u':
-			key = "user"
-		default:
-			continue
 		}
-		if len(tok) <= len(key) || tok[len(key)] != '=' || tok[:len(key)] != key {
-			continue // another field with the same first letter (age, laddr, …)
+		if !ok {
+			bad++
 		}
-		bad += c.field(key, tok[len(key)+1:])
 	}
 	return c, bad
-}
-
-// field stores one key=value pair; it returns 1 for an unreadable number.
-func (c *client) field(key, val string) int {
-	switch key {
-	case "addr":
-		c.ok = true
-		c.addr = val
-	case "name":
-		c.name = val
-	case "lib-name":
-		c.libName = val
-	case "user":
-		c.user = val
-	case "omem":
-		n, ok := scan.Uint(val)
-		c.omem, c.hasOmem = n, true
-		if !ok {
-			return 1
-		}
-	case "oll":
-		n, ok := scan.Uint(val)
-		c.oll = n
-		if !ok {
-			return 1
-		}
-	case "tot-mem":
-		n, ok := scan.Uint(val)
-		if !ok {
-			return 1
-		}
-		c.totMem, c.hasTotMem = n, true
-	case "cmd":
-		c.cmd = val
-	case "flags":
-		c.replica = strings.IndexByte(val, 'S') >= 0
-	}
-	return 0
 }
 
 // hostOf strips the port from a CLIENT LIST addr: "10.0.0.1:4242" →
