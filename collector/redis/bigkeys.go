@@ -229,11 +229,7 @@ func (b *bigKeyScanner) scanDB(ctx context.Context, c *redis.Client, db int) err
 			pipe := c.Pipeline()
 			cmds := make([]*redis.IntCmd, n)
 			for i, k := range keys[:n] {
-				if b.s.samples > 0 {
-					cmds[i] = pipe.MemoryUsage(ctx, k, b.s.samples)
-				} else {
-					cmds[i] = pipe.MemoryUsage(ctx, k, 0)
-				}
+				cmds[i] = pipe.MemoryUsage(ctx, k, b.s.samples) // SAMPLES 0: every nested value
 			}
 			if _, err := pipe.Exec(ctx); err != nil && !isErrorReply(err) && err != redis.Nil {
 				return fmt.Errorf("MEMORY USAGE: %w", err)

@@ -13,7 +13,7 @@ import (
 )
 
 // clientListResult is the last CLIENT LIST run's aggregates, exported
-// until the next run (the age is stall_redis_client_list_last_run_timestamp_seconds).
+// until the next run.
 type clientListResult struct {
 	have       bool
 	triggered  bool // the last run was started by a threshold
@@ -86,8 +86,7 @@ func (t *target) maybeClientList(ctx context.Context, in replies.Info, ms replie
 	}
 	t.commandAnswered(cmdClientList, nil)
 	if reply != "" {
-		// The stream takes every bulk-string reply (go-redis reads "" in
-		// its place); anything else, a status line say, is not CLIENT LIST.
+		// The stream takes every bulk-string reply (go-redis reads "").
 		return fmt.Errorf("CLIENT LIST: %w: the reply is not a bulk string", resplimit.ErrProtocol)
 	}
 	st := t.agg.Finish()

@@ -275,4 +275,3 @@ func newPipeScraper(t testing.TB, s settings, cfg collector.Config, servers ...*
 	}
 	return c
 }
-

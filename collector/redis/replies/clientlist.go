@@ -2,6 +2,7 @@ package replies
 
 import (
 	"bytes"
+	"container/heap"
 	"fmt"
 	"slices"
 	"strings"
@@ -208,7 +209,7 @@ func (a *accs) add(key string, omem uint64) {
 	a.vals[i].OutputBufferBytes += omem
 	switch {
 	case a.heap != nil && omem > 0:
-		a.down(int(a.at[i]))
+		heap.Fix(a, int(a.at[i]))
 	case a.heap == nil && len(a.vals) == 2*MaxGroups:
 		a.buildHeap()
 	}
@@ -233,31 +234,22 @@ func (a *accs) buildHeap() {
 	for i := range n {
 		a.heap[i], a.at[i] = int32(i), int32(i)
 	}
-	for p := n/2 - 1; p >= 0; p-- {
-		a.down(p)
-	}
+	heap.Init(a)
 }
 
-// down moves the heap entry at position p below its smaller children.
-func (a *accs) down(p int) {
-	h := a.heap
-	omem := func(p int) uint64 { return a.vals[h[p]].OutputBufferBytes }
-	for {
-		c := 2*p + 1
-		if c >= len(h) {
-			return
-		}
-		if c+1 < len(h) && omem(c+1) < omem(c) {
-			c++
-		}
-		if omem(p) <= omem(c) {
-			return
-		}
-		h[p], h[c] = h[c], h[p]
-		a.at[h[p]], a.at[h[c]] = int32(p), int32(c)
-		p = c
-	}
+// accs is a container/heap over heap, smallest omem first, that never
+// grows or shrinks (Init and Fix only).
+func (a *accs) Len() int { return len(a.heap) }
+func (a *accs) Less(p, q int) bool {
+	return a.vals[a.heap[p]].OutputBufferBytes < a.vals[a.heap[q]].OutputBufferBytes
 }
+func (a *accs) Swap(p, q int) {
+	h := a.heap
+	h[p], h[q] = h[q], h[p]
+	a.at[h[p]], a.at[h[q]] = int32(p), int32(q)
+}
+func (a *accs) Push(any) { panic("replies: the group heap has a fixed size") }
+func (a *accs) Pop() any { panic("replies: the group heap has a fixed size") }
 
 // compact drops the names the last reply did not have, or every name when
 // more than retainGroups remain.
