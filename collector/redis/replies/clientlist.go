@@ -54,11 +54,9 @@ const NoneGroup = "none"
 // names, so no real name ends in it.
 const LiteralSuffix = " (literal)"
 
-// label is the exported form of a group or command name:
-// collector.LabelValue with collector.MaxLabelBytes (a longer name is cut
-// and ends in "…", and names equal up to the cut are one group), and never
-// a reserved value. Groups are keyed by it, so two groups never share a
-// label. The common name is returned as is, without allocating.
+// label is the exported form of a group or command name, and its key:
+// collector.LabelValue (names equal up to the cut are one group), never a
+// reserved value.
 func label(s string) string {
 	switch s {
 	case "":
@@ -99,37 +97,23 @@ type ClientListStats struct {
 	// omem.
 	Commands []Group
 	// Untracked counts clients summed in OtherGroup without their group or
-	// command being ranked, because the reply had more than MaxGroups
-	// distinct ones: idle clients of names past MaxGroups, and the clients
-	// of groups with the smallest omem when more than 2 × MaxGroups had
-	// some (see MaxGroups).
+	// command being ranked (see MaxGroups).
 	Untracked int
-	// Malformed counts lines or fields that could not be read: a line
-	// without addr or longer than MaxLineBytes, a non-numeric omem, oll or
-	// tot-mem. Fields the aggregate does not use are skipped without being
-	// checked.
+	// Malformed counts lines without addr or longer than MaxLineBytes, and
+	// non-numeric omem, oll or tot-mem; unused fields are not checked.
 	Malformed int
 }
 
-// MaxGroups bounds the distinct group names, and separately the distinct
-// command names, one reply is aggregated by, so that a reply of 100,000
-// clients grouped by name, or a hostile one with a new name on every
-// line, costs at most a few MB. A client whose name is new once MaxGroups
-// are tracked is summed in OtherGroup (and counted in Untracked) when its
-// omem is 0, and tracked when it is not, up to twice MaxGroups. When those
-// 2 × MaxGroups are tracked, a client with a new name and more omem than
-// the smallest tracked group takes that group's place, and the smallest
-// group (its clients and omem) moves to OtherGroup; a client with no more
-// omem than it goes to OtherGroup. The table so holds the groups with the
-// largest omem seen so far, and the ranking is exact for every group whose
-// clients are not scattered across the reply: with distinct names (one
-// client per group) or a group's clients listed together, the top K are
-// always the K largest. A group whose clients are scattered among more
-// than 2 × MaxGroups others with pending output can be moved to OtherGroup
-// while it is the smallest, losing from its own sum the omem it had then
-// (at most 1/(2 × MaxGroups) of the reply's omem each time). What can be
-// low, besides, is the client count of an exported group whose idle
-// members came after the first MaxGroups names.
+// MaxGroups bounds the distinct group names, and separately the command
+// names, of one reply, so that 100,000 clients with distinct names cost a
+// few MB. Past MaxGroups a new name is tracked only with omem > 0 (else it
+// is summed in OtherGroup and Untracked); past 2 × MaxGroups a new name
+// with more omem than the smallest tracked group takes its place, and that
+// group moves to OtherGroup. The top K are so exact unless a group's
+// clients are scattered among more than 2 × MaxGroups others with pending
+// output (each eviction costs it at most 1/(2 × MaxGroups) of the omem);
+// an exported group's client count can be low when its idle members come
+// after the first MaxGroups names.
 const MaxGroups = 2000
 
 // MaxLineBytes bounds one CLIENT LIST line (a line is about 300 bytes; a
@@ -138,16 +122,13 @@ const MaxGroups = 2000
 const MaxLineBytes = 64 << 10
 
 // retainGroups is how many group names an Aggregator keeps between
-// replies (so that a steady state allocates nothing); with more, its maps
-// are released after each reply, so that an idle target does not hold
-// memory for the largest reply it ever saw.
+// replies, so that a steady state allocates nothing; past it, its maps
+// are released after each reply.
 const retainGroups = 32
 
 // Aggregator folds CLIENT LIST replies into ClientListStats as they
-// arrive (Begin, Write, Finish: the resplimit.Sink interface), so a reply
-// is never held: memory is bounded by the
-// distinct groups (MaxGroups), not by the reply. It is not safe for
-// concurrent use.
+// arrive (Begin, Write: a resplimit.Sink; then Finish), in memory bounded
+// by MaxGroups, not by the reply. It is not safe for concurrent use.
 type Aggregator struct {
 	GroupBy GroupBy
 	TopK    int
@@ -345,8 +326,7 @@ func (a *Aggregator) Finish() ClientListStats {
 
 // line aggregates one line of the reply.
 func (a *Aggregator) line(b []byte) {
-	// The fields are only read and looked up while b is unchanged; add
-	// copies the names it keeps.
+	// b is unchanged while the fields are read; add copies the names it keeps.
 	line := strings.TrimSuffix(unsafe.String(unsafe.SliceData(b), len(b)), "\r")
 	if line == "" {
 		return
@@ -387,8 +367,8 @@ func (a *Aggregator) line(b []byte) {
 	a.cmds.add(label(cmd), c.omem)
 }
 
-// top returns the K entries of acc with the largest non-zero omem and an
-// OtherGroup remainder holding everything else.
+// top returns the K entries of acc with the largest non-zero omem and the
+// OtherGroup remainder.
 func (a *Aggregator) top(acc accs) []Group {
 	k := a.TopK
 	if k < 0 {
