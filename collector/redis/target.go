@@ -245,11 +245,9 @@ var refusedEffects = map[string]string{
 	cmdMemoryStats: "client memory is read from INFO instead; allow memory|stats",
 }
 
-// What a reply over replyLimit takes away, for the warning, by cmd label:
-// the commands whose reply size nothing else bounds.
-var tooLargeEffects = map[string]string{
-	cmdMemoryStats: "client memory is read from INFO (mem_clients_normal, 5.0+) instead until the next --redis.config-refresh-interval tries again; its db.N entries grow with every non-empty database (about 2,700 fit)",
-}
+// What a MEMORY STATS reply over replyLimit takes away, for the warning:
+// the only command whose reply size nothing else bounds.
+const memoryStatsTooLarge = "client memory is read from INFO (mem_clients_normal, 5.0+) instead until the next --redis.config-refresh-interval tries again; its db.N entries grow with every non-empty database (about 2,700 fit)"
 
 // The commands stall_redis_command_refused reports.
 const (
@@ -274,7 +272,7 @@ func (t *target) commandAnswered(cmd string, err error) {
 	case err == nil:
 		l.OK("redis target answers "+cmd+" again", "cmd", cmd)
 	case errors.Is(err, resplimit.ErrTooLarge):
-		l.Failed("redis target's "+cmd+" reply is over the 1 MiB reply limit: "+tooLargeEffects[cmd], reasonTooLarge, err, "cmd", cmd)
+		l.Failed("redis target's "+cmd+" reply is over the 1 MiB reply limit: "+memoryStatsTooLarge, reasonTooLarge, err, "cmd", cmd)
 	default:
 		l.Failed("redis target refused "+cmd+": "+refusedEffects[cmd], reasonErrorReply, err, "cmd", cmd)
 	}
