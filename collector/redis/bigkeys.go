@@ -139,12 +139,10 @@ func (b *bigKeyScanner) scanSource(ctx context.Context) (*redis.Options, string,
 	if in.Fields["redis_mode"] == "cluster" {
 		// Keys on a cluster replica are readable only after READONLY;
 		// without it every MEMORY USAGE would be a MOVED redirect.
-		named := opts.OnConnect
+		named := opts.OnConnect // setClientName
 		opts.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
-			if named != nil {
-				if err := named(ctx, cn); err != nil {
-					return err
-				}
+			if err := named(ctx, cn); err != nil {
+				return err
 			}
 			return cn.ReadOnly(ctx).Err()
 		}

@@ -86,11 +86,7 @@ func (c *scraper) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 	errs := make([]error, len(c.targets))
 	var wg sync.WaitGroup
 	for i, t := range c.targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = t.collect(ctx, ch)
-		}()
+		wg.Go(func() { errs[i] = t.collect(ctx, ch) })
 	}
 	wg.Wait()
 	for _, b := range c.bigkeys {
@@ -103,11 +99,7 @@ func (c *scraper) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 func (c *scraper) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, b := range c.bigkeys {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b.run(ctx)
-		}()
+		wg.Go(func() { b.run(ctx) })
 	}
 	wg.Wait()
 }

@@ -188,29 +188,15 @@ func (s *Server) Open() int64 { return s.accepted.Load() - s.closed.Load() }
 // ReadCommand reads one command as clients send it, an array of bulk
 // strings, and returns its words.
 func ReadCommand(r *bufio.Reader) ([]string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	if len(line) < 3 || line[0] != '*' {
-		return nil, fmt.Errorf("not an array: %q", line)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+	n, err := readLength(r, '*')
 	if err != nil {
 		return nil, err
 	}
 	args := make([]string, 0, n)
 	for range n {
-		h, err := r.ReadString('\n')
+		size, err := readLength(r, '$')
 		if err != nil {
 			return nil, err
-		}
-		if len(h) < 3 || h[0] != '$' {
-			return nil, fmt.Errorf("not a bulk string: %q", h)
-		}
-		size, err := strconv.Atoi(strings.TrimSpace(h[1:]))
-		if err != nil || size < 0 {
-			return nil, fmt.Errorf("bad bulk length %q", h)
 		}
 		b := make([]byte, size+2)
 		if _, err := io.ReadFull(r, b); err != nil {
@@ -219,4 +205,17 @@ func ReadCommand(r *bufio.Reader) ([]string, error) {
 		args = append(args, string(b[:size]))
 	}
 	return args, nil
+}
+
+// readLength reads a "*3" or "$5" header of type typ.
+func readLength(r *bufio.Reader, typ byte) (int, error) {
+	h, err := r.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(h[1:]))
+	if h[0] != typ || err != nil || n < 0 {
+		return 0, fmt.Errorf("not a %c header: %q", typ, h)
+	}
+	return n, nil
 }

@@ -33,10 +33,8 @@ var GroupByNames = []string{"host", "name", "lib-name", "user", "pool"}
 // ParseGroupBy maps "host", "name", "lib-name", "user" or "pool" to a
 // GroupBy.
 func ParseGroupBy(s string) (GroupBy, error) {
-	for i, n := range GroupByNames {
-		if s == n {
-			return GroupBy(i), nil
-		}
+	if i := slices.Index(GroupByNames, s); i >= 0 {
+		return GroupBy(i), nil
 	}
 	return 0, fmt.Errorf("unknown client grouping %q (want one of %s)", s, strings.Join(GroupByNames, ", "))
 }
@@ -488,14 +486,6 @@ func parseClientLine(line string) (c client, bad int) {
 func hostOf(addr string) string {
 	if addr == "" {
 		return ""
-	}
-	if addr[0] == '/' || strings.HasPrefix(addr, "unix:") {
-		// A Unix socket client: keep the server's socket path, which is the
-		// same for every such client (no per-client allocation).
-		if i := strings.LastIndexByte(addr, ':'); i > 0 {
-			return addr[:i]
-		}
-		return addr
 	}
 	if addr[0] == '[' {
 		if i := strings.IndexByte(addr, ']'); i > 0 {
