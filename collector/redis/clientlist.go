@@ -128,12 +128,12 @@ func (t *target) sendClientList(ch chan<- prometheus.Metric) {
 	}
 	clPendingDesc.Send(ch, float64(st.PendingClients), l)
 	clOllDesc.Send(ch, float64(st.OutputListBlocks), l)
+	// Group and command names are label values already (replies.label).
 	for _, g := range st.Groups {
-		name := labelValue(g.Name)
-		clGroupOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, name)
-		clGroupClientsDesc.Send(ch, float64(g.Clients), l, name)
+		clGroupOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, g.Name)
+		clGroupClientsDesc.Send(ch, float64(g.Clients), l, g.Name)
 	}
 	for _, g := range st.Commands {
-		clCmdOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, labelValue(g.Name))
+		clCmdOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, g.Name)
 	}
 }

@@ -204,7 +204,7 @@ func (t *target) infoNumber(in replies.Info, key string) (float64, bool) {
 }
 
 // labelValue makes a value from the server a valid label value of at
-// most collector.MaxLabelBytes (+ "…"); CLIENT LIST names already are.
+// most collector.MaxLabelBytes (+ "…").
 func labelValue(s string) string { return collector.LabelValue(s, collector.MaxLabelBytes) }
 
 func (t *target) sendConfig(ch chan<- prometheus.Metric) {

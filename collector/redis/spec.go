@@ -260,10 +260,6 @@ func (s *targetSpec) dialer(stream *resplimit.Stream) func(ctx context.Context, 
 	}
 }
 
-func (s *targetSpec) newClientListStream() *resplimit.Stream {
-	return resplimit.NewStream(s.clientListLimit, "client", "list")
-}
-
 // setClientName names a new connection; a server that does not know CLIENT
 // SETNAME (before 2.6.9) or an ACL that forbids it leaves it unnamed.
 func setClientName(ctx context.Context, cn *redis.Conn) error {

@@ -52,7 +52,7 @@ func newTarget(spec *targetSpec, s settings, cfg collector.Config) *target {
 	logger := cfg.Logger.With("addr", spec.label)
 	return &target{
 		spec:     spec,
-		clStream: spec.newClientListStream(),
+		clStream: resplimit.NewStream(spec.clientListLimit, "client", "list"),
 		s:        s,
 		logger:   logger,
 		problems: cfg.Problems,
