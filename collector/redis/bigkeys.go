@@ -42,8 +42,10 @@ type bigKeySettings struct {
 	hashNames     bool
 	interval      time.Duration
 	samples       int
-	scanCount     int64
 }
+
+// scanCount is SCAN's COUNT: a page of 100 key names is a few kB.
+const scanCount = 100
 
 // errBigKeysUnsupported stops the scanner of a server without MEMORY USAGE.
 var errBigKeysUnsupported = errors.New("MEMORY USAGE needs Redis 4.0 or later")
@@ -213,7 +215,7 @@ func (b *bigKeyScanner) pass(ctx context.Context) error {
 func (b *bigKeyScanner) scanDB(ctx context.Context, c *redis.Client, db int) error {
 	var cursor uint64
 	for {
-		keys, next, err := c.Scan(ctx, cursor, "", b.s.scanCount).Result()
+		keys, next, err := c.Scan(ctx, cursor, "", scanCount).Result()
 		if err != nil {
 			return fmt.Errorf("SCAN: %w", err)
 		}

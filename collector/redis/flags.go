@@ -198,7 +198,7 @@ func (f *flagValues) settings() (settings, error) {
 		bigkeys: bigKeySettings{
 			enabled: *f.bigkeysEnable, keysPerSecond: rate, top: *f.bigkeysTop, minBytes: f.bigkeysMinBytes.n,
 			preferReplica: *f.bigkeysReplica, hashNames: *f.bigkeysHash, interval: *f.bigkeysInterval,
-			samples: *f.bigkeysSamples, scanCount: 100,
+			samples: *f.bigkeysSamples,
 		},
 	}, nil
 }

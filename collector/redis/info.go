@@ -20,37 +20,35 @@ import (
 // info sends INFO (with commandstats) in one round trip and parses it.
 func (t *target) info(ctx context.Context) (replies.Info, error) {
 	pipe := t.client.Pipeline()
-	var cmds []*redis.StringCmd
+	var all, cmdstats *redis.StringCmd
 	if replies.AtLeast(t.major, t.minor, 7, 0) {
-		cmds = append(cmds, pipe.Info(ctx, "server", "clients", "memory", "stats", "replication", "commandstats"))
+		all = pipe.Info(ctx, "server", "clients", "memory", "stats", "replication", "commandstats")
 	} else {
 		// Before 7.0 INFO takes one section; 2.4 none (its INFO
 		// commandstats is an error reply, and its INFO has no commandstats).
-		cmds = append(cmds, pipe.Info(ctx), pipe.Info(ctx, "commandstats"))
+		all, cmdstats = pipe.Info(ctx), pipe.Info(ctx, "commandstats")
 	}
 	_, execErr := pipe.Exec(ctx)
 	if execErr != nil && !isErrorReply(execErr) {
 		return replies.Info{}, execErr
 	}
-	if err := cmds[0].Err(); err != nil {
+	if err := all.Err(); err != nil {
 		return replies.Info{}, fmt.Errorf("INFO: %w", err)
 	}
-	if cmds[0].Val() == "" {
+	if all.Val() == "" {
 		// The connection's AUTH/HELLO was refused: nothing was sent.
 		if execErr != nil {
 			return replies.Info{}, execErr
 		}
 		return replies.Info{}, errEmptyInfo
 	}
-	info := replies.ParseInfo(cmds[0].Val())
-	for _, c := range cmds[1:] {
-		if c.Err() == nil {
-			more := replies.ParseInfo(c.Val())
-			n := min(len(more.Commands), max(replies.MaxInfoCommands-len(info.Commands), 0))
-			info.Commands = append(info.Commands, more.Commands[:n]...)
-			info.Malformed += more.Malformed
-			info.Dropped += more.Dropped + len(more.Commands) - n
-		}
+	info := replies.ParseInfo(all.Val())
+	if cmdstats != nil && cmdstats.Err() == nil {
+		more := replies.ParseInfo(cmdstats.Val())
+		n := min(len(more.Commands), max(replies.MaxInfoCommands-len(info.Commands), 0))
+		info.Commands = append(info.Commands, more.Commands[:n]...)
+		info.Malformed += more.Malformed
+		info.Dropped += more.Dropped + len(more.Commands) - n
 	}
 	t.problems.Add("redis_info_line", info.Malformed, errors.New("INFO line without key:value"))
 	t.problems.Add("redis_info_size", info.Dropped, fmt.Errorf("INFO has more than %d fields, %d commands or %d databases; the rest is ignored",
