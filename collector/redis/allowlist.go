@@ -45,17 +45,12 @@ type allowlist struct {
 }
 
 // newAllowlist parses the configured entries: addrs are the --redis.addr
-// targets, allowed the --redis.probe.allowed-targets. An address
+// targets, allowed the --redis.probe.allowed-targets, reScheme the
+// --redis.probe.scheme (redis or rediss, kingpin's enum). An address
 // configured twice in different ways is an error, since a probe could not
 // say which one it means. Every error names the flag, and the entry, to
 // fix.
 func newAllowlist(addrs, allowed []string, pattern, reScheme string, s connSettings) (*allowlist, error) {
-	if reScheme == "" {
-		reScheme = "redis"
-	}
-	if reScheme != "redis" && reScheme != "rediss" {
-		return nil, fmt.Errorf("--redis.probe.scheme must be redis or rediss, not %q", reScheme)
-	}
 	a := &allowlist{exact: map[string]*targetSpec{}, reScheme: reScheme, conn: s}
 	var plain []string
 	from := map[string]string{} // host:port → the flag of its first entry
@@ -91,8 +86,8 @@ func newAllowlist(addrs, allowed []string, pattern, reScheme string, s connSetti
 	return a, nil
 }
 
-// isTargetEntry tells an allowlist entry written as a target (a scheme, a
-// user or a query) from a remote.Allowlist entry.
+// isTargetEntry tells an entry written as a target (a scheme, a user or a
+// query) from a remote.Allowlist entry.
 func isTargetEntry(e string) bool {
 	return strings.Contains(e, "://") || strings.ContainsAny(e, "@?")
 }
@@ -102,10 +97,9 @@ func isTargetEntry(e string) bool {
 var errProbeSchemeMismatch = fmt.Errorf("%w: the target's scheme differs from the configured one (a /probe target names host:port; scheme, TLS and user come from the configuration)", collector.ErrTargetNotAllowed)
 
 // resolve returns the configured spec for a /probe address: the exact
-// entry, or for an address an allowlist entry or the regexp allows, a spec
-// built from its scheme and the default credentials. It fails with
-// ErrTargetNotAllowed (wrapped) when the address is not allowed or the
-// request names another scheme than the configured one.
+// entry, or a spec with the scheme of the entry or regexp that allows it
+// and the default credentials. It fails with ErrTargetNotAllowed (wrapped)
+// when the address is not allowed or names another scheme.
 func (a *allowlist) resolve(p probeAddress) (*targetSpec, error) {
 	spec, ok := a.exact[p.hostPort]
 	if !ok {
@@ -131,11 +125,13 @@ func (a *allowlist) resolve(p probeAddress) (*targetSpec, error) {
 	return spec, nil
 }
 
-// errCredentialsInProbeTarget refuses /probe targets that try to choose a
-// user or a credential source: a request must not make the exporter send
-// the configured password as another user, or read a file or an
-// environment variable of its choosing.
-var errCredentialsInProbeTarget = errors.New("a /probe target may not carry a user or password; configure --redis.user, --redis.password-file or --redis.password-env")
+// A /probe request may not choose a user, a credential source (a file, a
+// variable) or a connection option, nor name a port out of range.
+var (
+	errCredentialsInProbeTarget = errors.New("a /probe target may not carry a user or password; configure --redis.user, --redis.password-file or --redis.password-env")
+	errProbeTargetForm          = errors.New("a /probe target is host:port, redis://host:port[/db], rediss://host:port[/db] or unix:///path, nothing else (no user, password or query)")
+	errProbePort                = errors.New("the port of a /probe target must be a number from 1 to 65535")
+)
 
 // probeAddress is all a /probe request may say about a Redis target.
 type probeAddress struct {
@@ -143,34 +139,18 @@ type probeAddress struct {
 	hostPort string // remote.NormalizeHostPort's host:port (default port 6379), or the socket path
 }
 
-// errProbeTargetForm refuses /probe targets with more than an address.
-var errProbeTargetForm = errors.New("a /probe target is host:port, redis://host:port[/db], rediss://host:port[/db] or unix:///path, nothing else (no user, password or query)")
-
-// errProbePort refuses a /probe target whose port is out of range.
-var errProbePort = errors.New("the port of a /probe target must be a number from 1 to 65535")
-
 // dbPath is the optional /db of a redis:// URL; the collector reads only
 // server-wide data, so the database is ignored.
 var dbPath = regexp.MustCompile(`^(/[0-9]{0,5})?$`)
 
-// parseProbeAddress reads a /probe target. It accepts only an address (and
-// an ignored /db); a user, password, other path, query or fragment is
-// refused, so the request cannot choose a credential, an ACL user or a
-// connection option. The scheme is lower case, as url.Parse reads it.
+// parseProbeAddress reads a /probe target: an address (and an ignored
+// /db), nothing else. The scheme is lower case, as url.Parse reads it.
 func parseProbeAddress(raw string) (probeAddress, error) {
-	if raw == "" {
-		return probeAddress{}, errors.New("empty redis target")
-	}
-	if !utf8.ValidString(raw) {
-		return probeAddress{}, errors.New("redis target is not valid UTF-8")
-	}
-	named := strings.Contains(raw, "://")
-	if !named {
-		raw = "redis://" + raw
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return probeAddress{}, errProbeTargetForm // url errors quote the input
+	u, named, err := parseTargetURL(raw)
+	if errors.Is(err, errNotURL) {
+		return probeAddress{}, errProbeTargetForm
+	} else if err != nil {
+		return probeAddress{}, err
 	}
 	if u.User != nil {
 		return probeAddress{}, errCredentialsInProbeTarget

@@ -42,8 +42,10 @@ type bigKeySettings struct {
 	hashNames     bool
 	interval      time.Duration
 	samples       int
-	scanCount     int64
 }
+
+// scanCount is SCAN's COUNT: a page of 100 key names is a few kB.
+const scanCount = 100
 
 // errBigKeysUnsupported stops the scanner of a server without MEMORY USAGE.
 var errBigKeysUnsupported = errors.New("MEMORY USAGE needs Redis 4.0 or later")
@@ -79,8 +81,7 @@ func newBigKeyScanner(t *target, s bigKeySettings, cfg collector.Config) *bigKey
 	}
 }
 
-// send exports the last complete pass (the running pass before the first
-// one completes).
+// send exports the last complete pass (before it, the running one).
 func (b *bigKeyScanner) send(ch chan<- prometheus.Metric) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -98,9 +99,8 @@ func (b *bigKeyScanner) send(ch chan<- prometheus.Metric) {
 }
 
 // run scans until ctx ends: a pass, then --redis.bigkeys.interval of
-// rest. A failed pass is logged through the scanner's StateLog and tried
-// again within a minute; a server that cannot be scanned (before 4.0, or
-// MEMORY USAGE refused) stops the scanner with one warning.
+// rest. A failed pass is tried again within a minute; a server that cannot
+// be scanned (before 4.0, or MEMORY USAGE refused) stops the scanner.
 func (b *bigKeyScanner) run(ctx context.Context) {
 	for {
 		err := b.pass(ctx)
@@ -124,8 +124,8 @@ func (b *bigKeyScanner) run(ctx context.Context) {
 	}
 }
 
-// scanSource returns the client to scan with: an online replica when
-// preferred and reachable, else the target's own options.
+// scanSource returns the options to scan with: an online replica's when
+// preferred and reachable, else the target's, and the replica's address.
 func (b *bigKeyScanner) scanSource(ctx context.Context) (*redis.Options, string, error) {
 	mc := b.t.spec.newClient(nil, nil)
 	info, err := mc.Info(ctx).Result() // default sections: server, replication, keyspace on every version
@@ -141,12 +141,10 @@ func (b *bigKeyScanner) scanSource(ctx context.Context) (*redis.Options, string,
 	if in.Fields["redis_mode"] == "cluster" {
 		// Keys on a cluster replica are readable only after READONLY;
 		// without it every MEMORY USAGE would be a MOVED redirect.
-		named := opts.OnConnect
+		named := opts.OnConnect // setClientName
 		opts.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
-			if named != nil {
-				if err := named(ctx, cn); err != nil {
-					return err
-				}
+			if err := named(ctx, cn); err != nil {
+				return err
 			}
 			return cn.ReadOnly(ctx).Err()
 		}
@@ -217,7 +215,7 @@ func (b *bigKeyScanner) pass(ctx context.Context) error {
 func (b *bigKeyScanner) scanDB(ctx context.Context, c *redis.Client, db int) error {
 	var cursor uint64
 	for {
-		keys, next, err := c.Scan(ctx, cursor, "", b.s.scanCount).Result()
+		keys, next, err := c.Scan(ctx, cursor, "", scanCount).Result()
 		if err != nil {
 			return fmt.Errorf("SCAN: %w", err)
 		}
@@ -229,11 +227,7 @@ func (b *bigKeyScanner) scanDB(ctx context.Context, c *redis.Client, db int) err
 			pipe := c.Pipeline()
 			cmds := make([]*redis.IntCmd, n)
 			for i, k := range keys[:n] {
-				if b.s.samples > 0 {
-					cmds[i] = pipe.MemoryUsage(ctx, k, b.s.samples)
-				} else {
-					cmds[i] = pipe.MemoryUsage(ctx, k, 0)
-				}
+				cmds[i] = pipe.MemoryUsage(ctx, k, b.s.samples) // SAMPLES 0: every nested value
 			}
 			if _, err := pipe.Exec(ctx); err != nil && !isErrorReply(err) && err != redis.Nil {
 				return fmt.Errorf("MEMORY USAGE: %w", err)
@@ -264,12 +258,11 @@ func (b *bigKeyScanner) scanDB(ctx context.Context, c *redis.Client, db int) err
 	}
 }
 
-// insertTop keeps at most n keys, largest first. Equal sizes are ordered
-// by db and label, so an unchanged keyspace exports the same keys in every
-// pass whatever order SCAN returns them in (SCAN's order changes with
-// rehashing). Keys with the same label — names equal in their first
-// collector.MaxLabelBytes bytes, or equal hashes — are one series: the larger wins.
-// The name is turned into its label only when it may enter the list.
+// insertTop keeps at most n keys, largest first, equal sizes by db and
+// label, so an unchanged keyspace exports the same keys whatever order
+// SCAN returns them in. Keys with the same label (names cut to the same
+// label, or equal hashes) are one series: the larger wins. The name is
+// turned into its label only when it may enter the list.
 func insertTop(top []bigKey, k bigKey, n int, label func(string) string) []bigKey {
 	if len(top) >= n && k.bytes < top[len(top)-1].bytes {
 		return top
@@ -289,7 +282,6 @@ func insertTop(top []bigKey, k bigKey, n int, label func(string) string) []bigKe
 	return top
 }
 
-// compareBigKeys orders by size (largest first), then db, then label.
 func compareBigKeys(a, b bigKey) int {
 	switch {
 	case a.bytes != b.bytes:
@@ -300,9 +292,8 @@ func compareBigKeys(a, b bigKey) int {
 	return strings.Compare(a.key, b.key)
 }
 
-// bigKeyLabel returns the label value of a key: a stable hash when
-// --redis.bigkeys.hash-names is set, else the name as valid UTF-8, cut to
-// collector.MaxLabelBytes.
+// bigKeyLabel returns the label value of a key: sha256:<16 hex> with
+// --redis.bigkeys.hash-names, else collector.LabelValue of the name.
 func bigKeyLabel(key string, hash bool) string {
 	if hash {
 		sum := sha256.Sum256([]byte(key))

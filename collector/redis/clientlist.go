@@ -13,7 +13,7 @@ import (
 )
 
 // clientListResult is the last CLIENT LIST run's aggregates, exported
-// until the next run (the age is stall_redis_client_list_last_run_timestamp_seconds).
+// until the next run.
 type clientListResult struct {
 	have       bool
 	triggered  bool // the last run was started by a threshold
@@ -86,8 +86,7 @@ func (t *target) maybeClientList(ctx context.Context, in replies.Info, ms replie
 	}
 	t.commandAnswered(cmdClientList, nil)
 	if reply != "" {
-		// The stream takes every bulk-string reply (go-redis reads "" in
-		// its place); anything else, a status line say, is not CLIENT LIST.
+		// The stream takes every bulk-string reply (go-redis reads "").
 		return fmt.Errorf("CLIENT LIST: %w: the reply is not a bulk string", resplimit.ErrProtocol)
 	}
 	st := t.agg.Finish()
@@ -129,12 +128,12 @@ func (t *target) sendClientList(ch chan<- prometheus.Metric) {
 	}
 	clPendingDesc.Send(ch, float64(st.PendingClients), l)
 	clOllDesc.Send(ch, float64(st.OutputListBlocks), l)
+	// Group and command names are label values already (replies.label).
 	for _, g := range st.Groups {
-		name := labelValue(g.Name)
-		clGroupOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, name)
-		clGroupClientsDesc.Send(ch, float64(g.Clients), l, name)
+		clGroupOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, g.Name)
+		clGroupClientsDesc.Send(ch, float64(g.Clients), l, g.Name)
 	}
 	for _, g := range st.Commands {
-		clCmdOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, labelValue(g.Name))
+		clCmdOmemDesc.Send(ch, float64(g.OutputBufferBytes), l, g.Name)
 	}
 }

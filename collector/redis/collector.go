@@ -25,8 +25,8 @@ func init() {
 		"Redis memory, clients, output buffers, persistence, replication and big keys, from INFO, MEMORY STATS, CLIENT LIST, CONFIG GET and MEMORY USAGE of each --redis.addr",
 		true, newCollector)
 	collector.RegisterProbe("redis", newProbe)
-	// go-redis' own log lines (dial retries, pool notices) would repeat
-	// what stall_redis_up and our once-a-minute warning already say.
+	// go-redis' log lines would repeat what stall_redis_up and the
+	// once-a-minute warning say.
 	redis.SetLogger(quietLogger{})
 }
 
@@ -42,8 +42,7 @@ type scraper struct {
 
 func newCollector(cfg collector.Config) (collector.Collector, error) { return flags.collector(cfg) }
 
-// collector validates the flags and builds the /metrics collector; every
-// error names the flag to fix.
+// collector builds the /metrics collector; every error names its flag.
 func (f *flagValues) collector(cfg collector.Config) (*scraper, error) {
 	s, err := f.settings()
 	if err != nil {
@@ -87,11 +86,7 @@ func (c *scraper) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 	errs := make([]error, len(c.targets))
 	var wg sync.WaitGroup
 	for i, t := range c.targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = t.collect(ctx, ch)
-		}()
+		wg.Go(func() { errs[i] = t.collect(ctx, ch) })
 	}
 	wg.Wait()
 	for _, b := range c.bigkeys {
@@ -104,11 +99,7 @@ func (c *scraper) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 func (c *scraper) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, b := range c.bigkeys {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b.run(ctx)
-		}()
+		wg.Go(func() { b.run(ctx) })
 	}
 	wg.Wait()
 }

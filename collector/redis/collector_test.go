@@ -442,7 +442,7 @@ func testConfigRefresh(t *testing.T) {
 		{time.Second, 2, 1, 1},                     // the refresh: CONFIG GET, and MEMORY STATS is due again
 		{time.Second, 2, 2, 1},                     // the scrape after it tries MEMORY STATS
 	} {
-		advance(step.after)
+		collectortest.Advance(step.after)
 		res := collectortest.Scrape(t, c, 3*time.Second)
 		if res.Err != nil {
 			t.Fatalf("scrape %d: %v", i+1, res.Err)

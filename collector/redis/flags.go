@@ -14,9 +14,7 @@ import (
 )
 
 // flagValues are the redis collector's flags as kingpin parsed them;
-// settings() validates them. registerFlags declares them on an
-// application, so tests parse their own command lines instead of mutating
-// the process-wide flags.
+// settings() validates them. Tests parse their own application's.
 type flagValues struct {
 	addrs                             *[]string
 	user, passwordFile, passwordEnv   *string
@@ -145,8 +143,7 @@ func (b *byteSize) String() string { return units.Base2Bytes(b.n).String() }
 // several hundred clients (about 300 bytes each).
 const minReplyLimit = 256 << 10
 
-// settings validates the flag values. Every refusal names its flag, so a
-// bad command line stops the exporter at start with a clear message.
+// settings validates the flag values; every refusal names its flag.
 func (f *flagValues) settings() (settings, error) {
 	var errs []error
 	check := func(bad bool, format string, args ...any) {
@@ -175,8 +172,7 @@ func (f *flagValues) settings() (settings, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--redis.client-group-by: %w", err))
 	}
-	// Read once, here, so that a bad file stops the start with its own
-	// flag named, whichever target would have used it first.
+	// Read once, here, so that a bad file stops the start naming its flag.
 	tlsS, err := tlsSettings{caFile: *f.tlsCA, certFile: *f.tlsCert, keyFile: *f.tlsKey,
 		serverName: *f.tlsServer, insecureSkipVerify: *f.tlsInsecure}.load()
 	if err != nil {
@@ -202,7 +198,7 @@ func (f *flagValues) settings() (settings, error) {
 		bigkeys: bigKeySettings{
 			enabled: *f.bigkeysEnable, keysPerSecond: rate, top: *f.bigkeysTop, minBytes: f.bigkeysMinBytes.n,
 			preferReplica: *f.bigkeysReplica, hashNames: *f.bigkeysHash, interval: *f.bigkeysInterval,
-			samples: *f.bigkeysSamples, scanCount: 100,
+			samples: *f.bigkeysSamples,
 		},
 	}, nil
 }

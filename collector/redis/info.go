@@ -18,42 +18,37 @@ import (
 )
 
 // info sends INFO (with commandstats) in one round trip and parses it.
-// MEMORY STATS gets its own, after it (memoryStats): its reply grows with
-// every non-empty database, so in the same pipeline a server with a few
-// thousand of them would take INFO, and the target, over replyLimit.
 func (t *target) info(ctx context.Context) (replies.Info, error) {
 	pipe := t.client.Pipeline()
-	var cmds []*redis.StringCmd
+	var all, cmdstats *redis.StringCmd
 	if replies.AtLeast(t.major, t.minor, 7, 0) {
-		cmds = append(cmds, pipe.Info(ctx, "server", "clients", "memory", "stats", "replication", "commandstats"))
+		all = pipe.Info(ctx, "server", "clients", "memory", "stats", "replication", "commandstats")
 	} else {
 		// Before 7.0 INFO takes one section; 2.4 none (its INFO
 		// commandstats is an error reply, and its INFO has no commandstats).
-		cmds = append(cmds, pipe.Info(ctx), pipe.Info(ctx, "commandstats"))
+		all, cmdstats = pipe.Info(ctx), pipe.Info(ctx, "commandstats")
 	}
 	_, execErr := pipe.Exec(ctx)
 	if execErr != nil && !isErrorReply(execErr) {
 		return replies.Info{}, execErr
 	}
-	if err := cmds[0].Err(); err != nil {
+	if err := all.Err(); err != nil {
 		return replies.Info{}, fmt.Errorf("INFO: %w", err)
 	}
-	if cmds[0].Val() == "" {
+	if all.Val() == "" {
 		// The connection's AUTH/HELLO was refused: nothing was sent.
 		if execErr != nil {
 			return replies.Info{}, execErr
 		}
 		return replies.Info{}, errEmptyInfo
 	}
-	info := replies.ParseInfo(cmds[0].Val())
-	for _, c := range cmds[1:] {
-		if c.Err() == nil {
-			more := replies.ParseInfo(c.Val())
-			n := min(len(more.Commands), max(replies.MaxInfoCommands-len(info.Commands), 0))
-			info.Commands = append(info.Commands, more.Commands[:n]...)
-			info.Malformed += more.Malformed
-			info.Dropped += more.Dropped + len(more.Commands) - n
-		}
+	info := replies.ParseInfo(all.Val())
+	if cmdstats != nil && cmdstats.Err() == nil {
+		more := replies.ParseInfo(cmdstats.Val())
+		n := min(len(more.Commands), max(replies.MaxInfoCommands-len(info.Commands), 0))
+		info.Commands = append(info.Commands, more.Commands[:n]...)
+		info.Malformed += more.Malformed
+		info.Dropped += more.Dropped + len(more.Commands) - n
 	}
 	t.problems.Add("redis_info_line", info.Malformed, errors.New("INFO line without key:value"))
 	t.problems.Add("redis_info_size", info.Dropped, fmt.Errorf("INFO has more than %d fields, %d commands or %d databases; the rest is ignored",
@@ -69,16 +64,12 @@ func (t *target) info(ctx context.Context) (replies.Info, error) {
 // errEmptyInfo is an INFO reply without a single field.
 var errEmptyInfo = fmt.Errorf("%w: empty INFO reply", resplimit.ErrProtocol)
 
-// memoryStats sends MEMORY STATS in a round trip of its own and parses
-// the reply. An error reply (renamed, NOPERM, a proxy without it) and a
-// reply over replyLimit both leave t.noMemoryStats set until the next
-// config refresh, and the client memory is read from INFO meanwhile: the
-// reply is 387 bytes longer, as resplimit counts it, for every non-empty
-// database (Redis 7.0: 3 kB with 1, 388 kB with 1,000, 1.5 MB with 4,000),
-// so replyLimit holds about 2,700. The oversized reply is counted in
-// stall_redis_oversized_replies_total and costs its connection; the next
-// command opens a new one. Any other error (network, timeout, reply
-// memory budget) is returned, wrapped.
+// memoryStats sends MEMORY STATS in a round trip of its own: its reply is
+// 387 bytes longer for every non-empty database (Redis 7.0: 388 kB with
+// 1,000), so a server with more than about 2,700 loses MEMORY STATS, not
+// INFO, to replyLimit. An error reply or a reply over replyLimit sets
+// t.noMemoryStats until the next config refresh (client memory is read
+// from INFO meanwhile); any other error is returned.
 func (t *target) memoryStats(ctx context.Context) (replies.MemoryStats, error) {
 	var ms replies.MemoryStats
 	v, err := t.client.Do(ctx, "MEMORY", "STATS").Result()
@@ -109,9 +100,8 @@ type configCache struct {
 }
 
 // refreshConfig re-reads the cached CONFIG values when they are older than
-// --redis.config-refresh-interval. A server that refuses CONFIG (renamed,
-// ACL, managed service) leaves the limits unknown without failing the
-// scrape; a network error fails it.
+// --redis.config-refresh-interval. An error reply leaves the limits
+// unknown; a network error fails the scrape.
 func (t *target) refreshConfig(ctx context.Context) error {
 	now := time.Now()
 	if !t.cfg.fetched.IsZero() && now.Sub(t.cfg.fetched) < t.s.configRefresh {
@@ -192,10 +182,9 @@ func (t *target) sendInfo(ch chan<- prometheus.Metric, in replies.Info, ms repli
 	}
 }
 
-// infoNumber reads a numeric INFO field (a percentage, *_perc, without
-// its "%": "12.50%" is 12.5). An absent
-// field is not an error (versions differ); one that is not a number is
-// counted as bad input.
+// infoNumber reads a numeric INFO field ("12.50%" of a *_perc is 12.5).
+// An absent field is not an error (versions differ); one that is not a
+// number is counted as bad input.
 func (t *target) infoNumber(in replies.Info, key string) (float64, bool) {
 	s, ok := in.Fields[key]
 	if !ok {
@@ -212,10 +201,8 @@ func (t *target) infoNumber(in replies.Info, key string) (float64, bool) {
 	return v, true
 }
 
-// labelValue makes a value that came from the server (a command, client
-// or library name, a version string) a valid label value of at most
-// collector.MaxLabelBytes (+ "…"). CLIENT LIST group and command names come
-// from the aggregator in that form already; for them it is the identity.
+// labelValue makes a value from the server a valid label value of at
+// most collector.MaxLabelBytes (+ "…").
 func labelValue(s string) string { return collector.LabelValue(s, collector.MaxLabelBytes) }
 
 func (t *target) sendConfig(ch chan<- prometheus.Metric) {

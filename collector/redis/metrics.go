@@ -26,38 +26,13 @@ var (
 		"Wall time of this target's last scrape (all commands, parsing included), as measured by the exporter.", prometheus.GaugeValue, "addr")
 	infoDesc = collector.NewMetric("redis_server_info",
 		"Redis server version and replication role (INFO server redis_version, INFO replication role); always 1.", prometheus.GaugeValue, "addr", "version", "role")
-	uptimeDesc = collector.NewMetric("redis_uptime_seconds",
-		"Seconds since the Redis server started (INFO uptime_in_seconds); a drop is a restart.", prometheus.GaugeValue, "addr")
-	clientsDesc = collector.NewMetric("redis_clients_connected",
-		"Client connections, replicas excluded (INFO connected_clients).", prometheus.GaugeValue, "addr")
 	clientsMemDesc = collector.NewMetric("redis_clients_memory_bytes",
 		"Memory used by client connections, buffers included, by type (MEMORY STATS clients.*, or INFO mem_clients_* before 4.0).",
 		prometheus.GaugeValue, "addr", "type")
-	recentMaxOutDesc = collector.NewMetric("redis_client_recent_max_output_buffer_bytes",
-		"Largest output buffer of any client over the last seconds (INFO client_recent_max_output_buffer, 5.0+; absent before).",
-		prometheus.GaugeValue, "addr")
-	recentMaxInDesc = collector.NewMetric("redis_client_recent_max_input_buffer_bytes",
-		"Largest query buffer of any client over the last seconds (INFO client_recent_max_input_buffer, 5.0+).", prometheus.GaugeValue, "addr")
-	outputBytesDesc = collector.NewMetric("redis_output_bytes_total",
-		"Bytes Redis wrote to the network, replication included (INFO total_net_output_bytes).", prometheus.CounterValue, "addr")
-	inputBytesDesc = collector.NewMetric("redis_input_bytes_total",
-		"Bytes Redis read from the network (INFO total_net_input_bytes).", prometheus.CounterValue, "addr")
-	memUsedDesc = collector.NewMetric("redis_memory_used_bytes",
-		"Memory allocated by Redis (INFO used_memory).", prometheus.GaugeValue, "addr")
 	memMaxDesc = collector.NewMetric("redis_memory_max_bytes",
 		"The maxmemory setting; 0 means no limit (INFO maxmemory, CONFIG GET maxmemory before 3.2).", prometheus.GaugeValue, "addr")
 	datasetRatioDesc = collector.NewMetric("redis_memory_dataset_ratio",
 		"Share of net memory used by the dataset, 0–1 (MEMORY STATS dataset.percentage / 100; INFO used_memory_dataset_perc).", prometheus.GaugeValue, "addr")
-	evictedKeysDesc = collector.NewMetric("redis_evicted_keys_total",
-		"Keys evicted because of maxmemory (INFO evicted_keys).", prometheus.CounterValue, "addr")
-	evictedClientsDesc = collector.NewMetric("redis_evicted_clients_total",
-		"Clients evicted because of maxmemory-clients (INFO evicted_clients, 7.0+).", prometheus.CounterValue, "addr")
-	oblDisconnectsDesc = collector.NewMetric("redis_client_output_buffer_limit_disconnections_total",
-		"Clients closed for exceeding client-output-buffer-limit (INFO client_output_buffer_limit_disconnections, 7.4+).", prometheus.CounterValue, "addr")
-	rejectedDesc = collector.NewMetric("redis_rejected_connections_total",
-		"Connections refused because of maxclients (INFO rejected_connections).", prometheus.CounterValue, "addr")
-	connectionsDesc = collector.NewMetric("redis_connections_received_total",
-		"Connections accepted (INFO total_connections_received).", prometheus.CounterValue, "addr")
 
 	obLimitDesc = collector.NewMetric("redis_client_output_buffer_limit_bytes",
 		"client-output-buffer-limit per class (normal|replica|pubsub) and limit (hard|soft); 0 means no limit (CONFIG GET client-output-buffer-limit, cached).",
@@ -105,8 +80,8 @@ var (
 		"CLIENT LIST commands the exporter sent to this target since it started.", prometheus.CounterValue, "addr")
 )
 
-// infoMetrics are the INFO fields exported as they are, one line each: a
-// new field is one more line. A field the server does not print (another
+// infoMetrics are the INFO fields exported as they are: a new field is
+// one more entry. A field the server does not print (another
 // version: docs/redis.md, Signals and versions) is not exported; one that
 // is not a number is counted as bad input (redis_info_value). Fields with
 // a second source (MEMORY STATS, CONFIG GET) are sent by sendInfo.
@@ -114,16 +89,28 @@ var infoMetrics = []struct {
 	field  string
 	metric collector.Metric
 }{
-	{"uptime_in_seconds", uptimeDesc},
-	{"connected_clients", clientsDesc},
-	{"client_recent_max_output_buffer", recentMaxOutDesc},
-	{"client_recent_max_input_buffer", recentMaxInDesc},
-	{"total_net_output_bytes", outputBytesDesc},
-	{"total_net_input_bytes", inputBytesDesc},
-	{"used_memory", memUsedDesc},
-	{"evicted_keys", evictedKeysDesc},
-	{"evicted_clients", evictedClientsDesc},
-	{"client_output_buffer_limit_disconnections", oblDisconnectsDesc},
-	{"rejected_connections", rejectedDesc},
-	{"total_connections_received", connectionsDesc},
+	{"uptime_in_seconds", collector.NewMetric("redis_uptime_seconds",
+		"Seconds since the Redis server started (INFO uptime_in_seconds); a drop is a restart.", prometheus.GaugeValue, "addr")},
+	{"connected_clients", collector.NewMetric("redis_clients_connected",
+		"Client connections, replicas excluded (INFO connected_clients).", prometheus.GaugeValue, "addr")},
+	{"client_recent_max_output_buffer", collector.NewMetric("redis_client_recent_max_output_buffer_bytes",
+		"Largest output buffer of any client over the last seconds (INFO client_recent_max_output_buffer, 5.0+; absent before).", prometheus.GaugeValue, "addr")},
+	{"client_recent_max_input_buffer", collector.NewMetric("redis_client_recent_max_input_buffer_bytes",
+		"Largest query buffer of any client over the last seconds (INFO client_recent_max_input_buffer, 5.0+).", prometheus.GaugeValue, "addr")},
+	{"total_net_output_bytes", collector.NewMetric("redis_output_bytes_total",
+		"Bytes Redis wrote to the network, replication included (INFO total_net_output_bytes).", prometheus.CounterValue, "addr")},
+	{"total_net_input_bytes", collector.NewMetric("redis_input_bytes_total",
+		"Bytes Redis read from the network (INFO total_net_input_bytes).", prometheus.CounterValue, "addr")},
+	{"used_memory", collector.NewMetric("redis_memory_used_bytes",
+		"Memory allocated by Redis (INFO used_memory).", prometheus.GaugeValue, "addr")},
+	{"evicted_keys", collector.NewMetric("redis_evicted_keys_total",
+		"Keys evicted because of maxmemory (INFO evicted_keys).", prometheus.CounterValue, "addr")},
+	{"evicted_clients", collector.NewMetric("redis_evicted_clients_total",
+		"Clients evicted because of maxmemory-clients (INFO evicted_clients, 7.0+).", prometheus.CounterValue, "addr")},
+	{"client_output_buffer_limit_disconnections", collector.NewMetric("redis_client_output_buffer_limit_disconnections_total",
+		"Clients closed for exceeding client-output-buffer-limit (INFO client_output_buffer_limit_disconnections, 7.4+).", prometheus.CounterValue, "addr")},
+	{"rejected_connections", collector.NewMetric("redis_rejected_connections_total",
+		"Connections refused because of maxclients (INFO rejected_connections).", prometheus.CounterValue, "addr")},
+	{"total_connections_received", collector.NewMetric("redis_connections_received_total",
+		"Connections accepted (INFO total_connections_received).", prometheus.CounterValue, "addr")},
 }

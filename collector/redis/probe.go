@@ -10,12 +10,9 @@ import (
 
 // /probe?module=redis&target=…: a request names an address and nothing
 // else (parseProbeAddress); the allowlist decides whether and how it is
-// reached — scheme, TLS and user come from the configuration
-// ((*allowlist).resolve) — so one address is one target whatever scheme
-// the request spelled. The exporter keeps the collector of each address,
-// a target whose CONFIG cache, CLIENT LIST schedule and last aggregates
-// last between probes, under its /probe limits (docs/redis.md: a cached
-// target is 3–6 kB of heap, an idle connection about 15 kB more and a file
+// reached (allowlist.go). The exporter keeps the collector of each address
+// between probes, under its /probe limits (docs/redis.md: a cached target
+// is 3–6 kB of heap, an idle connection about 15 kB more and a file
 // descriptor).
 
 // newProbe builds the /probe module from the process's flags, at start.
@@ -35,18 +32,11 @@ func (f *flagValues) probe() (*probeModule, error) {
 	if err != nil {
 		return nil, err
 	}
-	allow, err := f.allowlist(s.conn)
+	allow, err := newAllowlist(*f.addrs, *f.probeAllowed, *f.probeAllowedRE, *f.probeScheme, s.conn)
 	if err != nil {
 		return nil, err
 	}
 	return &probeModule{s: s, allow: allow}, nil
-}
-
-// allowlist builds the /probe allowlist: every --redis.addr and
-// --redis.probe.allowed-targets entry with its configured scheme, TLS and
-// user, and the regexp with --redis.probe.scheme.
-func (f *flagValues) allowlist(conn connSettings) (*allowlist, error) {
-	return newAllowlist(*f.addrs, *f.probeAllowed, *f.probeAllowedRE, *f.probeScheme, conn)
 }
 
 type probeModule struct {

@@ -43,16 +43,13 @@ var downMessages = map[string]string{
 	remote.ReasonNetwork: "redis target connection failed",
 }
 
-// errPasswordSource marks a password file that cannot be read.
-var errPasswordSource = errors.New("redis password file unreadable")
+var (
+	errPasswordSource = errors.New("redis password file unreadable")
+	errAuthRefused    = errors.New("the server refused the connection's HELLO/AUTH") // an error reply to a new connection's setup
+)
 
-// errAuthRefused marks an error reply to the HELLO or AUTH of a new
-// connection.
-var errAuthRefused = errors.New("the server refused the connection's HELLO/AUTH")
-
-// downReason classifies a failed scrape: the reply limits, the
-// connection's setup, error replies and the TLS checks of tlsDialer first,
-// then the network's own reasons (remote.NetworkReason).
+// downReason classifies a failed scrape: Redis' reasons first, then the
+// network's (remote.NetworkReason).
 func downReason(err error) string {
 	var re redis.Error
 	switch {
@@ -77,9 +74,8 @@ func downReason(err error) string {
 }
 
 // isGoRedisParseError reports a reply that passed resplimit's lexer but
-// not go-redis' parser (":abc" where an integer is due, say). go-redis
-// returns these as fmt.Errorf text without a type or sentinel
-// (internal/proto/reader.go), so their prefix is the only thing to match.
+// not go-redis' parser (":abc" for an integer): go-redis returns these as
+// text without a type or sentinel (internal/proto/reader.go).
 func isGoRedisParseError(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "redis: can't parse") || strings.Contains(msg, "redis: invalid reply")

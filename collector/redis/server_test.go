@@ -275,7 +275,3 @@ func newPipeScraper(t testing.TB, s settings, cfg collector.Config, servers ...*
 	}
 	return c
 }
-
-// advance moves a synctest bubble's clock on by d (time.Sleep inside a
-// bubble waits for nothing but the fake clock).
-func advance(d time.Duration) { time.Sleep(d) }

@@ -19,33 +19,24 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector/remote"
 )
 
-// targetSpec is one parsed target: the go-redis options plus the label
-// that names it in metrics and logs (never carrying credentials).
+// targetSpec is one parsed target: the go-redis options and the label
+// that names it in metrics and logs (never with credentials).
 type targetSpec struct {
-	label    string // "redis://host:port", "rediss://host:port" or "unix:///path"
-	written  string // the target as configured, without password or query: for start-up errors
-	scheme   string // "redis", "rediss" or "unix"
-	hostPort string // "host:port" or the socket path: what the /probe allowlist matches
-	opts     *redis.Options
-	user     string // ACL user (from the URL or --redis.user)
-	// passwordInURL is set when the password was written in the URL, where
-	// the process list shows it.
-	passwordInURL bool
-	// bigKeysReplica is the ?bigkeys_replica=host:port of a --redis.addr:
-	// the replica the big-key scan should use (same credentials and TLS).
-	bigKeysReplica string
-	// oversized counts replies refused by their size limit on any
-	// connection made with opts (scrapes and big-key scans).
-	oversized *atomic.Uint64
-	// budgetRefused counts replies that found no room in replyBudget
-	// before their deadline.
+	label          string // "redis://host:port", "rediss://host:port" or "unix:///path"
+	written        string // the target as configured, without password or query: for start-up errors
+	scheme         string // "redis", "rediss" or "unix"
+	hostPort       string // "host:port" or the socket path: what the /probe allowlist matches
+	opts           *redis.Options
+	user           string // ACL user (from the URL or --redis.user)
+	passwordInURL  bool   // where the process list shows it
+	bigKeysReplica string // ?bigkeys_replica=host:port: the replica to scan
+	// oversized and budgetRefused count replies refused by their size
+	// limit and by replyBudget, on any connection made with opts.
+	oversized     *atomic.Uint64
 	budgetRefused atomic.Uint64
-	// dial connects (TCP, TLS or Unix socket) without the reply limits;
-	// dialer adds them.
-	dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// clientListLimit is --redis.max-reply-bytes: the largest CLIENT LIST
-	// reply, which is streamed.
-	clientListLimit int64
+	// dial connects (TCP, TLS or Unix socket); dialer adds the reply limits.
+	dial            func(ctx context.Context, network, addr string) (net.Conn, error)
+	clientListLimit int64 // --redis.max-reply-bytes
 }
 
 // credentialSource says where a target's password comes from. Files and
@@ -85,28 +76,20 @@ type connSettings struct {
 	tls                             tlsSettings
 }
 
-// replyBudget bounds the bytes of held replies (INFO or any other bulk
-// string over resplimit.HoldAbove, up to replyLimit each) that all Redis
-// connections of the process hold at once, scrapes, probes and big-key
-// scans together. Each such reply is buffered whole and then copied whole
-// by go-redis, so without it the transient memory is the number of
-// concurrent /probe requests (--web.max-probe-requests, 40) times about 2
-// × replyLimit, measured at 61 MB of a 64 MiB cgroup. Real
-// replies are below HoldAbove (INFO is 5–50 kB) and never wait.
+// replyBudget bounds the bulk strings over resplimit.HoldAbove that all
+// Redis connections of the process hold at once: 8 replies at replyLimit.
+// Each is buffered whole, then copied whole by go-redis; without it 40
+// concurrent /probe requests (--web.max-probe-requests) took 61 MB of a
+// 64 MiB cgroup. Real replies are below HoldAbove and never wait.
 var replyBudget = remote.NewBudget(replyBudgetBytes)
 
-// replyBudgetBytes is replyBudget's size: 8 replies at the 1 MiB limit.
 const replyBudgetBytes = 8 << 20
 
 // replyLimit bounds every reply other than CLIENT LIST, per command or
-// pipeline: INFO with commandstats is 5–50 kB on real servers (a 7.x
-// server with every one of its ~380 commands and subcommands called is
-// about 45 kB), CONFIG GET a few kB, MEMORY STATS 3 kB plus 387 bytes
-// per non-empty database (sent alone, so that a server with more than
-// about 2,700 of them loses MEMORY STATS, not INFO: target.memoryStats), a
-// big-key SCAN page of 100 key names a few kB. Bulk strings over resplimit.HoldAbove are
-// handed to go-redis only once complete, so a reply costs at most twice
-// what actually arrived.
+// pipeline: INFO with commandstats is 5–50 kB on real servers (about 45 kB
+// with all ~380 commands of 7.x called), CONFIG GET and a SCAN page a few
+// kB, MEMORY STATS 3 kB plus 387 bytes per non-empty database (sent alone:
+// target.memoryStats).
 const replyLimit = 1 << 20
 
 // clientName is what the exporter's connections call themselves in
@@ -114,14 +97,13 @@ const replyLimit = 1 << 20
 const clientName = "stall_exporter"
 
 // parseTarget turns a configured target (--redis.addr,
-// --redis.probe.allowed-targets) into options. Accepted forms: "host:port",
-// "redis://[user[:password]@]host:port[/db]", "rediss://…" (TLS),
-// "unix:///path/to.sock"; the query parameters password_file and
-// password_env choose the target's own password source, bigkeys_replica
-// the replica to scan; other query parameters are go-redis' (dial_timeout,
-// skip_verify, …). /probe requests go through parseProbeAddress instead.
+// --redis.probe.allowed-targets) into options: "host:port",
+// "redis://[user[:password]@]host:port[/db]", "rediss://…" (TLS) or
+// "unix:///path/to.sock", with the query parameters password_file,
+// password_env and bigkeys_replica, and go-redis' own (dial_timeout,
+// skip_verify, …).
 func parseTarget(raw string, s connSettings) (*targetSpec, error) {
-	u, err := parseTargetURL(raw)
+	u, _, err := parseTargetURL(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -131,8 +113,7 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 		return nil, err
 	}
 	bigKeysReplica := q.Get("bigkeys_replica")
-	// go-redis is given the URL without what only the exporter reads: the
-	// user and password, and the exporter's own query parameters.
+	// go-redis is given the URL without what only the exporter reads.
 	q.Del("password_file")
 	q.Del("password_env")
 	q.Del("bigkeys_replica")
@@ -163,31 +144,32 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	return spec, nil
 }
 
-// parseTargetURL parses a configured target as a URL, redis:// when it
-// names no scheme. Its errors never quote the input, which may hold a
-// password.
-func parseTargetURL(raw string) (*url.URL, error) {
+// errNotURL never quotes the input, which may hold a password.
+var errNotURL = errors.New("redis target is not a valid URL (scheme://[user@]host:port)")
+
+// parseTargetURL parses a configured or /probe target as a URL, redis://
+// when it names no scheme (named is false).
+func parseTargetURL(raw string) (u *url.URL, named bool, err error) {
 	if raw == "" {
-		return nil, errors.New("empty redis target")
+		return nil, false, errors.New("empty redis target")
 	}
 	if !utf8.ValidString(raw) {
 		// It would end up in the addr label, which must be UTF-8.
-		return nil, errors.New("redis target is not valid UTF-8")
+		return nil, false, errors.New("redis target is not valid UTF-8")
 	}
-	if !strings.Contains(raw, "://") {
+	named = strings.Contains(raw, "://")
+	if !named {
 		raw = "redis://" + raw
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("redis target is not a valid URL (scheme://[user@]host:port)")
+	if u, err = url.Parse(raw); err != nil {
+		return nil, named, errNotURL
 	}
-	return u, nil
+	return u, named, nil
 }
 
 // targetCredentials is the user and password source of a target: the
-// --redis.* defaults, overridden by the target's password_file or
-// password_env parameter and by a user or password in its URL. A
-// password_env naming a variable that is not set is an error.
+// --redis.* defaults, overridden by its password_file or password_env and
+// by a user or password in its URL.
 func targetCredentials(u *url.URL, q url.Values, s connSettings) (credentialSource, error) {
 	cred := credentialSource{user: s.user, passwordFile: s.passwordFile, passwordEnv: s.passwordEnv}
 	if f := q.Get("password_file"); f != "" {
@@ -214,8 +196,7 @@ func targetCredentials(u *url.URL, q url.Values, s connSettings) (credentialSour
 	return cred, nil
 }
 
-// setClientOptions sets what the exporter decides for every target over
-// what the URL says: credentials, protocol, connection setup and pool.
+// setClientOptions sets what the exporter decides over what the URL says.
 func setClientOptions(opts *redis.Options, cred credentialSource, s connSettings) {
 	// INFO, CLIENT LIST and CONFIG are server-wide: a /db in the URL is
 	// accepted and ignored, so the user needs no SELECT permission.
@@ -234,11 +215,9 @@ func setClientOptions(opts *redis.Options, cred credentialSource, s connSettings
 	opts.ContextTimeoutEnabled = true
 	opts.MaxRetries = 1
 	opts.DialerRetries = 1
-	// Scrapes of a target never overlap and send one command or pipeline
-	// at a time: one connection is enough. The commands are tens of bytes
-	// and replies over the buffer are read past it, so 4 KiB buffers (32
-	// KiB each by default) do not cost a system call more, and keep an
-	// idle connection at about 10 kB — /probe can cache many.
+	// Scrapes of a target never overlap: one connection is enough. 4 KiB
+	// buffers (32 KiB by default) keep an idle connection at about 10 kB,
+	// so /probe can cache many; replies over them are read past them.
 	opts.PoolSize = 1
 	opts.PipelinePoolSize = -1 // one pool: a scrape uses a single connection
 	opts.MinIdleConns = 0
@@ -253,9 +232,7 @@ func setClientOptions(opts *redis.Options, cred credentialSource, s connSettings
 
 // targetAddr is the one spelling of a target's address, which its label
 // and the /probe allowlist use: remote.NormalizeHostPort of go-redis'
-// host:port (lower-case names, canonical IPs, a port from 1 to 65535 —
-// net/url accepts any digits, and such a target would fail every scrape
-// with reason="network"), or a clean absolute socket path.
+// host:port, or a clean absolute socket path.
 func targetAddr(u *url.URL, opts *redis.Options) (string, error) {
 	if u.Scheme == "unix" {
 		if u.Host != "" {
@@ -266,10 +243,9 @@ func targetAddr(u *url.URL, opts *redis.Options) (string, error) {
 	return remote.NormalizeHostPort(opts.Addr)
 }
 
-// dialer returns a go-redis Dialer whose connections check every reply
-// as it arrives, under go-redis' reader (package resplimit): go-redis
-// allocates what a reply header announces before reading it. stream, when
-// not nil, is the CLIENT LIST stream of the target the client serves.
+// dialer returns a go-redis Dialer whose connections bound every reply as
+// it arrives (package resplimit); stream, when not nil, is the target's
+// CLIENT LIST stream.
 func (s *targetSpec) dialer(stream *resplimit.Stream) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := s.dial(ctx, network, addr)
@@ -284,12 +260,6 @@ func (s *targetSpec) dialer(stream *resplimit.Stream) func(ctx context.Context, 
 	}
 }
 
-// newClientListStream returns the stream a target's CLIENT LIST replies
-// are aggregated from.
-func (s *targetSpec) newClientListStream() *resplimit.Stream {
-	return resplimit.NewStream(s.clientListLimit, "client", "list")
-}
-
 // setClientName names a new connection; a server that does not know CLIENT
 // SETNAME (before 2.6.9) or an ACL that forbids it leaves it unnamed.
 func setClientName(ctx context.Context, cn *redis.Conn) error {
@@ -299,8 +269,7 @@ func setClientName(ctx context.Context, cn *redis.Conn) error {
 	return nil
 }
 
-// writtenURL prints a URL as configured, with its user but without its
-// password or query.
+// writtenURL is the URL as configured, without password or query.
 func writtenURL(u *url.URL) string {
 	c := *u
 	if c.User != nil {
@@ -310,12 +279,11 @@ func writtenURL(u *url.URL) string {
 	return c.String()
 }
 
-// newClient returns a client on a copy of the options: go-redis fills in
-// defaults in the Options it is given, and spec.opts is shared. stream,
-// when not nil, is the target's CLIENT LIST stream. setup, when not nil,
-// is true while a new connection authenticates: from the moment go-redis
-// asks for the credentials (before HELLO and AUTH) until its setup ends
-// (OnConnect), so that an error reply to HELLO or AUTH is told from one to
+// newClient returns a client on a copy of the options (go-redis fills in
+// the Options it is given). stream, when not nil, is the target's CLIENT
+// LIST stream. setup, when not nil, is true while a new connection
+// authenticates, from the credentials request (before HELLO and AUTH) to
+// OnConnect, so that an error reply to HELLO or AUTH is told from one to
 // INFO whatever its text.
 func (s *targetSpec) newClient(stream *resplimit.Stream, setup *atomic.Bool) *redis.Client {
 	o := *s.opts

@@ -19,8 +19,8 @@ import (
 )
 
 // target is one Redis server and the state kept between its scrapes: a
-// run sends INFO (info.go), then CONFIG GET and MEMORY STATS when due
-// (info.go) and CLIENT LIST when its mode says so (clientlist.go).
+// run sends INFO, MEMORY STATS and CONFIG GET when due (info.go) and
+// CLIENT LIST when its mode says so (clientlist.go).
 type target struct {
 	spec     *targetSpec
 	clStream *resplimit.Stream // CLIENT LIST replies, aggregated as they arrive
@@ -29,27 +29,22 @@ type target struct {
 	problems *collector.Problems
 	down     *collector.StateLog // the target going down and coming back
 
-	// runs makes concurrent scrapes of the target share one run.
-	runs singleflight.Group
-
-	sem chan struct{} // held by the run in progress, and by close
-
-	// inSetup is true while a new connection authenticates (newClient).
-	inSetup atomic.Bool
+	runs    singleflight.Group // concurrent scrapes of the target share one run
+	sem     chan struct{}      // held by the run in progress, and by close
+	inSetup atomic.Bool        // a new connection is authenticating (newClient)
 
 	// Guarded by sem.
-	client        *redis.Client // nil until the next scrape needs it (dropConn)
-	major, minor  int           // server version, 0.0 until known
-	noMemoryStats bool
-	cfg           configCache
-	scrapes       uint64
-	agg           replies.Aggregator
-	cl            clientListResult
-	// untrackedLogged: CLIENT LIST had more than replies.MaxGroups groups.
-	untrackedLogged bool
-	// commands logs CLIENT LIST, CONFIG GET and MEMORY STATS being refused
-	// and answered again, by cmd label; Failing is
-	// stall_redis_command_refused. A command never refused has no log (nil).
+	client          *redis.Client // nil until the next scrape needs it (dropConn)
+	major, minor    int           // server version, 0.0 until known
+	noMemoryStats   bool
+	cfg             configCache
+	scrapes         uint64
+	agg             replies.Aggregator
+	cl              clientListResult
+	untrackedLogged bool // CLIENT LIST had more than replies.MaxGroups groups
+	// commands logs CLIENT LIST, CONFIG GET and MEMORY STATS being refused,
+	// by cmd label (Failing is stall_redis_command_refused); nil for a
+	// command never refused.
 	commands map[string]*collector.StateLog
 }
 
@@ -57,7 +52,7 @@ func newTarget(spec *targetSpec, s settings, cfg collector.Config) *target {
 	logger := cfg.Logger.With("addr", spec.label)
 	return &target{
 		spec:     spec,
-		clStream: spec.newClientListStream(),
+		clStream: resplimit.NewStream(spec.clientListLimit, "client", "list"),
 		s:        s,
 		logger:   logger,
 		problems: cfg.Problems,
@@ -69,16 +64,14 @@ func newTarget(spec *targetSpec, s settings, cfg collector.Config) *target {
 }
 
 // close waits for a running scrape to finish, then closes the connection
-// pool; the target must not be used afterwards (a later collect waits for
-// its deadline and reports it down).
+// pool; a later collect waits for its deadline and reports the target down.
 func (t *target) close() {
 	t.sem <- struct{}{}
 	t.closeClient()
 }
 
-// dropConn closes the target's connection unless a scrape is using it; the
-// next scrape opens a new one. It reports whether the target is now
-// without a connection.
+// dropConn closes the target's connection unless a scrape is using it,
+// and reports whether it did.
 func (t *target) dropConn() bool {
 	select {
 	case t.sem <- struct{}{}:
@@ -99,11 +92,9 @@ func (t *target) closeClient() {
 }
 
 // collect scrapes the target and sends its series; stall_redis_up is sent
-// in every case, before ctx's deadline. Scrapes of the same target that
-// arrive while one runs do not start their own: they wait for that run
-// and send its series and error. Whoever can reach the exporter therefore
-// cannot multiply the INFO and CLIENT LIST work done on Redis' main
-// thread by sending concurrent requests.
+// in every case, before ctx's deadline. Scrapes that arrive while one runs
+// share its series and error, so concurrent requests cannot multiply the
+// work done on Redis' main thread.
 func (t *target) collect(ctx context.Context, ch chan<- prometheus.Metric) error {
 	ctx, cancel := context.WithDeadline(ctx, collector.ScrapeDeadline(ctx, time.Now(), t.s.timeout))
 	defer cancel()
@@ -129,7 +120,6 @@ func (t *target) collect(ctx context.Context, ch chan<- prometheus.Metric) error
 	}
 }
 
-// send sends the series of a run and returns its error.
 func send(ch chan<- prometheus.Metric, r singleflight.Result) error {
 	for _, m := range r.Val.([]prometheus.Metric) {
 		ch <- m
@@ -213,8 +203,7 @@ type errAfterUp struct{ error }
 
 func (e errAfterUp) Unwrap() error { return e.error }
 
-// isErrorReply tells a server error reply (unknown command, NOPERM) from a
-// network or timeout error.
+// isErrorReply tells a server error reply from a network or timeout error.
 func isErrorReply(err error) bool {
 	var re redis.Error
 	return err != nil && errors.As(err, &re) && !errors.Is(err, redis.Nil)
@@ -243,28 +232,22 @@ func (t *target) scrape(ctx context.Context, ch chan<- prometheus.Metric) error 
 	t.sendConfig(ch)
 	t.sendClientList(ch)
 	t.sendRefused(ch)
-	// INFO answered, so the target is up; the collector still reports
-	// the failure.
 	if err := errors.Join(memErr, clErr); err != nil {
 		return errAfterUp{err}
 	}
 	return nil
 }
 
-// What a refused command takes away, for the warning; by the cmd label
-// value (Redis' own command|subcommand name).
+// What a refused command takes away, for the warning, by cmd label.
 var refusedEffects = map[string]string{
 	cmdClientList:  "the client output-buffer aggregates (stall_redis_client_*, incident 7's signal) are not exported; allow the exporter's ACL user client|list",
 	cmdConfigGet:   "the client-output-buffer-limit families are not exported; allow config|get (managed services may rename or forbid CONFIG)",
 	cmdMemoryStats: "client memory is read from INFO instead; allow memory|stats",
 }
 
-// What a reply over replyLimit takes away, for the warning; by the cmd
-// label value. Only commands whose reply size the exporter does not bound
-// by other means are listed.
-var tooLargeEffects = map[string]string{
-	cmdMemoryStats: "client memory is read from INFO (mem_clients_normal, 5.0+) instead until the next --redis.config-refresh-interval tries again; its db.N entries grow with every non-empty database (about 2,700 fit)",
-}
+// What a MEMORY STATS reply over replyLimit takes away, for the warning:
+// the only command whose reply size nothing else bounds.
+const memoryStatsTooLarge = "client memory is read from INFO (mem_clients_normal, 5.0+) instead until the next --redis.config-refresh-interval tries again; its db.N entries grow with every non-empty database (about 2,700 fit)"
 
 // The commands stall_redis_command_refused reports.
 const (
@@ -274,9 +257,7 @@ const (
 )
 
 // commandAnswered records whether the server answered cmd (err nil) or
-// refused it with an error reply (or, for MEMORY STATS, a reply over
-// replyLimit), through the command's StateLog: a warning when it is first
-// refused, debug while it stays refused, info when it is answered again.
+// refused it: an error reply, or for MEMORY STATS a reply over replyLimit.
 func (t *target) commandAnswered(cmd string, err error) {
 	l := t.commands[cmd]
 	if l == nil && err == nil {
@@ -284,8 +265,6 @@ func (t *target) commandAnswered(cmd string, err error) {
 		return
 	}
 	if l == nil {
-		// The logger is the target's, cmd an argument of each line: a
-		// logger of its own would cost a handler per command and target.
 		l = collector.NewStateLog(t.logger)
 		t.commands[cmd] = l
 	}
@@ -293,7 +272,7 @@ func (t *target) commandAnswered(cmd string, err error) {
 	case err == nil:
 		l.OK("redis target answers "+cmd+" again", "cmd", cmd)
 	case errors.Is(err, resplimit.ErrTooLarge):
-		l.Failed("redis target's "+cmd+" reply is over the 1 MiB reply limit: "+tooLargeEffects[cmd], reasonTooLarge, err, "cmd", cmd)
+		l.Failed("redis target's "+cmd+" reply is over the 1 MiB reply limit: "+memoryStatsTooLarge, reasonTooLarge, err, "cmd", cmd)
 	default:
 		l.Failed("redis target refused "+cmd+": "+refusedEffects[cmd], reasonErrorReply, err, "cmd", cmd)
 	}

@@ -24,8 +24,7 @@ type tlsSettings struct {
 	certs                                 []tls.Certificate // the client certificate, if any
 }
 
-// load reads the files the settings name; every error names the flag to
-// fix.
+// load reads the files the settings name; every error names its flag.
 func (t tlsSettings) load() (tlsSettings, error) {
 	if t.caFile != "" {
 		pem, err := os.ReadFile(t.caFile)
@@ -82,14 +81,13 @@ func (t tlsSettings) config(base *tls.Config) *tls.Config {
 	return c
 }
 
-// errTLSHandshake marks a TLS handshake that the TLS layer failed (a
-// certificate, an alert, a record that is not TLS), as opposed to the
-// connection under it (a timeout, a close, a reset), which keeps its own
-// reason.
-var errTLSHandshake = errors.New("TLS handshake failed")
-
-// errPlainTextPort is a rediss:// target whose port speaks plain RESP.
-var errPlainTextPort = errors.New("tls: the port answers plain-text Redis (a PING on a second connection got a RESP reply), not TLS: use redis:// or the TLS port")
+var (
+	// errTLSHandshake marks a handshake the TLS layer failed (a
+	// certificate, an alert, a record that is not TLS), not the connection
+	// under it (a timeout, a close, a reset), which keeps its own reason.
+	errTLSHandshake  = errors.New("TLS handshake failed")
+	errPlainTextPort = errors.New("tls: the port answers plain-text Redis (a PING on a second connection got a RESP reply), not TLS: use redis:// or the TLS port")
+)
 
 // keepAlive is go-redis' TCP keep-alive policy for its own dialer: probes
 // after 30 s idle, 3 of them 5 s apart.
@@ -146,8 +144,7 @@ func tlsDialer(timeout time.Duration, cfg *tls.Config) func(ctx context.Context,
 	}
 }
 
-// handshakeError wraps errTLSHandshake around an error of the TLS layer;
-// one of the connection under it (see downReason) is returned as it is.
+// handshakeError wraps errTLSHandshake around an error of the TLS layer.
 func handshakeError(err error) error {
 	var netErr net.Error
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
@@ -180,7 +177,6 @@ func answersPlainRESP(ctx context.Context, d *net.Dialer, network, addr string) 
 	return n > 2 && (line[0] == '+' || line[0] == '-') && bytes.Contains(line, []byte("\r\n"))
 }
 
-// readCounter counts the bytes read from a connection.
 type readCounter struct {
 	net.Conn
 	n atomic.Int64

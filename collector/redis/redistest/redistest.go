@@ -1,12 +1,10 @@
 // Package redistest is the fake Redis server of the redis collector's
 // tests: a loopback listener (or, inside a testing/synctest bubble, an
-// in-memory pipe) that reads commands as clients send them and answers
-// each from a table of replies. It stands in for what a real redis-server
-// cannot be made to do on this machine: versions that are not installed
-// (2.4 … 4.0, replayed from fixtures), and hostile or broken peers (an
-// announced 800 MB reply, an endless status line, an HTTP server, a
-// proxy that refuses AUTH). Everything a real server can answer is tested
-// against a real one.
+// in-memory pipe) that answers each command from a table of replies. It
+// stands in for what a real redis-server cannot be made to do here:
+// versions that are not installed (2.4 … 4.0, replayed from fixtures), and
+// hostile or broken peers (an announced 800 MB reply, an endless status
+// line, a proxy that refuses AUTH).
 package redistest
 
 import (
@@ -26,8 +24,7 @@ import (
 // A Reply writes the answer to one command; an error ends the connection.
 type Reply func(w io.Writer) error
 
-// Raw answers with s as it is: a status or error line, an array, or bytes
-// that are not RESP at all.
+// Raw answers with s as it is, RESP or not.
 func Raw(s string) Reply {
 	b := []byte(s)
 	return func(w io.Writer) error {
@@ -116,8 +113,8 @@ func Start(t testing.TB, replies Replies) *Server {
 // server inside a testing/synctest bubble.
 func NewPipe(replies Replies) *Server { return &Server{replies: replies} }
 
-// Dial has the signature of a go-redis Dialer: it returns the client end of
-// a new net.Pipe whose other end the server serves.
+// Dial is a go-redis Dialer: the client end of a new net.Pipe the server
+// serves.
 func (s *Server) Dial(context.Context, string, string) (net.Conn, error) {
 	client, server := net.Pipe()
 	go s.Serve(server)
@@ -191,29 +188,15 @@ func (s *Server) Open() int64 { return s.accepted.Load() - s.closed.Load() }
 // ReadCommand reads one command as clients send it, an array of bulk
 // strings, and returns its words.
 func ReadCommand(r *bufio.Reader) ([]string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	if len(line) < 3 || line[0] != '*' {
-		return nil, fmt.Errorf("not an array: %q", line)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+	n, err := readLength(r, '*')
 	if err != nil {
 		return nil, err
 	}
 	args := make([]string, 0, n)
 	for range n {
-		h, err := r.ReadString('\n')
+		size, err := readLength(r, '$')
 		if err != nil {
 			return nil, err
-		}
-		if len(h) < 3 || h[0] != '$' {
-			return nil, fmt.Errorf("not a bulk string: %q", h)
-		}
-		size, err := strconv.Atoi(strings.TrimSpace(h[1:]))
-		if err != nil || size < 0 {
-			return nil, fmt.Errorf("bad bulk length %q", h)
 		}
 		b := make([]byte, size+2)
 		if _, err := io.ReadFull(r, b); err != nil {
@@ -222,4 +205,17 @@ func ReadCommand(r *bufio.Reader) ([]string, error) {
 		args = append(args, string(b[:size]))
 	}
 	return args, nil
+}
+
+// readLength reads a "*3" or "$5" header of type typ.
+func readLength(r *bufio.Reader, typ byte) (int, error) {
+	h, err := r.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(h[1:]))
+	if h[0] != typ || err != nil || n < 0 {
+		return 0, fmt.Errorf("not a %c header: %q", typ, h)
+	}
+	return n, nil
 }

@@ -2,6 +2,7 @@ package replies
 
 import (
 	"bytes"
+	"container/heap"
 	"fmt"
 	"slices"
 	"strings"
@@ -32,10 +33,8 @@ var GroupByNames = []string{"host", "name", "lib-name", "user", "pool"}
 // ParseGroupBy maps "host", "name", "lib-name", "user" or "pool" to a
 // GroupBy.
 func ParseGroupBy(s string) (GroupBy, error) {
-	for i, n := range GroupByNames {
-		if s == n {
-			return GroupBy(i), nil
-		}
+	if i := slices.Index(GroupByNames, s); i >= 0 {
+		return GroupBy(i), nil
 	}
 	return 0, fmt.Errorf("unknown client grouping %q (want one of %s)", s, strings.Join(GroupByNames, ", "))
 }
@@ -53,11 +52,9 @@ const NoneGroup = "none"
 // names, so no real name ends in it.
 const LiteralSuffix = " (literal)"
 
-// label is the exported form of a group or command name:
-// collector.LabelValue with collector.MaxLabelBytes (a longer name is cut
-// and ends in "…", and names equal up to the cut are one group), and never
-// a reserved value. Groups are keyed by it, so two groups never share a
-// label. The common name is returned as is, without allocating.
+// label is the exported form of a group or command name, and its key:
+// collector.LabelValue (names equal up to the cut are one group), never a
+// reserved value.
 func label(s string) string {
 	switch s {
 	case "":
@@ -98,37 +95,23 @@ type ClientListStats struct {
 	// omem.
 	Commands []Group
 	// Untracked counts clients summed in OtherGroup without their group or
-	// command being ranked, because the reply had more than MaxGroups
-	// distinct ones: idle clients of names past MaxGroups, and the clients
-	// of groups with the smallest omem when more than 2 × MaxGroups had
-	// some (see MaxGroups).
+	// command being ranked (see MaxGroups).
 	Untracked int
-	// Malformed counts lines or fields that could not be read: a line
-	// without addr or longer than MaxLineBytes, a non-numeric omem, oll or
-	// tot-mem. Fields the aggregate does not use are skipped without being
-	// checked.
+	// Malformed counts lines without addr or longer than MaxLineBytes, and
+	// non-numeric omem, oll or tot-mem; unused fields are not checked.
 	Malformed int
 }
 
-// MaxGroups bounds the distinct group names, and separately the distinct
-// command names, one reply is aggregated by, so that a reply of 100,000
-// clients grouped by name, or a hostile one with a new name on every
-// line, costs at most a few MB. A client whose name is new once MaxGroups
-// are tracked is summed in OtherGroup (and counted in Untracked) when its
-// omem is 0, and tracked when it is not, up to twice MaxGroups. When those
-// 2 × MaxGroups are tracked, a client with a new name and more omem than
-// the smallest tracked group takes that group's place, and the smallest
-// group (its clients and omem) moves to OtherGroup; a client with no more
-// omem than it goes to OtherGroup. The table so holds the groups with the
-// largest omem seen so far, and the ranking is exact for every group whose
-// clients are not scattered across the reply: with distinct names (one
-// client per group) or a group's clients listed together, the top K are
-// always the K largest. A group whose clients are scattered among more
-// than 2 × MaxGroups others with pending output can be moved to OtherGroup
-// while it is the smallest, losing from its own sum the omem it had then
-// (at most 1/(2 × MaxGroups) of the reply's omem each time). What can be
-// low, besides, is the client count of an exported group whose idle
-// members came after the first MaxGroups names.
+// MaxGroups bounds the distinct group names, and separately the command
+// names, of one reply, so that 100,000 clients with distinct names cost a
+// few MB. Past MaxGroups a new name is tracked only with omem > 0 (else it
+// is summed in OtherGroup and Untracked); past 2 × MaxGroups a new name
+// with more omem than the smallest tracked group takes its place, and that
+// group moves to OtherGroup. The top K are so exact unless a group's
+// clients are scattered among more than 2 × MaxGroups others with pending
+// output (each eviction costs it at most 1/(2 × MaxGroups) of the omem);
+// an exported group's client count can be low when its idle members come
+// after the first MaxGroups names.
 const MaxGroups = 2000
 
 // MaxLineBytes bounds one CLIENT LIST line (a line is about 300 bytes; a
@@ -137,16 +120,13 @@ const MaxGroups = 2000
 const MaxLineBytes = 64 << 10
 
 // retainGroups is how many group names an Aggregator keeps between
-// replies (so that a steady state allocates nothing); with more, its maps
-// are released after each reply, so that an idle target does not hold
-// memory for the largest reply it ever saw.
+// replies, so that a steady state allocates nothing; past it, its maps
+// are released after each reply.
 const retainGroups = 32
 
 // Aggregator folds CLIENT LIST replies into ClientListStats as they
-// arrive (Begin, Write, Finish: the resplimit.Sink interface), so a reply
-// is never held: memory is bounded by the
-// distinct groups (MaxGroups), not by the reply. It is not safe for
-// concurrent use.
+// arrive (Begin, Write: a resplimit.Sink; then Finish), in memory bounded
+// by MaxGroups, not by the reply. It is not safe for concurrent use.
 type Aggregator struct {
 	GroupBy GroupBy
 	TopK    int
@@ -208,7 +188,7 @@ func (a *accs) add(key string, omem uint64) {
 	a.vals[i].OutputBufferBytes += omem
 	switch {
 	case a.heap != nil && omem > 0:
-		a.down(int(a.at[i]))
+		heap.Fix(a, int(a.at[i]))
 	case a.heap == nil && len(a.vals) == 2*MaxGroups:
 		a.buildHeap()
 	}
@@ -233,31 +213,22 @@ func (a *accs) buildHeap() {
 	for i := range n {
 		a.heap[i], a.at[i] = int32(i), int32(i)
 	}
-	for p := n/2 - 1; p >= 0; p-- {
-		a.down(p)
-	}
+	heap.Init(a)
 }
 
-// down moves the heap entry at position p below its smaller children.
-func (a *accs) down(p int) {
-	h := a.heap
-	omem := func(p int) uint64 { return a.vals[h[p]].OutputBufferBytes }
-	for {
-		c := 2*p + 1
-		if c >= len(h) {
-			return
-		}
-		if c+1 < len(h) && omem(c+1) < omem(c) {
-			c++
-		}
-		if omem(p) <= omem(c) {
-			return
-		}
-		h[p], h[c] = h[c], h[p]
-		a.at[h[p]], a.at[h[c]] = int32(p), int32(c)
-		p = c
-	}
+// accs is a container/heap over heap, smallest omem first, that never
+// grows or shrinks (Init and Fix only).
+func (a *accs) Len() int { return len(a.heap) }
+func (a *accs) Less(p, q int) bool {
+	return a.vals[a.heap[p]].OutputBufferBytes < a.vals[a.heap[q]].OutputBufferBytes
 }
+func (a *accs) Swap(p, q int) {
+	h := a.heap
+	h[p], h[q] = h[q], h[p]
+	a.at[h[p]], a.at[h[q]] = int32(p), int32(q)
+}
+func (a *accs) Push(any) { panic("replies: the group heap has a fixed size") }
+func (a *accs) Pop() any { panic("replies: the group heap has a fixed size") }
 
 // compact drops the names the last reply did not have, or every name when
 // more than retainGroups remain.
@@ -353,8 +324,7 @@ func (a *Aggregator) Finish() ClientListStats {
 
 // line aggregates one line of the reply.
 func (a *Aggregator) line(b []byte) {
-	// The fields are only read and looked up while b is unchanged; add
-	// copies the names it keeps.
+	// b is unchanged while the fields are read; add copies the names it keeps.
 	line := strings.TrimSuffix(unsafe.String(unsafe.SliceData(b), len(b)), "\r")
 	if line == "" {
 		return
@@ -395,8 +365,8 @@ func (a *Aggregator) line(b []byte) {
 	a.cmds.add(label(cmd), c.omem)
 }
 
-// top returns the K entries of acc with the largest non-zero omem and an
-// OtherGroup remainder holding everything else.
+// top returns the K entries of acc with the largest non-zero omem and the
+// OtherGroup remainder.
 func (a *Aggregator) top(acc accs) []Group {
 	k := a.TopK
 	if k < 0 {
@@ -470,88 +440,43 @@ func (c *client) group(by GroupBy) string {
 // parseClientLine reads one "k=v k=v ..." line. Values never contain spaces
 // (Redis refuses client names with spaces) but may contain '=': a token's
 // key ends at its first '='. Unknown fields are ignored. It returns the
-// number of malformed values.
+// number of unreadable numbers.
 func parseClientLine(line string) (c client, bad int) {
-	for len(line) > 0 {
-		var tok string
-		if i := strings.IndexByte(line, ' '); i >= 0 {
-			tok, line = line[:i], line[i+1:]
-		} else {
-			tok, line = line, ""
-		}
-		// Only eight keys matter; dispatch on the first byte and compare
-		// the prefix instead of searching every token for '='.
-		if tok == "" {
+	for tok := range strings.SplitSeq(line, " ") {
+		key, val, found := strings.Cut(tok, "=")
+		if !found {
 			continue
 		}
-		var key string
-		switch tok[0] {
-		case 'a':
-			key = "addr"
-		case 'c':
-			key = "cmd"
-		case 'f':
-			key = "flags"
-		case 'l':
-			key = "lib-name"
-		case 'n':
-			key = "name"
-		case 'o':
-			key = "omem"
-			if len(tok) > 1 && tok[1] == 'l' {
-				key = "oll"
+		ok := true
+		switch key {
+		case "addr":
+			c.ok, c.addr = true, val
+		case "name":
+			c.name = val
+		case "lib-name":
+			c.libName = val
+		case "user":
+			c.user = val
+		case "cmd":
+			c.cmd = val
+		case "flags":
+			c.replica = strings.IndexByte(val, 'S') >= 0
+		case "omem":
+			c.omem, ok = scan.Uint(val)
+			c.hasOmem = true
+		case "oll":
+			c.oll, ok = scan.Uint(val)
+		case "tot-mem":
+			var n uint64
+			if n, ok = scan.Uint(val); ok {
+				c.totMem, c.hasTotMem = n, true
 			}
-		case 't':
-			key = "tot-mem"
-		case 'u':
-			key = "user"
-		default:
-			continue
 		}
-		if len(tok) <= len(key) || tok[len(key)] != '=' || tok[:len(key)] != key {
-			continue // another field with the same first letter (age, laddr, …)
+		if !ok {
+			bad++
 		}
-		bad += c.field(key, tok[len(key)+1:])
 	}
 	return c, bad
-}
-
-// field stores one key=value pair; it returns 1 for an unreadable number.
-func (c *client) field(key, val string) int {
-	switch key {
-	case "addr":
-		c.ok = true
-		c.addr = val
-	case "name":
-		c.name = val
-	case "lib-name":
-		c.libName = val
-	case "user":
-		c.user = val
-	case "omem":
-		n, ok := scan.Uint(val)
-		c.omem, c.hasOmem = n, true
-		if !ok {
-			return 1
-		}
-	case "oll":
-		n, ok := scan.Uint(val)
-		c.oll = n
-		if !ok {
-			return 1
-		}
-	case "tot-mem":
-		n, ok := scan.Uint(val)
-		if !ok {
-			return 1
-		}
-		c.totMem, c.hasTotMem = n, true
-	case "cmd":
-		c.cmd = val
-	case "flags":
-		c.replica = strings.IndexByte(val, 'S') >= 0
-	}
-	return 0
 }
 
 // hostOf strips the port from a CLIENT LIST addr: "10.0.0.1:4242" →
@@ -561,14 +486,6 @@ func (c *client) field(key, val string) int {
 func hostOf(addr string) string {
 	if addr == "" {
 		return ""
-	}
-	if addr[0] == '/' || strings.HasPrefix(addr, "unix:") {
-		// A Unix socket client: keep the server's socket path, which is the
-		// same for every such client (no per-client allocation).
-		if i := strings.LastIndexByte(addr, ':'); i > 0 {
-			return addr[:i]
-		}
-		return addr
 	}
 	if addr[0] == '[' {
 		if i := strings.IndexByte(addr, ']'); i > 0 {

@@ -61,14 +61,8 @@ type Replica struct {
 // ParseInfo parses an INFO reply. Both CRLF and LF line ends are accepted.
 func ParseInfo(s string) Info {
 	in := Info{Fields: make(map[string]string, 128)}
-	for len(s) > 0 {
-		var line string
-		if i := strings.IndexByte(s, '\n'); i >= 0 {
-			line, s = s[:i], s[i+1:]
-		} else {
-			line, s = s, ""
-		}
-		line = strings.TrimSuffix(line, "\r")
+	for line := range strings.Lines(s) {
+		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
 		if line == "" || line[0] == '#' {
 			continue
 		}
@@ -79,7 +73,7 @@ func ParseInfo(s string) Info {
 		}
 		key, val := line[:colon], line[colon+1:]
 		isCmd := strings.HasPrefix(key, "cmdstat_")
-		isDB := strings.HasPrefix(key, "db") && isDigits(key[2:])
+		isDB := strings.HasPrefix(key, "db") && allDigits(key[2:])
 		_, known := in.Fields[key]
 		switch {
 		case isCmd && len(in.Commands) >= MaxInfoCommands,
@@ -101,7 +95,7 @@ func ParseInfo(s string) Info {
 				continue
 			}
 			in.Keyspace = append(in.Keyspace, DBStat{Index: idx, Keys: keys})
-		case strings.HasPrefix(key, "slave") && isDigits(key[5:]) && strings.Contains(val, "ip="):
+		case strings.HasPrefix(key, "slave") && allDigits(key[5:]) && strings.Contains(val, "ip="):
 			port, err := strconv.Atoi(kv(val, "port"))
 			ip := kv(val, "ip")
 			if err != nil || ip == "" {
@@ -131,30 +125,12 @@ func parseCommandStat(name, val string) (CommandStat, bool) {
 
 // kv returns the value of key in a "k1=v1,k2=v2" list, or "".
 func kv(list, key string) string {
-	for len(list) > 0 {
-		var item string
-		if i := strings.IndexByte(list, ','); i >= 0 {
-			item, list = list[:i], list[i+1:]
-		} else {
-			item, list = list, ""
-		}
+	for item := range strings.SplitSeq(list, ",") {
 		if len(item) > len(key) && item[len(key)] == '=' && item[:len(key)] == key {
 			return item[len(key)+1:]
 		}
 	}
 	return ""
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // Float returns a numeric field; ok is false when it is absent or not a
@@ -168,14 +144,10 @@ func (in Info) Float(key string) (v float64, ok bool) {
 	return v, err == nil
 }
 
-// Version returns redis_version as major, minor (0, 0 when absent).
+// Version returns redis_version ("7.2.4") as major, minor: 7, 2; 0, 0 when
+// absent or unreadable.
 func (in Info) Version() (major, minor int) {
-	return ParseVersion(in.Fields["redis_version"])
-}
-
-// ParseVersion reads "7.2.4" as 7, 2; anything unreadable is 0, 0.
-func ParseVersion(v string) (major, minor int) {
-	parts := strings.SplitN(v, ".", 3)
+	parts := strings.SplitN(in.Fields["redis_version"], ".", 3)
 	if len(parts) < 2 {
 		return 0, 0
 	}

@@ -24,25 +24,23 @@ func ParseMemoryStats(reply any) (MemoryStats, error) {
 	var ms MemoryStats
 	set := func(k string, v any) {
 		var dst *float64
+		var has *bool
 		switch k {
 		case "clients.normal":
-			dst, ms.HasClients = &ms.ClientsNormal, true
+			dst, has = &ms.ClientsNormal, &ms.HasClients
 		case "clients.slaves":
 			dst = &ms.ClientsReplicas
 		case "dataset.percentage":
-			dst, ms.HasDataset = &ms.DatasetPercentage, true
+			dst, has = &ms.DatasetPercentage, &ms.HasDataset
 		default:
 			return
 		}
 		f, ok := number(v)
+		if has != nil {
+			*has = ok
+		}
 		if !ok {
 			ms.Malformed++
-			if k == "clients.normal" {
-				ms.HasClients = false
-			}
-			if k == "dataset.percentage" {
-				ms.HasDataset = false
-			}
 			return
 		}
 		*dst = f

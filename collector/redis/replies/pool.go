@@ -86,7 +86,7 @@ func stripUUID(s string) string {
 		return trimSep(s[:n-uuidLen])
 	}
 	head, seg, _ := cutSegment(s)
-	if len(seg) >= 12 && allHex(seg) && strings.ContainsAny(seg, "0123456789") {
+	if len(seg) >= 12 && allHex(seg) && strings.ContainsAny(seg, digits) {
 		return head
 	}
 	return s
@@ -113,14 +113,7 @@ func isUUID(s string) bool {
 // generateName suffixes and the encoded pod-template-hash.
 const podAlphabet = "bcdfghjklmnpqrstvwxz2456789"
 
-func inPodAlphabet(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if strings.IndexByte(podAlphabet, s[i]) < 0 {
-			return false
-		}
-	}
-	return true
-}
+func inPodAlphabet(s string) bool { return strings.Trim(s, podAlphabet) == "" }
 
 // stripPodSuffix removes "-<5 random>" and, before it, a Deployment's
 // "-<pod-template-hash>" (up to 10 characters: the decimal digits of a
@@ -246,23 +239,10 @@ func isDomain(s string) bool {
 	return last != "" && isLetter(last[0])
 }
 
-func allDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !isDigit(s[i]) {
-			return false
-		}
-	}
-	return s != ""
-}
+const digits = "0123456789"
 
-func allHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !isHex(s[i]) {
-			return false
-		}
-	}
-	return s != ""
-}
+func allDigits(s string) bool { return s != "" && strings.Trim(s, digits) == "" }
+func allHex(s string) bool    { return s != "" && strings.Trim(s, digits+"abcdefABCDEF") == "" }
 
 func isDigit(c byte) bool  { return c >= '0' && c <= '9' }
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }

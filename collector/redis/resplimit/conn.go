@@ -26,21 +26,18 @@ type Options struct {
 	// OnLimit, if set, is called once when a reply breaks its limit.
 	OnLimit func()
 	// Budget, if set, bounds the held bulk strings of every connection
-	// that shares it: each is buffered whole here and then copied whole
-	// by go-redis. A connection takes a held bulk string's size when its
-	// header arrives and gives it back once the reader has taken all of
-	// it (or the connection is closed); one that finds no room before its
-	// read deadline fails the read with remote.ErrBudget and is closed.
-	// nil bounds them only one by one (Limit).
+	// that shares it: a held bulk string takes its size when its header
+	// arrives and gives it back once the reader has taken all of it (or
+	// the connection is closed); one that finds no room before the read
+	// deadline fails the read with remote.ErrBudget and is closed.
 	Budget *remote.Budget
 	// OnBudget, if set, is called when a read fails with remote.ErrBudget.
 	OnBudget func()
 }
 
-// Conn is a net.Conn whose reads are lexed against a budget. A Write starts
-// a new command's budget. When the budget or the protocol is broken, the
-// read fails, the connection is closed and OnLimit (if set) is called once
-// for ErrTooLarge.
+// Conn is a net.Conn whose reads are lexed against a budget; a Write
+// starts a new command's. When the budget or the protocol is broken, the
+// read fails and the connection is closed.
 type Conn struct {
 	net.Conn
 	lex      Lexer
@@ -51,9 +48,8 @@ type Conn struct {
 	onBudget func()
 	deadline atomic.Pointer[time.Time] // the last read deadline set
 
-	// taken is what the held bulk strings hold of Options.Budget. A wait
-	// for budget ends at the read deadline or when the connection is
-	// closed (stop).
+	// taken is what the held bulk strings hold of Options.Budget; a wait
+	// for it ends at the read deadline or on Close (stop).
 	mu     sync.Mutex
 	taken  remote.Hold
 	closed bool
@@ -69,10 +65,8 @@ type Conn struct {
 
 type armedW struct{ sink Sink }
 
-// NewConn wraps c. The result also implements syscall.Conn when c does, so
-// go-redis' idle-connection health check (a non-blocking peek at the
-// socket) keeps working; a peeked byte is not consumed, so the lexer still
-// sees it.
+// NewConn wraps c. The result implements syscall.Conn when c does, for
+// go-redis' idle-connection check (a peek, which the lexer still sees).
 func NewConn(c net.Conn, o Options) net.Conn {
 	lc := &Conn{Conn: c, lex: Lexer{Limit: o.Limit, HoldAbove: o.HoldAbove}, stream: o.Stream,
 		onLimit: o.OnLimit, onBudget: o.OnBudget, taken: o.Budget.NewHold()}
@@ -245,8 +239,8 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// takeBudget takes n bytes from the shared budget, if any, waiting until
-// the read deadline at most (without one, as long as a read would).
+// takeBudget takes n bytes from the shared budget, waiting until the read
+// deadline at most.
 func (c *Conn) takeBudget(n int64) error {
 	ctx := c.wait
 	if d := c.deadline.Load(); d != nil && !d.IsZero() {
@@ -269,29 +263,26 @@ func (c *Conn) takeBudget(n int64) error {
 	return err
 }
 
-// giveBack returns what the connection took from the budget: the reader
-// has taken every held byte.
+// giveBack returns the budget once the reader has taken every held byte.
 func (c *Conn) giveBack() {
 	c.mu.Lock()
 	c.taken.Release()
 	c.mu.Unlock()
 }
 
-// SetDeadline records the read deadline, which bounds the wait for budget.
+// SetDeadline and SetReadDeadline record the deadline that bounds the wait
+// for budget.
 func (c *Conn) SetDeadline(t time.Time) error {
 	c.deadline.Store(&t)
 	return c.Conn.SetDeadline(t)
 }
 
-// SetReadDeadline records the read deadline, which bounds the wait for
-// budget.
 func (c *Conn) SetReadDeadline(t time.Time) error {
 	c.deadline.Store(&t)
 	return c.Conn.SetReadDeadline(t)
 }
 
-// Close closes the connection, ends a wait for budget and gives the
-// budget back.
+// Close closes the connection, ends a wait for budget and gives it back.
 func (c *Conn) Close() error {
 	err := c.Conn.Close()
 	c.stop()

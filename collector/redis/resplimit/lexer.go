@@ -7,11 +7,9 @@
 // parsed them is too late.
 //
 // Conn sits under go-redis' buffered reader: it lexes the RESP stream (RESP2
-// and RESP3 type bytes) as it arrives and fails the read that carries a
-// header whose announced size, added to what the replies to the last
-// command already cost, exceeds the budget. go-redis then never sees the
-// header; it gets the error and discards the connection, which Conn has
-// already closed.
+// and RESP3 type bytes) as it arrives and fails, and closes, the read that
+// carries a header whose announced size, added to what the replies to the
+// last command already cost, exceeds the budget.
 //
 // Within the budget, Conn still does not let go-redis allocate on a promise:
 // a bulk string announced larger than HoldAbove is handed over only once all
@@ -33,10 +31,6 @@
 // string is checked against the Stream's own limit instead. A simple line
 // (+, -, :, _, ',', #, '(') longer than MaxLine, a length header longer than
 // maxHeader or not a number, and an unknown type byte are protocol errors.
-//
-// One file per idea: lexer.go follows the stream and charges it, stream.go
-// names the streamed command and its Sink, conn.go applies both under
-// go-redis' reader.
 package resplimit
 
 import (
@@ -112,8 +106,7 @@ type Lexer struct {
 	err         error // sticky
 }
 
-// Reset starts a new command: the charge goes back to zero. The position
-// in the stream is kept (a reply is never cut in two by a command).
+// Reset starts a new command's charge; the position in the stream is kept.
 func (l *Lexer) Reset() {
 	if l.err == nil {
 		l.charged = 0
@@ -131,9 +124,9 @@ func (l *Lexer) StreamNext(limit int64) { l.streamLimit = max(limit, 1) }
 // half-read), where a new reply starts.
 func (l *Lexer) AtBoundary() bool { return l.st == stType && l.err == nil }
 
-// StreamPending reports whether StreamNext was called and the value it
-// applies to has not yet shown whether it is streamed: before its type
-// byte, or inside the header of a bulk string.
+// StreamPending reports whether the value StreamNext applies to has not
+// yet shown whether it is streamed (before its type byte, or inside a
+// bulk string's header).
 func (l *Lexer) StreamPending() bool { return l.streamLimit > 0 }
 
 // Holding reports whether the lexer is inside the payload of a held bulk

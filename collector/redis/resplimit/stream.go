@@ -17,10 +17,9 @@ type Sink interface {
 }
 
 // Stream names the command whose bulk-string reply is streamed, and the
-// Sink its next replies go to. A Conn recognises the command by the bytes
-// go-redis writes for it (one Write of exactly that RESP array), so a
-// pipeline or another command is never streamed. It is safe for
-// concurrent use.
+// Sink its next replies go to. A Conn recognises the command by one Write
+// of exactly its RESP array, so a pipeline is never streamed. It is safe
+// for concurrent use.
 type Stream struct {
 	cmd   []byte
 	limit int64
@@ -47,7 +46,6 @@ func (s *Stream) Arm(sink Sink) {
 	s.mu.Unlock()
 }
 
-// Disarm stops streaming the command's replies.
 func (s *Stream) Disarm() { s.Arm(nil) }
 
 // sinkFor returns the armed sink when p is the command.
