@@ -176,10 +176,7 @@ func (b *broker) sendState(ch chan<- prometheus.Metric) {
 			vals = append(vals, labelValue(b.config[k]))
 		}
 		configInfoDesc.Send(ch, 1, vals...)
-		for _, m := range []struct {
-			key string
-			m   collector.Metric
-		}{{"osPageCacheBusyTimeOutMills", configBusyTimeoutDesc}, {"waitTimeMillsInSendQueue", configSendWaitDesc}} {
+		for _, m := range configMillis {
 			if raw, ok := b.config[m.key]; ok {
 				if v, err := parseConfigMillis(raw); err == nil {
 					m.m.Send(ch, v, lv...)

@@ -76,13 +76,10 @@ var (
 	logQueueWaitFamily = collector.DeclareHistogram("rocketmq_log_queue_head_wait_seconds",
 		"Age of the oldest queued request in each watermark.log [WATERMARK] line, by thread pool.",
 		[]float64{0, 0.01, 0.05, 0.1, 0.15, 0.2, 0.5, 1, 5}, "pool")
-	// Sent as a const histogram (the broker logs whole windows, not
-	// observations), so it has a Desc rather than a vector and no buckets
-	// of its own.
-	logPutLatencyFamily = collector.DeclareHistogram("rocketmq_log_put_latency_seconds",
+	// A const histogram: the broker logs whole windows, not observations.
+	logPutLatencyDesc = collector.DeclareHistogram("rocketmq_log_put_latency_seconds",
 		"Whole put latency from store.log's 60 s [PAGECACHERT] lines, cumulative since exporter start.",
-		nil)
-	logPutLatencyDesc = logPutLatencyFamily.Desc()
+		nil).Desc()
 )
 
 // logMetrics are the follower's metric vectors, created per follower so
