@@ -54,13 +54,18 @@ func (b *broker) observeLock(s float64) {
 	b.lockN++
 }
 
-// observeDistribution feeds putMessageDistributeTime into the cumulative
-// histogram; b.mu must be held. A bad value is counted by the scrape that
-// emits the metrics.
-func (b *broker) observeDistribution(kv map[string]string, now time.Time) {
-	if dist, err := parseDistribution(kv["putMessageDistributeTime"]); err == nil {
-		b.put.observe(dist, reportsWindowInProgress(kv["brokerVersionDesc"]), now)
+// observeDistribution adds a putMessageDistributeTime window to the
+// broker's cumulative histogram; "null" (no window yet) is not an error.
+// version is brokerVersionDesc; b.mu must be held.
+func (b *broker) observeDistribution(raw, version string, now time.Time) error {
+	dist, err := parseDistribution(raw)
+	if errors.Is(err, errNull) {
+		return nil
 	}
+	if err == nil {
+		b.put.observe(dist, reportsWindowInProgress(version), now)
+	}
+	return err
 }
 
 // scrapeBroker reads one broker's runtime info and, when it answered and

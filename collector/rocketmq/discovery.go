@@ -3,7 +3,6 @@ package rocketmq
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -145,7 +144,7 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 			k := discoveredKey(b)
 			if !found[k] {
 				found[k] = true
-				atAddr[b.Addr] = append(atAddr[b.Addr], strings.Join(k.labels[:], "/"))
+				atAddr[b.Addr] = append(atAddr[b.Addr], k.String())
 			}
 		}
 	}

@@ -72,7 +72,7 @@ func (l *logFollower) line(file string, line []byte) {
 // whose tag it contains; other messages are ignored.
 func (m *logMetrics) message(msg []byte) error {
 	for _, ll := range logLines {
-		rest, ok := after(msg, ll.tag)
+		_, rest, ok := bytes.Cut(msg, ll.tag)
 		if !ok {
 			continue
 		}
@@ -145,7 +145,7 @@ var tagBusyLockTime = []byte("lock time(ms)=")
 // in progress; it goes to its own histogram, since the same hold is logged
 // again, whole, by the "in lock cost" line when it ends.
 func pageCacheBusy(m *logMetrics, rest []byte) error {
-	rest, ok := after(rest, tagBusyLockTime)
+	_, rest, ok := bytes.Cut(rest, tagBusyLockTime)
 	if !ok {
 		return errors.New("page cache busy without lock time(ms)")
 	}
@@ -166,7 +166,7 @@ var (
 // pageCacheRT handles the 60 s "[PAGECACHERT] TotalPut N,
 // PutMessageDistributeTime [<=0ms]:a … [10s~]:m " line of store.log.
 func pageCacheRT(m *logMetrics, rest []byte) error {
-	rest, ok := after(rest, tagDist)
+	_, rest, ok := bytes.Cut(rest, tagDist)
 	if !ok {
 		return errors.New("[PAGECACHERT] without PutMessageDistributeTime")
 	}
@@ -202,7 +202,7 @@ func watermark(m *logMetrics, rest []byte) error {
 	if err != nil {
 		return fmt.Errorf("[WATERMARK] size: %w", err)
 	}
-	slowAt, ok := after(rest, tagSlowTime)
+	_, slowAt, ok := bytes.Cut(rest, tagSlowTime)
 	if !ok {
 		return errors.New("[WATERMARK] without SlowTimeMills")
 	}
@@ -233,12 +233,4 @@ func leadingInt(b []byte) (int64, error) {
 		return 0, fmt.Errorf("no number at %.20q", b)
 	}
 	return strconv.ParseInt(string(b[:n]), 10, 64)
-}
-
-func after(msg, tag []byte) ([]byte, bool) {
-	i := bytes.Index(msg, tag)
-	if i < 0 {
-		return nil, false
-	}
-	return msg[i+len(tag):], true
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -164,32 +165,24 @@ func parseTps(s string) ([3]float64, error) {
 	return out, nil
 }
 
-// parseVersion parses brokerVersionDesc ("V4_9_7", "V5_3_3_SNAPSHOT") into
-// major, minor, patch; ok is false when it is missing or another shape.
-func parseVersion(desc string) (v [3]int, ok bool) {
+// reportsWindowInProgress is true for brokers before 4.9.1, whose
+// putMessageDistributeTime is the minute in progress rather than the last
+// completed one. desc is brokerVersionDesc ("V4_9_7", "V5_3_3_SNAPSHOT");
+// one of another shape is taken for a newer broker.
+func reportsWindowInProgress(desc string) bool {
 	parts := strings.Split(strings.TrimPrefix(desc, "V"), "_")
 	if len(parts) < 3 {
-		return v, false
+		return false
 	}
-	for i := 0; i < 3; i++ {
+	v := make([]int, 3)
+	for i := range v {
 		n, err := strconv.Atoi(parts[i])
 		if err != nil {
-			return v, false
+			return false
 		}
 		v[i] = n
 	}
-	return v, true
-}
-
-// reportsWindowInProgress is true for brokers before 4.9.1, whose
-// putMessageDistributeTime is the minute in progress rather than the last
-// completed one.
-func reportsWindowInProgress(desc string) bool {
-	v, ok := parseVersion(desc)
-	if !ok {
-		return false
-	}
-	return v[0] < 4 || v[0] == 4 && (v[1] < 9 || v[1] == 9 && v[2] < 1)
+	return slices.Compare(v, []int{4, 9, 1}) < 0
 }
 
 // putHistogram accumulates putMessageDistributeTime windows into

@@ -152,18 +152,8 @@ func diskRatio(e runtimeEmitter, raw string) error {
 	return err
 }
 
-// putDistribution adds the 60 s put-latency window to the broker's
-// histogram; "null" (no window yet) is not an error.
 func putDistribution(e runtimeEmitter, raw string) error {
-	dist, err := parseDistribution(raw)
-	switch {
-	case errors.Is(err, errNull):
-		return nil
-	case err != nil:
-		return err
-	}
-	e.b.put.observe(dist, reportsWindowInProgress(e.b.version), e.now)
-	return nil
+	return e.b.observeDistribution(raw, e.b.version, e.now)
 }
 
 // keyError counts one missing or bad runtime-info key; b.mu must be held.

@@ -1,7 +1,9 @@
 package rocketmq
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +26,9 @@ type brokerKey struct {
 	labels [3]string // cluster, broker, broker_id of a discovered one
 }
 
+// String is cluster/broker/broker_id, as logged.
+func (k brokerKey) String() string { return strings.Join(k.labels[:], "/") }
+
 func discoveredKey(ba remoting.BrokerAddr) brokerKey {
 	return brokerKey{labels: [3]string{labelValue(ba.Cluster), labelValue(ba.Name), strconv.FormatInt(ba.ID, 10)}}
 }
@@ -38,12 +43,8 @@ func (c *scraper) knownBrokers() []*broker {
 	for k := range c.brokers {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := c.brokers[keys[i]].addr, c.brokers[keys[j]].addr
-		if a != b {
-			return a < b
-		}
-		return strings.Join(keys[i].labels[:], "/") < strings.Join(keys[j].labels[:], "/")
+	slices.SortFunc(keys, func(a, b brokerKey) int {
+		return cmp.Or(strings.Compare(c.brokers[a].addr, c.brokers[b].addr), strings.Compare(a.String(), b.String()))
 	})
 	out := make([]*broker, len(keys))
 	for i, k := range keys {
@@ -73,7 +74,7 @@ func (c *scraper) markUnlisted(found map[brokerKey]bool, atAddr map[string][]str
 		case found[k]:
 			if !b.unlistedSince.IsZero() {
 				b.unlistedSince = time.Time{}
-				c.cfg.Logger.Info("rocketmq broker listed by the name servers again", "broker", b.addr, "id", strings.Join(k.labels[:], "/"))
+				c.cfg.Logger.Info("rocketmq broker listed by the name servers again", "broker", b.addr, "id", k.String())
 			}
 		case len(atAddr[b.addr]) > 0:
 			c.dropBroker(k, b, "its address is now announced for another broker")
@@ -81,7 +82,7 @@ func (c *scraper) markUnlisted(found map[brokerKey]bool, atAddr map[string][]str
 			b.unlistedSince = now
 			if c.opts.UnlistedRetention > 0 {
 				c.cfg.Logger.Warn("rocketmq broker no longer listed by the name servers (it unregistered, or its connection to them closed: a broker that stops does both); still scraped, stall_rocketmq_up 0 while it does not answer, until --rocketmq.unlisted-broker-retention runs out",
-					"broker", b.addr, "id", strings.Join(k.labels[:], "/"), "retention", c.opts.UnlistedRetention)
+					"broker", b.addr, "id", k.String(), "retention", c.opts.UnlistedRetention)
 			}
 		}
 	}
@@ -102,7 +103,7 @@ func (c *scraper) dropUnlisted(now time.Time) {
 func (c *scraper) dropBroker(k brokerKey, b *broker, why string) {
 	b.client.Close()
 	delete(c.brokers, k)
-	c.cfg.Logger.Info("rocketmq broker dropped: "+why, "broker", b.addr, "id", strings.Join(k.labels[:], "/"))
+	c.cfg.Logger.Info("rocketmq broker dropped: "+why, "broker", b.addr, "id", k.String())
 }
 
 // maxAddrLen is the longest address a broker can have: "[" + a 253-byte

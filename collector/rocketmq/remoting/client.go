@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -337,7 +339,7 @@ func (cr *Credentials) Sign(ext map[string]string, body []byte) map[string]strin
 		out["SecurityToken"] = cr.SecurityToken
 	}
 	mac := hmac.New(sha1.New, []byte(cr.SecretKey))
-	for _, k := range sortedKeys(out) {
+	for _, k := range slices.Sorted(maps.Keys(out)) {
 		mac.Write([]byte(out[k]))
 	}
 	mac.Write(body)

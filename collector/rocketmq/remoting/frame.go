@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 )
@@ -34,16 +35,6 @@ const (
 	// Binary is RocketMQ's own header layout (serialize type "ROCKETMQ").
 	Binary Serialization = 1
 )
-
-func (s Serialization) String() string {
-	switch s {
-	case JSON:
-		return "JSON"
-	case Binary:
-		return "ROCKETMQ"
-	}
-	return "serialization(" + strconv.Itoa(int(s)) + ")"
-}
 
 // DefaultMaxFrame is the largest frame (frameLen) accepted by default:
 // 16 MiB, the broker's and name server's own default limit.
@@ -155,7 +146,7 @@ func Encode(c *Command) ([]byte, error) {
 	case Binary:
 		header = encodeBinaryHeader(c)
 	default:
-		return nil, fmt.Errorf("cannot encode serialization %v", c.Serialization)
+		return nil, fmt.Errorf("cannot encode serialization %d", c.Serialization)
 	}
 	if len(header) > 0xFFFFFF {
 		return nil, fmt.Errorf("header of %d bytes does not fit 24 bits", len(header))
@@ -181,7 +172,7 @@ func encodeBinaryHeader(c *Command) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(c.Remark)))
 	b = append(b, c.Remark...)
 	var ext []byte
-	for _, k := range sortedKeys(c.ExtFields) {
+	for _, k := range slices.Sorted(maps.Keys(c.ExtFields)) {
 		v := c.ExtFields[k]
 		ext = binary.BigEndian.AppendUint16(ext, uint16(len(k)))
 		ext = append(ext, k...)
