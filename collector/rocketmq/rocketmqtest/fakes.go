@@ -38,15 +38,14 @@ func NewBroker(addr string, runtime map[string]string, config string) (*Broker, 
 
 // Set changes runtime-info keys; an empty value deletes the key.
 func (b *Broker) Set(kv ...string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i+1] == "" {
-			delete(b.runtime, kv[i])
-		} else {
-			b.runtime[kv[i]] = kv[i+1]
+	b.Update(func(rt map[string]string) {
+		for i := 0; i+1 < len(kv); i += 2 {
+			rt[kv[i]] = kv[i+1]
+			if kv[i+1] == "" {
+				delete(rt, kv[i])
+			}
 		}
-	}
+	})
 }
 
 // Update applies f to the runtime-info table under the broker's lock.
