@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The broker log lines the follower turns into metrics (log.go follows the
@@ -41,14 +39,14 @@ type logLine struct {
 // elapsed time(ms)=N", 5.x "CommitLog#putMessage cost Nms" for single
 // messages and still "not in lock eclipse time(ms)=N" for batches.
 var logLines = []logLine{
-	{[]byte("putMessage in lock cost time(ms)="), "lock_slow", timed(lockHeldHist)},
-	{[]byte("putMessages in lock cost time(ms)="), "lock_slow", timed(lockHeldHist)},
-	{[]byte("putMessage in lock eclipse time(ms)"), "lock_slow", timed(lockHeldHist)},
-	{[]byte("not in lock elapsed time(ms)="), "put_slow", timed(putSlowHist)},
-	{[]byte("not in lock eclipse time(ms)"), "put_slow", timed(putSlowHist)},
-	{[]byte("CommitLog#putMessage cost "), "put_slow", timed(putSlowHist)},
-	{[]byte("create mappedFile spent time(ms) "), "mapped_file_slow", timed(mappedFileHist)},
-	{[]byte("create mapedFile spent time(ms) "), "mapped_file_slow", timed(mappedFileHist)}, // 3.x
+	{[]byte("putMessage in lock cost time(ms)="), "lock_slow", timed(lockHeld)},
+	{[]byte("putMessages in lock cost time(ms)="), "lock_slow", timed(lockHeld)},
+	{[]byte("putMessage in lock eclipse time(ms)"), "lock_slow", timed(lockHeld)},
+	{[]byte("not in lock elapsed time(ms)="), "put_slow", timed(putSlow)},
+	{[]byte("not in lock eclipse time(ms)"), "put_slow", timed(putSlow)},
+	{[]byte("CommitLog#putMessage cost "), "put_slow", timed(putSlow)},
+	{[]byte("create mappedFile spent time(ms) "), "mapped_file_slow", timed(mappedFile)},
+	{[]byte("create mapedFile spent time(ms) "), "mapped_file_slow", timed(mappedFile)}, // 3.x
 	{[]byte("TransientStorePool is not enough"), "transient_store_pool_exhausted", nil},
 	{[]byte("page cache is busy"), "page_cache_busy", pageCacheBusy},
 	{[]byte("[PAGECACHERT]"), "pagecache_rt", pageCacheRT},
@@ -113,17 +111,10 @@ func splitLogLine(line []byte) (time.Time, []byte, bool) {
 	return ts, rest[i+3:], true
 }
 
-// The histograms timed lines observe into.
-var (
-	lockHeldHist   = func(m *logMetrics) *prometheus.HistogramVec { return m.lockHeld }
-	putSlowHist    = func(m *logMetrics) *prometheus.HistogramVec { return m.putSlow }
-	mappedFileHist = func(m *logMetrics) *prometheus.HistogramVec { return m.mappedFile }
-)
-
 // timed handles a line whose tag is followed by a duration in milliseconds
 // (after one '=' or ' ', for the spellings whose tag ends before it): it
-// observes the duration in the histogram hist returns.
-func timed(hist func(*logMetrics) *prometheus.HistogramVec) func(*logMetrics, []byte) error {
+// observes the duration in the histogram slow[hist].
+func timed(hist int) func(*logMetrics, []byte) error {
 	return func(m *logMetrics, rest []byte) error {
 		if len(rest) > 0 && (rest[0] == '=' || rest[0] == ' ') {
 			rest = rest[1:]
@@ -132,7 +123,7 @@ func timed(hist func(*logMetrics) *prometheus.HistogramVec) func(*logMetrics, []
 		if err != nil {
 			return fmt.Errorf("duration: %w", err)
 		}
-		hist(m).WithLabelValues().Observe(float64(ms) / 1000)
+		m.slow[hist].WithLabelValues().Observe(float64(ms) / 1000)
 		return nil
 	}
 }
@@ -153,7 +144,7 @@ func pageCacheBusy(m *logMetrics, rest []byte) error {
 	if err != nil {
 		return fmt.Errorf("page cache busy lock time: %w", err)
 	}
-	m.busyHeld.WithLabelValues().Observe(float64(ms) / 1000)
+	m.slow[busyHeld].WithLabelValues().Observe(float64(ms) / 1000)
 	return nil
 }
 
