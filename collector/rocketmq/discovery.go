@@ -20,8 +20,7 @@ type namesrv struct {
 	err    error               // its result in that round (nil: answered)
 }
 
-// failedLast reports whether the name server failed the last round;
-// c.mu must be held.
+// failedLast: the name server failed the last round; c.mu must be held.
 func (ns *namesrv) failedLast() bool { return ns.asked && ns.err != nil }
 
 // refreshTopology starts a discovery round in the background when one is
@@ -106,9 +105,8 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 				answered = true
 				c.addBrokers(bs)
 			}
-			// Ready early when an answer came and every name server still
-			// pending failed the previous round: a scrape does not wait
-			// for name servers known to be down.
+			// Ready early once only name servers that failed the previous
+			// round are pending: a scrape does not wait for those.
 			early := answered && len(pending) > 0
 			for p := range pending {
 				if !c.namesrvs[p].failedLast() {
@@ -162,8 +160,8 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 	c.logSharedAddrs(atAddr)
 }
 
-// sendNamesrv sends stall_rocketmq_namesrv_up from the last finished
-// discovery round and returns the errors of the name servers that failed it.
+// sendNamesrv sends stall_rocketmq_namesrv_up of the last finished round
+// and returns the errors of the name servers that failed it.
 func (c *scraper) sendNamesrv(ch chan<- prometheus.Metric) []error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

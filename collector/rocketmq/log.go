@@ -169,18 +169,11 @@ func newLogFollower(dir string, problems *collector.Problems, logger *slog.Logge
 // run polls the files every logPollInterval until ctx is done.
 func (l *logFollower) run(ctx context.Context) {
 	l.poll()
-	t := time.NewTicker(logPollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			for _, lf := range l.files {
-				lf.f.Close()
-			}
-			return
-		case <-t.C:
-			l.poll()
-		}
+	for collector.Sleep(ctx, logPollInterval) {
+		l.poll()
+	}
+	for _, lf := range l.files {
+		lf.f.Close()
 	}
 }
 

@@ -13,9 +13,6 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
 
-// The set of brokers a scraper reads and how discovery rounds change it
-// (discovery.go asks the name servers).
-
 // brokerKey identifies a broker across scrapes. A discovered broker is its
 // cluster, name and id, as labelled: a master and its slave may be
 // announced at one address and must stay two brokers with their own series.
@@ -89,8 +86,7 @@ func (c *scraper) markUnlisted(found map[brokerKey]bool, atAddr map[string][]str
 	c.dropUnlisted(now)
 }
 
-// dropUnlisted drops the brokers unlisted for --rocketmq.unlisted-broker-retention
-// or longer. c.mu must be held.
+// dropUnlisted drops the brokers unlisted for the retention; c.mu must be held.
 func (c *scraper) dropUnlisted(now time.Time) {
 	for k, b := range c.brokers {
 		if !b.unlistedSince.IsZero() && now.Sub(b.unlistedSince) >= c.opts.UnlistedRetention {
@@ -99,7 +95,7 @@ func (c *scraper) dropUnlisted(now time.Time) {
 	}
 }
 
-// dropBroker forgets a discovered broker: its series end. c.mu must be held.
+// dropBroker forgets a broker: its series end. c.mu must be held.
 func (c *scraper) dropBroker(k brokerKey, b *broker, why string) {
 	b.client.Close()
 	delete(c.brokers, k)
