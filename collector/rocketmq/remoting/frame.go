@@ -307,11 +307,8 @@ func decodeJSONHeader(h []byte) (*Command, error) {
 }
 
 func decodeBinaryHeader(h []byte) (*Command, error) {
-	bad := func(what string) error {
-		return fmt.Errorf("%w: binary header: %s", ErrMalformed, what)
-	}
 	if len(h) < 21 {
-		return nil, bad(fmt.Sprintf("%d bytes, need at least 21", len(h)))
+		return nil, fmt.Errorf("%w: binary header: %d bytes, need at least 21", ErrMalformed, len(h))
 	}
 	c := &Command{
 		Code:     int(int16(binary.BigEndian.Uint16(h[0:]))),
@@ -321,44 +318,50 @@ func decodeBinaryHeader(h []byte) (*Command, error) {
 		Flag:     int32(binary.BigEndian.Uint32(h[9:])),
 	}
 	rest := h[13:]
-	rl := binary.BigEndian.Uint32(rest)
-	rest = rest[4:]
-	if uint64(rl) > uint64(len(rest)) {
-		return nil, bad("remark length beyond the header")
-	}
-	c.Remark, rest = string(rest[:rl]), rest[rl:]
-	if len(rest) < 4 {
-		return nil, bad("no extFields length")
-	}
-	el := binary.BigEndian.Uint32(rest)
-	rest = rest[4:]
-	if uint64(el) != uint64(len(rest)) {
-		return nil, bad(fmt.Sprintf("extFields length %d, %d bytes left", el, len(rest)))
-	}
-	for len(rest) > 0 {
-		if len(rest) < 2 {
-			return nil, bad("truncated extFields key length")
+	// field takes the next field: a big-endian length of size bytes (2 or
+	// 4), then that many bytes.
+	field := func(size int, what string) ([]byte, error) {
+		if len(rest) < size {
+			return nil, fmt.Errorf("%w: binary header: truncated %s length", ErrMalformed, what)
 		}
-		kl := int(binary.BigEndian.Uint16(rest))
-		rest = rest[2:]
-		if kl > len(rest) {
-			return nil, bad("extFields key beyond the header")
+		var n uint64
+		if size == 2 {
+			n = uint64(binary.BigEndian.Uint16(rest))
+		} else {
+			n = uint64(binary.BigEndian.Uint32(rest))
 		}
-		k := string(rest[:kl])
-		rest = rest[kl:]
-		if len(rest) < 4 {
-			return nil, bad("truncated extFields value length")
+		if rest = rest[size:]; n > uint64(len(rest)) {
+			return nil, fmt.Errorf("%w: binary header: %s beyond the header", ErrMalformed, what)
 		}
-		vl := binary.BigEndian.Uint32(rest)
-		rest = rest[4:]
-		if uint64(vl) > uint64(len(rest)) {
-			return nil, bad("extFields value beyond the header")
+		f := rest[:n]
+		rest = rest[n:]
+		return f, nil
+	}
+	remark, err := field(4, "remark")
+	if err != nil {
+		return nil, err
+	}
+	c.Remark = string(remark)
+	ext, err := field(4, "extFields")
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("%w: binary header: %d bytes after extFields", ErrMalformed, len(rest))
+	}
+	for rest = ext; len(rest) > 0; {
+		k, err := field(2, "extFields key")
+		if err != nil {
+			return nil, err
+		}
+		v, err := field(4, "extFields value")
+		if err != nil {
+			return nil, err
 		}
 		if c.ExtFields == nil {
 			c.ExtFields = map[string]string{}
 		}
-		c.ExtFields[k] = string(rest[:vl])
-		rest = rest[vl:]
+		c.ExtFields[string(k)] = string(v)
 	}
 	return c, nil
 }
