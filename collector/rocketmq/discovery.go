@@ -171,17 +171,12 @@ func (c *scraper) sendNamesrv(ch chan<- prometheus.Metric) []error {
 		if !ns.asked {
 			continue
 		}
-		namesrvUpDesc.Send(ch, b2f(ns.err == nil), addr)
 		if ns.err != nil {
+			namesrvUpDesc.Send(ch, 0, addr)
 			errs = append(errs, fmt.Errorf("name server %s: %w", addr, ns.err))
+			continue
 		}
+		namesrvUpDesc.Send(ch, 1, addr)
 	}
 	return errs
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -248,8 +248,7 @@ func (h *putHistogram) add(d [13]uint64) {
 	}
 }
 
-// buckets returns the cumulative Prometheus buckets (without +Inf) and the
-// count.
+// buckets are the cumulative buckets (without +Inf) and the count.
 func (h *putHistogram) buckets() (map[float64]uint64, uint64) {
 	return cumulativeBuckets(h.cum[:], distBounds[:12])
 }

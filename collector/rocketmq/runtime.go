@@ -65,8 +65,8 @@ var runtimeKeys = []runtimeKey{
 		"Bytes in the transient store pool not yet committed to the file channel (runtime-info remainHowManyDataToCommit; only with transientStorePoolEnable).")},
 	{[]string{"dispatchBehindBytes"}, true, gauge(parseFloat, "dispatch_behind_bytes",
 		"CommitLog bytes not yet dispatched to consume queues and index (runtime-info dispatchBehindBytes).")},
-	{[]string{"putLatency99"}, false, putPercentile("99")}, // 4.9.4+
-	{[]string{"putLatency999"}, false, putPercentile("99.9")},
+	{[]string{"putLatency99"}, false, number(parseMillis, putPercentileDesc, "99")}, // 4.9.4+
+	{[]string{"putLatency999"}, false, number(parseMillis, putPercentileDesc, "99.9")},
 	{[]string{"putTps"}, true, rate("put")},
 	{[]string{"getFoundTps"}, false, rate("get_found")},
 	{[]string{"getMissTps"}, false, rate("get_miss")},
@@ -87,22 +87,13 @@ func counter(parse func(string) (float64, error), name, help string) func(runtim
 	return number(parse, brokerMetric(name, help, prometheus.CounterValue))
 }
 
-func number(parse func(string) (float64, error), metric collector.Metric) func(runtimeEmitter, string) error {
+// number sends the value, converted by parse, as metric with the broker
+// labels and extra.
+func number(parse func(string) (float64, error), metric collector.Metric, extra ...string) func(runtimeEmitter, string) error {
 	return func(e runtimeEmitter, raw string) error {
 		v, err := parse(raw)
 		if err == nil {
-			metric.Send(e.ch, v, e.lv...)
-		}
-		return err
-	}
-}
-
-// putPercentile sends a put-latency percentile, milliseconds.
-func putPercentile(percentile string) func(runtimeEmitter, string) error {
-	return func(e runtimeEmitter, raw string) error {
-		v, err := parseMillis(raw)
-		if err == nil {
-			putPercentileDesc.Send(e.ch, v, append(e.lv[:3:3], percentile)...)
+			metric.Send(e.ch, v, append(e.lv[:3:3], extra...)...)
 		}
 		return err
 	}
