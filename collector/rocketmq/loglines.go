@@ -197,17 +197,12 @@ func watermark(m *logMetrics, rest []byte) error {
 	if !ok {
 		return errors.New("[WATERMARK] without SlowTimeMills")
 	}
-	// A clock step could make the age negative: clamp it to 0.
-	neg := len(slowAt) > 0 && slowAt[0] == '-'
-	if neg {
-		slowAt = slowAt[1:]
-	}
-	slow, err := leadingInt(slowAt)
+	slow, err := leadingInt(bytes.TrimPrefix(slowAt, []byte("-")))
 	if err != nil {
 		return fmt.Errorf("[WATERMARK] slow time: %w", err)
 	}
-	if neg {
-		slow = 0
+	if slowAt[0] == '-' {
+		slow = 0 // a clock step made the age negative
 	}
 	m.queueSize.WithLabelValues(pool).Set(float64(size))
 	m.queueWait.WithLabelValues(pool).Observe(float64(slow) / 1000)
