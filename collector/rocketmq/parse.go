@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector/remote"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
 
 // Parsers of RocketMQ runtime-info values (GET_BROKER_RUNTIME_INFO). Every
@@ -27,9 +28,6 @@ var errNull = errors.New("null (no data yet)")
 // difference is one millisecond at each edge.
 var distBounds = [13]float64{0, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, math.Inf(1)}
 
-var distLabels = [13]string{"<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms",
-	"500ms~1s", "1~2s", "2~3s", "3~4s", "4~5s", "5~10s", "10s~"}
-
 // parseDistribution parses putMessageDistributeTime (or the tail of
 // a [PAGECACHERT] log line): 13 tokens "[label]:count" separated by spaces,
 // in bucket order. It returns errNull for "null".
@@ -44,13 +42,13 @@ func parseDistribution(s string) ([13]uint64, error) {
 		return out, fmt.Errorf("%d buckets, want 13", len(fields))
 	}
 	for i, f := range fields {
-		want := "[" + distLabels[i] + "]:"
+		want := "[" + remoting.DistributionLabels[i] + "]:"
 		if !strings.HasPrefix(f, want) {
 			return out, fmt.Errorf("bucket %d is %s, want %s<count>", i, remote.Shown(f), want)
 		}
 		n, err := strconv.ParseUint(f[len(want):], 10, 64)
 		if err != nil {
-			return out, fmt.Errorf("bucket %s: %v", distLabels[i], err)
+			return out, fmt.Errorf("bucket %s: %v", remoting.DistributionLabels[i], err)
 		}
 		out[i] = n
 	}

@@ -51,6 +51,12 @@ func ParseKVTable(body []byte) (map[string]string, error) {
 	return out, nil
 }
 
+// DistributionLabels are the 13 bucket labels of the runtime-info value
+// putMessageDistributeTime (and of store.log's [PAGECACHERT] lines), in
+// order: "[<=0ms]:a [0~10ms]:b … [10s~]:m ".
+var DistributionLabels = [13]string{"<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms",
+	"500ms~1s", "1~2s", "2~3s", "3~4s", "4~5s", "5~10s", "10s~"}
+
 // ParseConfig decodes the body of a GET_BROKER_CONFIG reply: one key=value
 // per line, unsorted and unescaped, split on the first '='. It returns the
 // settings and the number of non-empty lines that had no '='.

@@ -50,15 +50,11 @@ func ClusterInfoBody(brokers []remoting.BrokerAddr) []byte {
 // array).
 var idKey = regexp.MustCompile(`([{,])"(-?[0-9]+)":"`)
 
-// distributionLabels are the 13 bucket labels of putMessageDistributeTime.
-var distributionLabels = [13]string{"<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms",
-	"500ms~1s", "1~2s", "2~3s", "3~4s", "4~5s", "5~10s", "10s~"}
-
 // Distribution formats 13 putMessageDistributeTime counts the way the
 // broker does: "[<=0ms]:a [0~10ms]:b … [10s~]:m " with a trailing space.
 func Distribution(counts [13]uint64) string {
 	var sb strings.Builder
-	for i, l := range distributionLabels {
+	for i, l := range remoting.DistributionLabels {
 		sb.WriteString("[" + l + "]:" + strconv.FormatUint(counts[i], 10) + " ")
 	}
 	return sb.String()
