@@ -34,8 +34,7 @@ const (
 	None Fault = iota
 	// Slow answers after the delay given to Server.Delay (default 5s).
 	Slow
-	// Reset closes the connection (with a TCP RST on a real socket)
-	// instead of answering.
+	// Reset closes the connection instead of answering (RST on a real socket).
 	Reset
 	// Garbage answers with a frame whose header is not JSON.
 	Garbage
@@ -45,24 +44,18 @@ const (
 	Busy
 	// Unsupported answers REQUEST_CODE_NOT_SUPPORTED (code 3), as a 5.x Proxy does for 106.
 	Unsupported
-	// Interleave first sends a server-initiated request frame and a response
-	// with another opaque, then the real answer.
+	// Interleave sends a server request and a response to another opaque first.
 	Interleave
-	// Announce sends a length word promising a 16 MiB frame (the remoting
-	// package's default limit, so a client with it accepts it) and 4 more bytes, then nothing until the
-	// Delay passes or the server closes, then closes the connection: a peer
-	// that makes a client wait with a frame buffer it never fills.
+	// Announce sends a length word promising 16 MiB (remoting's default
+	// limit) and 4 more bytes, then nothing until the Delay passes or the
+	// server closes: a peer that makes a client wait on a buffer it never fills.
 	Announce
-	// Truncated sends the first half of a well-formed answer, then closes
-	// the connection: the client reads "unexpected EOF" inside a frame.
+	// Truncated sends the first half of a well-formed answer, then closes.
 	Truncated
-	// Noise sends 64 bytes of noise (the same bytes every time, starting
-	// with a 0x7fffffff length word), then closes the connection.
+	// Noise sends 64 bytes of noise (see noise), then closes.
 	Noise
-	// ErrorReply answers with the response code and remark given to
-	// Server.ErrorReply (default SYSTEM_ERROR, "error"): for example the
-	// SYSTEM_ERROR a 4.x broker answers when its ACL hook throws, with the
-	// exception in the remark.
+	// ErrorReply answers with the code and remark given to Server.ErrorReply
+	// (default SYSTEM_ERROR, "error"), as a 4.x broker whose ACL hook throws.
 	ErrorReply
 )
 
