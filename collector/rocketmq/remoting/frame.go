@@ -40,11 +40,9 @@ const (
 // 16 MiB, the broker's and name server's own default limit.
 const DefaultMaxFrame = 16 << 20
 
-// Flag bits of a header.
-const (
-	FlagResponse = 1 // bit 0: this frame is a response
-	FlagOneway   = 2 // bit 1: no response expected
-)
+// FlagResponse is bit 0 of a header's flag: the frame is a response (bit 1,
+// a oneway request, is never sent).
+const FlagResponse = 1
 
 // Request codes used by stall_exporter.
 const (
@@ -87,7 +85,7 @@ type Command struct {
 	Language  string            // sender's language name, e.g. "JAVA"
 	Version   int               // sender's protocol version
 	Opaque    int32             // request id, echoed by the response
-	Flag      int32             // FlagResponse, FlagOneway bits
+	Flag      int32             // FlagResponse bit
 	Remark    string            // error text of a failed response
 	ExtFields map[string]string // custom header fields
 	Body      []byte

@@ -28,7 +28,7 @@ type Broker struct {
 // runtime-info table (copied) and config text.
 func NewBroker(addr string, runtime map[string]string, config string) (*Broker, error) {
 	b := &Broker{runtime: maps.Clone(runtime), config: config}
-	s, err := Listen(addr, b.handle)
+	s, err := listen(addr, b.handle)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ type NameServer struct {
 // brokers.
 func NewNameServer(addr string, brokers []remoting.BrokerAddr) (*NameServer, error) {
 	n := &NameServer{brokers: brokers}
-	s, err := Listen(addr, n.handle)
+	s, err := listen(addr, n.handle)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func (n *Net) NameServer(addr string, brokers []remoting.BrokerAddr) *NameServer
 // requests but never answers, as a hung broker or name server does.
 func (n *Net) Silent(addr string) *Server { return n.add(addr, nil) }
 
-func (n *Net) add(addr string, h Handler) *Server {
+func (n *Net) add(addr string, h replyFunc) *Server {
 	s := newServer(addr, h)
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -70,14 +70,14 @@ var noise = func() []byte {
 	return b
 }()
 
-// Handler answers one request with a body, or an error code and remark.
-type Handler func(req *remoting.Command) (body []byte, code int, remark string)
+// replyFunc answers one request with a body, or an error code and remark.
+type replyFunc func(req *remoting.Command) (body []byte, code int, remark string)
 
 // Server is a remoting server on a TCP listener or on a Net.
 type Server struct {
 	ln      net.Listener // nil on a Net
 	addr    string
-	handler Handler // nil: read requests, never answer
+	handler replyFunc // nil: read requests, never answer
 
 	mu        sync.Mutex
 	binary    bool
@@ -95,13 +95,13 @@ type Server struct {
 	closeOnce sync.Once
 }
 
-func newServer(addr string, h Handler) *Server {
+func newServer(addr string, h replyFunc) *Server {
 	return &Server{addr: addr, handler: h, delay: 5 * time.Second, conns: map[net.Conn]bool{}, done: make(chan struct{}),
 		errCode: remoting.SystemError, errRemark: "error"}
 }
 
-// Listen starts a server on a TCP address ("127.0.0.1:0" picks a free port).
-func Listen(addr string, h Handler) (*Server, error) {
+// listen starts a server on a TCP address ("127.0.0.1:0" picks a free port).
+func listen(addr string, h replyFunc) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
