@@ -96,14 +96,3 @@ func Runtime49() map[string]string { return maps.Clone(runtime49) }
 // a flush backlog written with a comma decimal point ("1,5 GiB"). Each call
 // returns a new copy.
 func Runtime5() map[string]string { return maps.Clone(runtime5) }
-
-// KeySet returns Runtime49 for "4", "4.9" and Runtime5 for "5", "5.x".
-func KeySet(name string) (map[string]string, error) {
-	switch strings.TrimPrefix(strings.ToLower(name), "v") {
-	case "4", "4.9", "4.9.x":
-		return Runtime49(), nil
-	case "5", "5.x", "5.3":
-		return Runtime5(), nil
-	}
-	return nil, fmt.Errorf("unknown key set %q (want 4.9 or 5)", name)
-}
