@@ -140,7 +140,6 @@ type logFollower struct {
 
 // followedFile is one log file and the state of reading it.
 type followedFile struct {
-	name  string
 	f     *logfollow.File
 	state *collector.StateLog
 }
@@ -152,7 +151,6 @@ func newLogFollower(dir string, problems *collector.Problems, logger *slog.Logge
 		l.m.lines.WithLabelValues(name)
 		l.m.rotations.WithLabelValues(name)
 		l.files = append(l.files, followedFile{
-			name: name,
 			f: logfollow.New(filepath.Join(dir, name), logfollow.Options{
 				MaxLine:     maxLogLine,
 				ArchiveDirs: []string{logArchiveDir},
