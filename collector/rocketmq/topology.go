@@ -3,8 +3,8 @@ package rocketmq
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -148,12 +148,12 @@ func (c *scraper) addBrokers(found []remoting.BrokerAddr) {
 // say, by a configuration mistake or a NAT): each keeps its own series, but
 // all are read from the one process listening there. c.mu must be held.
 func (c *scraper) logSharedAddrs(atAddr map[string][]string) {
+	maps.DeleteFunc(c.sharedAddrs, func(addr, _ string) bool { return len(atAddr[addr]) < 2 })
 	for addr, ids := range atAddr {
 		if len(ids) < 2 {
-			delete(c.sharedAddrs, addr)
 			continue
 		}
-		sort.Strings(ids)
+		slices.Sort(ids)
 		desc := strings.Join(ids, ", ")
 		if c.sharedAddrs[addr] == desc {
 			continue
@@ -161,10 +161,5 @@ func (c *scraper) logSharedAddrs(atAddr map[string][]string) {
 		c.sharedAddrs[addr] = desc
 		c.cfg.Logger.Warn("rocketmq name servers announce several brokers at one address; each keeps its own series (cluster/broker/broker_id), but all are read from the one process listening there",
 			"address", addr, "brokers", desc)
-	}
-	for addr := range c.sharedAddrs {
-		if _, ok := atAddr[addr]; !ok {
-			delete(c.sharedAddrs, addr)
-		}
 	}
 }
