@@ -36,10 +36,7 @@ func (c *scraper) knownBrokers() []*broker {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dropUnlisted(time.Now())
-	keys := make([]brokerKey, 0, len(c.brokers))
-	for k := range c.brokers {
-		keys = append(keys, k)
-	}
+	keys := slices.Collect(maps.Keys(c.brokers))
 	slices.SortFunc(keys, func(a, b brokerKey) int {
 		return cmp.Or(strings.Compare(c.brokers[a].addr, c.brokers[b].addr), strings.Compare(a.String(), b.String()))
 	})

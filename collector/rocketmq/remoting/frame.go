@@ -71,10 +71,8 @@ func languageName(b byte) string {
 }
 
 func languageCode(name string) byte {
-	for i, l := range languages {
-		if l == name {
-			return byte(i)
-		}
+	if i := slices.Index(languages, name); i >= 0 {
+		return byte(i)
 	}
 	return 7 // OTHER
 }
