@@ -202,11 +202,7 @@ func (c *scraper) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 	berrs := make([]error, len(brokers))
 	var wg sync.WaitGroup
 	for i, b := range brokers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			berrs[i] = c.scrapeBroker(ctx, b, ch)
-		}()
+		wg.Go(func() { berrs[i] = c.scrapeBroker(ctx, b, ch) })
 	}
 	wg.Wait()
 	c.mu.Lock()

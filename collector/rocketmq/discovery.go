@@ -93,9 +93,7 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 	answered := false // guarded by c.mu
 	var wg sync.WaitGroup
 	for i, ns := range c.opts.Namesrv {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			bs, err := c.namesrvs[ns].client.ClusterInfo(ctx)
 			bs = c.dialable(ns, bs)
 			results[i] = result{ns, bs, err}
@@ -117,7 +115,7 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 			if early {
 				ready()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 

@@ -108,8 +108,7 @@ func listen(addr string, h replyFunc) (*Server, error) {
 	}
 	s := newServer(ln.Addr().String(), h)
 	s.ln = ln
-	s.wg.Add(1)
-	go s.accept()
+	s.wg.Go(s.accept)
 	return s, nil
 }
 
@@ -218,7 +217,6 @@ func (s *Server) CloseConns() {
 }
 
 func (s *Server) accept() {
-	defer s.wg.Done()
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
@@ -239,13 +237,11 @@ func (s *Server) start(c net.Conn) bool {
 	}
 	s.accepted++
 	s.conns[c] = true
-	s.wg.Add(1)
-	go s.serve(c)
+	s.wg.Go(func() { s.serve(c) })
 	return true
 }
 
 func (s *Server) serve(c net.Conn) {
-	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
