@@ -57,8 +57,7 @@ func (c *scraper) startRound() {
 	done, ready := make(chan struct{}), make(chan struct{})
 	c.discovering, c.ready, c.roundWaited = done, ready, false
 	c.lastDiscovery = time.Now()
-	var once sync.Once
-	markReady := func() { once.Do(func() { close(ready) }) }
+	markReady := sync.OnceFunc(func() { close(ready) })
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
 		c.discover(ctx, markReady)
