@@ -17,10 +17,12 @@ import (
 type runtimeKey struct {
 	keys     []string // spellings, first present wins
 	required bool     // missing counts as an error (present in every 4.9.x and 5.x)
-	// emit converts the key's value and sends its series; an error is
-	// counted against the key (keyError) and costs only its own series.
-	emit func(e runtimeEmitter, raw string) error
+	emit     emitFunc
 }
+
+// emitFunc converts a key's value and sends its series; an error is
+// counted against the key (keyError) and costs only its own series.
+type emitFunc func(e runtimeEmitter, raw string) error
 
 // runtimeEmitter is what a runtimeKey's emit needs: the broker (b.mu
 // held), its labels, the channel and the scrape's time.
@@ -79,17 +81,17 @@ var runtimeKeys = []runtimeKey{
 
 // gauge and counter declare stall_rocketmq_<name> and send the key's
 // value, converted by parse, as it.
-func gauge(parse func(string) (float64, error), name, help string) func(runtimeEmitter, string) error {
+func gauge(parse func(string) (float64, error), name, help string) emitFunc {
 	return number(parse, brokerMetric(name, help, prometheus.GaugeValue))
 }
 
-func counter(parse func(string) (float64, error), name, help string) func(runtimeEmitter, string) error {
+func counter(parse func(string) (float64, error), name, help string) emitFunc {
 	return number(parse, brokerMetric(name, help, prometheus.CounterValue))
 }
 
 // number sends the value, converted by parse, as metric with the broker
 // labels and extra.
-func number(parse func(string) (float64, error), metric collector.Metric, extra ...string) func(runtimeEmitter, string) error {
+func number(parse func(string) (float64, error), metric collector.Metric, extra ...string) emitFunc {
 	return func(e runtimeEmitter, raw string) error {
 		v, err := parse(raw)
 		if err == nil {
@@ -103,7 +105,7 @@ var rateWindows = [3]string{"10s", "60s", "600s"}
 
 // rate sends a "10s 60s 600s" rate triple, each window whose rate the
 // broker knows.
-func rate(op string) func(runtimeEmitter, string) error {
+func rate(op string) emitFunc {
 	return func(e runtimeEmitter, raw string) error {
 		tps, err := parseTps(raw)
 		if err != nil {
