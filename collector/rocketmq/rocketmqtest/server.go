@@ -117,39 +117,27 @@ func (s *Server) Addr() string { return s.addr }
 
 // SetBinary makes replies use the ROCKETMQ binary header (as a broker
 // started with -Drocketmq.serialize.type=ROCKETMQ does) instead of JSON.
-func (s *Server) SetBinary(b bool) {
-	s.mu.Lock()
-	s.binary = b
-	s.mu.Unlock()
-}
+func (s *Server) SetBinary(b bool) { s.locked(func() { s.binary = b }) }
 
 // RequireACL makes the server check each request's AccessKey and Signature
 // against cr and answer NO_PERMISSION (16) when they are wrong.
-func (s *Server) RequireACL(cr *remoting.Credentials) {
-	s.mu.Lock()
-	s.verifyACL = cr
-	s.mu.Unlock()
-}
+func (s *Server) RequireACL(cr *remoting.Credentials) { s.locked(func() { s.verifyACL = cr }) }
 
 // Inject queues faults, applied one per request in order.
-func (s *Server) Inject(f ...Fault) {
-	s.mu.Lock()
-	s.faults = append(s.faults, f...)
-	s.mu.Unlock()
-}
+func (s *Server) Inject(f ...Fault) { s.locked(func() { s.faults = append(s.faults, f...) }) }
 
 // Delay sets how long a Slow reply waits.
-func (s *Server) Delay(d time.Duration) {
-	s.mu.Lock()
-	s.delay = d
-	s.mu.Unlock()
-}
+func (s *Server) Delay(d time.Duration) { s.locked(func() { s.delay = d }) }
 
 // ErrorReply sets the response code and remark of the ErrorReply fault.
 func (s *Server) ErrorReply(code int, remark string) {
+	s.locked(func() { s.errCode, s.errRemark = code, remark })
+}
+
+func (s *Server) locked(f func()) {
 	s.mu.Lock()
-	s.errCode, s.errRemark = code, remark
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	f()
 }
 
 // Requests returns the requests received so far.
