@@ -48,7 +48,7 @@ func main() {
 	)
 	flag.Parse()
 
-	rt, err := rocketmqtest.KeySet(*version)
+	rt, err := keySet(*version)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -102,6 +102,18 @@ func main() {
 	for _, b := range brokers {
 		b.Close()
 	}
+}
+
+// keySet is the runtime-info table of -version: rocketmqtest.Runtime49 for
+// "4", "4.9", rocketmqtest.Runtime5 for "5", "5.x".
+func keySet(name string) (map[string]string, error) {
+	switch strings.TrimPrefix(strings.ToLower(name), "v") {
+	case "4", "4.9", "4.9.x":
+		return rocketmqtest.Runtime49(), nil
+	case "5", "5.x", "5.3":
+		return rocketmqtest.Runtime5(), nil
+	}
+	return nil, fmt.Errorf("unknown key set %q (want 4.9 or 5)", name)
 }
 
 func openLog(path string) *os.File {

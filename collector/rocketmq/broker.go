@@ -22,28 +22,23 @@ type broker struct {
 	client *remoting.Client
 	direct bool // from --rocketmq.broker or /probe: labels come from its config
 
-	// unlistedSince is when the name servers stopped listing a discovered
-	// broker (zero while they list it); guarded by the scraper's mu.
-	unlistedSince time.Time
+	unlistedSince time.Time // when the name servers stopped listing it; guarded by the scraper's mu
 
-	mu           sync.Mutex
-	labels       [3]string
-	version      string
-	put          putHistogram
-	lockCounts   []uint64 // per lockBounds bucket, not cumulative; last is +Inf
-	lockSum      float64
-	lockN        uint64
-	sampleErrors uint64
-	// budgetRefused counts requests that failed with remote.ErrBudget
-	// (its client's OnBudget); shown once non-zero.
-	budgetRefused atomic.Uint64
+	mu            sync.Mutex
+	labels        [3]string
+	version       string
+	put           putHistogram
+	lockCounts    []uint64 // per lockBounds bucket, not cumulative; last is +Inf
+	lockSum       float64
+	lockN         uint64
+	sampleErrors  uint64
+	budgetRefused atomic.Uint64 // requests that failed with remote.ErrBudget (OnBudget)
 	nextSample    time.Time
 	sampleFails   int
 	keyErrors     map[string]uint64
 	config        map[string]string
 	configAt      time.Time
-	// state logs the broker going down (its runtime info failing) and
-	// answering again; configState its ACL refusing GET_BROKER_CONFIG.
+	// state: its runtime info failing; configState: its ACL refusing GET_BROKER_CONFIG.
 	state, configState *collector.StateLog
 }
 
@@ -54,21 +49,24 @@ func (b *broker) observeLock(s float64) {
 	b.lockN++
 }
 
-// observeDistribution feeds putMessageDistributeTime into the cumulative
-// histogram; b.mu must be held. A bad value is counted by the scrape that
-// emits the metrics.
-func (b *broker) observeDistribution(kv map[string]string, now time.Time) {
-	if dist, err := parseDistribution(kv["putMessageDistributeTime"]); err == nil {
-		b.put.observe(dist, reportsWindowInProgress(kv["brokerVersionDesc"]), now)
+// observeDistribution adds a putMessageDistributeTime window to the
+// broker's cumulative histogram; "null" (no window yet) is not an error.
+// version is brokerVersionDesc; b.mu must be held.
+func (b *broker) observeDistribution(raw, version string, now time.Time) error {
+	dist, err := parseDistribution(raw)
+	if errors.Is(err, errNull) {
+		return nil
 	}
+	if err == nil {
+		b.put.observe(dist, reportsWindowInProgress(version), now)
+	}
+	return err
 }
 
 // scrapeBroker reads one broker's runtime info and, when it answered and
-// the config is due, its config, all before ctx's deadline (one budget for
-// both); then it sends the broker's metrics. stall_rocketmq_up is the
-// runtime-info request's result alone: a slow or failed config read keeps
-// the last config and labels. The broker going down is logged once at warn,
-// its recovery at info.
+// the config is due, its config, both before ctx's deadline; then it sends
+// the broker's metrics. stall_rocketmq_up is the runtime-info request's
+// result alone: a slow or failed config read keeps the last config.
 func (c *scraper) scrapeBroker(ctx context.Context, b *broker, ch chan<- prometheus.Metric) error {
 	kv, err := b.client.RuntimeInfo(ctx)
 	if err == nil {
@@ -94,8 +92,7 @@ func (c *scraper) scrapeBroker(ctx context.Context, b *broker, ch chan<- prometh
 		return fmt.Errorf("broker %s: %s: %w", b.addr, reason, err)
 	}
 	b.state.OK("rocketmq broker answering again")
-	// The broker answers again: the sampler's backoff (sampleOnce) ends now,
-	// not when its up to 30 s run out.
+	// The sampler's backoff (sampleOnce) ends now, not when its 30 s run out.
 	b.sampleFails, b.nextSample = 0, time.Time{}
 	upDesc.Send(ch, 1, lv...)
 	b.emitRuntime(ch, kv, time.Now(), c.cfg.Problems)
@@ -104,8 +101,7 @@ func (c *scraper) scrapeBroker(ctx context.Context, b *broker, ch chan<- prometh
 }
 
 // readConfig reads GET_BROKER_CONFIG; a failure keeps the last config and
-// labels and is retried at the next scrape. A bad reply is also counted as
-// bad input.
+// labels and is retried at the next scrape.
 func (c *scraper) readConfig(ctx context.Context, b *broker) {
 	cfg, bad, err := b.client.BrokerConfig(ctx)
 	if bad > 0 {
@@ -146,13 +142,10 @@ func labelsFromConfig(cfg map[string]string, addr string) [3]string {
 	return l
 }
 
-// labelValue makes a broker- or name-server-supplied string safe as a label
-// value: valid UTF-8 (client_golang refuses anything else) and at most
-// collector.MaxLabelBytes.
+// labelValue makes a string from a broker or name server a safe label value.
 func labelValue(s string) string { return collector.LabelValue(s, collector.MaxLabelBytes) }
 
-// sendState sends what is kept between scrapes: the histograms, error
-// counters and config; b.mu must be held.
+// sendState sends what is kept between scrapes; b.mu must be held.
 func (b *broker) sendState(ch chan<- prometheus.Metric) {
 	lv := b.labels[:]
 	if b.put.have {
@@ -176,10 +169,7 @@ func (b *broker) sendState(ch chan<- prometheus.Metric) {
 			vals = append(vals, labelValue(b.config[k]))
 		}
 		configInfoDesc.Send(ch, 1, vals...)
-		for _, m := range []struct {
-			key string
-			m   collector.Metric
-		}{{"osPageCacheBusyTimeOutMills", configBusyTimeoutDesc}, {"waitTimeMillsInSendQueue", configSendWaitDesc}} {
+		for _, m := range configMillis {
 			if raw, ok := b.config[m.key]; ok {
 				if v, err := parseConfigMillis(raw); err == nil {
 					m.m.Send(ch, v, lv...)

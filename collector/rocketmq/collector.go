@@ -41,9 +41,8 @@ func init() {
 	collector.RegisterProbe("rocketmq", probe)
 }
 
-// newCollector builds the collector from the --rocketmq.* flags; a
-// flag value that cannot work is an error, so the exporter refuses to
-// start.
+// newCollector builds the collector from the --rocketmq.* flags; a bad
+// flag value is an error: the exporter refuses to start.
 func newCollector(cfg collector.Config) (collector.Collector, error) {
 	opts, err := flags.metricsOptions()
 	if err != nil {
@@ -52,8 +51,7 @@ func newCollector(cfg collector.Config) (collector.Collector, error) {
 	return newScraper(cfg, opts), nil
 }
 
-// scraper scrapes a set of brokers and optionally follows the
-// broker's logs.
+// scraper scrapes a set of brokers and optionally follows the broker logs.
 type scraper struct {
 	cfg  collector.Config
 	opts options
@@ -104,8 +102,7 @@ func (c *scraper) newBroker(addr string, direct bool, labels [3]string) *broker 
 	return b
 }
 
-// replyBudgetMin is the smallest budget of reply frames read at once by
-// all the process' remoting clients (remote.Budget).
+// replyBudgetMin is the smallest replyBudget.
 const replyBudgetMin = 8 << 20
 
 var (
@@ -142,16 +139,14 @@ func (c *scraper) dropConns() bool {
 	return all
 }
 
-// close closes the connections of the brokers and name servers, waiting
-// for a request in progress on each; later requests fail. /probe calls it
-// for a target it drops.
+// close closes the connections, each once its request in progress ends;
+// later requests fail. /probe calls it for a target it drops.
 func (c *scraper) close() {
 	for _, cl := range c.clients() {
 		cl.Close()
 	}
 }
 
-// clients are the remoting clients of the brokers and name servers.
 func (c *scraper) clients() []*remoting.Client {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -193,28 +188,21 @@ func (c *scraper) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 	if done, wait := c.refreshTopology(true); wait {
 		// Wait for the name servers at most half the budget; after that
 		// the last known brokers are scraped and the round finishes in the
-		// background for the next scrape. No wait at all while the name
-		// servers failed the last round, or when another scrape already
-		// waited for this round: the scrapes are not delayed for them again
-		// and again.
-		t := time.NewTimer(deadline.Sub(start) / 2)
+		// background for the next scrape (refreshTopology says when a
+		// scrape does not wait at all).
+		wctx, cancel := context.WithTimeout(ctx, deadline.Sub(start)/2)
 		select {
 		case <-done:
-		case <-t.C:
-		case <-ctx.Done():
+		case <-wctx.Done():
 		}
-		t.Stop()
+		cancel()
 	}
 	brokers := c.knownBrokers()
 	errs := c.sendNamesrv(ch)
 	berrs := make([]error, len(brokers))
 	var wg sync.WaitGroup
 	for i, b := range brokers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			berrs[i] = c.scrapeBroker(ctx, b, ch)
-		}()
+		wg.Go(func() { berrs[i] = c.scrapeBroker(ctx, b, ch) })
 	}
 	wg.Wait()
 	c.mu.Lock()

@@ -451,9 +451,10 @@ func BenchmarkLogLine(b *testing.B) {
 	}
 }
 
-func TestSplitAddrs(t *testing.T) {
-	got := splitAddrs([]string{"10.0.0.9:9876;10.0.0.10:9876", "10.0.0.9:9876", " 10.0.0.11:9876 "})
-	if strings.Join(got, "|") != "10.0.0.9:9876|10.0.0.10:9876|10.0.0.11:9876" {
-		t.Errorf("got %q", got)
+// Addresses come repeated and in RocketMQ's own list form; duplicates go.
+func TestParseAddrs(t *testing.T) {
+	got, err := parseAddrs("--rocketmq.namesrv", []string{"10.0.0.9:9876;10.0.0.10:9876", "10.0.0.9:9876", " 10.0.0.11:9876 "})
+	if err != nil || strings.Join(got, "|") != "10.0.0.9:9876|10.0.0.10:9876|10.0.0.11:9876" {
+		t.Errorf("got %q, %v", got, err)
 	}
 }

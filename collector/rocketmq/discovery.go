@@ -3,7 +3,6 @@ package rocketmq
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,8 +20,7 @@ type namesrv struct {
 	err    error               // its result in that round (nil: answered)
 }
 
-// failedLast reports whether the name server failed the last round;
-// c.mu must be held.
+// failedLast: the name server failed the last round; c.mu must be held.
 func (ns *namesrv) failedLast() bool { return ns.asked && ns.err != nil }
 
 // refreshTopology starts a discovery round in the background when one is
@@ -59,8 +57,7 @@ func (c *scraper) startRound() {
 	done, ready := make(chan struct{}), make(chan struct{})
 	c.discovering, c.ready, c.roundWaited = done, ready, false
 	c.lastDiscovery = time.Now()
-	var once sync.Once
-	markReady := func() { once.Do(func() { close(ready) }) }
+	markReady := sync.OnceFunc(func() { close(ready) })
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
 		c.discover(ctx, markReady)
@@ -95,9 +92,7 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 	answered := false // guarded by c.mu
 	var wg sync.WaitGroup
 	for i, ns := range c.opts.Namesrv {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			bs, err := c.namesrvs[ns].client.ClusterInfo(ctx)
 			bs = c.dialable(ns, bs)
 			results[i] = result{ns, bs, err}
@@ -107,9 +102,8 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 				answered = true
 				c.addBrokers(bs)
 			}
-			// Ready early when an answer came and every name server still
-			// pending failed the previous round: a scrape does not wait
-			// for name servers known to be down.
+			// Ready early once only name servers that failed the previous
+			// round are pending: a scrape does not wait for those.
 			early := answered && len(pending) > 0
 			for p := range pending {
 				if !c.namesrvs[p].failedLast() {
@@ -120,7 +114,7 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 			if early {
 				ready()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 
@@ -145,7 +139,7 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 			k := discoveredKey(b)
 			if !found[k] {
 				found[k] = true
-				atAddr[b.Addr] = append(atAddr[b.Addr], strings.Join(k.labels[:], "/"))
+				atAddr[b.Addr] = append(atAddr[b.Addr], k.String())
 			}
 		}
 	}
@@ -163,8 +157,8 @@ func (c *scraper) discover(ctx context.Context, ready func()) {
 	c.logSharedAddrs(atAddr)
 }
 
-// sendNamesrv sends stall_rocketmq_namesrv_up from the last finished
-// discovery round and returns the errors of the name servers that failed it.
+// sendNamesrv sends stall_rocketmq_namesrv_up of the last finished round
+// and returns the errors of the name servers that failed it.
 func (c *scraper) sendNamesrv(ch chan<- prometheus.Metric) []error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -174,17 +168,12 @@ func (c *scraper) sendNamesrv(ch chan<- prometheus.Metric) []error {
 		if !ns.asked {
 			continue
 		}
-		namesrvUpDesc.Send(ch, b2f(ns.err == nil), addr)
 		if ns.err != nil {
+			namesrvUpDesc.Send(ch, 0, addr)
 			errs = append(errs, fmt.Errorf("name server %s: %w", addr, ns.err))
+			continue
 		}
+		namesrvUpDesc.Send(ch, 1, addr)
 	}
 	return errs
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }

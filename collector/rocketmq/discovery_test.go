@@ -30,18 +30,18 @@ stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
 `)
 		// Broker b leaves the topology; within the interval nobody asks.
 		ns.SetBrokers([]remoting.BrokerAddr{{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}})
-		time.Sleep(29 * time.Second)
+		collectortest.Advance(29 * time.Second)
 		if got, _ := scrape(t, c, "stall_rocketmq_up"); strings.Count(got, "\n") != 2 {
 			t.Errorf("within the discovery interval:\n%s", got)
 		}
-		time.Sleep(2 * time.Second)
+		collectortest.Advance(2 * time.Second)
 		got, _ = scrape(t, c, "stall_rocketmq_up")
 		expect(t, got, `
 stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
 `)
 		// The name server goes away: broker a is still scraped.
 		ns.Inject(rocketmqtest.Reset, rocketmqtest.Reset) // the reused connection, then the one retry
-		time.Sleep(31 * time.Second)
+		collectortest.Advance(31 * time.Second)
 		got, err := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_namesrv_up")
 		if err == nil || !strings.Contains(err.Error(), "name server "+ns.Addr()) {
 			t.Errorf("err = %v, want the name server's failure", err)
@@ -77,7 +77,7 @@ func TestNamesrvBadRepliesCounted(t *testing.T) {
 		for _, f := range []rocketmqtest.Fault{rocketmqtest.Garbage, rocketmqtest.Huge, rocketmqtest.Noise, rocketmqtest.Truncated} {
 			before := cfg.Problems.Count()
 			ns.Inject(f)
-			time.Sleep(31 * time.Second)
+			collectortest.Advance(31 * time.Second)
 			scrapeAndEndRound()
 			got := scrapeAndEndRound()
 			if d := cfg.Problems.Count() - before; d != 1 {
@@ -116,7 +116,7 @@ stall_rocketmq_up{broker="broker-a",broker_id="0",cluster="c"} 1
 stall_rocketmq_up{broker="broker-a",broker_id="1",cluster="c"} 1
 stall_rocketmq_up{broker="broker-b",broker_id="0",cluster="c"} 0
 `)
-			time.Sleep(31 * time.Second) // the second scrape runs a new round: logged only once
+			collectortest.Advance(31 * time.Second) // the second scrape runs a new round: logged only once
 		}
 		var shared []string
 		for _, r := range h.take() {
@@ -164,7 +164,7 @@ func TestUnansweredNamesrvAskedOncePerScrape(t *testing.T) {
 		go func() { c.Run(ctx); close(done) }()
 		for range 2 {
 			collectortest.Expose(t, context.Background(), c)
-			time.Sleep(300 * time.Millisecond) // 30 sampler ticks
+			collectortest.Advance(300 * time.Millisecond) // 30 sampler ticks
 		}
 		cancel()
 		<-done

@@ -58,32 +58,41 @@ var (
 	logLastTimeFamily = collector.DeclareGauge("rocketmq_log_last_line_timestamp_seconds",
 		"Unix time of the newest timestamped line read from each log file (the broker writes GMT+8 whatever the host zone).",
 		"file")
-	logLockHeldFamily = collector.DeclareHistogram("rocketmq_log_lock_held_seconds",
-		"CommitLog put-lock holds over 500 ms, from store.log '[NOTIFYME]putMessage(s) in lock cost time(ms)=N'.",
-		slowBuckets)
-	logPageCacheBusyFamily = collector.DeclareHistogram("rocketmq_log_page_cache_busy_lock_held_seconds",
-		"How long the put lock had been held when store.log reported '[NOTIFYME]page cache is busy'.",
-		slowBuckets)
-	logPutSlowFamily = collector.DeclareHistogram("rocketmq_log_put_slow_seconds",
-		"Whole puts over 500 ms, from store.log's slow-put lines ('not in lock elapsed time', 'CommitLog#putMessage cost').",
-		slowBuckets)
-	logMappedFileFamily = collector.DeclareHistogram("rocketmq_log_mapped_file_create_seconds",
-		"Creations of a CommitLog mapped file over 10 ms, from store.log 'create mappedFile spent time(ms) N'.",
-		[]float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10})
 	logQueueSizeFamily = collector.DeclareGauge("rocketmq_log_queue_size",
 		"Requests queued for a broker thread pool at the last watermark.log '[WATERMARK] <Pool> Queue Size: N' line (written every second).",
 		"pool")
 	logQueueWaitFamily = collector.DeclareHistogram("rocketmq_log_queue_head_wait_seconds",
 		"Age of the oldest queued request in each watermark.log [WATERMARK] line, by thread pool.",
 		[]float64{0, 0.01, 0.05, 0.1, 0.15, 0.2, 0.5, 1, 5}, "pool")
-	// Sent as a const histogram (the broker logs whole windows, not
-	// observations), so it has a Desc rather than a vector and no buckets
-	// of its own.
-	logPutLatencyFamily = collector.DeclareHistogram("rocketmq_log_put_latency_seconds",
+	// A const histogram: the broker logs whole windows, not observations.
+	logPutLatencyDesc = collector.DeclareHistogram("rocketmq_log_put_latency_seconds",
 		"Whole put latency from store.log's 60 s [PAGECACHERT] lines, cumulative since exporter start.",
-		nil)
-	logPutLatencyDesc = logPutLatencyFamily.Desc()
+		nil).Desc()
 )
+
+// The histograms of store.log's slow-operation warnings, by what the
+// warning times; loglines.go's handlers observe into them.
+const (
+	lockHeld = iota
+	busyHeld
+	putSlow
+	mappedFile
+)
+
+var slowFamilies = [...]collector.Stateful{
+	lockHeld: collector.DeclareHistogram("rocketmq_log_lock_held_seconds",
+		"CommitLog put-lock holds over 500 ms, from store.log '[NOTIFYME]putMessage(s) in lock cost time(ms)=N'.",
+		slowBuckets),
+	busyHeld: collector.DeclareHistogram("rocketmq_log_page_cache_busy_lock_held_seconds",
+		"How long the put lock had been held when store.log reported '[NOTIFYME]page cache is busy'.",
+		slowBuckets),
+	putSlow: collector.DeclareHistogram("rocketmq_log_put_slow_seconds",
+		"Whole puts over 500 ms, from store.log's slow-put lines ('not in lock elapsed time', 'CommitLog#putMessage cost').",
+		slowBuckets),
+	mappedFile: collector.DeclareHistogram("rocketmq_log_mapped_file_create_seconds",
+		"Creations of a CommitLog mapped file over 10 ms, from store.log 'create mappedFile spent time(ms) N'.",
+		[]float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10}),
+}
 
 // logMetrics are the follower's metric vectors, created per follower so
 // that tests and /probe instances never share counts.
@@ -92,10 +101,7 @@ type logMetrics struct {
 	lines      *prometheus.CounterVec
 	rotations  *prometheus.CounterVec
 	lastTime   *prometheus.GaugeVec
-	lockHeld   *prometheus.HistogramVec
-	busyHeld   *prometheus.HistogramVec
-	putSlow    *prometheus.HistogramVec
-	mappedFile *prometheus.HistogramVec
+	slow       [len(slowFamilies)]*prometheus.HistogramVec
 	queueSize  *prometheus.GaugeVec
 	queueWait  *prometheus.HistogramVec
 	putLatency [13]uint64 // cumulative PAGECACHERT buckets
@@ -104,16 +110,15 @@ type logMetrics struct {
 
 func newLogMetrics() *logMetrics {
 	m := &logMetrics{
-		events:     logEventsFamily.CounterVec(),
-		lines:      logLinesFamily.CounterVec(),
-		rotations:  logRotationsFamily.CounterVec(),
-		lastTime:   logLastTimeFamily.GaugeVec(),
-		lockHeld:   logLockHeldFamily.HistogramVec(),
-		busyHeld:   logPageCacheBusyFamily.HistogramVec(),
-		putSlow:    logPutSlowFamily.HistogramVec(),
-		mappedFile: logMappedFileFamily.HistogramVec(),
-		queueSize:  logQueueSizeFamily.GaugeVec(),
-		queueWait:  logQueueWaitFamily.HistogramVec(),
+		events:    logEventsFamily.CounterVec(),
+		lines:     logLinesFamily.CounterVec(),
+		rotations: logRotationsFamily.CounterVec(),
+		lastTime:  logLastTimeFamily.GaugeVec(),
+		queueSize: logQueueSizeFamily.GaugeVec(),
+		queueWait: logQueueWaitFamily.HistogramVec(),
+	}
+	for i, f := range slowFamilies {
+		m.slow[i] = f.HistogramVec()
 	}
 	for _, ll := range logLines {
 		if ll.event != "" {
@@ -135,7 +140,6 @@ type logFollower struct {
 
 // followedFile is one log file and the state of reading it.
 type followedFile struct {
-	name  string
 	f     *logfollow.File
 	state *collector.StateLog
 }
@@ -147,7 +151,6 @@ func newLogFollower(dir string, problems *collector.Problems, logger *slog.Logge
 		l.m.lines.WithLabelValues(name)
 		l.m.rotations.WithLabelValues(name)
 		l.files = append(l.files, followedFile{
-			name: name,
 			f: logfollow.New(filepath.Join(dir, name), logfollow.Options{
 				MaxLine:     maxLogLine,
 				ArchiveDirs: []string{logArchiveDir},
@@ -164,18 +167,11 @@ func newLogFollower(dir string, problems *collector.Problems, logger *slog.Logge
 // run polls the files every logPollInterval until ctx is done.
 func (l *logFollower) run(ctx context.Context) {
 	l.poll()
-	t := time.NewTicker(logPollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			for _, lf := range l.files {
-				lf.f.Close()
-			}
-			return
-		case <-t.C:
-			l.poll()
-		}
+	for collector.Sleep(ctx, logPollInterval) {
+		l.poll()
+	}
+	for _, lf := range l.files {
+		lf.f.Close()
 	}
 }
 
@@ -214,8 +210,8 @@ func fileReason(err error) string {
 
 func (l *logFollower) send(ch chan<- prometheus.Metric) {
 	m := l.m
-	for _, c := range []prometheus.Collector{m.events, m.lines, m.rotations, m.lastTime, m.lockHeld, m.busyHeld,
-		m.putSlow, m.mappedFile, m.queueSize, m.queueWait} {
+	for _, c := range []prometheus.Collector{m.events, m.lines, m.rotations, m.lastTime,
+		m.slow[lockHeld], m.slow[busyHeld], m.slow[putSlow], m.slow[mappedFile], m.queueSize, m.queueWait} {
 		c.Collect(ch)
 	}
 	l.mu.Lock()

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The broker log lines the follower turns into metrics (log.go follows the
@@ -41,14 +39,14 @@ type logLine struct {
 // elapsed time(ms)=N", 5.x "CommitLog#putMessage cost Nms" for single
 // messages and still "not in lock eclipse time(ms)=N" for batches.
 var logLines = []logLine{
-	{[]byte("putMessage in lock cost time(ms)="), "lock_slow", timed(lockHeldHist)},
-	{[]byte("putMessages in lock cost time(ms)="), "lock_slow", timed(lockHeldHist)},
-	{[]byte("putMessage in lock eclipse time(ms)"), "lock_slow", timed(lockHeldHist)},
-	{[]byte("not in lock elapsed time(ms)="), "put_slow", timed(putSlowHist)},
-	{[]byte("not in lock eclipse time(ms)"), "put_slow", timed(putSlowHist)},
-	{[]byte("CommitLog#putMessage cost "), "put_slow", timed(putSlowHist)},
-	{[]byte("create mappedFile spent time(ms) "), "mapped_file_slow", timed(mappedFileHist)},
-	{[]byte("create mapedFile spent time(ms) "), "mapped_file_slow", timed(mappedFileHist)}, // 3.x
+	{[]byte("putMessage in lock cost time(ms)="), "lock_slow", timed(lockHeld)},
+	{[]byte("putMessages in lock cost time(ms)="), "lock_slow", timed(lockHeld)},
+	{[]byte("putMessage in lock eclipse time(ms)"), "lock_slow", timed(lockHeld)},
+	{[]byte("not in lock elapsed time(ms)="), "put_slow", timed(putSlow)},
+	{[]byte("not in lock eclipse time(ms)"), "put_slow", timed(putSlow)},
+	{[]byte("CommitLog#putMessage cost "), "put_slow", timed(putSlow)},
+	{[]byte("create mappedFile spent time(ms) "), "mapped_file_slow", timed(mappedFile)},
+	{[]byte("create mapedFile spent time(ms) "), "mapped_file_slow", timed(mappedFile)}, // 3.x
 	{[]byte("TransientStorePool is not enough"), "transient_store_pool_exhausted", nil},
 	{[]byte("page cache is busy"), "page_cache_busy", pageCacheBusy},
 	{[]byte("[PAGECACHERT]"), "pagecache_rt", pageCacheRT},
@@ -72,7 +70,7 @@ func (l *logFollower) line(file string, line []byte) {
 // whose tag it contains; other messages are ignored.
 func (m *logMetrics) message(msg []byte) error {
 	for _, ll := range logLines {
-		rest, ok := after(msg, ll.tag)
+		_, rest, ok := bytes.Cut(msg, ll.tag)
 		if !ok {
 			continue
 		}
@@ -113,17 +111,10 @@ func splitLogLine(line []byte) (time.Time, []byte, bool) {
 	return ts, rest[i+3:], true
 }
 
-// The histograms timed lines observe into.
-var (
-	lockHeldHist   = func(m *logMetrics) *prometheus.HistogramVec { return m.lockHeld }
-	putSlowHist    = func(m *logMetrics) *prometheus.HistogramVec { return m.putSlow }
-	mappedFileHist = func(m *logMetrics) *prometheus.HistogramVec { return m.mappedFile }
-)
-
 // timed handles a line whose tag is followed by a duration in milliseconds
 // (after one '=' or ' ', for the spellings whose tag ends before it): it
-// observes the duration in the histogram hist returns.
-func timed(hist func(*logMetrics) *prometheus.HistogramVec) func(*logMetrics, []byte) error {
+// observes the duration in the histogram slow[hist].
+func timed(hist int) func(*logMetrics, []byte) error {
 	return func(m *logMetrics, rest []byte) error {
 		if len(rest) > 0 && (rest[0] == '=' || rest[0] == ' ') {
 			rest = rest[1:]
@@ -132,7 +123,7 @@ func timed(hist func(*logMetrics) *prometheus.HistogramVec) func(*logMetrics, []
 		if err != nil {
 			return fmt.Errorf("duration: %w", err)
 		}
-		hist(m).WithLabelValues().Observe(float64(ms) / 1000)
+		m.slow[hist].WithLabelValues().Observe(float64(ms) / 1000)
 		return nil
 	}
 }
@@ -145,7 +136,7 @@ var tagBusyLockTime = []byte("lock time(ms)=")
 // in progress; it goes to its own histogram, since the same hold is logged
 // again, whole, by the "in lock cost" line when it ends.
 func pageCacheBusy(m *logMetrics, rest []byte) error {
-	rest, ok := after(rest, tagBusyLockTime)
+	_, rest, ok := bytes.Cut(rest, tagBusyLockTime)
 	if !ok {
 		return errors.New("page cache busy without lock time(ms)")
 	}
@@ -153,7 +144,7 @@ func pageCacheBusy(m *logMetrics, rest []byte) error {
 	if err != nil {
 		return fmt.Errorf("page cache busy lock time: %w", err)
 	}
-	m.busyHeld.WithLabelValues().Observe(float64(ms) / 1000)
+	m.slow[busyHeld].WithLabelValues().Observe(float64(ms) / 1000)
 	return nil
 }
 
@@ -166,7 +157,7 @@ var (
 // pageCacheRT handles the 60 s "[PAGECACHERT] TotalPut N,
 // PutMessageDistributeTime [<=0ms]:a … [10s~]:m " line of store.log.
 func pageCacheRT(m *logMetrics, rest []byte) error {
-	rest, ok := after(rest, tagDist)
+	_, rest, ok := bytes.Cut(rest, tagDist)
 	if !ok {
 		return errors.New("[PAGECACHERT] without PutMessageDistributeTime")
 	}
@@ -202,21 +193,16 @@ func watermark(m *logMetrics, rest []byte) error {
 	if err != nil {
 		return fmt.Errorf("[WATERMARK] size: %w", err)
 	}
-	slowAt, ok := after(rest, tagSlowTime)
+	_, slowAt, ok := bytes.Cut(rest, tagSlowTime)
 	if !ok {
 		return errors.New("[WATERMARK] without SlowTimeMills")
 	}
-	// A clock step could make the age negative: clamp it to 0.
-	neg := len(slowAt) > 0 && slowAt[0] == '-'
-	if neg {
-		slowAt = slowAt[1:]
-	}
-	slow, err := leadingInt(slowAt)
+	slow, err := leadingInt(bytes.TrimPrefix(slowAt, []byte("-")))
 	if err != nil {
 		return fmt.Errorf("[WATERMARK] slow time: %w", err)
 	}
-	if neg {
-		slow = 0
+	if slowAt[0] == '-' {
+		slow = 0 // a clock step made the age negative
 	}
 	m.queueSize.WithLabelValues(pool).Set(float64(size))
 	m.queueWait.WithLabelValues(pool).Observe(float64(slow) / 1000)
@@ -233,12 +219,4 @@ func leadingInt(b []byte) (int64, error) {
 		return 0, fmt.Errorf("no number at %.20q", b)
 	}
 	return strconv.ParseInt(string(b[:n]), 10, 64)
-}
-
-func after(msg, tag []byte) ([]byte, bool) {
-	i := bytes.Index(msg, tag)
-	if i < 0 {
-		return nil, false
-	}
-	return msg[i+len(tag):], true
 }

@@ -6,8 +6,8 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 )
 
-// The per-broker metrics of the remoting API (the log follower declares
-// its own in log.go).
+// The per-broker metrics of the remoting API; runtimeKeys (runtime.go)
+// declares those of one runtime-info key, log.go the log follower's.
 
 // brokerLabels name the broker of every per-broker series.
 var brokerLabels = []string{"cluster", "broker", "broker_id"}
@@ -27,42 +27,14 @@ var (
 		prometheus.GaugeValue, "reason")
 	namesrvUpDesc = collector.NewMetric("rocketmq_namesrv_up",
 		"1 if the name server answered GET_BROKER_CLUSTER_INFO (request 106) at the last discovery, else 0.", prometheus.GaugeValue, "namesrv")
-	lockHeldDesc = brokerMetric("commitlog_lock_held_seconds",
-		"How long the current holder has held the CommitLog put lock, 0 when free (runtime-info pageCacheLockTimeMills).", prometheus.GaugeValue)
 	putPercentileDesc = brokerMetric("put_latency_window_percentile_seconds",
 		"Put latency percentile over the broker's last 60 s window (runtime-info putLatency99 and putLatency999).", prometheus.GaugeValue, "percentile")
-	putMaxDesc = brokerMetric("put_latency_max_seconds",
-		"Longest whole put since broker start (runtime-info putMessageEntireTimeMax, high-water mark).", prometheus.GaugeValue)
-	putMessagesDesc = brokerMetric("put_messages_total",
-		"Messages stored since broker start (runtime-info putMessageTimesTotal).", prometheus.CounterValue)
-	putBytesDesc = brokerMetric("put_bytes_total",
-		"Message bytes stored since broker start (runtime-info putMessageSizeTotal).", prometheus.CounterValue)
-	putFailuresDesc = brokerMetric("put_failures_total",
-		"Failed puts since broker start (runtime-info putMessageFailedTimes; 4.9.3+).", prometheus.CounterValue)
 	rateDesc = brokerMetric("messages_per_second",
 		"Broker-computed message rate over the trailing window (runtime-info putTps, getFoundTps, getMissTps, getTotalTps, getTransferedTps/getTransferredTps).", prometheus.GaugeValue, "op", "window")
-	sendQueueSizeDesc = brokerMetric("send_queue_size",
-		"Send requests queued for the send thread pool (runtime-info sendThreadPoolQueueSize).", prometheus.GaugeValue)
-	sendQueueCapDesc = brokerMetric("send_queue_capacity",
-		"Capacity of the send thread pool queue (runtime-info sendThreadPoolQueueCapacity).", prometheus.GaugeValue)
-	sendQueueWaitDesc = brokerMetric("send_queue_head_wait_seconds",
-		"Age of the oldest queued send request (runtime-info sendThreadPoolQueueHeadWaitTimeMills).", prometheus.GaugeValue)
-	pullQueueSizeDesc = brokerMetric("pull_queue_size",
-		"Pull requests queued for the pull thread pool (runtime-info pullThreadPoolQueueSize).", prometheus.GaugeValue)
-	pullQueueCapDesc = brokerMetric("pull_queue_capacity",
-		"Capacity of the pull thread pool queue (runtime-info pullThreadPoolQueueCapacity).", prometheus.GaugeValue)
-	pullQueueWaitDesc = brokerMetric("pull_queue_head_wait_seconds",
-		"Age of the oldest queued pull request (runtime-info pullThreadPoolQueueHeadWaitTimeMills).", prometheus.GaugeValue)
-	flushPendingDesc = brokerMetric("flush_pending_bytes",
-		"CommitLog bytes written but not yet flushed to disk (runtime-info remainHowManyDataToFlush, a human-readable size rounded by the broker to 3 digits).", prometheus.GaugeValue)
-	commitPendingDesc = brokerMetric("commit_pending_bytes",
-		"Bytes in the transient store pool not yet committed to the file channel (runtime-info remainHowManyDataToCommit; only with transientStorePoolEnable).", prometheus.GaugeValue)
 	transientPoolDesc = brokerMetric("transient_store_pool_enabled",
 		"1 if the off-heap transient store pool is enabled, else 0 (runtime-info remainTransientStoreBufferNumbs is 2147483647 when it is disabled).", prometheus.GaugeValue)
 	transientFreeDesc = brokerMetric("transient_store_buffers_available",
 		"Free off-heap transient store buffers; at 0 sends are rejected (runtime-info remainTransientStoreBufferNumbs). Absent when the pool is disabled.", prometheus.GaugeValue)
-	dispatchBehindDesc = brokerMetric("dispatch_behind_bytes",
-		"CommitLog bytes not yet dispatched to consume queues and index (runtime-info dispatchBehindBytes).", prometheus.GaugeValue)
 	diskRatioDesc = brokerMetric("commitlog_disk_ratio",
 		"Used fraction of the CommitLog disk, 0–1 (runtime-info commitLogDiskRatio). Absent when the broker reports -1 (it could not read the disk).", prometheus.GaugeValue)
 	keyErrorsDesc = brokerMetric("runtime_info_errors_total",
@@ -75,23 +47,29 @@ var (
 	configInfoDesc = brokerMetric("broker_config_info",
 		"The broker settings that decide CommitLog stalls, from GET_BROKER_CONFIG (request 26), always 1.",
 		prometheus.GaugeValue, configLabels...)
-	configBusyTimeoutDesc = brokerMetric("broker_config_page_cache_busy_timeout_seconds",
-		"Lock hold above which the broker declares the page cache busy and fast-fails sends (config osPageCacheBusyTimeOutMills, default 1000 ms).", prometheus.GaugeValue)
-	configSendWaitDesc = brokerMetric("broker_config_send_queue_wait_timeout_seconds",
-		"Send-queue wait above which fast failure rejects a request with SYSTEM_BUSY (config waitTimeMillsInSendQueue, default 200 ms).", prometheus.GaugeValue)
 
-	putLatency = collector.DeclareHistogram("rocketmq_put_latency_seconds",
+	// Both histograms are sent as constant histograms the collector
+	// accumulates itself.
+	putLatencyDesc = collector.DeclareHistogram("rocketmq_put_latency_seconds",
 		"Whole put latency, cumulative over the broker's 60 s windows seen since exporter start (runtime-info putMessageDistributeTime).",
-		nil, brokerLabels...)
-	lockSampled = collector.DeclareHistogram("rocketmq_commitlog_lock_held_sampled_seconds",
+		nil, brokerLabels...).Desc()
+	lockSampledDesc = collector.DeclareHistogram("rocketmq_commitlog_lock_held_sampled_seconds",
 		"pageCacheLockTimeMills sampled every --rocketmq.sample-interval between scrapes: how long the CommitLog put lock had been held at each sample.",
-		lockBounds, brokerLabels...)
-	// Both are sent as constant histograms the collector accumulates itself.
-	putLatencyDesc  = putLatency.Desc()
-	lockSampledDesc = lockSampled.Desc()
+		lockBounds, brokerLabels...).Desc()
 	// lockBounds: the broker's busy threshold is 1 s, the NOTIFYME log 0.5 s.
 	lockBounds = []float64{0, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10}
 )
+
+// configMillis are the configured durations sent as their own series.
+var configMillis = []struct {
+	key string
+	m   collector.Metric
+}{
+	{"osPageCacheBusyTimeOutMills", brokerMetric("broker_config_page_cache_busy_timeout_seconds",
+		"Lock hold above which the broker declares the page cache busy and fast-fails sends (config osPageCacheBusyTimeOutMills, default 1000 ms).", prometheus.GaugeValue)},
+	{"waitTimeMillsInSendQueue", brokerMetric("broker_config_send_queue_wait_timeout_seconds",
+		"Send-queue wait above which fast failure rejects a request with SYSTEM_BUSY (config waitTimeMillsInSendQueue, default 200 ms).", prometheus.GaugeValue)},
+}
 
 var configKeys = []string{"flushDiskType", "brokerRole", "transientStorePoolEnable", "warmMapedFileEnable",
 	"transferMsgByHeap", "useReentrantLockWhenPutMessage", "brokerFastFailureEnable", "fastFailIfNoBufferInStorePool"}

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector/remote"
+	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
 
 // Parsers of RocketMQ runtime-info values (GET_BROKER_RUNTIME_INFO). Every
@@ -26,9 +28,6 @@ var errNull = errors.New("null (no data yet)")
 // difference is one millisecond at each edge.
 var distBounds = [13]float64{0, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, math.Inf(1)}
 
-var distLabels = [13]string{"<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms",
-	"500ms~1s", "1~2s", "2~3s", "3~4s", "4~5s", "5~10s", "10s~"}
-
 // parseDistribution parses putMessageDistributeTime (or the tail of
 // a [PAGECACHERT] log line): 13 tokens "[label]:count" separated by spaces,
 // in bucket order. It returns errNull for "null".
@@ -43,13 +42,13 @@ func parseDistribution(s string) ([13]uint64, error) {
 		return out, fmt.Errorf("%d buckets, want 13", len(fields))
 	}
 	for i, f := range fields {
-		want := "[" + distLabels[i] + "]:"
+		want := "[" + remoting.DistributionLabels[i] + "]:"
 		if !strings.HasPrefix(f, want) {
 			return out, fmt.Errorf("bucket %d is %s, want %s<count>", i, remote.Shown(f), want)
 		}
 		n, err := strconv.ParseUint(f[len(want):], 10, 64)
 		if err != nil {
-			return out, fmt.Errorf("bucket %s: %v", distLabels[i], err)
+			return out, fmt.Errorf("bucket %s: %v", remoting.DistributionLabels[i], err)
 		}
 		out[i] = n
 	}
@@ -164,32 +163,24 @@ func parseTps(s string) ([3]float64, error) {
 	return out, nil
 }
 
-// parseVersion parses brokerVersionDesc ("V4_9_7", "V5_3_3_SNAPSHOT") into
-// major, minor, patch; ok is false when it is missing or another shape.
-func parseVersion(desc string) (v [3]int, ok bool) {
+// reportsWindowInProgress is true for brokers before 4.9.1, whose
+// putMessageDistributeTime is the minute in progress rather than the last
+// completed one. desc is brokerVersionDesc ("V4_9_7", "V5_3_3_SNAPSHOT");
+// one of another shape is taken for a newer broker.
+func reportsWindowInProgress(desc string) bool {
 	parts := strings.Split(strings.TrimPrefix(desc, "V"), "_")
 	if len(parts) < 3 {
-		return v, false
+		return false
 	}
-	for i := 0; i < 3; i++ {
+	v := make([]int, 3)
+	for i := range v {
 		n, err := strconv.Atoi(parts[i])
 		if err != nil {
-			return v, false
+			return false
 		}
 		v[i] = n
 	}
-	return v, true
-}
-
-// reportsWindowInProgress is true for brokers before 4.9.1, whose
-// putMessageDistributeTime is the minute in progress rather than the last
-// completed one.
-func reportsWindowInProgress(desc string) bool {
-	v, ok := parseVersion(desc)
-	if !ok {
-		return false
-	}
-	return v[0] < 4 || v[0] == 4 && (v[1] < 9 || v[1] == 9 && v[2] < 1)
+	return slices.Compare(v, []int{4, 9, 1}) < 0
 }
 
 // putHistogram accumulates putMessageDistributeTime windows into
@@ -255,8 +246,7 @@ func (h *putHistogram) add(d [13]uint64) {
 	}
 }
 
-// buckets returns the cumulative Prometheus buckets (without +Inf) and the
-// count.
+// buckets are the cumulative buckets (without +Inf) and the count.
 func (h *putHistogram) buckets() (map[float64]uint64, uint64) {
 	return cumulativeBuckets(h.cum[:], distBounds[:12])
 }

@@ -22,7 +22,7 @@ import (
 // probe builds the /probe module from the --rocketmq.* flags, at start:
 // the allowlist is parsed and the ACL file read once.
 func probe() (collector.ProbeModule, error) {
-	opts, err := optionsFromFlags()
+	opts, err := flags.options()
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package rocketmq
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/stall-exporter/stall_exporter/collector/remote"
@@ -73,10 +74,8 @@ func responseReason(re *remoting.ResponseError) string {
 	case remoting.RequestCodeNotSupported:
 		return reasonUnsupported
 	case remoting.SystemError:
-		for _, e := range aclExceptions {
-			if strings.Contains(re.Remark, e) {
-				return reasonPermission
-			}
+		if slices.ContainsFunc(aclExceptions, func(e string) bool { return strings.Contains(re.Remark, e) }) {
+			return reasonPermission
 		}
 	}
 	return reasonErrorReply

@@ -91,7 +91,7 @@ func TestDownReasonFollowsTheBroker(t *testing.T) {
 		reasons := func() string {
 			t.Helper()
 			got, _ := scrape(t, c, "stall_rocketmq_down_reason")
-			time.Sleep(15 * time.Second)
+			collectortest.Advance(15 * time.Second)
 			return got
 		}
 		if got := strings.TrimSpace(reasons()); got != "" {

@@ -34,7 +34,7 @@ func TestIncident1ReplayIsWhatTheCollectorExports(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		want := replaySeries(t, incident1Replay, `stall_rocketmq_up{`)
 		defaults := parseFlags(t)
-		retention, discovery := *defaults.unlistedRetention, *defaults.discoveryInterval
+		retention, discovery := defaults.opts.UnlistedRetention, defaults.opts.DiscoveryInterval
 		r := newUnlistedRig(t, retention)
 		r.c.opts.DiscoveryInterval = discovery
 		b := r.broker("10.0.0.1:10911")

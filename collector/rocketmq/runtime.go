@@ -17,10 +17,12 @@ import (
 type runtimeKey struct {
 	keys     []string // spellings, first present wins
 	required bool     // missing counts as an error (present in every 4.9.x and 5.x)
-	// emit converts the key's value and sends its series; an error is
-	// counted against the key (keyError) and costs only its own series.
-	emit func(e runtimeEmitter, raw string) error
+	emit     emitFunc
 }
+
+// emitFunc converts a key's value and sends its series; an error is
+// counted against the key (keyError) and costs only its own series.
+type emitFunc func(e runtimeEmitter, raw string) error
 
 // runtimeEmitter is what a runtimeKey's emit needs: the broker (b.mu
 // held), its labels, the channel and the scrape's time.
@@ -37,22 +39,36 @@ type runtimeEmitter struct {
 // dispatchBehindBytes is a difference of two offsets the broker reads at
 // different moments, so it is taken as it comes.
 var runtimeKeys = []runtimeKey{
-	{[]string{"pageCacheLockTimeMills"}, true, number(parseMillis, lockHeldDesc)},
-	{[]string{"putMessageEntireTimeMax"}, true, number(parseMillis, putMaxDesc)},
-	{[]string{"putMessageTimesTotal"}, true, number(parseCount, putMessagesDesc)},
-	{[]string{"putMessageSizeTotal"}, true, number(parseCount, putBytesDesc)},
-	{[]string{"putMessageFailedTimes"}, false, number(parseCount, putFailuresDesc)},
-	{[]string{"sendThreadPoolQueueSize"}, true, number(parseCount, sendQueueSizeDesc)},
-	{[]string{"sendThreadPoolQueueCapacity"}, true, number(parseCount, sendQueueCapDesc)},
-	{[]string{"sendThreadPoolQueueHeadWaitTimeMills"}, true, number(parseMillis, sendQueueWaitDesc)},
-	{[]string{"pullThreadPoolQueueSize"}, true, number(parseCount, pullQueueSizeDesc)},
-	{[]string{"pullThreadPoolQueueCapacity"}, true, number(parseCount, pullQueueCapDesc)},
-	{[]string{"pullThreadPoolQueueHeadWaitTimeMills"}, true, number(parseMillis, pullQueueWaitDesc)},
-	{[]string{"remainHowManyDataToFlush"}, true, number(parseSize, flushPendingDesc)},
-	{[]string{"remainHowManyDataToCommit"}, false, number(parseSize, commitPendingDesc)},
-	{[]string{"dispatchBehindBytes"}, true, number(parseFloat, dispatchBehindDesc)},
-	{[]string{"putLatency99"}, false, putPercentile("99")}, // 4.9.4+
-	{[]string{"putLatency999"}, false, putPercentile("99.9")},
+	{[]string{"pageCacheLockTimeMills"}, true, gauge(parseMillis, "commitlog_lock_held_seconds",
+		"How long the current holder has held the CommitLog put lock, 0 when free (runtime-info pageCacheLockTimeMills).")},
+	{[]string{"putMessageEntireTimeMax"}, true, gauge(parseMillis, "put_latency_max_seconds",
+		"Longest whole put since broker start (runtime-info putMessageEntireTimeMax, high-water mark).")},
+	{[]string{"putMessageTimesTotal"}, true, counter(parseCount, "put_messages_total",
+		"Messages stored since broker start (runtime-info putMessageTimesTotal).")},
+	{[]string{"putMessageSizeTotal"}, true, counter(parseCount, "put_bytes_total",
+		"Message bytes stored since broker start (runtime-info putMessageSizeTotal).")},
+	{[]string{"putMessageFailedTimes"}, false, counter(parseCount, "put_failures_total",
+		"Failed puts since broker start (runtime-info putMessageFailedTimes; 4.9.3+).")},
+	{[]string{"sendThreadPoolQueueSize"}, true, gauge(parseCount, "send_queue_size",
+		"Send requests queued for the send thread pool (runtime-info sendThreadPoolQueueSize).")},
+	{[]string{"sendThreadPoolQueueCapacity"}, true, gauge(parseCount, "send_queue_capacity",
+		"Capacity of the send thread pool queue (runtime-info sendThreadPoolQueueCapacity).")},
+	{[]string{"sendThreadPoolQueueHeadWaitTimeMills"}, true, gauge(parseMillis, "send_queue_head_wait_seconds",
+		"Age of the oldest queued send request (runtime-info sendThreadPoolQueueHeadWaitTimeMills).")},
+	{[]string{"pullThreadPoolQueueSize"}, true, gauge(parseCount, "pull_queue_size",
+		"Pull requests queued for the pull thread pool (runtime-info pullThreadPoolQueueSize).")},
+	{[]string{"pullThreadPoolQueueCapacity"}, true, gauge(parseCount, "pull_queue_capacity",
+		"Capacity of the pull thread pool queue (runtime-info pullThreadPoolQueueCapacity).")},
+	{[]string{"pullThreadPoolQueueHeadWaitTimeMills"}, true, gauge(parseMillis, "pull_queue_head_wait_seconds",
+		"Age of the oldest queued pull request (runtime-info pullThreadPoolQueueHeadWaitTimeMills).")},
+	{[]string{"remainHowManyDataToFlush"}, true, gauge(parseSize, "flush_pending_bytes",
+		"CommitLog bytes written but not yet flushed to disk (runtime-info remainHowManyDataToFlush, a human-readable size rounded by the broker to 3 digits).")},
+	{[]string{"remainHowManyDataToCommit"}, false, gauge(parseSize, "commit_pending_bytes",
+		"Bytes in the transient store pool not yet committed to the file channel (runtime-info remainHowManyDataToCommit; only with transientStorePoolEnable).")},
+	{[]string{"dispatchBehindBytes"}, true, gauge(parseFloat, "dispatch_behind_bytes",
+		"CommitLog bytes not yet dispatched to consume queues and index (runtime-info dispatchBehindBytes).")},
+	{[]string{"putLatency99"}, false, number(parseMillis, putPercentileDesc, "99")}, // 4.9.4+
+	{[]string{"putLatency999"}, false, number(parseMillis, putPercentileDesc, "99.9")},
 	{[]string{"putTps"}, true, rate("put")},
 	{[]string{"getFoundTps"}, false, rate("get_found")},
 	{[]string{"getMissTps"}, false, rate("get_miss")},
@@ -63,23 +79,23 @@ var runtimeKeys = []runtimeKey{
 	{[]string{"putMessageDistributeTime"}, true, putDistribution},
 }
 
-// number sends the value, converted by parse, as metric.
-func number(parse func(string) (float64, error), metric collector.Metric) func(runtimeEmitter, string) error {
+// gauge and counter declare stall_rocketmq_<name> and send the key's
+// value, converted by parse, as it.
+func gauge(parse func(string) (float64, error), name, help string) emitFunc {
+	return number(parse, brokerMetric(name, help, prometheus.GaugeValue))
+}
+
+func counter(parse func(string) (float64, error), name, help string) emitFunc {
+	return number(parse, brokerMetric(name, help, prometheus.CounterValue))
+}
+
+// number sends the value, converted by parse, as metric with the broker
+// labels and extra.
+func number(parse func(string) (float64, error), metric collector.Metric, extra ...string) emitFunc {
 	return func(e runtimeEmitter, raw string) error {
 		v, err := parse(raw)
 		if err == nil {
-			metric.Send(e.ch, v, e.lv...)
-		}
-		return err
-	}
-}
-
-// putPercentile sends a put-latency percentile, milliseconds.
-func putPercentile(percentile string) func(runtimeEmitter, string) error {
-	return func(e runtimeEmitter, raw string) error {
-		v, err := parseMillis(raw)
-		if err == nil {
-			putPercentileDesc.Send(e.ch, v, append(e.lv[:3:3], percentile)...)
+			metric.Send(e.ch, v, append(e.lv[:3:3], extra...)...)
 		}
 		return err
 	}
@@ -89,7 +105,7 @@ var rateWindows = [3]string{"10s", "60s", "600s"}
 
 // rate sends a "10s 60s 600s" rate triple, each window whose rate the
 // broker knows.
-func rate(op string) func(runtimeEmitter, string) error {
+func rate(op string) emitFunc {
 	return func(e runtimeEmitter, raw string) error {
 		tps, err := parseTps(raw)
 		if err != nil {
@@ -129,18 +145,8 @@ func diskRatio(e runtimeEmitter, raw string) error {
 	return err
 }
 
-// putDistribution adds the 60 s put-latency window to the broker's
-// histogram; "null" (no window yet) is not an error.
 func putDistribution(e runtimeEmitter, raw string) error {
-	dist, err := parseDistribution(raw)
-	switch {
-	case errors.Is(err, errNull):
-		return nil
-	case err != nil:
-		return err
-	}
-	e.b.put.observe(dist, reportsWindowInProgress(e.b.version), e.now)
-	return nil
+	return e.b.observeDistribution(raw, e.b.version, e.now)
 }
 
 // keyError counts one missing or bad runtime-info key; b.mu must be held.

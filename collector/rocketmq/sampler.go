@@ -13,27 +13,23 @@ import (
 // follows the broker logs, until ctx is done.
 func (c *scraper) Run(ctx context.Context) {
 	var wg sync.WaitGroup
+	defer wg.Wait()
 	if c.logs != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.logs.run(ctx)
-		}()
+		wg.Go(func() { c.logs.run(ctx) })
 	}
-	if c.remoteConfigured() && c.opts.SampleInterval > 0 {
-		t := time.NewTicker(c.opts.SampleInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				wg.Wait()
-				return
-			case <-t.C:
-				c.sampleOnce(ctx)
-			}
+	if !c.remoteConfigured() || c.opts.SampleInterval <= 0 {
+		return
+	}
+	t := time.NewTicker(c.opts.SampleInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.sampleOnce(ctx)
 		}
 	}
-	wg.Wait()
 }
 
 // sampleOnce polls every known broker once, each bounded by the sample
@@ -45,16 +41,13 @@ func (c *scraper) sampleOnce(ctx context.Context) {
 	interval := c.opts.SampleInterval
 	var wg sync.WaitGroup
 	for _, b := range brokers {
-		now := time.Now()
 		b.mu.Lock()
-		skip := now.Before(b.nextSample)
+		skip := time.Now().Before(b.nextSample)
 		b.mu.Unlock()
 		if skip {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			sctx, cancel := context.WithTimeout(ctx, interval)
 			defer cancel()
 			kv, err := b.client.RuntimeInfo(sctx)
@@ -75,13 +68,12 @@ func (c *scraper) sampleOnce(ctx context.Context) {
 				return
 			}
 			b.sampleFails, b.nextSample = 0, time.Time{}
-			if v, ok := kv["pageCacheLockTimeMills"]; ok {
-				if s, err := parseMillis(v); err == nil {
-					b.observeLock(s)
-				}
+			if s, err := parseMillis(kv["pageCacheLockTimeMills"]); err == nil { // a missing key is ""
+				b.observeLock(s)
 			}
-			b.observeDistribution(kv, now)
-		}()
+			// A bad value is counted by the scrape that emits the metrics.
+			b.observeDistribution(kv["putMessageDistributeTime"], kv["brokerVersionDesc"], now)
+		})
 	}
 	wg.Wait()
 }

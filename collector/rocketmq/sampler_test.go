@@ -26,7 +26,7 @@ func TestLockSampler(t *testing.T) {
 		go func() { c.Run(ctx); close(done) }()
 		tick := func() { // the next tick, and its sample done
 			t.Helper()
-			time.Sleep(time.Second)
+			collectortest.Advance(time.Second)
 			synctest.Wait()
 		}
 		for _, ms := range []string{"0", "0", "3", "120", "700", "1200", "15000"} {
@@ -85,12 +85,12 @@ func TestScrapeEndsSamplerBackoff(t *testing.T) {
 		// 16 s); then 30 s of backoff.
 		for i := range 5 {
 			if i > 0 {
-				time.Sleep(31 * time.Second)
+				collectortest.Advance(31 * time.Second)
 			}
 			b.Inject(rocketmqtest.Garbage) // a bad reply is not retried
 			c.sampleOnce(ctx)
 		}
-		time.Sleep(time.Second) // 29 s of backoff left
+		collectortest.Advance(time.Second) // 29 s of backoff left
 		c.sampleOnce(ctx)
 		if n := b.RequestCount(remoting.GetBrokerRuntimeInfo); n != 6 {
 			t.Fatalf("%d samples sent, want 6: the tick within the backoff sent one", n)
@@ -119,7 +119,7 @@ func TestRunStopsOnCancel(t *testing.T) {
 		done := make(chan struct{})
 		go func() { c.Run(ctx); close(done) }()
 		for range 6 {
-			time.Sleep(5 * time.Millisecond)
+			collectortest.Advance(5 * time.Millisecond)
 			scrape(t, c, "stall_rocketmq_up") // runs while the tick's sample does
 		}
 		synctest.Wait()

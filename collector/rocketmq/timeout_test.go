@@ -146,7 +146,7 @@ func TestManyBadTargetsOneBudget(t *testing.T) {
 		for i := range 3 {
 			if i == 1 {
 				ns.Inject(rocketmqtest.Slow) // the name server hangs from the second round on
-				time.Sleep(31 * time.Second)
+				collectortest.Advance(31 * time.Second)
 			}
 			r := collectortest.Expose(t, context.Background(), c)
 			up := r.Families("stall_rocketmq_up")
@@ -281,12 +281,12 @@ stall_rocketmq_up{broker="direct",broker_id="2",cluster="c"} 1
 `
 		r := collectortest.Expose(t, context.Background(), c)
 		expect(t, r.Families("stall_rocketmq_up"), want)
-		time.Sleep(59 * time.Second)
+		collectortest.Advance(59 * time.Second)
 		collectortest.Expose(t, context.Background(), c)
 		if n := b.RequestCount(remoting.GetBrokerConfig); n != 1 {
 			t.Errorf("%d config requests within --rocketmq.config-interval, want 1", n)
 		}
-		time.Sleep(time.Second)
+		collectortest.Advance(time.Second)
 		b.Inject(rocketmqtest.None, rocketmqtest.Reset, rocketmqtest.Reset) // runtime info answers, the config re-read (and its retry) is reset
 		r = collectortest.Expose(t, context.Background(), c)
 		expect(t, r.Families("stall_rocketmq_up"), want)

@@ -1,8 +1,10 @@
 package rocketmq
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -10,9 +12,6 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
-
-// The set of brokers a scraper reads and how discovery rounds change it
-// (discovery.go asks the name servers).
 
 // brokerKey identifies a broker across scrapes. A discovered broker is its
 // cluster, name and id, as labelled: a master and its slave may be
@@ -24,6 +23,9 @@ type brokerKey struct {
 	labels [3]string // cluster, broker, broker_id of a discovered one
 }
 
+// String is cluster/broker/broker_id, as logged.
+func (k brokerKey) String() string { return strings.Join(k.labels[:], "/") }
+
 func discoveredKey(ba remoting.BrokerAddr) brokerKey {
 	return brokerKey{labels: [3]string{labelValue(ba.Cluster), labelValue(ba.Name), strconv.FormatInt(ba.ID, 10)}}
 }
@@ -34,16 +36,9 @@ func (c *scraper) knownBrokers() []*broker {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dropUnlisted(time.Now())
-	keys := make([]brokerKey, 0, len(c.brokers))
-	for k := range c.brokers {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := c.brokers[keys[i]].addr, c.brokers[keys[j]].addr
-		if a != b {
-			return a < b
-		}
-		return strings.Join(keys[i].labels[:], "/") < strings.Join(keys[j].labels[:], "/")
+	keys := slices.Collect(maps.Keys(c.brokers))
+	slices.SortFunc(keys, func(a, b brokerKey) int {
+		return cmp.Or(strings.Compare(c.brokers[a].addr, c.brokers[b].addr), strings.Compare(a.String(), b.String()))
 	})
 	out := make([]*broker, len(keys))
 	for i, k := range keys {
@@ -73,7 +68,7 @@ func (c *scraper) markUnlisted(found map[brokerKey]bool, atAddr map[string][]str
 		case found[k]:
 			if !b.unlistedSince.IsZero() {
 				b.unlistedSince = time.Time{}
-				c.cfg.Logger.Info("rocketmq broker listed by the name servers again", "broker", b.addr, "id", strings.Join(k.labels[:], "/"))
+				c.cfg.Logger.Info("rocketmq broker listed by the name servers again", "broker", b.addr, "id", k.String())
 			}
 		case len(atAddr[b.addr]) > 0:
 			c.dropBroker(k, b, "its address is now announced for another broker")
@@ -81,15 +76,14 @@ func (c *scraper) markUnlisted(found map[brokerKey]bool, atAddr map[string][]str
 			b.unlistedSince = now
 			if c.opts.UnlistedRetention > 0 {
 				c.cfg.Logger.Warn("rocketmq broker no longer listed by the name servers (it unregistered, or its connection to them closed: a broker that stops does both); still scraped, stall_rocketmq_up 0 while it does not answer, until --rocketmq.unlisted-broker-retention runs out",
-					"broker", b.addr, "id", strings.Join(k.labels[:], "/"), "retention", c.opts.UnlistedRetention)
+					"broker", b.addr, "id", k.String(), "retention", c.opts.UnlistedRetention)
 			}
 		}
 	}
 	c.dropUnlisted(now)
 }
 
-// dropUnlisted drops the brokers unlisted for --rocketmq.unlisted-broker-retention
-// or longer. c.mu must be held.
+// dropUnlisted drops the brokers unlisted for the retention; c.mu must be held.
 func (c *scraper) dropUnlisted(now time.Time) {
 	for k, b := range c.brokers {
 		if !b.unlistedSince.IsZero() && now.Sub(b.unlistedSince) >= c.opts.UnlistedRetention {
@@ -98,11 +92,11 @@ func (c *scraper) dropUnlisted(now time.Time) {
 	}
 }
 
-// dropBroker forgets a discovered broker: its series end. c.mu must be held.
+// dropBroker forgets a broker: its series end. c.mu must be held.
 func (c *scraper) dropBroker(k brokerKey, b *broker, why string) {
 	b.client.Close()
 	delete(c.brokers, k)
-	c.cfg.Logger.Info("rocketmq broker dropped: "+why, "broker", b.addr, "id", strings.Join(k.labels[:], "/"))
+	c.cfg.Logger.Info("rocketmq broker dropped: "+why, "broker", b.addr, "id", k.String())
 }
 
 // maxAddrLen is the longest address a broker can have: "[" + a 253-byte
@@ -151,12 +145,12 @@ func (c *scraper) addBrokers(found []remoting.BrokerAddr) {
 // say, by a configuration mistake or a NAT): each keeps its own series, but
 // all are read from the one process listening there. c.mu must be held.
 func (c *scraper) logSharedAddrs(atAddr map[string][]string) {
+	maps.DeleteFunc(c.sharedAddrs, func(addr, _ string) bool { return len(atAddr[addr]) < 2 })
 	for addr, ids := range atAddr {
 		if len(ids) < 2 {
-			delete(c.sharedAddrs, addr)
 			continue
 		}
-		sort.Strings(ids)
+		slices.Sort(ids)
 		desc := strings.Join(ids, ", ")
 		if c.sharedAddrs[addr] == desc {
 			continue
@@ -164,10 +158,5 @@ func (c *scraper) logSharedAddrs(atAddr map[string][]string) {
 		c.sharedAddrs[addr] = desc
 		c.cfg.Logger.Warn("rocketmq name servers announce several brokers at one address; each keeps its own series (cluster/broker/broker_id), but all are read from the one process listening there",
 			"address", addr, "brokers", desc)
-	}
-	for addr := range c.sharedAddrs {
-		if _, ok := atAddr[addr]; !ok {
-			delete(c.sharedAddrs, addr)
-		}
 	}
 }

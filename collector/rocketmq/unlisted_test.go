@@ -45,7 +45,7 @@ func (r *unlistedRig) scrape(families ...string) string {
 	r.t.Helper()
 	got, _ := scrape(r.t, r.c, families...)
 	endRound(r.c)
-	time.Sleep(15 * time.Second)
+	collectortest.Advance(15 * time.Second)
 	return got
 }
 
@@ -118,7 +118,7 @@ stall_rocketmq_up{broker="a",broker_id="1",cluster="c"} 1
 		}
 		r.ns.SetBrokers([]remoting.BrokerAddr{ba, bs})
 		r.scrape()
-		time.Sleep(2 * time.Hour)
+		collectortest.Advance(2 * time.Hour)
 		expect(t, r.scrape("stall_rocketmq_up"), `
 stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
 stall_rocketmq_up{broker="a",broker_id="1",cluster="c"} 1

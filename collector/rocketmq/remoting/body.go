@@ -2,9 +2,10 @@ package remoting
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -49,6 +50,12 @@ func ParseKVTable(body []byte) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// DistributionLabels are the 13 bucket labels of the runtime-info value
+// putMessageDistributeTime (and of store.log's [PAGECACHERT] lines), in
+// order: "[<=0ms]:a [0~10ms]:b … [10s~]:m ".
+var DistributionLabels = [13]string{"<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms",
+	"500ms~1s", "1~2s", "2~3s", "3~4s", "4~5s", "5~10s", "10s~"}
 
 // ParseConfig decodes the body of a GET_BROKER_CONFIG reply: one key=value
 // per line, unsorted and unescaped, split on the first '='. It returns the
@@ -121,15 +128,8 @@ func ParseClusterInfo(body []byte) ([]BrokerAddr, error) {
 			out = append(out, BrokerAddr{Cluster: cluster, Name: name, ID: id, Addr: addr})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Cluster != b.Cluster {
-			return a.Cluster < b.Cluster
-		}
-		if a.Name != b.Name {
-			return a.Name < b.Name
-		}
-		return a.ID < b.ID
+	slices.SortFunc(out, func(a, b BrokerAddr) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
 	})
 	return out, nil
 }
@@ -193,12 +193,3 @@ func QuoteBareKeys(in []byte) []byte {
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}

@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -28,20 +30,17 @@ type Options struct {
 	// MaxFrame is the largest reply frame accepted; DefaultMaxFrame when 0.
 	MaxFrame int
 	// Budget, when set, bounds the frame buffers this client and every
-	// other client sharing it hold at once. A frame's buffer is taken from
-	// it as it is allocated (readFrame: the first chunk, then each
-	// doubling, which gives back the buffer it replaces once it has its own
-	// bytes), so a peer that announces a large frame and stalls holds only
-	// what it made the client allocate, and a complete frame of n bytes
-	// holds n, and at most 1.5n while it grows. The bytes are given back
-	// when the reply has been decoded and parsed.
+	// other client sharing it hold at once. A buffer is taken from it as
+	// readFrame allocates it (each doubling gives back the buffer it
+	// replaces), so a peer that announces a large frame and stalls holds
+	// only what it made the client allocate; a complete frame of n bytes
+	// holds n (1.5n while it grows) until the reply has been parsed.
 	Budget *remote.Budget
-	// OnBudget, when set, is called for each request that failed with
-	// remote.ErrBudget.
+	// OnBudget, when set, is called for each request that failed with remote.ErrBudget.
 	OnBudget func()
 	// Credentials, when set, sign every request (broker aclEnable=true).
 	Credentials *Credentials
-	// Dial opens the connection; net.Dialer.DialContext when nil.
+	// Dial opens the connection; net.Dialer's when nil.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
@@ -57,9 +56,7 @@ type Client struct {
 	conn   net.Conn
 	br     *bufio.Reader
 	opaque int32
-
-	mu     sync.Mutex
-	closed bool
+	closed atomic.Bool
 }
 
 // NewClient returns a client for addr (host:port). Nothing is dialled until
@@ -113,7 +110,6 @@ func (e *ResponseError) Error() string {
 	return fmt.Sprintf("remote error %s %d: %q", name, e.Code, e.Remark)
 }
 
-// ErrClosed is returned by requests after Close.
 var ErrClosed = errors.New("remoting client closed")
 
 // invoke sends a request with the given code, extra header fields and
@@ -132,10 +128,7 @@ func (c *Client) invoke(ctx context.Context, code int, ext map[string]string, bo
 		return nil, hold, ctx.Err()
 	}
 	defer func() { <-c.sem }()
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
+	if c.closed.Load() {
 		return nil, hold, ErrClosed
 	}
 
@@ -246,8 +239,7 @@ func (c *Client) ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-// connBuffer is the size of a connection's read buffer.
-const connBuffer = 4 << 10
+const connBuffer = 4 << 10 // a connection's read buffer
 
 // DropIdle closes the connection unless a request is using it, and reports
 // whether it did (or there was none); the client stays usable and its next
@@ -264,7 +256,7 @@ func (c *Client) DropIdle() bool {
 	return true
 }
 
-// drop closes the connection after an error; the next request redials.
+// drop closes the connection; the next request dials again.
 func (c *Client) drop() {
 	if c.conn != nil {
 		c.conn.Close()
@@ -274,9 +266,7 @@ func (c *Client) drop() {
 
 // Close closes the connection; later requests fail with ErrClosed.
 func (c *Client) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
+	c.closed.Store(true)
 	c.sem <- struct{}{}
 	defer func() { <-c.sem }()
 	c.drop()
@@ -337,7 +327,7 @@ func (cr *Credentials) Sign(ext map[string]string, body []byte) map[string]strin
 		out["SecurityToken"] = cr.SecurityToken
 	}
 	mac := hmac.New(sha1.New, []byte(cr.SecretKey))
-	for _, k := range sortedKeys(out) {
+	for _, k := range slices.Sorted(maps.Keys(out)) {
 		mac.Write([]byte(out[k]))
 	}
 	mac.Write(body)

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 )
@@ -35,25 +36,13 @@ const (
 	Binary Serialization = 1
 )
 
-func (s Serialization) String() string {
-	switch s {
-	case JSON:
-		return "JSON"
-	case Binary:
-		return "ROCKETMQ"
-	}
-	return "serialization(" + strconv.Itoa(int(s)) + ")"
-}
-
 // DefaultMaxFrame is the largest frame (frameLen) accepted by default:
 // 16 MiB, the broker's and name server's own default limit.
 const DefaultMaxFrame = 16 << 20
 
-// Flag bits of a header.
-const (
-	FlagResponse = 1 // bit 0: this frame is a response
-	FlagOneway   = 2 // bit 1: no response expected
-)
+// FlagResponse is bit 0 of a header's flag: the frame is a response (bit 1,
+// a oneway request, is never sent).
+const FlagResponse = 1
 
 // Request codes used by stall_exporter.
 const (
@@ -82,10 +71,8 @@ func languageName(b byte) string {
 }
 
 func languageCode(name string) byte {
-	for i, l := range languages {
-		if l == name {
-			return byte(i)
-		}
+	if i := slices.Index(languages, name); i >= 0 {
+		return byte(i)
 	}
 	return 7 // OTHER
 }
@@ -96,7 +83,7 @@ type Command struct {
 	Language  string            // sender's language name, e.g. "JAVA"
 	Version   int               // sender's protocol version
 	Opaque    int32             // request id, echoed by the response
-	Flag      int32             // FlagResponse, FlagOneway bits
+	Flag      int32             // FlagResponse bit
 	Remark    string            // error text of a failed response
 	ExtFields map[string]string // custom header fields
 	Body      []byte
@@ -155,7 +142,7 @@ func Encode(c *Command) ([]byte, error) {
 	case Binary:
 		header = encodeBinaryHeader(c)
 	default:
-		return nil, fmt.Errorf("cannot encode serialization %v", c.Serialization)
+		return nil, fmt.Errorf("cannot encode serialization %d", c.Serialization)
 	}
 	if len(header) > 0xFFFFFF {
 		return nil, fmt.Errorf("header of %d bytes does not fit 24 bits", len(header))
@@ -181,7 +168,7 @@ func encodeBinaryHeader(c *Command) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(c.Remark)))
 	b = append(b, c.Remark...)
 	var ext []byte
-	for _, k := range sortedKeys(c.ExtFields) {
+	for _, k := range slices.Sorted(maps.Keys(c.ExtFields)) {
 		v := c.ExtFields[k]
 		ext = binary.BigEndian.AppendUint16(ext, uint16(len(k)))
 		ext = append(ext, k...)
@@ -316,11 +303,8 @@ func decodeJSONHeader(h []byte) (*Command, error) {
 }
 
 func decodeBinaryHeader(h []byte) (*Command, error) {
-	bad := func(what string) error {
-		return fmt.Errorf("%w: binary header: %s", ErrMalformed, what)
-	}
 	if len(h) < 21 {
-		return nil, bad(fmt.Sprintf("%d bytes, need at least 21", len(h)))
+		return nil, fmt.Errorf("%w: binary header: %d bytes, need at least 21", ErrMalformed, len(h))
 	}
 	c := &Command{
 		Code:     int(int16(binary.BigEndian.Uint16(h[0:]))),
@@ -330,44 +314,50 @@ func decodeBinaryHeader(h []byte) (*Command, error) {
 		Flag:     int32(binary.BigEndian.Uint32(h[9:])),
 	}
 	rest := h[13:]
-	rl := binary.BigEndian.Uint32(rest)
-	rest = rest[4:]
-	if uint64(rl) > uint64(len(rest)) {
-		return nil, bad("remark length beyond the header")
-	}
-	c.Remark, rest = string(rest[:rl]), rest[rl:]
-	if len(rest) < 4 {
-		return nil, bad("no extFields length")
-	}
-	el := binary.BigEndian.Uint32(rest)
-	rest = rest[4:]
-	if uint64(el) != uint64(len(rest)) {
-		return nil, bad(fmt.Sprintf("extFields length %d, %d bytes left", el, len(rest)))
-	}
-	for len(rest) > 0 {
-		if len(rest) < 2 {
-			return nil, bad("truncated extFields key length")
+	// field takes the next field: a big-endian length of size bytes (2 or
+	// 4), then that many bytes.
+	field := func(size int, what string) ([]byte, error) {
+		if len(rest) < size {
+			return nil, fmt.Errorf("%w: binary header: truncated %s length", ErrMalformed, what)
 		}
-		kl := int(binary.BigEndian.Uint16(rest))
-		rest = rest[2:]
-		if kl > len(rest) {
-			return nil, bad("extFields key beyond the header")
+		var n uint64
+		if size == 2 {
+			n = uint64(binary.BigEndian.Uint16(rest))
+		} else {
+			n = uint64(binary.BigEndian.Uint32(rest))
 		}
-		k := string(rest[:kl])
-		rest = rest[kl:]
-		if len(rest) < 4 {
-			return nil, bad("truncated extFields value length")
+		if rest = rest[size:]; n > uint64(len(rest)) {
+			return nil, fmt.Errorf("%w: binary header: %s beyond the header", ErrMalformed, what)
 		}
-		vl := binary.BigEndian.Uint32(rest)
-		rest = rest[4:]
-		if uint64(vl) > uint64(len(rest)) {
-			return nil, bad("extFields value beyond the header")
+		f := rest[:n]
+		rest = rest[n:]
+		return f, nil
+	}
+	remark, err := field(4, "remark")
+	if err != nil {
+		return nil, err
+	}
+	c.Remark = string(remark)
+	ext, err := field(4, "extFields")
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("%w: binary header: %d bytes after extFields", ErrMalformed, len(rest))
+	}
+	for rest = ext; len(rest) > 0; {
+		k, err := field(2, "extFields key")
+		if err != nil {
+			return nil, err
+		}
+		v, err := field(4, "extFields value")
+		if err != nil {
+			return nil, err
 		}
 		if c.ExtFields == nil {
 			c.ExtFields = map[string]string{}
 		}
-		c.ExtFields[k] = string(rest[:vl])
-		rest = rest[vl:]
+		c.ExtFields[string(k)] = string(v)
 	}
 	return c, nil
 }

@@ -1,12 +1,11 @@
 package rocketmqtest
 
 import (
-	"bytes"
 	_ "embed"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"slices"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -26,58 +25,36 @@ func KVTableBody(kv map[string]string) []byte {
 // bare integers ({0:"10.0.0.1:10911"}), which encoding/json cannot read.
 func ClusterInfoBody(brokers []remoting.BrokerAddr) []byte {
 	type group struct {
-		cluster string
-		addrs   map[int64]string
+		BrokerAddrs        map[string]string `json:"brokerAddrs"`
+		BrokerName         string            `json:"brokerName"`
+		Cluster            string            `json:"cluster"`
+		EnableActingMaster bool              `json:"enableActingMaster"`
 	}
 	groups := map[string]*group{}
 	clusters := map[string][]string{}
 	for _, b := range brokers {
-		g, ok := groups[b.Name]
-		if !ok {
-			g = &group{cluster: b.Cluster, addrs: map[int64]string{}}
+		g := groups[b.Name]
+		if g == nil {
+			g = &group{BrokerAddrs: map[string]string{}, BrokerName: b.Name, Cluster: b.Cluster}
 			groups[b.Name] = g
 			clusters[b.Cluster] = append(clusters[b.Cluster], b.Name)
 		}
-		g.addrs[b.ID] = b.Addr
+		g.BrokerAddrs[strconv.FormatInt(b.ID, 10)] = b.Addr
 	}
-	q := func(s string) string { v, _ := json.Marshal(s); return string(v) }
-	var buf bytes.Buffer
-	buf.WriteString(`{"brokerAddrTable":{`)
-	for i, name := range slices.Sorted(maps.Keys(groups)) {
-		g := groups[name]
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		fmt.Fprintf(&buf, `%s:{"brokerAddrs":{`, q(name))
-		for j, id := range slices.Sorted(maps.Keys(g.addrs)) {
-			if j > 0 {
-				buf.WriteByte(',')
-			}
-			fmt.Fprintf(&buf, `%d:%s`, id, q(g.addrs[id]))
-		}
-		fmt.Fprintf(&buf, `},"brokerName":%s,"cluster":%s,"enableActingMaster":false}`, q(name), q(g.cluster))
-	}
-	buf.WriteString(`},"clusterAddrTable":{`)
-	for i, c := range slices.Sorted(maps.Keys(clusters)) {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		names, _ := json.Marshal(clusters[c])
-		fmt.Fprintf(&buf, `%s:%s`, q(c), names)
-	}
-	buf.WriteString(`}}`)
-	return buf.Bytes()
+	body, _ := json.Marshal(map[string]any{"brokerAddrTable": groups, "clusterAddrTable": clusters})
+	return idKey.ReplaceAll(body, []byte(`$1$2:"`))
 }
 
-// distributionLabels are the 13 bucket labels of putMessageDistributeTime.
-var distributionLabels = [13]string{"<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms",
-	"500ms~1s", "1~2s", "2~3s", "3~4s", "4~5s", "5~10s", "10s~"}
+// idKey is a quoted integer key whose value is a string: only the broker
+// ids of brokerAddrs (broker and cluster names map to an object and an
+// array).
+var idKey = regexp.MustCompile(`([{,])"(-?[0-9]+)":"`)
 
 // Distribution formats 13 putMessageDistributeTime counts the way the
 // broker does: "[<=0ms]:a [0~10ms]:b … [10s~]:m " with a trailing space.
 func Distribution(counts [13]uint64) string {
 	var sb strings.Builder
-	for i, l := range distributionLabels {
+	for i, l := range remoting.DistributionLabels {
 		sb.WriteString("[" + l + "]:" + strconv.FormatUint(counts[i], 10) + " ")
 	}
 	return sb.String()
@@ -119,14 +96,3 @@ func Runtime49() map[string]string { return maps.Clone(runtime49) }
 // a flush backlog written with a comma decimal point ("1,5 GiB"). Each call
 // returns a new copy.
 func Runtime5() map[string]string { return maps.Clone(runtime5) }
-
-// KeySet returns Runtime49 for "4", "4.9" and Runtime5 for "5", "5.x".
-func KeySet(name string) (map[string]string, error) {
-	switch strings.TrimPrefix(strings.ToLower(name), "v") {
-	case "4", "4.9", "4.9.x":
-		return Runtime49(), nil
-	case "5", "5.x", "5.3":
-		return Runtime5(), nil
-	}
-	return nil, fmt.Errorf("unknown key set %q (want 4.9 or 5)", name)
-}

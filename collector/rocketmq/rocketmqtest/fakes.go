@@ -28,7 +28,7 @@ type Broker struct {
 // runtime-info table (copied) and config text.
 func NewBroker(addr string, runtime map[string]string, config string) (*Broker, error) {
 	b := &Broker{runtime: maps.Clone(runtime), config: config}
-	s, err := Listen(addr, b.handle)
+	s, err := listen(addr, b.handle)
 	if err != nil {
 		return nil, err
 	}
@@ -38,15 +38,14 @@ func NewBroker(addr string, runtime map[string]string, config string) (*Broker, 
 
 // Set changes runtime-info keys; an empty value deletes the key.
 func (b *Broker) Set(kv ...string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i+1] == "" {
-			delete(b.runtime, kv[i])
-		} else {
-			b.runtime[kv[i]] = kv[i+1]
+	b.Update(func(rt map[string]string) {
+		for i := 0; i+1 < len(kv); i += 2 {
+			rt[kv[i]] = kv[i+1]
+			if kv[i+1] == "" {
+				delete(rt, kv[i])
+			}
 		}
-	}
+	})
 }
 
 // Update applies f to the runtime-info table under the broker's lock.
@@ -79,7 +78,7 @@ type NameServer struct {
 // brokers.
 func NewNameServer(addr string, brokers []remoting.BrokerAddr) (*NameServer, error) {
 	n := &NameServer{brokers: brokers}
-	s, err := Listen(addr, n.handle)
+	s, err := listen(addr, n.handle)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +132,7 @@ func (n *Net) NameServer(addr string, brokers []remoting.BrokerAddr) *NameServer
 // requests but never answers, as a hung broker or name server does.
 func (n *Net) Silent(addr string) *Server { return n.add(addr, nil) }
 
-func (n *Net) add(addr string, h Handler) *Server {
+func (n *Net) add(addr string, h replyFunc) *Server {
 	s := newServer(addr, h)
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -34,8 +34,7 @@ const (
 	None Fault = iota
 	// Slow answers after the delay given to Server.Delay (default 5s).
 	Slow
-	// Reset closes the connection (with a TCP RST on a real socket)
-	// instead of answering.
+	// Reset closes the connection instead of answering (RST on a real socket).
 	Reset
 	// Garbage answers with a frame whose header is not JSON.
 	Garbage
@@ -45,24 +44,18 @@ const (
 	Busy
 	// Unsupported answers REQUEST_CODE_NOT_SUPPORTED (code 3), as a 5.x Proxy does for 106.
 	Unsupported
-	// Interleave first sends a server-initiated request frame and a response
-	// with another opaque, then the real answer.
+	// Interleave sends a server request and a response to another opaque first.
 	Interleave
-	// Announce sends a length word promising a 16 MiB frame (the remoting
-	// package's default limit, so a client with it accepts it) and 4 more bytes, then nothing until the
-	// Delay passes or the server closes, then closes the connection: a peer
-	// that makes a client wait with a frame buffer it never fills.
+	// Announce sends a length word promising 16 MiB (remoting's default
+	// limit) and 4 more bytes, then nothing until the Delay passes or the
+	// server closes: a peer that makes a client wait on a buffer it never fills.
 	Announce
-	// Truncated sends the first half of a well-formed answer, then closes
-	// the connection: the client reads "unexpected EOF" inside a frame.
+	// Truncated sends the first half of a well-formed answer, then closes.
 	Truncated
-	// Noise sends 64 bytes of noise (the same bytes every time, starting
-	// with a 0x7fffffff length word), then closes the connection.
+	// Noise sends 64 bytes of noise (see noise), then closes.
 	Noise
-	// ErrorReply answers with the response code and remark given to
-	// Server.ErrorReply (default SYSTEM_ERROR, "error"): for example the
-	// SYSTEM_ERROR a 4.x broker answers when its ACL hook throws, with the
-	// exception in the remark.
+	// ErrorReply answers with the code and remark given to Server.ErrorReply
+	// (default SYSTEM_ERROR, "error"), as a 4.x broker whose ACL hook throws.
 	ErrorReply
 )
 
@@ -77,14 +70,14 @@ var noise = func() []byte {
 	return b
 }()
 
-// Handler answers one request with a body, or an error code and remark.
-type Handler func(req *remoting.Command) (body []byte, code int, remark string)
+// replyFunc answers one request with a body, or an error code and remark.
+type replyFunc func(req *remoting.Command) (body []byte, code int, remark string)
 
 // Server is a remoting server on a TCP listener or on a Net.
 type Server struct {
 	ln      net.Listener // nil on a Net
 	addr    string
-	handler Handler // nil: read requests, never answer
+	handler replyFunc // nil: read requests, never answer
 
 	mu        sync.Mutex
 	binary    bool
@@ -102,21 +95,20 @@ type Server struct {
 	closeOnce sync.Once
 }
 
-func newServer(addr string, h Handler) *Server {
+func newServer(addr string, h replyFunc) *Server {
 	return &Server{addr: addr, handler: h, delay: 5 * time.Second, conns: map[net.Conn]bool{}, done: make(chan struct{}),
 		errCode: remoting.SystemError, errRemark: "error"}
 }
 
-// Listen starts a server on a TCP address ("127.0.0.1:0" picks a free port).
-func Listen(addr string, h Handler) (*Server, error) {
+// listen starts a server on a TCP address ("127.0.0.1:0" picks a free port).
+func listen(addr string, h replyFunc) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	s := newServer(ln.Addr().String(), h)
 	s.ln = ln
-	s.wg.Add(1)
-	go s.accept()
+	s.wg.Go(s.accept)
 	return s, nil
 }
 
@@ -125,39 +117,27 @@ func (s *Server) Addr() string { return s.addr }
 
 // SetBinary makes replies use the ROCKETMQ binary header (as a broker
 // started with -Drocketmq.serialize.type=ROCKETMQ does) instead of JSON.
-func (s *Server) SetBinary(b bool) {
-	s.mu.Lock()
-	s.binary = b
-	s.mu.Unlock()
-}
+func (s *Server) SetBinary(b bool) { s.locked(func() { s.binary = b }) }
 
 // RequireACL makes the server check each request's AccessKey and Signature
 // against cr and answer NO_PERMISSION (16) when they are wrong.
-func (s *Server) RequireACL(cr *remoting.Credentials) {
-	s.mu.Lock()
-	s.verifyACL = cr
-	s.mu.Unlock()
-}
+func (s *Server) RequireACL(cr *remoting.Credentials) { s.locked(func() { s.verifyACL = cr }) }
 
 // Inject queues faults, applied one per request in order.
-func (s *Server) Inject(f ...Fault) {
-	s.mu.Lock()
-	s.faults = append(s.faults, f...)
-	s.mu.Unlock()
-}
+func (s *Server) Inject(f ...Fault) { s.locked(func() { s.faults = append(s.faults, f...) }) }
 
 // Delay sets how long a Slow reply waits.
-func (s *Server) Delay(d time.Duration) {
-	s.mu.Lock()
-	s.delay = d
-	s.mu.Unlock()
-}
+func (s *Server) Delay(d time.Duration) { s.locked(func() { s.delay = d }) }
 
 // ErrorReply sets the response code and remark of the ErrorReply fault.
 func (s *Server) ErrorReply(code int, remark string) {
+	s.locked(func() { s.errCode, s.errRemark = code, remark })
+}
+
+func (s *Server) locked(f func()) {
 	s.mu.Lock()
-	s.errCode, s.errRemark = code, remark
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	f()
 }
 
 // Requests returns the requests received so far.
@@ -225,7 +205,6 @@ func (s *Server) CloseConns() {
 }
 
 func (s *Server) accept() {
-	defer s.wg.Done()
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
@@ -246,13 +225,11 @@ func (s *Server) start(c net.Conn) bool {
 	}
 	s.accepted++
 	s.conns[c] = true
-	s.wg.Add(1)
-	go s.serve(c)
+	s.wg.Go(func() { s.serve(c) })
 	return true
 }
 
 func (s *Server) serve(c net.Conn) {
-	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
