@@ -38,11 +38,17 @@ test: test-deps lint
 test-deps:
 	./scripts/install-test-deps.sh
 
+## lint: golangci-lint (.golangci.yml: gofmt, goimports, go vet, staticcheck and the checks of the
+## Prometheus server's configuration that fit here) over both modules; installs the pinned version
+## with `go install` when it is missing (about 1.5 minutes of compiling on 2 cores)
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT         := $(shell $(GO) env GOPATH)/bin/golangci-lint
 lint:
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
-	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	cd tools && $(GO) vet ./...
+	@$(GOLANGCI_LINT) version 2>/dev/null | grep -q ' $(GOLANGCI_LINT_VERSION:v%=%) ' || { \
+	  echo "installing golangci-lint $(GOLANGCI_LINT_VERSION)"; \
+	  $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); }
+	$(GOLANGCI_LINT) run ./...
+	cd tools && $(GOLANGCI_LINT) run --config ../.golangci.yml ./...
 
 ## fuzz: run every fuzz target briefly (seed corpora under testdata/fuzz are always run by `go test`).
 ## The default budget is a count, not a duration: Go 1.26's fuzz coordinator can report a spurious
