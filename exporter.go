@@ -26,26 +26,20 @@ var (
 		prometheus.GaugeValue, "collector")
 )
 
-// Exporter is the collectors of /metrics, sorted by name.
-type Exporter struct {
-	entries []*entry
-}
-
-// NewExporter wraps built collectors; failures are logged with
-// collector=<name>.
-func NewExporter(built map[string]collector.Built, logger *slog.Logger) *Exporter {
-	e := &Exporter{}
+// newEntries wraps the collectors of /metrics, sorted by name; failures are
+// logged with collector=<name>.
+func newEntries(built map[string]collector.Built, logger *slog.Logger) []*entry {
+	var entries []*entry
 	for _, name := range slices.Sorted(maps.Keys(built)) {
-		b := built[name]
-		e.entries = append(e.entries, newEntry(name, b.Collector, b.Problems, logger.With("collector", name)))
+		entries = append(entries, newEntry(name, built[name].Collector, built[name].Problems, logger.With("collector", name)))
 	}
-	return e
+	return entries
 }
 
-// Start launches the background loops of collectors that implement
-// collector.Runner. They stop when ctx is cancelled.
-func (e *Exporter) Start(ctx context.Context) {
-	for _, en := range e.entries {
+// startRunners launches the background loops of the collectors that
+// implement collector.Runner. They stop when ctx is cancelled.
+func startRunners(ctx context.Context, entries []*entry) {
+	for _, en := range entries {
 		if r, ok := en.c.(collector.Runner); ok {
 			go r.Run(ctx)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 var testGauge = prometheus.NewDesc("stall_test_value", "test", []string{"from"}, nil)
@@ -62,21 +63,50 @@ func (c *ctxCollector) Update(ctx context.Context, _ chan<- prometheus.Metric) e
 	return ctx.Err()
 }
 
-func newTestExporter(logger *slog.Logger, cs ...collector.Collector) *Exporter {
+// testSetup is what a test serves; its zero value is no collectors, no
+// /probe modules, no budgets, a --collector.timeout of 5 s and no log.
+type testSetup struct {
+	built                         map[string]collector.Built // testBuilt, hostBuilt
+	modules                       map[string]collector.ProbeModule
+	timeout                       time.Duration
+	maxRequests, maxProbeRequests int
+	logger                        *slog.Logger
+}
+
+// testServer is /metrics and /probe as main wires them: a budget each,
+// both refusal counters on /metrics.
+type testServer struct {
+	metrics *metricsHandler
+	probe   *probeHandler
+}
+
+func newTestServer(s testSetup) testServer {
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.timeout == 0 {
+		s.timeout = 5 * time.Second
+	}
+	metricsLimit := newLimiter("metrics", "--web.max-requests", s.maxRequests, s.logger)
+	probeLimit := newLimiter("probe", "--web.max-probe-requests", s.maxProbeRequests, s.logger)
+	return testServer{
+		metrics: newMetricsHandler(newEntries(s.built, s.logger), s.timeout, metricsLimit, s.logger, metricsLimit, probeLimit),
+		probe:   newProbeHandler(s.modules, collector.Paths{}, s.timeout, probeLimit, s.logger),
+	}
+}
+
+// testBuilt names test collectors as collector.Build would build them: a
+// fakeCollector by its name, any other c<i>.
+func testBuilt(cs ...collector.Collector) map[string]collector.Built {
 	built := map[string]collector.Built{}
 	for i, c := range cs {
 		name := fmt.Sprint("c", i)
 		if f, ok := c.(*fakeCollector); ok {
 			name = f.name
 		}
-		built[name] = collector.Built{Collector: c, Problems: collector.NewProblems(name, logger)}
+		built[name] = collector.Built{Collector: c, Problems: collector.NewProblems(name, slog.New(slog.DiscardHandler))}
 	}
-	return NewExporter(built, logger)
-}
-
-// testMetricsHandler is the /metrics handler with a budget of maxRequests.
-func testMetricsHandler(e *Exporter, timeout time.Duration, maxRequests int, logger *slog.Logger) http.Handler {
-	return newMetricsHandler(e, timeout, newLimiter("metrics", "--web.max-requests", maxRequests, logger), logger)
+	return built
 }
 
 // serve answers one request with h.
@@ -84,6 +114,45 @@ func serve(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, r)
 	return rec
+}
+
+// get answers GET url, with header name, value pairs, and fails the test
+// unless it is a 200.
+func get(t *testing.T, h http.Handler, url string, header ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest("GET", url, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	rec := serve(h, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, rec.Code, rec.Body)
+	}
+	return rec
+}
+
+// logLines keeps the lines of a logger at level and above, for tests that
+// count log lines by level.
+type logLines struct{ collectortest.LogBuffer }
+
+func newLogLines(level slog.Level) (*logLines, *slog.Logger) {
+	l := &logLines{}
+	return l, slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: level}))
+}
+
+// count returns how many lines have the level and contain every part.
+func (l *logLines) count(level string, parts ...string) int {
+	n := 0
+	for line := range strings.SplitSeq(l.String(), "\n") {
+		ok := strings.Contains(line, "level="+level)
+		for _, p := range parts {
+			ok = ok && strings.Contains(line, p)
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
 }
 
 // TestSlowCollectorDoesNotBlockOthers: a collector that ignores its
@@ -97,11 +166,10 @@ func TestSlowCollectorDoesNotBlockOthers(t *testing.T) {
 		block := make(chan struct{})
 		defer close(block)
 		slow := &fakeCollector{name: "slow", block: block}
-		logger := slog.New(slog.DiscardHandler)
-		e := newTestExporter(logger, slow, &fakeCollector{name: "fast"}, &fakeCollector{name: "broken", err: errors.New("boom")},
+		built := testBuilt(slow, &fakeCollector{name: "fast"}, &fakeCollector{name: "broken", err: errors.New("boom")},
 			&fakeCollector{name: "absent", err: fmt.Errorf("%w: no file", collector.ErrNoData)}, &fakeCollector{name: "buggy", panics: true})
 		const timeout = 200 * time.Millisecond
-		h := testMetricsHandler(e, timeout, 0, logger)
+		h := newTestServer(testSetup{built: built, timeout: timeout}).metrics
 
 		start := time.Now()
 		got := samples(t, serve(h, httptest.NewRequest("GET", "/metrics", nil)).Body.String())
@@ -164,15 +232,15 @@ func TestScrapeTimeoutHeader(t *testing.T) {
 // Prometheus' scrape timeout header; a client that hangs up cancels their
 // work and the request ends.
 func TestRequestContextReachesCollectors(t *testing.T) {
-	logger := slog.New(slog.DiscardHandler)
 	for _, path := range []string{"/metrics", "/probe?module=stub&target=good:1"} {
 		t.Run(path, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := newCtxCollector()
-				var h http.Handler = testMetricsHandler(newTestExporter(logger, c), 8*time.Second, 0, logger)
+				srv := newTestServer(testSetup{built: testBuilt(c), modules: map[string]collector.ProbeModule{"stub": stubModule{c: c}},
+					timeout: 8 * time.Second})
+				var h http.Handler = srv.metrics
 				if strings.HasPrefix(path, "/probe") {
-					h = newProbeHandler(map[string]collector.ProbeModule{"stub": stubModule{c: c}}, collector.Paths{},
-						8*time.Second, newLimiter("probe", "--web.max-probe-requests", 0, logger), logger)
+					h = srv.probe
 				}
 				ctx, hangUp := context.WithCancel(context.Background())
 				r := httptest.NewRequest("GET", path, nil).WithContext(ctx)
@@ -191,10 +259,52 @@ func TestRequestContextReachesCollectors(t *testing.T) {
 				if took := time.Since(start); took != 0 {
 					t.Errorf("the request ended %v after the client hung up, want at once", took)
 				}
-				if ph, ok := h.(*probeHandler); ok {
-					drainProbes(ph)
-				}
+				drainProbes()
 			})
 		})
 	}
+}
+
+// TestRefusalsCountedAndLogged: requests over --web.max-requests are
+// answered 503, counted in stall_exporter_requests_refused_total and logged
+// at most once a minute with the number refused since the last line
+// (they were once neither logged nor counted).
+func TestRefusalsCountedAndLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lines, logger := newLogLines(slog.LevelDebug)
+		block := make(chan struct{})
+		slow := &fakeCollector{name: "slow", block: block}
+		h := newTestServer(testSetup{built: testBuilt(slow), timeout: 5 * time.Minute, maxRequests: 1, maxProbeRequests: 1, logger: logger}).metrics
+
+		first := make(chan string)
+		go func() { first <- serve(h, httptest.NewRequest("GET", "/metrics", nil)).Body.String() }()
+		synctest.Wait() // the first request holds the only slot
+		refuse := func(n int) {
+			for range n {
+				if rec := serve(h, httptest.NewRequest("GET", "/metrics", nil)); rec.Code != http.StatusServiceUnavailable {
+					t.Fatalf("request over the limit: %d", rec.Code)
+				}
+			}
+		}
+		refuse(50)
+		if n := lines.count("WARN", "refusing requests", "handler=metrics"); n != 1 {
+			t.Errorf("%d log lines for 50 refusals within a minute, want 1", n)
+		}
+		collectortest.Advance(refusalLogInterval)
+		refuse(1)
+		if n := lines.count("WARN", "refusing requests", "count_since_last_line=50"); n != 1 {
+			t.Errorf("the second line does not sum up the 49 unlogged refusals and this one:\n%s", lines.String())
+		}
+		close(block)
+		<-first
+		body := serve(h, httptest.NewRequest("GET", "/metrics", nil)).Body.String()
+		for _, want := range []string{
+			`stall_exporter_requests_refused_total{handler="metrics"} 51`,
+			`stall_exporter_requests_refused_total{handler="probe"} 0`,
+		} {
+			if !strings.Contains(body, want+"\n") {
+				t.Errorf("missing %s in\n%s", want, body)
+			}
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -16,16 +17,29 @@ import (
 )
 
 // scrapeRun is the collectors of one request, run concurrently under the
-// request's context, as the unchecked prometheus.Collector of a registry
-// (Describe sends nothing: what each collector exports depends on the host
-// and the target). The registry is handed only what consts cannot group:
-// client_golang's own metrics (histograms, counter vectors). Not safe for
-// concurrent use; a scrapeState reuses it request after request.
+// request's context, as the unchecked prometheus.Collector of a registry of
+// its own (Describe sends nothing: what each collector exports depends on
+// the host and the target), beside the handler's static collectors
+// (registering client_golang's Go collector costs more than gathering it,
+// so a run is kept for later requests with its registry, its handler and
+// the arrays of its metrics). The registry gathers only what consts cannot
+// group: client_golang's own metrics (histograms, counter vectors). Not
+// safe for concurrent use.
 type scrapeRun struct {
 	ctx     context.Context
 	entries []*entry
+	reg     *prometheus.Registry
+	handler http.Handler          // promhttp's, with the run as its gatherer
 	slots   [][]prometheus.Metric // each entry's metrics, arrays kept between requests
 	consts  constFamilies
+}
+
+// newScrapeRun returns a run registered in a new registry with static.
+func newScrapeRun(static ...prometheus.Collector) *scrapeRun {
+	r := &scrapeRun{reg: prometheus.NewRegistry()}
+	r.reg.MustRegister(r)
+	r.reg.MustRegister(static...)
+	return r
 }
 
 func (*scrapeRun) Describe(chan<- *prometheus.Desc) {}
@@ -50,13 +64,13 @@ func (r *scrapeRun) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// gather gathers reg, in which r is registered, and returns every family:
-// the registry's and the constant ones, merged. The error lists what a
+// gather gathers the run's registry and returns every family: the
+// registry's and the constant ones, merged. The error lists what a
 // registry would have refused (a series sent twice, descriptors of one
 // name that disagree); that is left out.
-func (r *scrapeRun) gather(reg *prometheus.Registry) ([]*dto.MetricFamily, error) {
+func (r *scrapeRun) gather() ([]*dto.MetricFamily, error) {
 	r.consts.reset()
-	theirs, err := reg.Gather()
+	theirs, err := r.reg.Gather()
 	var errs prometheus.MultiError
 	if err != nil && !errors.As(err, &errs) {
 		errs = prometheus.MultiError{err}
@@ -64,6 +78,13 @@ func (r *scrapeRun) gather(reg *prometheus.Registry) ([]*dto.MetricFamily, error
 	mfs := r.consts.merge(r.consts.families(), theirs)
 	errs = append(errs, r.consts.errs...)
 	return mfs, errs.MaybeUnwrap()
+}
+
+// Gather implements prometheus.TransactionalGatherer for promhttp. The
+// families are allocated for this request, so there is nothing to release.
+func (r *scrapeRun) Gather() ([]*dto.MetricFamily, func(), error) {
+	mfs, err := r.gather()
+	return mfs, func() {}, err
 }
 
 // constFamilies groups the constant metrics of one scrape (those made by

@@ -108,10 +108,9 @@ func TestScrapeRunMerge(t *testing.T) {
 		prometheus.CounterValue, 9)
 	c := replayCollector{refusedDesc.New(1, "metrics"), hist, sameName.WithLabelValues("other"), connsEvictedDesc.New(4), otherHelp,
 		prometheus.MustNewConstHistogram(scrapeSuccessDesc.Desc, 1, 1, map[float64]uint64{1: 1}, "sent as a histogram")}
-	run := &scrapeRun{ctx: context.Background(), entries: newTestExporter(slog.New(slog.DiscardHandler), c).entries}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(run)
-	mfs, err := run.gather(reg)
+	run := newScrapeRun()
+	run.ctx, run.entries = context.Background(), newEntries(testBuilt(c), slog.New(slog.DiscardHandler))
+	mfs, err := run.gather()
 
 	var names []string
 	for _, mf := range mfs {

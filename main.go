@@ -115,8 +115,8 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	exp := NewExporter(built, logger)
-	exp.Start(ctx)
+	entries := newEntries(built, logger)
+	startRunners(ctx, entries)
 
 	metricsLimit := newLimiter("metrics", "--web.max-requests", *maxRequests, logger)
 	probeLimit := newLimiter("probe", "--web.max-probe-requests", *maxProbeRequests, logger)
@@ -124,7 +124,7 @@ func run() int {
 	// registers in its init (golang.org/x/net/trace adds /debug/requests).
 	mux := http.NewServeMux()
 	conns := newConnLimit(*maxConnections, logger)
-	mux.Handle(*metricsPath, newMetricsHandler(exp, *timeout, metricsLimit, logger, conns, metricsLimit, probeLimit))
+	mux.Handle(*metricsPath, newMetricsHandler(entries, *timeout, metricsLimit, logger, conns, metricsLimit, probeLimit))
 	mux.Handle("/probe", newProbeHandler(modules, paths, *timeout, probeLimit, logger))
 	if *metricsPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{

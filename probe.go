@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/stall-exporter/stall_exporter/collector"
@@ -25,16 +24,14 @@ import (
 const maxProbeTarget = 1024
 
 // probeLimits bound what /probe keeps between requests, for every module
-// together (collector/probecache): a target's collector — Redis' CONFIG
+// together (collector/probecache): a target's collector (Redis' CONFIG
 // cache, CLIENT LIST schedule and aggregates, a broker's put-latency
-// histograms and config — is kept for 10 minutes after its last probe, for
-// at most 1,000 targets (the least recently probed goes first); its
-// connections only while it is among the 64 most recently probed and was
-// probed in the last 2 minutes (a Prometheus scrape interval is rarely
-// over a minute). The others connect again at their next probe: a TCP
-// connect, and HELLO/AUTH for Redis, which is what redis_exporter does on
-// every scrape. What that costs is measured in docs/redis.md and
-// docs/rocketmq.md.
+// histograms and config) for 10 minutes after its last probe, at most 1,000
+// targets; its connections only while it is among the 64 most recently
+// probed and was probed in the last 2 minutes (a scrape interval is rarely
+// over a minute). The others connect again at their next probe, as
+// redis_exporter does on every scrape; docs/redis.md and docs/rocketmq.md
+// measure the cost.
 var probeLimits = probecache.Limits{MaxTargets: 1000, Idle: 10 * time.Minute, MaxConns: 64, ConnIdle: 2 * time.Minute}
 
 // probeHandler serves /probe?module=<module>&target=<target>: one remote
@@ -136,10 +133,9 @@ func (h *probeHandler) debug(w http.ResponseWriter, r *http.Request, module, key
 
 	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r, h.timeout))
 	defer cancel()
-	run := &scrapeRun{ctx: ctx, entries: []*entry{en}}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(run)
-	mfs, gatherErr := run.gather(reg)
+	run := newScrapeRun()
+	run.ctx, run.entries = ctx, []*entry{en}
+	mfs, gatherErr := run.gather()
 	var metrics bytes.Buffer
 	for _, mf := range mfs {
 		if _, err := expfmt.MetricFamilyToText(&metrics, mf); err != nil {

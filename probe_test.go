@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // stubModule is a /probe module that allows the targets good:1 and good:2
@@ -47,13 +48,33 @@ func (m stubModule) Target(target string) (string, func(collector.Config) collec
 
 // drainProbes lets the probe cache's background trim drop every target
 // and end, which a synctest bubble needs before it finishes.
-func drainProbes(h *probeHandler) {
-	time.Sleep(probeLimits.Idle + probeLimits.ConnIdle)
+func drainProbes() {
+	collectortest.Advance(probeLimits.Idle + probeLimits.ConnIdle)
 	synctest.Wait()
 }
 
+// newTestProbeHandler is /probe on modules with a timeout of 1 s.
 func newTestProbeHandler(logger *slog.Logger, modules map[string]collector.ProbeModule) *probeHandler {
-	return newProbeHandler(modules, collector.Paths{}, time.Second, newLimiter("probe", "--web.max-probe-requests", 0, logger), logger)
+	return newTestServer(testSetup{modules: modules, timeout: time.Second, logger: logger}).probe
+}
+
+// failingProbe is a /probe collector that fails while fail is set, and
+// blocks while hold is open.
+type failingProbe struct {
+	hold    chan struct{} // when not nil, Update waits for it to close
+	fail    atomic.Bool
+	started atomic.Int32
+}
+
+func (f *failingProbe) Update(_ context.Context, _ chan<- prometheus.Metric) error {
+	f.started.Add(1)
+	if f.hold != nil {
+		<-f.hold
+	}
+	if f.fail.Load() {
+		return errors.New("connection refused")
+	}
+	return nil
 }
 
 // TestProbeRequests checks /probe's input handling: the module and the
@@ -204,5 +225,38 @@ func TestProbeDebug(t *testing.T) {
 		if rec := serve(h, httptest.NewRequest("GET", "/probe?module=logging&target=evil:1&debug=true", nil)); rec.Code != http.StatusForbidden {
 			t.Errorf("a refused target with debug=true: %d, want 403", rec.Code)
 		}
+	})
+}
+
+// TestSeparateBudgets: /metrics and /probe have budgets of their own, so
+// probes of a hanging target cannot starve the host metrics (both handlers
+// once had the full --web.max-requests each, documented as one limit).
+func TestSeparateBudgets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hanging := &failingProbe{hold: make(chan struct{})}
+		srv := newTestServer(testSetup{built: testBuilt(&fakeCollector{name: "fast"}), modules: map[string]collector.ProbeModule{"hanging": stubModule{c: hanging}},
+			maxRequests: 1, maxProbeRequests: 1})
+		mh, ph := srv.metrics, srv.probe
+
+		done := make(chan int)
+		go func() { done <- serve(ph, httptest.NewRequest("GET", "/probe?module=hanging&target=good:1", nil)).Code }()
+		synctest.Wait() // the first probe holds the only probe slot
+		if code := serve(ph, httptest.NewRequest("GET", "/probe?module=hanging&target=good:2", nil)).Code; code != http.StatusServiceUnavailable {
+			t.Errorf("second probe while the probe budget is used: %d, want 503", code)
+		}
+		var rec *httptest.ResponseRecorder
+		for range 3 {
+			if rec = serve(mh, httptest.NewRequest("GET", "/metrics", nil)); rec.Code != http.StatusOK {
+				t.Fatalf("/metrics while a probe holds the probe budget: %d", rec.Code)
+			}
+		}
+		if !strings.Contains(rec.Body.String(), `stall_exporter_requests_refused_total{handler="probe"} 1`+"\n") {
+			t.Errorf("the refused probe is not counted:\n%s", rec.Body)
+		}
+		close(hanging.hold)
+		if code := <-done; code != http.StatusOK {
+			t.Errorf("held probe: %d", code)
+		}
+		drainProbes()
 	})
 }

@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -17,31 +16,27 @@ import (
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
-func hostHandler(t *testing.T, procfs, sysfs string) http.Handler {
+// hostBuilt builds the host collectors of hostCollectorList, or only
+// those named, on procfs and sysfs.
+func hostBuilt(t testing.TB, procfs, sysfs string, only ...string) map[string]collector.Built {
 	t.Helper()
-	logger := slog.New(slog.DiscardHandler)
+	if len(only) == 0 {
+		only = hostCollectorList
+	}
 	built, err := collector.Build(collector.Config{
-		Paths: collector.Paths{Procfs: procfs, Sysfs: sysfs, Rootfs: "/"}, Logger: logger}, hostCollectorList...)
+		Paths: collector.Paths{Procfs: procfs, Sysfs: sysfs, Rootfs: "/"}, Logger: slog.New(slog.DiscardHandler)}, only...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testMetricsHandler(NewExporter(built, logger), 5*time.Second, 0, logger)
+	return built
 }
 
-func get(t *testing.T, h http.Handler, url string, header ...string) *httptest.ResponseRecorder {
-	t.Helper()
-	req := httptest.NewRequest("GET", url, nil)
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", url, rec.Code, rec.Body)
-	}
-	return rec
+// hostHandler is /metrics of the host collectors on procfs and sysfs.
+func hostHandler(t *testing.T, procfs, sysfs string) http.Handler {
+	return newTestServer(testSetup{built: hostBuilt(t, procfs, sysfs)}).metrics
 }
 
 // stableLines drops the series that change between two scrapes.
@@ -258,7 +253,7 @@ func TestConnectionLimit(t *testing.T) {
 		if !get(a) {
 			t.Fatal("first connection not served")
 		}
-		time.Sleep(time.Second) // a has been idle longer than b
+		collectortest.Advance(time.Second) // a has been idle longer than b
 		b := ln.dial()
 		if !get(b) {
 			t.Fatal("second connection not served")
