@@ -72,16 +72,14 @@ func startExporter(t *testing.T, bin string, args ...string) string {
 		}
 	})
 	url := "http://" + addr
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url + "/"); err == nil {
+	collectortest.WaitFor(t, 10*time.Second, "the exporter to listen on "+addr, func() error {
+		resp, err := http.Get(url + "/")
+		if err == nil {
 			resp.Body.Close()
-			return url
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("exporter did not listen on %s; log:\n%s", addr, logs.String())
-	return ""
+		return err
+	})
+	return url
 }
 
 func scrape(t *testing.T, url string) string {
