@@ -67,12 +67,13 @@ func TestConstFamiliesAsRegistry(t *testing.T) {
 		connsEvictedDesc.New(7), scrapeSuccessDesc.New(1, "aa"), scrapeDurationDesc.New(-1e-9, "b"),
 	}
 	var g constFamilies
+	g.reset()
 	for _, m := range append(ms, scrapeSuccessDesc.New(5, "aa")) {
 		if !g.add(m) {
 			t.Fatalf("%v was not grouped", m.Desc())
 		}
 	}
-	got, want := g.families(), registryGather(t, ms...)
+	got, want := g.families(nil), registryGather(t, ms...)
 	if len(got) != len(want) {
 		t.Fatalf("%d families, the registry %d", len(got), len(want))
 	}
@@ -87,7 +88,7 @@ func TestConstFamiliesAsRegistry(t *testing.T) {
 
 	g.reset() // reused: nothing carried over
 	g.add(connsEvictedDesc.New(2))
-	if got := g.families(); len(got) != 1 || got[0].GetMetric()[0].GetCounter().GetValue() != 2 || len(g.errs) != 0 {
+	if got := g.families(nil); len(got) != 1 || got[0].GetMetric()[0].GetCounter().GetValue() != 2 || len(g.errs) != 0 {
 		t.Errorf("after reset: %v, %v", got, g.errs)
 	}
 }
