@@ -9,7 +9,7 @@ import (
 	"maps"
 	"runtime/debug"
 	"slices"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,8 +59,7 @@ type entry struct {
 	logger   *slog.Logger        // collector=<name>, and target=<key> on /probe
 	failures *collector.StateLog // the runs' failures and recovery
 
-	mu        sync.Mutex
-	abandoned int // runs that overran their deadline and have not returned yet
+	abandoned atomic.Int32 // runs that overran their deadline and have not returned yet
 }
 
 func newEntry(name string, c collector.Collector, problems *collector.Problems, logger *slog.Logger) *entry {
@@ -126,12 +125,9 @@ func failureReason(err error) string {
 // goroutine forwards, so a collector that ignores ctx is cut off at the
 // deadline: its late metrics are drained and dropped in the background.
 func (en *entry) update(ctx context.Context, out *[]prometheus.Metric) error {
-	en.mu.Lock()
-	if en.abandoned > 0 {
-		en.mu.Unlock()
+	if en.abandoned.Load() > 0 {
 		return errStillRunning
 	}
-	en.mu.Unlock()
 
 	// 256 buffered metrics: a collector rarely waits for the forwarder, and
 	// the two goroutines hand over in batches rather than per metric.
@@ -162,16 +158,12 @@ func (en *entry) update(ctx context.Context, out *[]prometheus.Metric) error {
 			}
 			*out = append(*out, m)
 		case <-ctx.Done():
-			en.mu.Lock()
-			en.abandoned++
-			en.mu.Unlock()
+			en.abandoned.Add(1)
 			en.logger.Debug("collector timed out; metrics it sends from now on are dropped")
 			go func() {
 				for range inner {
 				}
-				en.mu.Lock()
-				en.abandoned--
-				en.mu.Unlock()
+				en.abandoned.Add(-1)
 			}()
 			return ctx.Err()
 		}
