@@ -107,12 +107,14 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.debug(w, r, module, key, build)
 		return
 	}
-	en := h.targets.Get(probeKey{module, key}, func() *entry {
-		logger := h.logger.With("probe", module)
-		c := build(collector.Config{Paths: h.paths, Logger: logger, Problems: h.problems[module]})
-		return newEntry(module, c, h.problems[module], h.logger.With("collector", module, "target", key))
-	})
+	en := h.targets.Get(probeKey{module, key}, func() *entry { return h.newTarget(module, key, build, h.logger, h.problems[module]) })
 	h.serve(w, r, []*entry{en})
+}
+
+// newTarget is the entry of one target's collector, which build makes.
+func (h *probeHandler) newTarget(module, key string, build func(collector.Config) collector.Collector, logger *slog.Logger, problems *collector.Problems) *entry {
+	c := build(collector.Config{Paths: h.paths, Logger: logger.With("probe", module), Problems: problems})
+	return newEntry(module, c, problems, logger.With("collector", module, "target", key))
 }
 
 // debug probes the target once with a collector of its own, not the
@@ -124,30 +126,25 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *probeHandler) debug(w http.ResponseWriter, r *http.Request, module, key string, build func(collector.Config) collector.Collector) {
 	logs := &lockedBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	problems := collector.NewProblems(module, logger.With("probe", module))
-	c := build(collector.Config{Paths: h.paths, Logger: logger.With("probe", module), Problems: problems})
-	en := newEntry(module, c, problems, logger.With("collector", module, "target", key))
-	// Closed in the background: Close waits for a run that overran its
-	// deadline.
-	defer func() { go en.Close() }()
+	en := h.newTarget(module, key, build, logger, collector.NewProblems(module, logger.With("probe", module)))
+	defer func() { go en.Close() }() // in the background: Close waits for a run that overran its deadline
 
 	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r, h.timeout))
 	defer cancel()
 	run := newScrapeRun()
 	run.ctx, run.entries = ctx, []*entry{en}
-	mfs, gatherErr := run.gather()
-	var metrics bytes.Buffer
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&metrics, mf); err != nil {
-			fmt.Fprintf(&metrics, "# error encoding %s: %v\n", mf.GetName(), err)
-		}
-	}
+	mfs, err := run.gather()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	fmt.Fprintf(w, "Logs for the probe of %s target %s:\n%s\n", module, key, logs.String())
-	if gatherErr != nil {
-		fmt.Fprintf(w, "Errors gathering the metrics:\n%v\n\n", gatherErr)
+	if err != nil {
+		fmt.Fprintf(w, "Errors gathering the metrics:\n%v\n\n", err)
 	}
-	fmt.Fprintf(w, "Metrics that would have been returned:\n%s", metrics.Bytes())
+	fmt.Fprint(w, "Metrics that would have been returned:\n")
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
+			fmt.Fprintf(w, "# error encoding %s: %v\n", mf.GetName(), err)
+		}
+	}
 }
 
 // lockedBuffer is a bytes.Buffer that a run abandoned at its deadline may
