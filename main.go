@@ -23,7 +23,6 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	kitlog "github.com/go-kit/log"
-	kitlevel "github.com/go-kit/log/level"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
@@ -207,26 +206,16 @@ func warnMissingSysfs(paths collector.Paths, logger *slog.Logger) {
 }
 
 // newLogger builds the go-kit logger (--log.level, --log.format) and bridges
-// it to log/slog, which exporter-toolkit and the collectors use.
+// it to log/slog, which exporter-toolkit and the collectors use; the bridge
+// adds time and caller and filters by level.
 func newLogger(levelName, format string) *slog.Logger {
-	var kl kitlog.Logger
+	newKitLogger := kitlog.NewLogfmtLogger
 	if format == "json" {
-		kl = kitlog.NewJSONLogger(kitlog.NewSyncWriter(os.Stderr))
-	} else {
-		kl = kitlog.NewLogfmtLogger(kitlog.NewSyncWriter(os.Stderr))
+		newKitLogger = kitlog.NewJSONLogger
 	}
-	// The slog bridge adds time and caller itself.
-	var lvl slog.Level
-	switch levelName {
-	case "debug":
-		lvl = slog.LevelDebug
-		kl = kitlevel.NewFilter(kl, kitlevel.AllowDebug())
-	case "warn":
-		lvl = slog.LevelWarn
-	case "error":
-		lvl = slog.LevelError
-	default:
+	var lvl slog.Level // debug, info, warn or error: the flag's enum
+	if err := lvl.UnmarshalText([]byte(levelName)); err != nil {
 		lvl = slog.LevelInfo
 	}
-	return slog.New(slogkit.NewGoKitHandler(kl, lvl))
+	return slog.New(slogkit.NewGoKitHandler(newKitLogger(kitlog.NewSyncWriter(os.Stderr)), lvl))
 }
