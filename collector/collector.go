@@ -64,10 +64,8 @@ type Config struct {
 type Factory func(cfg Config) (Collector, error)
 
 type registration struct {
-	name           string
-	defaultEnabled bool
-	factory        Factory
-	enabled        *bool
+	factory Factory
+	enabled *bool // --[no-]collector.<name>
 }
 
 var (
@@ -90,9 +88,7 @@ func Register(name, description string, defaultEnabled bool, factory Factory) {
 		def, state = "true", "enabled"
 	}
 	help := fmt.Sprintf("%s (default: %s).", description, state)
-	r := &registration{name: name, defaultEnabled: defaultEnabled, factory: factory}
-	r.enabled = kingpin.Flag("collector."+name, help).Default(def).Bool()
-	registrations[name] = r
+	registrations[name] = &registration{factory: factory, enabled: kingpin.Flag("collector."+name, help).Default(def).Bool()}
 }
 
 // Names lists every registered collector, sorted.
