@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -124,7 +122,7 @@ func (h *probeHandler) newTarget(module, key string, build func(collector.Config
 // collectors log carries no secret (passwords are never logged), so
 // neither does the answer.
 func (h *probeHandler) debug(w http.ResponseWriter, r *http.Request, module, key string, build func(collector.Config) collector.Collector) {
-	logs := &lockedBuffer{}
+	logs := &collector.LogBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	en := h.newTarget(module, key, build, logger, collector.NewProblems(module, logger.With("probe", module)))
 	defer func() { go en.Close() }() // in the background: Close waits for a run that overran its deadline
@@ -145,23 +143,4 @@ func (h *probeHandler) debug(w http.ResponseWriter, r *http.Request, module, key
 			fmt.Fprintf(w, "# error encoding %s: %v\n", mf.GetName(), err)
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that a run abandoned at its deadline may
-// still write to while the answer reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

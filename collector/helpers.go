@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -304,4 +305,24 @@ func (p *Problems) Count() uint64 {
 // Metric is stall_collector_parse_errors_total for this collector.
 func (p *Problems) Metric() prometheus.Metric {
 	return parseErrorsDesc.New(float64(p.Count()), p.name)
+}
+
+// LogBuffer collects log output, safe for concurrent use: the lines of a
+// /probe?debug=true run, which a run abandoned at its deadline may still
+// write while the answer reads them, and the logs tests check.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

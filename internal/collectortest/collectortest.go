@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,22 +41,7 @@ func Config(name string, logs io.Writer) collector.Config {
 
 // LogBuffer collects log output for tests that check what is, or is not,
 // logged. It is safe for concurrent use.
-type LogBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *LogBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *LogBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type LogBuffer = collector.LogBuffer
 
 // SilentListener listens on a free loopback port and never accepts: the
 // kernel completes each connection into the listen backlog, and nothing
