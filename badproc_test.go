@@ -41,12 +41,12 @@ func TestWrongProcfs(t *testing.T) {
 func TestWrongProcfsSampler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		empty := t.TempDir()
-		h := newTestServer(testSetup{built: hostBuilt(t, empty, empty, "sampler")}).metrics
+		srv := newTestServer(testSetup{built: hostBuilt(t, empty, empty, "sampler")})
 		ctx, cancel := context.WithCancel(context.Background())
-		startRunners(ctx, h.entries)
+		startRunners(ctx, srv.entries)
 		collectortest.Advance(2500 * time.Millisecond) // two ticks at the default --sampler.interval=1s
 		synctest.Wait()
-		s := samples(t, get(t, h, "/metrics").Body.String())
+		s := samples(t, get(t, srv.metrics, "/metrics").Body.String())
 		if s["stall_sampler_ticks_total"] < 2 {
 			t.Errorf("%v sampler ticks in 2.5 s", s["stall_sampler_ticks_total"])
 		}

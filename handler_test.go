@@ -76,7 +76,8 @@ type testSetup struct {
 // testServer is /metrics and /probe as main wires them: a budget each,
 // both refusal counters on /metrics.
 type testServer struct {
-	metrics *metricsHandler
+	entries []*entry // of /metrics
+	metrics http.Handler
 	probe   *probeHandler
 }
 
@@ -89,8 +90,10 @@ func newTestServer(s testSetup) testServer {
 	}
 	metricsLimit := newLimiter("metrics", "--web.max-requests", s.maxRequests, s.logger)
 	probeLimit := newLimiter("probe", "--web.max-probe-requests", s.maxProbeRequests, s.logger)
+	entries := newEntries(s.built, s.logger)
 	return testServer{
-		metrics: newMetricsHandler(newEntries(s.built, s.logger), s.timeout, metricsLimit, s.logger, metricsLimit, probeLimit),
+		entries: entries,
+		metrics: newMetricsHandler(entries, s.timeout, metricsLimit, s.logger, metricsLimit, probeLimit),
 		probe:   newProbeHandler(s.modules, collector.Paths{}, s.timeout, probeLimit, s.logger),
 	}
 }

@@ -231,30 +231,21 @@ func acceptsGzip(r *http.Request) bool {
 	return false
 }
 
-// metricsHandler serves /metrics.
-type metricsHandler struct {
-	scrapeHandler
-	entries []*entry
-	limit   *limiter
-}
-
-// newMetricsHandler serves /metrics: the entries' collectors, the exporter's own
-// process and Go runtime metrics (client_golang's collectors), its build
-// info, and the given self-metric collectors (the refusal counters).
-// limit is /metrics' own concurrency budget.
-func newMetricsHandler(entries []*entry, timeout time.Duration, limit *limiter, logger *slog.Logger, self ...prometheus.Collector) *metricsHandler {
+// newMetricsHandler serves /metrics within limit, its own concurrency
+// budget: the entries' collectors, the exporter's own process and Go
+// runtime metrics (client_golang's collectors), its build info, and the
+// given self-metric collectors (the refusal counters).
+func newMetricsHandler(entries []*entry, timeout time.Duration, limit *limiter, logger *slog.Logger, self ...prometheus.Collector) http.Handler {
 	static := append([]prometheus.Collector{
 		versioncollector.NewCollector("stall_exporter"),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	}, self...)
-	return &metricsHandler{scrapeHandler: newScrapeHandler(timeout, logger, static...), entries: entries, limit: limit}
-}
-
-func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.limit.acquire(w, r) {
-		return
-	}
-	defer h.limit.release()
-	h.serve(w, r, h.entries)
+	h := newScrapeHandler(timeout, logger, static...)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if limit.acquire(w, r) {
+			defer limit.release()
+			h.serve(w, r, entries)
+		}
+	})
 }
