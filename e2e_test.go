@@ -54,13 +54,20 @@ func freeAddr(t *testing.T) string {
 }
 
 // startExporter runs the binary with args and returns its base URL; the
-// process is killed when the test ends.
+// process is killed when the test ends, and its log shown if it failed.
 func startExporter(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	url, _ := startExporterLogs(t, bin, args...)
+	return url
+}
+
+// startExporterLogs is startExporter that also returns the process' log.
+func startExporterLogs(t *testing.T, bin string, args ...string) (string, *collectortest.LogBuffer) {
 	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, append([]string{"--web.listen-address=" + addr}, args...)...)
-	var logs strings.Builder
-	cmd.Stderr = &logs
+	logs := &collectortest.LogBuffer{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +86,7 @@ func startExporter(t *testing.T, bin string, args ...string) string {
 		}
 		return err
 	})
-	return url
+	return url, logs
 }
 
 func scrape(t *testing.T, url string) string {

@@ -207,6 +207,9 @@ func TestSlowCollectorDoesNotBlockOthers(t *testing.T) {
 	})
 }
 
+// TestScrapeTimeoutHeader: Prometheus' scrape timeout lowers the
+// collectors' limit to the header less 0.5 s (at least 0.1 s), never
+// raises it past the flag, and a bad header is ignored.
 func TestScrapeTimeoutHeader(t *testing.T) {
 	for _, tc := range []struct {
 		header string
