@@ -106,8 +106,9 @@ func scrape(t *testing.T, url string) string {
 	return string(b)
 }
 
-// stable drops what legitimately varies between runs: the exporter's own
-// Go/process metrics, collector durations and the build info labels.
+// stable drops what legitimately varies between runs and scrapes: the
+// exporter's own Go/process metrics, collector durations and the build
+// info labels.
 func stable(out string) string {
 	var keep []string
 	for _, l := range strings.Split(out, "\n") {

@@ -39,18 +39,6 @@ func hostHandler(t *testing.T, procfs, sysfs string) http.Handler {
 	return newTestServer(testSetup{built: hostBuilt(t, procfs, sysfs)}).metrics
 }
 
-// stableLines drops the series that change between two scrapes.
-func stableLines(s string) string {
-	var keep []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.HasPrefix(l, "go_") || strings.HasPrefix(l, "process_") || strings.HasPrefix(l, "stall_scrape_collector_duration") {
-			continue
-		}
-		keep = append(keep, l)
-	}
-	return strings.Join(keep, "\n")
-}
-
 // TestNegotiation: /metrics answers what its clients ask for — gzip when
 // asked (the same text inside), the text format by default, protobuf when
 // asked, and only the families of name[].
@@ -77,7 +65,7 @@ func TestNegotiation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if stableLines(string(body)) != stableLines(plain.Body.String()) {
+		if stable(string(body)) != stable(plain.Body.String()) {
 			t.Errorf("Accept-Encoding %q: gzip body differs from the plain one", ae)
 		}
 	}
@@ -104,7 +92,7 @@ func TestNegotiation(t *testing.T) {
 func TestConcurrentScrapes(t *testing.T) {
 	fix := "collector/host/fixtures/linux-6.8"
 	h := hostHandler(t, fix+"/proc", fix+"/sys")
-	want := stableLines(get(t, h, "/metrics").Body.String())
+	want := stable(get(t, h, "/metrics").Body.String())
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
@@ -123,7 +111,7 @@ func TestConcurrentScrapes(t *testing.T) {
 					}
 					body, _ = io.ReadAll(zr)
 				}
-				if got := stableLines(string(body)); got != want {
+				if got := stable(string(body)); got != want {
 					t.Errorf("concurrent scrape differs:\n%s", lineDiff(want, got))
 					return
 				}
