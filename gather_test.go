@@ -21,7 +21,8 @@ func refusedHelp() string {
 	return f.Help
 }
 
-// replay is a collector that sends fixed metrics, unchecked.
+// replay sends fixed metrics, as an unchecked prometheus.Collector and as
+// a collector.Collector.
 type replay []prometheus.Metric
 
 func (replay) Describe(chan<- *prometheus.Desc) {}
@@ -31,13 +32,8 @@ func (r replay) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// replayCollector is replay as a collector.Collector.
-type replayCollector replay
-
-func (r replayCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
-	for _, m := range r {
-		ch <- m
-	}
+func (r replay) Update(_ context.Context, ch chan<- prometheus.Metric) error {
+	r.Collect(ch)
 	return nil
 }
 
@@ -107,7 +103,7 @@ func TestScrapeRunMerge(t *testing.T) {
 	sameName.WithLabelValues("other").Add(2)
 	otherHelp := prometheus.MustNewConstMetric(prometheus.NewDesc("stall_exporter_idle_connections_evicted_total", "Another HELP.", nil, nil),
 		prometheus.CounterValue, 9)
-	c := replayCollector{refusedDesc.New(1, "metrics"), hist, sameName.WithLabelValues("other"), connsEvictedDesc.New(4), otherHelp,
+	c := replay{refusedDesc.New(1, "metrics"), hist, sameName.WithLabelValues("other"), connsEvictedDesc.New(4), otherHelp,
 		prometheus.MustNewConstHistogram(scrapeSuccessDesc.Desc, 1, 1, map[float64]uint64{1: 1}, "sent as a histogram")}
 	run := newScrapeRun()
 	run.ctx, run.entries = context.Background(), newEntries(testBuilt(c), slog.New(slog.DiscardHandler))
