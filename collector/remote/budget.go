@@ -91,8 +91,4 @@ func (h *Hold) give(n int64) {
 }
 
 // Release gives back everything taken.
-func (h *Hold) Release() {
-	if h.b != nil {
-		h.give(h.held)
-	}
-}
+func (h *Hold) Release() { h.Give(h.held) }
