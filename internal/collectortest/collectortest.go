@@ -118,14 +118,9 @@ func fqName(d *prometheus.Desc) string {
 // want (name, value pairs); ok is false when there is none.
 func (r Result) Get(name string, want ...string) (v float64, ok bool) {
 	for _, m := range r.Metrics {
-		if m.Name != name {
-			continue
-		}
-		match := true
-		for i := 0; i+1 < len(want); i += 2 {
-			if m.Labels[want[i]] != want[i+1] {
-				match = false
-			}
+		match := m.Name == name
+		for i := 0; match && i+1 < len(want); i += 2 {
+			match = m.Labels[want[i]] == want[i+1]
 		}
 		if match {
 			return m.Value, true
