@@ -105,7 +105,9 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.debug(w, r, module, key, build)
 		return
 	}
-	en := h.targets.Get(probeKey{module, key}, func() *entry { return h.newTarget(module, key, build, h.logger, h.problems[module]) })
+	en := h.targets.Get(probeKey{module, key}, func() *entry {
+		return h.newTarget(module, key, build, h.logger, h.problems[module])
+	})
 	h.serve(w, r, []*entry{en})
 }
 
