@@ -50,7 +50,8 @@ func main() {
 	// default heap goal and per-P caches dominate the RSS: GOGC=50 and one P
 	// (as node_exporter) take about 1.7 MiB off it at no measurable CPU cost,
 	// and one P saves the idle spinning of others (docs/benchmarks.md). The
-	// environment's GOGC and GOMAXPROCS still win.
+	// environment's GOGC and GOMAXPROCS still win; GOMEMLIMIT is left to it
+	// (the steady state is far below any sensible limit).
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
 	}
