@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
@@ -132,9 +132,15 @@ func stable(out string) string {
 	return strings.Join(keep, "\n") + "\n"
 }
 
+// disableOthers is the --[no-]collector.<name> flags that enable exactly
+// the hostCollectors.
 func disableOthers() []string {
 	var args []string
-	for _, n := range collector.Names() {
+	for _, f := range kingpin.CommandLine.Model().Flags {
+		n, ok := strings.CutPrefix(f.Name, "collector.")
+		if !ok || !f.IsBoolFlag() {
+			continue
+		}
 		if hostCollectors[n] {
 			args = append(args, "--collector."+n)
 		} else {

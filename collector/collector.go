@@ -91,13 +91,6 @@ func Register(name, description string, defaultEnabled bool, factory Factory) {
 	registrations[name] = &registration{factory: factory, enabled: kingpin.Flag("collector."+name, help).Default(def).Bool()}
 }
 
-// Names lists every registered collector, sorted.
-func Names() []string {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	return slices.Sorted(maps.Keys(registrations))
-}
-
 // Built is one constructed collector with its bad-input counter.
 type Built struct {
 	Collector Collector
