@@ -105,19 +105,17 @@ func (c *Cache[K, V]) Len() int {
 // holds c.mu.
 func (c *Cache[K, V]) trim(now time.Time) {
 	l := c.limits
+	var oldest K
+	var oldestAt time.Time
 	for k, e := range c.entries {
-		if now.Sub(e.lastUsed) > l.Idle {
+		switch {
+		case now.Sub(e.lastUsed) > l.Idle:
 			c.drop(k, e)
+		case oldestAt.IsZero() || e.lastUsed.Before(oldestAt):
+			oldest, oldestAt = k, e.lastUsed
 		}
 	}
-	for len(c.entries) > l.MaxTargets { // one at most: a Get adds one
-		var oldest K
-		var oldestAt time.Time
-		for k, e := range c.entries {
-			if oldestAt.IsZero() || e.lastUsed.Before(oldestAt) {
-				oldest, oldestAt = k, e.lastUsed
-			}
-		}
+	if len(c.entries) > l.MaxTargets { // by one at most: a Get adds one
 		c.drop(oldest, c.entries[oldest])
 	}
 	var connected []*entry[V]
