@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,25 +9,14 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // scrapeHost runs the host collectors on procfs/sysfs through the real
 // metrics handler and returns the samples.
 func scrapeHost(t *testing.T, procfs, sysfs string) map[string]float64 {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	built, err := collector.Build(collector.Config{
-		Paths:  collector.Paths{Procfs: procfs, Sysfs: sysfs, Rootfs: "/"},
-		Logger: logger,
-	}, hostCollectorList...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := NewExporter(built, logger)
-	rec := httptest.NewRecorder()
-	testMetricsHandler(e, 5*time.Second, 0, logger).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	return samples(t, rec.Body.String())
+	return samples(t, get(t, hostHandler(t, procfs, sysfs), "/metrics").Body.String())
 }
 
 // TestWrongProcfs: a --path.procfs without the files every Linux has is a
@@ -55,22 +41,12 @@ func TestWrongProcfs(t *testing.T) {
 func TestWrongProcfsSampler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		empty := t.TempDir()
-		logger := slog.New(slog.DiscardHandler)
-		built, err := collector.Build(collector.Config{
-			Paths:  collector.Paths{Procfs: empty, Sysfs: empty, Rootfs: "/"},
-			Logger: logger,
-		}, "sampler")
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := NewExporter(built, logger)
+		srv := newTestServer(testSetup{built: hostBuilt(t, empty, empty, "sampler")})
 		ctx, cancel := context.WithCancel(context.Background())
-		e.Start(ctx)
-		time.Sleep(2500 * time.Millisecond) // two ticks at the default --sampler.interval=1s
+		startRunners(ctx, srv.entries)
+		collectortest.Advance(2500 * time.Millisecond) // two ticks at the default --sampler.interval=1s
 		synctest.Wait()
-		rec := httptest.NewRecorder()
-		testMetricsHandler(e, 5*time.Second, 0, logger).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-		s := samples(t, rec.Body.String())
+		s := samples(t, get(t, srv.metrics, "/metrics").Body.String())
 		if s["stall_sampler_ticks_total"] < 2 {
 			t.Errorf("%v sampler ticks in 2.5 s", s["stall_sampler_ticks_total"])
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -26,20 +25,11 @@ import (
 // (each under the exporter's deadline wrapper, gathered by a registry), on
 // the given procfs/sysfs, without the HTTP and encoding of a request.
 func benchScrape(b *testing.B, procfs, sysfs string, only []string) {
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	built, err := collector.Build(collector.Config{
-		Paths:  collector.Paths{Procfs: procfs, Sysfs: sysfs, Rootfs: "/"},
-		Logger: logger,
-	}, only...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	run := &scrapeRun{ctx: context.Background(), entries: NewExporter(built, logger).entries}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(run)
+	run := newScrapeRun()
+	run.ctx, run.entries = context.Background(), newEntries(hostBuilt(b, procfs, sysfs, only...), slog.New(slog.DiscardHandler))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := run.gather(reg); err != nil {
+		if _, err := run.gather(); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -126,17 +116,11 @@ func BenchmarkHTTPScrape(b *testing.B) {
 				name = tc.name + "/gzip"
 			}
 			b.Run(name, func(b *testing.B) {
-				logger := slog.New(slog.DiscardHandler)
-				built := map[string]collector.Built{}
+				var built map[string]collector.Built
 				if tc.only != nil {
-					var err error
-					built, err = collector.Build(collector.Config{
-						Paths: collector.Paths{Procfs: "/proc", Sysfs: "/sys", Rootfs: "/"}, Logger: logger}, tc.only...)
-					if err != nil {
-						b.Fatal(err)
-					}
+					built = hostBuilt(b, "/proc", "/sys", tc.only...)
 				}
-				h := testMetricsHandler(NewExporter(built, logger), 10*time.Second, 0, logger)
+				h := newTestServer(testSetup{built: built, timeout: 10 * time.Second}).metrics
 				benchHandler(b, h, prometheusRequest(gz))
 			})
 		}
@@ -173,13 +157,7 @@ func BenchmarkHTTPScrapeDisks(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			procfs, sysfs := writeSyntheticDisks(b, n)
-			logger := slog.New(slog.DiscardHandler)
-			built, err := collector.Build(collector.Config{
-				Paths: collector.Paths{Procfs: procfs, Sysfs: sysfs, Rootfs: "/"}, Logger: logger}, "diskstats")
-			if err != nil {
-				b.Fatal(err)
-			}
-			h := testMetricsHandler(NewExporter(built, logger), 10*time.Second, 0, logger)
+			h := newTestServer(testSetup{built: hostBuilt(b, procfs, sysfs, "diskstats"), timeout: 10 * time.Second}).metrics
 			benchHandler(b, h, prometheusRequest(true))
 		})
 	}

@@ -22,18 +22,15 @@ var (
 )
 
 // connLimit bounds the HTTP connections open at once
-// (--web.max-connections). When a new connection would pass the bound, the
-// keep-alive connection that has been idle longest is closed to make room
-// (counted in stall_exporter_idle_connections_evicted_total): holding idle
-// connections cannot lock a scraper out. Only when every open connection
-// is in the middle of a request is the new one closed as soon as it is
-// accepted, before anything is read from it (counted in
-// stall_exporter_connections_refused_total); requests themselves are
-// bounded by --web.max-requests and --web.max-probe-requests, and request
-// headers by the server's ReadHeaderTimeout. Without a bound every idle
-// connection costs 11–19 KB and a file descriptor until the descriptors
-// run out. Both kinds of closing are logged through a refusalLog. Use its
-// connState as http.Server.ConnState.
+// (--web.max-connections); use its connState as http.Server.ConnState. A new
+// connection over the bound closes the keep-alive connection idle longest
+// (stall_exporter_idle_connections_evicted_total), so holding idle
+// connections cannot lock a scraper out; only when every open connection is
+// serving a request is the new one closed at accept, before anything is read
+// (stall_exporter_connections_refused_total). Requests are bounded by
+// --web.max-requests and --web.max-probe-requests, headers by
+// ReadHeaderTimeout. Unbounded, every idle connection costs 11–19 KB and a
+// file descriptor until the descriptors run out.
 type connLimit struct {
 	max int // 0: no limit
 
@@ -47,8 +44,7 @@ type connLimit struct {
 }
 
 func newConnLimit(n int, logger *slog.Logger) *connLimit {
-	return &connLimit{max: n, conns: map[net.Conn]time.Time{},
-		refusalLog: refusalLog{logger: logger}, evictions: refusalLog{logger: logger}}
+	return &connLimit{max: n, conns: map[net.Conn]time.Time{}, refusalLog: newRefusalLog(logger), evictions: newRefusalLog(logger)}
 }
 
 // connState tracks each connection from StateNew to StateClosed (or

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
@@ -54,13 +54,20 @@ func freeAddr(t *testing.T) string {
 }
 
 // startExporter runs the binary with args and returns its base URL; the
-// process is killed when the test ends.
+// process is killed when the test ends, and its log shown if it failed.
 func startExporter(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	url, _ := startExporterLogs(t, bin, args...)
+	return url
+}
+
+// startExporterLogs is startExporter that also returns the process' log.
+func startExporterLogs(t *testing.T, bin string, args ...string) (string, *collectortest.LogBuffer) {
 	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, append([]string{"--web.listen-address=" + addr}, args...)...)
-	var logs strings.Builder
-	cmd.Stderr = &logs
+	logs := &collectortest.LogBuffer{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -72,16 +79,14 @@ func startExporter(t *testing.T, bin string, args ...string) string {
 		}
 	})
 	url := "http://" + addr
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url + "/"); err == nil {
+	collectortest.WaitFor(t, 10*time.Second, "the exporter to listen on "+addr, func() error {
+		resp, err := http.Get(url + "/")
+		if err == nil {
 			resp.Body.Close()
-			return url
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("exporter did not listen on %s; log:\n%s", addr, logs.String())
-	return ""
+		return err
+	})
+	return url, logs
 }
 
 func scrape(t *testing.T, url string) string {
@@ -101,8 +106,9 @@ func scrape(t *testing.T, url string) string {
 	return string(b)
 }
 
-// stable drops what legitimately varies between runs: the exporter's own
-// Go/process metrics, collector durations and the build info labels.
+// stable drops what legitimately varies between runs and scrapes: the
+// exporter's own Go/process metrics, collector durations and the build
+// info labels.
 func stable(out string) string {
 	var keep []string
 	for _, l := range strings.Split(out, "\n") {
@@ -126,9 +132,15 @@ func stable(out string) string {
 	return strings.Join(keep, "\n") + "\n"
 }
 
+// disableOthers is the --[no-]collector.<name> flags that enable exactly
+// the hostCollectors.
 func disableOthers() []string {
 	var args []string
-	for _, n := range collector.Names() {
+	for _, f := range kingpin.CommandLine.Model().Flags {
+		n, ok := strings.CutPrefix(f.Name, "collector.")
+		if !ok || !f.IsBoolFlag() {
+			continue
+		}
 		if hostCollectors[n] {
 			args = append(args, "--collector."+n)
 		} else {

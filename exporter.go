@@ -9,7 +9,7 @@ import (
 	"maps"
 	"runtime/debug"
 	"slices"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,26 +26,20 @@ var (
 		prometheus.GaugeValue, "collector")
 )
 
-// Exporter is the collectors of /metrics, sorted by name.
-type Exporter struct {
-	entries []*entry
-}
-
-// NewExporter wraps built collectors; failures are logged with
-// collector=<name>.
-func NewExporter(built map[string]collector.Built, logger *slog.Logger) *Exporter {
-	e := &Exporter{}
+// newEntries wraps the collectors of /metrics, sorted by name; failures are
+// logged with collector=<name>.
+func newEntries(built map[string]collector.Built, logger *slog.Logger) []*entry {
+	var entries []*entry
 	for _, name := range slices.Sorted(maps.Keys(built)) {
-		b := built[name]
-		e.entries = append(e.entries, newEntry(name, b.Collector, b.Problems, logger.With("collector", name)))
+		entries = append(entries, newEntry(name, built[name].Collector, built[name].Problems, logger.With("collector", name)))
 	}
-	return e
+	return entries
 }
 
-// Start launches the background loops of collectors that implement
-// collector.Runner. They stop when ctx is cancelled.
-func (e *Exporter) Start(ctx context.Context) {
-	for _, en := range e.entries {
+// startRunners launches the background loops of the collectors that
+// implement collector.Runner. They stop when ctx is cancelled.
+func startRunners(ctx context.Context, entries []*entry) {
+	for _, en := range entries {
 		if r, ok := en.c.(collector.Runner); ok {
 			go r.Run(ctx)
 		}
@@ -65,8 +59,7 @@ type entry struct {
 	logger   *slog.Logger        // collector=<name>, and target=<key> on /probe
 	failures *collector.StateLog // the runs' failures and recovery
 
-	mu        sync.Mutex
-	abandoned int // runs that overran their deadline and have not returned yet
+	abandoned atomic.Int32 // runs that overran their deadline and have not returned yet
 }
 
 func newEntry(name string, c collector.Collector, problems *collector.Problems, logger *slog.Logger) *entry {
@@ -132,12 +125,9 @@ func failureReason(err error) string {
 // goroutine forwards, so a collector that ignores ctx is cut off at the
 // deadline: its late metrics are drained and dropped in the background.
 func (en *entry) update(ctx context.Context, out *[]prometheus.Metric) error {
-	en.mu.Lock()
-	if en.abandoned > 0 {
-		en.mu.Unlock()
+	if en.abandoned.Load() > 0 {
 		return errStillRunning
 	}
-	en.mu.Unlock()
 
 	// 256 buffered metrics: a collector rarely waits for the forwarder, and
 	// the two goroutines hand over in batches rather than per metric.
@@ -168,16 +158,12 @@ func (en *entry) update(ctx context.Context, out *[]prometheus.Metric) error {
 			}
 			*out = append(*out, m)
 		case <-ctx.Done():
-			en.mu.Lock()
-			en.abandoned++
-			en.mu.Unlock()
+			en.abandoned.Add(1)
 			en.logger.Debug("collector timed out; metrics it sends from now on are dropped")
 			go func() {
 				for range inner {
 				}
-				en.mu.Lock()
-				en.abandoned--
-				en.mu.Unlock()
+				en.abandoned.Add(-1)
 			}()
 			return ctx.Err()
 		}

@@ -3,14 +3,11 @@ package main
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // TestBadFlags: flag values that used to panic at the first request or be
@@ -67,27 +64,10 @@ func TestBadFlags(t *testing.T) {
 // only our handlers are served: nothing a dependency registers on
 // http.DefaultServeMux (golang.org/x/net/trace's /debug/requests).
 func TestMissingSysfsWarns(t *testing.T) {
-	bin := buildBinary(t)
-	addr := freeAddr(t)
-	cmd := exec.Command(bin, "--web.listen-address="+addr, "--path.sysfs=/nonexistent")
-	var stderr collectortest.LogBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	url, stderr := startExporterLogs(t, buildBinary(t), "--path.sysfs=/nonexistent")
+	if body := scrape(t, url); !strings.Contains(body, "stall_") {
+		t.Errorf("/metrics without the host series:\n%s", body)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	url := "http://" + addr
-	collectortest.WaitFor(t, 10*time.Second, "the exporter to serve /metrics", func() error {
-		resp, err := http.Get(url + "/metrics")
-		if err != nil {
-			return fmt.Errorf("%w\n%s", err, stderr.String())
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("/metrics: %s", resp.Status)
-		}
-		return nil
-	})
 	if out := stderr.String(); !strings.Contains(out, "level=warn") || !strings.Contains(out, "path.sysfs=/nonexistent") {
 		t.Errorf("no warning about --path.sysfs:\n%s", out)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -16,16 +17,29 @@ import (
 )
 
 // scrapeRun is the collectors of one request, run concurrently under the
-// request's context, as the unchecked prometheus.Collector of a registry
-// (Describe sends nothing: what each collector exports depends on the host
-// and the target). The registry is handed only what consts cannot group:
-// client_golang's own metrics (histograms, counter vectors). Not safe for
-// concurrent use; a scrapeState reuses it request after request.
+// request's context, as the unchecked prometheus.Collector of a registry of
+// its own (Describe sends nothing: what each collector exports depends on
+// the host and the target), beside the handler's static collectors
+// (registering client_golang's Go collector costs more than gathering it,
+// so a run is kept for later requests with its registry, its handler and
+// the arrays of its metrics). The registry gathers only what consts cannot
+// group: client_golang's own metrics (histograms, counter vectors). Not
+// safe for concurrent use.
 type scrapeRun struct {
 	ctx     context.Context
 	entries []*entry
+	reg     *prometheus.Registry
+	handler http.Handler          // promhttp's, with the run as its gatherer
 	slots   [][]prometheus.Metric // each entry's metrics, arrays kept between requests
 	consts  constFamilies
+}
+
+// newScrapeRun returns a run registered in a new registry with static.
+func newScrapeRun(static ...prometheus.Collector) *scrapeRun {
+	r := &scrapeRun{reg: prometheus.NewRegistry()}
+	r.reg.MustRegister(r)
+	r.reg.MustRegister(static...)
+	return r
 }
 
 func (*scrapeRun) Describe(chan<- *prometheus.Desc) {}
@@ -50,20 +64,26 @@ func (r *scrapeRun) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// gather gathers reg, in which r is registered, and returns every family:
-// the registry's and the constant ones, merged. The error lists what a
+// gather gathers the run's registry and returns every family: the
+// registry's and the constant ones, merged. The error lists what a
 // registry would have refused (a series sent twice, descriptors of one
 // name that disagree); that is left out.
-func (r *scrapeRun) gather(reg *prometheus.Registry) ([]*dto.MetricFamily, error) {
+func (r *scrapeRun) gather() ([]*dto.MetricFamily, error) {
 	r.consts.reset()
-	theirs, err := reg.Gather()
+	theirs, err := r.reg.Gather()
 	var errs prometheus.MultiError
 	if err != nil && !errors.As(err, &errs) {
 		errs = prometheus.MultiError{err}
 	}
-	mfs := r.consts.merge(r.consts.families(), theirs)
-	errs = append(errs, r.consts.errs...)
-	return mfs, errs.MaybeUnwrap()
+	mfs := r.consts.families(theirs)
+	return mfs, append(errs, r.consts.errs...).MaybeUnwrap()
+}
+
+// Gather implements prometheus.TransactionalGatherer for promhttp. The
+// families are allocated for this request, so there is nothing to release.
+func (r *scrapeRun) Gather() ([]*dto.MetricFamily, func(), error) {
+	mfs, err := r.gather()
+	return mfs, func() {}, err
 }
 
 // constFamilies groups the constant metrics of one scrape (those made by
@@ -71,9 +91,8 @@ func (r *scrapeRun) gather(reg *prometheus.Registry) ([]*dto.MetricFamily, error
 // for them: the same names, HELP and types, metrics sorted as the registry
 // sorts them, and what it refuses reported and left out. It costs a third
 // of what the registry spends on a series, which looks each metric's
-// family up, checks it and hashes every series: collector.FamilyOf knows
-// the family of each descriptor (docs/benchmarks.md: the per-series goal
-// needs it). Not safe for concurrent use.
+// family up, checks it and hashes every series (docs/benchmarks.md: the
+// per-series goal needs it). Not safe for concurrent use; reset before use.
 type constFamilies struct {
 	byDesc map[*prometheus.Desc]*dto.MetricFamily // nil: the descriptor conflicts with its family
 	byName map[string]*dto.MetricFamily
@@ -81,6 +100,9 @@ type constFamilies struct {
 }
 
 func (g *constFamilies) reset() {
+	if g.byDesc == nil {
+		g.byDesc, g.byName = map[*prometheus.Desc]*dto.MetricFamily{}, map[string]*dto.MetricFamily{}
+	}
 	clear(g.byDesc)
 	clear(g.byName)
 	g.errs = g.errs[:0]
@@ -117,9 +139,6 @@ func (g *constFamilies) add(m prometheus.Metric) bool {
 // family returns the family of descriptor d, or nil when another
 // descriptor of the same name disagrees on HELP or type.
 func (g *constFamilies) family(d *prometheus.Desc, f collector.Family) *dto.MetricFamily {
-	if g.byDesc == nil {
-		g.byDesc, g.byName = map[*prometheus.Desc]*dto.MetricFamily{}, map[string]*dto.MetricFamily{}
-	}
 	typ := f.Type.ToDTO()
 	mf := g.byName[f.Name]
 	switch {
@@ -146,9 +165,22 @@ func hasValueOf(m *dto.Metric, t dto.MetricType) bool {
 	}
 }
 
-// families returns the families sorted by name, each with its metrics
-// sorted and without repeated series.
-func (g *constFamilies) families() []*dto.MetricFamily {
+// families returns ours and theirs (a registry's) in one list sorted by
+// name, each family's metrics sorted and without repeated series. A name
+// in both keeps the registry's family, with our metrics added when HELP and
+// type agree (else ours are reported and dropped).
+func (g *constFamilies) families(theirs []*dto.MetricFamily) []*dto.MetricFamily {
+	for _, b := range theirs {
+		if a := g.byName[b.GetName()]; a != nil && len(a.Metric) > 0 {
+			if a.GetHelp() != b.GetHelp() || a.GetType() != b.GetType() {
+				g.errs = append(g.errs, fmt.Errorf("%s: %d metrics disagree with the HELP or type of the family gathered by the registry; dropped",
+					a.GetName(), len(a.Metric)))
+			} else {
+				b.Metric = append(b.Metric, a.Metric...)
+			}
+		}
+		g.byName[b.GetName()] = b
+	}
 	out := make([]*dto.MetricFamily, 0, len(g.byName))
 	for _, mf := range g.byName {
 		if len(mf.Metric) > 0 { // else every metric of it was refused, and reported
@@ -175,31 +207,6 @@ func (g *constFamilies) normalize(name string, ms []*dto.Metric) []*dto.Metric {
 		kept = append(kept, m)
 	}
 	return kept
-}
-
-// merge merges families gathered by a registry into ours, both sorted by
-// name: a name in both keeps the registry's family with our metrics added
-// when HELP and type agree (else ours are reported and dropped).
-func (g *constFamilies) merge(ours, theirs []*dto.MetricFamily) []*dto.MetricFamily {
-	out := make([]*dto.MetricFamily, 0, len(ours)+len(theirs))
-	for len(ours) > 0 && len(theirs) > 0 {
-		a, b := ours[0], theirs[0]
-		switch c := strings.Compare(a.GetName(), b.GetName()); {
-		case c < 0:
-			out, ours = append(out, a), ours[1:]
-		case c > 0:
-			out, theirs = append(out, b), theirs[1:]
-		default:
-			if a.GetHelp() != b.GetHelp() || a.GetType() != b.GetType() {
-				g.errs = append(g.errs, fmt.Errorf("%s: %d metrics disagree with the HELP or type of the family gathered by the registry; dropped",
-					a.GetName(), len(a.Metric)))
-			} else {
-				b.Metric = g.normalize(b.GetName(), append(b.Metric, a.Metric...))
-			}
-			out, ours, theirs = append(out, b), ours[1:], theirs[1:]
-		}
-	}
-	return append(append(out, ours...), theirs...)
 }
 
 // compareMetrics orders the metrics of one family as client_golang's

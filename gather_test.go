@@ -21,7 +21,8 @@ func refusedHelp() string {
 	return f.Help
 }
 
-// replay is a collector that sends fixed metrics, unchecked.
+// replay sends fixed metrics, as an unchecked prometheus.Collector and as
+// a collector.Collector.
 type replay []prometheus.Metric
 
 func (replay) Describe(chan<- *prometheus.Desc) {}
@@ -31,13 +32,8 @@ func (r replay) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// replayCollector is replay as a collector.Collector.
-type replayCollector replay
-
-func (r replayCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
-	for _, m := range r {
-		ch <- m
-	}
+func (r replay) Update(_ context.Context, ch chan<- prometheus.Metric) error {
+	r.Collect(ch)
 	return nil
 }
 
@@ -67,12 +63,13 @@ func TestConstFamiliesAsRegistry(t *testing.T) {
 		connsEvictedDesc.New(7), scrapeSuccessDesc.New(1, "aa"), scrapeDurationDesc.New(-1e-9, "b"),
 	}
 	var g constFamilies
+	g.reset()
 	for _, m := range append(ms, scrapeSuccessDesc.New(5, "aa")) {
 		if !g.add(m) {
 			t.Fatalf("%v was not grouped", m.Desc())
 		}
 	}
-	got, want := g.families(), registryGather(t, ms...)
+	got, want := g.families(nil), registryGather(t, ms...)
 	if len(got) != len(want) {
 		t.Fatalf("%d families, the registry %d", len(got), len(want))
 	}
@@ -87,7 +84,7 @@ func TestConstFamiliesAsRegistry(t *testing.T) {
 
 	g.reset() // reused: nothing carried over
 	g.add(connsEvictedDesc.New(2))
-	if got := g.families(); len(got) != 1 || got[0].GetMetric()[0].GetCounter().GetValue() != 2 || len(g.errs) != 0 {
+	if got := g.families(nil); len(got) != 1 || got[0].GetMetric()[0].GetCounter().GetValue() != 2 || len(g.errs) != 0 {
 		t.Errorf("after reset: %v, %v", got, g.errs)
 	}
 }
@@ -106,12 +103,11 @@ func TestScrapeRunMerge(t *testing.T) {
 	sameName.WithLabelValues("other").Add(2)
 	otherHelp := prometheus.MustNewConstMetric(prometheus.NewDesc("stall_exporter_idle_connections_evicted_total", "Another HELP.", nil, nil),
 		prometheus.CounterValue, 9)
-	c := replayCollector{refusedDesc.New(1, "metrics"), hist, sameName.WithLabelValues("other"), connsEvictedDesc.New(4), otherHelp,
+	c := replay{refusedDesc.New(1, "metrics"), hist, sameName.WithLabelValues("other"), connsEvictedDesc.New(4), otherHelp,
 		prometheus.MustNewConstHistogram(scrapeSuccessDesc.Desc, 1, 1, map[float64]uint64{1: 1}, "sent as a histogram")}
-	run := &scrapeRun{ctx: context.Background(), entries: newTestExporter(slog.New(slog.DiscardHandler), c).entries}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(run)
-	mfs, err := run.gather(reg)
+	run := newScrapeRun()
+	run.ctx, run.entries = context.Background(), newEntries(testBuilt(c), slog.New(slog.DiscardHandler))
+	mfs, err := run.gather()
 
 	var names []string
 	for _, mf := range mfs {

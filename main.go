@@ -23,7 +23,6 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	kitlog "github.com/go-kit/log"
-	kitlevel "github.com/go-kit/log/level"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
@@ -47,16 +46,12 @@ func init() {
 const defaultListenAddress = ":29110"
 
 func main() {
-	// The exporter's live heap is about 2 MB (half of it the gzip writer kept
-	// between scrapes), and a scrape allocates ~100 KB, so Go's default heap
-	// goal (4 MB minimum, GOGC=100) and per-P caches dominate its resident
-	// memory. GOGC=50 and one P (what node_exporter does too) take about
-	// 1.7 MiB off the RSS. GOGC=50 costs no measurable CPU; one P saves
-	// some: a scrape is a few hundred microseconds of work that gains
-	// nothing from parallelism, and with one P no idle P spins looking for
-	// it (docs/benchmarks.md). GOGC and GOMAXPROCS in the environment still
-	// win. GOMEMLIMIT is left to the environment: the steady state is far
-	// below any sensible limit.
+	// The live heap is about 2 MB and a scrape allocates ~100 KB, so Go's
+	// default heap goal and per-P caches dominate the RSS: GOGC=50 and one P
+	// (as node_exporter) take about 1.7 MiB off it at no measurable CPU cost,
+	// and one P saves the idle spinning of others (docs/benchmarks.md). The
+	// environment's GOGC and GOMAXPROCS still win; GOMEMLIMIT is left to it
+	// (the steady state is far below any sensible limit).
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
 	}
@@ -115,16 +110,15 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	exp := NewExporter(built, logger)
-	exp.Start(ctx)
+	entries := newEntries(built, logger)
+	startRunners(ctx, entries)
 
 	metricsLimit := newLimiter("metrics", "--web.max-requests", *maxRequests, logger)
 	probeLimit := newLimiter("probe", "--web.max-probe-requests", *maxProbeRequests, logger)
-	// Our own mux: http.DefaultServeMux also carries whatever a dependency
-	// registers in its init (golang.org/x/net/trace adds /debug/requests).
+	// Not http.DefaultServeMux: golang.org/x/net/trace adds /debug/requests to it.
 	mux := http.NewServeMux()
 	conns := newConnLimit(*maxConnections, logger)
-	mux.Handle(*metricsPath, newMetricsHandler(exp, *timeout, metricsLimit, logger, conns, metricsLimit, probeLimit))
+	mux.Handle(*metricsPath, newMetricsHandler(entries, *timeout, metricsLimit, logger, conns, metricsLimit, probeLimit))
 	mux.Handle("/probe", newProbeHandler(modules, paths, *timeout, probeLimit, logger))
 	if *metricsPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
@@ -163,15 +157,13 @@ func run() int {
 }
 
 // idleTimeout closes a keep-alive connection that has waited this long for
-// its next request. Prometheus scrapes far more often than that (and its
-// client keeps connections for 5 minutes, reconnecting when one is gone);
-// without a timeout net/http keeps an idle connection forever.
+// its next request (Prometheus scrapes far more often, and reconnects when
+// one is gone); without it net/http keeps an idle connection forever.
 const idleTimeout = 2 * time.Minute
 
 // newServer is the exporter's HTTP server: headers within 10 s, idle
 // connections closed after idleTimeout, open connections bounded by conns,
-// and net/http's own messages (accept errors, TLS handshake failures) in
-// the exporter's log format at warn level.
+// net/http's own messages (TLS handshake failures …) logged at warn level.
 func newServer(h http.Handler, conns *connLimit, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -205,10 +197,8 @@ func checkFlags(metricsPath string, maxRequests, maxProbeRequests, maxConnection
 
 // warnMissingSysfs says once, at start, when --path.sysfs has no
 // class/block directory. The exporter still starts: only the device filter
-// reads sysfs (is a block device a partition?) and it falls back to device
-// names, and a container without /sys is legitimate, if unusual. Refusing
-// to start would turn a degraded device filter into the loss of every host
-// signal.
+// reads sysfs (is a block device a partition?), and it falls back to device
+// names; refusing would lose every host signal for a degraded filter.
 func warnMissingSysfs(paths collector.Paths, logger *slog.Logger) {
 	if _, err := os.Stat(paths.Sys("class", "block")); err != nil {
 		logger.Warn("--path.sysfs has no class/block directory, so partitions are recognised by their names (sda1, nvme0n1p2 …); mount the host's /sys there if this is a container",
@@ -217,26 +207,16 @@ func warnMissingSysfs(paths collector.Paths, logger *slog.Logger) {
 }
 
 // newLogger builds the go-kit logger (--log.level, --log.format) and bridges
-// it to log/slog, which exporter-toolkit and the collectors use.
+// it to log/slog, which exporter-toolkit and the collectors use; the bridge
+// adds time and caller and filters by level.
 func newLogger(levelName, format string) *slog.Logger {
-	var kl kitlog.Logger
+	newKitLogger := kitlog.NewLogfmtLogger
 	if format == "json" {
-		kl = kitlog.NewJSONLogger(kitlog.NewSyncWriter(os.Stderr))
-	} else {
-		kl = kitlog.NewLogfmtLogger(kitlog.NewSyncWriter(os.Stderr))
+		newKitLogger = kitlog.NewJSONLogger
 	}
-	// The slog bridge adds time and caller itself.
-	var lvl slog.Level
-	switch levelName {
-	case "debug":
-		lvl = slog.LevelDebug
-		kl = kitlevel.NewFilter(kl, kitlevel.AllowDebug())
-	case "warn":
-		lvl = slog.LevelWarn
-	case "error":
-		lvl = slog.LevelError
-	default:
+	var lvl slog.Level // debug, info, warn or error: the flag's enum
+	if err := lvl.UnmarshalText([]byte(levelName)); err != nil {
 		lvl = slog.LevelInfo
 	}
-	return slog.New(slogkit.NewGoKitHandler(kl, lvl))
+	return slog.New(slogkit.NewGoKitHandler(newKitLogger(kitlog.NewSyncWriter(os.Stderr)), lvl))
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,10 +9,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/stall-exporter/stall_exporter/collector"
@@ -25,16 +22,14 @@ import (
 const maxProbeTarget = 1024
 
 // probeLimits bound what /probe keeps between requests, for every module
-// together (collector/probecache): a target's collector — Redis' CONFIG
+// together (collector/probecache): a target's collector (Redis' CONFIG
 // cache, CLIENT LIST schedule and aggregates, a broker's put-latency
-// histograms and config — is kept for 10 minutes after its last probe, for
-// at most 1,000 targets (the least recently probed goes first); its
-// connections only while it is among the 64 most recently probed and was
-// probed in the last 2 minutes (a Prometheus scrape interval is rarely
-// over a minute). The others connect again at their next probe: a TCP
-// connect, and HELLO/AUTH for Redis, which is what redis_exporter does on
-// every scrape. What that costs is measured in docs/redis.md and
-// docs/rocketmq.md.
+// histograms and config) for 10 minutes after its last probe, at most 1,000
+// targets; its connections only while it is among the 64 most recently
+// probed and was probed in the last 2 minutes (a scrape interval is rarely
+// over a minute). The others connect again at their next probe, as
+// redis_exporter does on every scrape; docs/redis.md and docs/rocketmq.md
+// measure the cost.
 var probeLimits = probecache.Limits{MaxTargets: 1000, Idle: 10 * time.Minute, MaxConns: 64, ConnIdle: 2 * time.Minute}
 
 // probeHandler serves /probe?module=<module>&target=<target>: one remote
@@ -111,11 +106,15 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	en := h.targets.Get(probeKey{module, key}, func() *entry {
-		logger := h.logger.With("probe", module)
-		c := build(collector.Config{Paths: h.paths, Logger: logger, Problems: h.problems[module]})
-		return newEntry(module, c, h.problems[module], h.logger.With("collector", module, "target", key))
+		return h.newTarget(module, key, build, h.logger, h.problems[module])
 	})
 	h.serve(w, r, []*entry{en})
+}
+
+// newTarget is the entry of one target's collector, which build makes.
+func (h *probeHandler) newTarget(module, key string, build func(collector.Config) collector.Collector, logger *slog.Logger, problems *collector.Problems) *entry {
+	c := build(collector.Config{Paths: h.paths, Logger: logger.With("probe", module), Problems: problems})
+	return newEntry(module, c, problems, logger.With("collector", module, "target", key))
 }
 
 // debug probes the target once with a collector of its own, not the
@@ -125,50 +124,25 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // collectors log carries no secret (passwords are never logged), so
 // neither does the answer.
 func (h *probeHandler) debug(w http.ResponseWriter, r *http.Request, module, key string, build func(collector.Config) collector.Collector) {
-	logs := &lockedBuffer{}
+	logs := &collector.LogBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	problems := collector.NewProblems(module, logger.With("probe", module))
-	c := build(collector.Config{Paths: h.paths, Logger: logger.With("probe", module), Problems: problems})
-	en := newEntry(module, c, problems, logger.With("collector", module, "target", key))
-	// Closed in the background: Close waits for a run that overran its
-	// deadline.
-	defer func() { go en.Close() }()
+	en := h.newTarget(module, key, build, logger, collector.NewProblems(module, logger.With("probe", module)))
+	defer func() { go en.Close() }() // in the background: Close waits for a run that overran its deadline
 
 	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r, h.timeout))
 	defer cancel()
-	run := &scrapeRun{ctx: ctx, entries: []*entry{en}}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(run)
-	mfs, gatherErr := run.gather(reg)
-	var metrics bytes.Buffer
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&metrics, mf); err != nil {
-			fmt.Fprintf(&metrics, "# error encoding %s: %v\n", mf.GetName(), err)
-		}
-	}
+	run := newScrapeRun()
+	run.ctx, run.entries = ctx, []*entry{en}
+	mfs, err := run.gather()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	fmt.Fprintf(w, "Logs for the probe of %s target %s:\n%s\n", module, key, logs.String())
-	if gatherErr != nil {
-		fmt.Fprintf(w, "Errors gathering the metrics:\n%v\n\n", gatherErr)
+	if err != nil {
+		fmt.Fprintf(w, "Errors gathering the metrics:\n%v\n\n", err)
 	}
-	fmt.Fprintf(w, "Metrics that would have been returned:\n%s", metrics.Bytes())
-}
-
-// lockedBuffer is a bytes.Buffer that a run abandoned at its deadline may
-// still write to while the answer reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	fmt.Fprint(w, "Metrics that would have been returned:\n")
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
+			fmt.Fprintf(w, "# error encoding %s: %v\n", mf.GetName(), err)
+		}
+	}
 }

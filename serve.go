@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,22 +14,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/time/rate"
 
 	"github.com/stall-exporter/stall_exporter/collector"
 )
 
 // Serving is client_golang's: a prometheus.Registry gathers, promhttp
 // negotiates the format and encodes, continuing past what cannot be
-// gathered (logged). What it lacks is ours: the request's context, with
-// Prometheus' scrape timeout, reaches every collector and /probe target
-// (Registry.Gather takes no context, so each request binds it to a pooled
-// scrapeState, which is the gatherer of its own promhttp handler); each
-// handler's concurrency limit counts and logs what it refuses (promhttp's
-// MaxRequestsInFlight answers 503 without either). And two costs that the
-// goals against node_exporter do not allow (docs/benchmarks.md): gzip at
-// BestSpeed, and the constant metrics grouped into families beside the
-// registry (gather.go).
+// gathered (logged). Ours is what it lacks: the request's context, with
+// Prometheus' scrape timeout, reaches every collector (Registry.Gather takes
+// none, so each request binds it to a pooled scrapeRun, the gatherer of its
+// own promhttp handler); a concurrency limit that counts and logs what it
+// refuses; and, because docs/benchmarks.md measured them as needed, gzip at
+// BestSpeed and the constant metrics grouped beside the registry (gather.go).
 
 var refusedDesc = collector.NewMetric("exporter_requests_refused_total",
 	"HTTP requests answered 503 because --web.max-requests (/metrics) or --web.max-probe-requests (/probe) requests were already running.",
@@ -56,32 +52,24 @@ func scrapeTimeout(r *http.Request, flag time.Duration) time.Duration {
 // refusalLog counts refusals and logs them: the first at once, later ones
 // as one summary line per minute at most, so a flood cannot flood the log.
 type refusalLog struct {
-	logger  *slog.Logger
-	refused atomic.Uint64
+	logger           *slog.Logger
+	refused, pending atomic.Uint64 // pending: refusals since the last log line
+	every            rate.Sometimes
+}
 
-	mu       sync.Mutex
-	loggedAt time.Time
-	pending  uint64 // refusals since the last log line
+func newRefusalLog(logger *slog.Logger) refusalLog {
+	return refusalLog{logger: logger, every: rate.Sometimes{Interval: refusalLogInterval}}
 }
 
 // refusalLogInterval is the least time between two refusal log lines.
 const refusalLogInterval = time.Minute
 
-// count counts one refusal and logs msg with args and the number of
-// refusals since the last line, when a line is due.
+// count counts one refusal and, when a line is due, logs msg with args and
+// the number of refusals since the last line.
 func (rl *refusalLog) count(msg string, args ...any) {
 	rl.refused.Add(1)
-	rl.mu.Lock()
-	rl.pending++
-	now := time.Now()
-	var n uint64
-	if rl.loggedAt.IsZero() || now.Sub(rl.loggedAt) >= refusalLogInterval {
-		n, rl.pending, rl.loggedAt = rl.pending, 0, now
-	}
-	rl.mu.Unlock()
-	if n > 0 {
-		rl.logger.Warn(msg, append(args, "count_since_last_line", n)...)
-	}
+	rl.pending.Add(1)
+	rl.every.Do(func() { rl.logger.Warn(msg, append(args, "count_since_last_line", rl.pending.Swap(0))...) })
 }
 
 // limiter is one handler's concurrency budget. A refused request is
@@ -96,7 +84,7 @@ type limiter struct {
 
 // newLimiter allows n concurrent requests; n == 0 means no limit.
 func newLimiter(handler, flag string, n int, logger *slog.Logger) *limiter {
-	l := &limiter{handler: handler, flag: flag, refusalLog: refusalLog{logger: logger}}
+	l := &limiter{handler: handler, flag: flag, refusalLog: newRefusalLog(logger)}
 	if n > 0 {
 		l.slots = make(chan struct{}, n)
 	}
@@ -132,35 +120,15 @@ func (l *limiter) Collect(ch chan<- prometheus.Metric) {
 
 func (*limiter) Describe(chan<- *prometheus.Desc) {}
 
-// scrapeState is what one request uses and a later one reuses: a registry
-// holding the handler's static collectors and the run of the request's
-// collectors (registering client_golang's Go collector costs more than
-// gathering it), the grouping of the run's constant metrics, and the
-// promhttp handler whose gatherer the state is.
-type scrapeState struct {
-	reg     *prometheus.Registry
-	run     scrapeRun // bound to each request's context and collectors
-	handler http.Handler
-}
-
-// Gather implements prometheus.TransactionalGatherer: the state's run of
-// the request's collectors, and its static collectors. The families are
-// allocated for this request, so there is nothing to release when
-// promhttp is done with them.
-func (st *scrapeState) Gather() ([]*dto.MetricFamily, func(), error) {
-	mfs, err := st.run.gather(st.reg)
-	return mfs, func() {}, err
-}
-
-// scrapeHandler serves collectors through a pool of scrapeStates. A
-// request takes one or builds one; at most cap(free) are kept, which
-// covers the concurrency of normal scraping (one or two Prometheus
-// servers) without holding the memory of a past burst.
+// scrapeHandler serves collectors through a pool of scrapeRuns. A request
+// takes one or builds one; at most cap(free) are kept, which covers the
+// concurrency of normal scraping (one or two Prometheus servers) without
+// holding the memory of a past burst.
 type scrapeHandler struct {
 	timeout time.Duration // --collector.timeout
 	static  []prometheus.Collector
 	opts    promhttp.HandlerOpts
-	free    chan *scrapeState
+	free    chan *scrapeRun
 }
 
 func newScrapeHandler(timeout time.Duration, logger *slog.Logger, static ...prometheus.Collector) scrapeHandler {
@@ -172,7 +140,7 @@ func newScrapeHandler(timeout time.Duration, logger *slog.Logger, static ...prom
 			ErrorHandling:      promhttp.ContinueOnError,
 			DisableCompression: true, // compressed in serve
 		},
-		free: make(chan *scrapeState, 4),
+		free: make(chan *scrapeRun, 4),
 	}
 }
 
@@ -182,28 +150,26 @@ func newScrapeHandler(timeout time.Duration, logger *slog.Logger, static ...prom
 func (h *scrapeHandler) serve(w http.ResponseWriter, r *http.Request, entries []*entry) {
 	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r, h.timeout))
 	defer cancel()
-	var st *scrapeState
+	var run *scrapeRun
 	select {
-	case st = <-h.free:
+	case run = <-h.free:
 	default:
-		st = &scrapeState{reg: prometheus.NewRegistry()}
-		st.reg.MustRegister(&st.run)
-		st.reg.MustRegister(h.static...)
-		st.handler = promhttp.HandlerForTransactional(st, h.opts)
+		run = newScrapeRun(h.static...)
+		run.handler = promhttp.HandlerForTransactional(run, h.opts)
 	}
-	st.run.ctx, st.run.entries = ctx, entries
+	run.ctx, run.entries = ctx, entries
 	w.Header().Add("Vary", "Accept-Encoding")
 	if acceptsGzip(r) {
 		w.Header().Set("Content-Encoding", "gzip")
 		gz := &gzipResponse{ResponseWriter: w}
-		st.handler.ServeHTTP(gz, r)
+		run.handler.ServeHTTP(gz, r)
 		gz.close()
 	} else {
-		st.handler.ServeHTTP(w, r)
+		run.handler.ServeHTTP(w, r)
 	}
-	st.run.ctx, st.run.entries = nil, nil
+	run.ctx, run.entries = nil, nil
 	select {
-	case h.free <- st:
+	case h.free <- run:
 	default:
 	}
 }
@@ -265,30 +231,21 @@ func acceptsGzip(r *http.Request) bool {
 	return false
 }
 
-// metricsHandler serves /metrics.
-type metricsHandler struct {
-	scrapeHandler
-	exp   *Exporter
-	limit *limiter
-}
-
-// newMetricsHandler serves /metrics: exp's collectors, the exporter's own
-// process and Go runtime metrics (client_golang's collectors), its build
-// info, and the given self-metric collectors (the refusal counters).
-// limit is /metrics' own concurrency budget.
-func newMetricsHandler(exp *Exporter, timeout time.Duration, limit *limiter, logger *slog.Logger, self ...prometheus.Collector) http.Handler {
+// newMetricsHandler serves /metrics within limit, its own concurrency
+// budget: the entries' collectors, the exporter's own process and Go
+// runtime metrics (client_golang's collectors), its build info, and the
+// given self-metric collectors (the refusal counters).
+func newMetricsHandler(entries []*entry, timeout time.Duration, limit *limiter, logger *slog.Logger, self ...prometheus.Collector) http.Handler {
 	static := append([]prometheus.Collector{
 		versioncollector.NewCollector("stall_exporter"),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	}, self...)
-	return &metricsHandler{scrapeHandler: newScrapeHandler(timeout, logger, static...), exp: exp, limit: limit}
-}
-
-func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.limit.acquire(w, r) {
-		return
-	}
-	defer h.limit.release()
-	h.serve(w, r, h.exp.entries)
+	h := newScrapeHandler(timeout, logger, static...)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if limit.acquire(w, r) {
+			defer limit.release()
+			h.serve(w, r, entries)
+		}
+	})
 }

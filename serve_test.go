@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -17,43 +16,27 @@ import (
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
-func hostHandler(t *testing.T, procfs, sysfs string) http.Handler {
+// hostBuilt builds the host collectors of hostCollectorList, or only
+// those named, on procfs and sysfs.
+func hostBuilt(t testing.TB, procfs, sysfs string, only ...string) map[string]collector.Built {
 	t.Helper()
-	logger := slog.New(slog.DiscardHandler)
+	if len(only) == 0 {
+		only = hostCollectorList
+	}
 	built, err := collector.Build(collector.Config{
-		Paths: collector.Paths{Procfs: procfs, Sysfs: sysfs, Rootfs: "/"}, Logger: logger}, hostCollectorList...)
+		Paths: collector.Paths{Procfs: procfs, Sysfs: sysfs, Rootfs: "/"}, Logger: slog.New(slog.DiscardHandler)}, only...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testMetricsHandler(NewExporter(built, logger), 5*time.Second, 0, logger)
+	return built
 }
 
-func get(t *testing.T, h http.Handler, url string, header ...string) *httptest.ResponseRecorder {
-	t.Helper()
-	req := httptest.NewRequest("GET", url, nil)
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", url, rec.Code, rec.Body)
-	}
-	return rec
-}
-
-// stableLines drops the series that change between two scrapes.
-func stableLines(s string) string {
-	var keep []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.HasPrefix(l, "go_") || strings.HasPrefix(l, "process_") || strings.HasPrefix(l, "stall_scrape_collector_duration") {
-			continue
-		}
-		keep = append(keep, l)
-	}
-	return strings.Join(keep, "\n")
+// hostHandler is /metrics of the host collectors on procfs and sysfs.
+func hostHandler(t *testing.T, procfs, sysfs string) http.Handler {
+	return newTestServer(testSetup{built: hostBuilt(t, procfs, sysfs)}).metrics
 }
 
 // TestNegotiation: /metrics answers what its clients ask for — gzip when
@@ -82,7 +65,7 @@ func TestNegotiation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if stableLines(string(body)) != stableLines(plain.Body.String()) {
+		if stable(string(body)) != stable(plain.Body.String()) {
 			t.Errorf("Accept-Encoding %q: gzip body differs from the plain one", ae)
 		}
 	}
@@ -109,7 +92,7 @@ func TestNegotiation(t *testing.T) {
 func TestConcurrentScrapes(t *testing.T) {
 	fix := "collector/host/fixtures/linux-6.8"
 	h := hostHandler(t, fix+"/proc", fix+"/sys")
-	want := stableLines(get(t, h, "/metrics").Body.String())
+	want := stable(get(t, h, "/metrics").Body.String())
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
@@ -128,7 +111,7 @@ func TestConcurrentScrapes(t *testing.T) {
 					}
 					body, _ = io.ReadAll(zr)
 				}
-				if got := stableLines(string(body)); got != want {
+				if got := stable(string(body)); got != want {
 					t.Errorf("concurrent scrape differs:\n%s", lineDiff(want, got))
 					return
 				}
@@ -258,7 +241,7 @@ func TestConnectionLimit(t *testing.T) {
 		if !get(a) {
 			t.Fatal("first connection not served")
 		}
-		time.Sleep(time.Second) // a has been idle longer than b
+		collectortest.Advance(time.Second) // a has been idle longer than b
 		b := ln.dial()
 		if !get(b) {
 			t.Fatal("second connection not served")

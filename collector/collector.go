@@ -1,18 +1,14 @@
 // Package collector is stall_exporter's collector framework: the registry
 // of collectors and /probe modules, metric declaration (NewMetric,
-// Declare*), bad-input counting (Problems), the mount points every file
-// read goes through (Paths), label values taken from outside (LabelValue)
-// and scrape deadlines. The collectors are packages of their own beneath
-// it — collector/host (the kernel: /proc, /sys, /dev/kmsg), collector/redis,
-// collector/rocketmq, collector/dns — which main imports for their init.
-// Every collector follows one pattern: it registers itself by name, with a
-// one-line description for --help, in an init function with Register (and
-// a /probe module with RegisterProbe), declares its own command-line flags
-// (named --<collector>.<option>), and implements Update, which sends the
-// metrics of one scrape. The exporter turns each registered name into a
-// --[no-]collector.<name> flag, wraps every Update with a timeout and with
-// the stall_scrape_collector_* self-metrics, and starts the background loop
-// of collectors that implement Runner.
+// Declare*), bad-input counting (Problems), mount points (Paths), label
+// values from outside (LabelValue), scrape deadlines and the logging of
+// failing states (StateLog, Retry). The collectors are packages beneath it
+// (host, redis, rocketmq, dns), imported by main for their init, which
+// calls Register (and RegisterProbe); each declares its own flags
+// (--<collector>.<option>) and implements Update. The exporter turns each
+// name into a --[no-]collector.<name> flag, wraps every Update with a
+// timeout and the stall_scrape_collector_* self-metrics, and starts the
+// background loop of a Runner.
 package collector
 
 import (
@@ -68,10 +64,8 @@ type Config struct {
 type Factory func(cfg Config) (Collector, error)
 
 type registration struct {
-	name           string
-	defaultEnabled bool
-	factory        Factory
-	enabled        *bool
+	factory Factory
+	enabled *bool // --[no-]collector.<name>
 }
 
 var (
@@ -79,12 +73,10 @@ var (
 	registrations = map[string]*registration{}
 )
 
-// Register makes a collector known by name. It is called from init
-// functions; registering a name twice panics, as that is a programming error.
-// description says in one line what the collector reports and where it reads
-// it from ("Per-device I/O counts … from /proc/diskstats"), so that --help
-// tells an operator what each --[no-]collector.<name> flag turns on or off;
-// the flag is declared on kingpin.CommandLine.
+// Register makes a collector known by name, from an init function;
+// registering a name twice panics. description says in one line what the
+// collector reports and where it reads it ("Per-device I/O counts … from
+// /proc/diskstats"): it is the --help of the --[no-]collector.<name> flag.
 func Register(name, description string, defaultEnabled bool, factory Factory) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
@@ -96,16 +88,7 @@ func Register(name, description string, defaultEnabled bool, factory Factory) {
 		def, state = "true", "enabled"
 	}
 	help := fmt.Sprintf("%s (default: %s).", description, state)
-	r := &registration{name: name, defaultEnabled: defaultEnabled, factory: factory}
-	r.enabled = kingpin.Flag("collector."+name, help).Default(def).Bool()
-	registrations[name] = r
-}
-
-// Names lists every registered collector, sorted.
-func Names() []string {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	return slices.Sorted(maps.Keys(registrations))
+	registrations[name] = &registration{factory: factory, enabled: kingpin.Flag("collector."+name, help).Default(def).Bool()}
 }
 
 // Built is one constructed collector with its bad-input counter.
@@ -127,13 +110,12 @@ func Build(cfg Config, only ...string) (map[string]Built, error) {
 		}
 		want[n] = true
 	}
-	names := slices.Sorted(maps.Keys(registrations)) // the same collector reports a bad shared flag every time
 	fs, err := procfs.NewFS(cfg.Paths.Procfs)
 	if err != nil {
 		return nil, fmt.Errorf("--path.procfs: %w", err)
 	}
 	out := map[string]Built{}
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(registrations)) { // the same collector reports a bad shared flag every time
 		r := registrations[name]
 		if len(want) > 0 && !want[name] || len(want) == 0 && !*r.enabled {
 			continue
@@ -155,23 +137,19 @@ var ErrTargetNotAllowed = errors.New("target not allowed by configuration")
 
 // ProbeModule is a /probe?module=<name>&target=<target> module
 // (blackbox_exporter's convention): one remote instance scraped on demand.
-// The exporter builds every registered module once, at start, whether or
-// not the module's /metrics collector is enabled, so a bad flag stops the
-// start; after that it must be safe for concurrent use.
+// The exporter builds every module at start, whether or not its /metrics
+// collector is enabled, so a bad flag stops the start; after that it must
+// be safe for concurrent use.
 type ProbeModule interface {
-	// Target checks one requested target without connecting anywhere. A
-	// malformed target is an error (/probe answers 400 with its text, which
-	// must not quote a secret); one outside the module's allowlist wraps
-	// ErrTargetNotAllowed (403), so that /probe cannot be used to reach
-	// arbitrary hosts. It returns the target's one spelling, key (the
-	// exporter keeps one collector per module and key, and logs it as
-	// target=<key>), and build, which makes that collector without
-	// connecting either.
-	//
-	// The exporter calls Update on the collector once per request, under
-	// the request's deadline, and never calls Run. When it drops the
-	// target (see collector/probecache) it calls Close if the collector is
-	// an io.Closer, and between requests CloseIdle if it is an IdleCloser.
+	// Target checks one requested target without connecting: a malformed
+	// one is an error (/probe answers 400 with its text, which must not
+	// quote a secret), one outside the allowlist wraps ErrTargetNotAllowed
+	// (403). It returns the target's one spelling, key (one collector is
+	// kept per module and key, logged as target=<key>), and build, which
+	// makes that collector, not connecting either. The exporter calls its
+	// Update once per request and never Run; when collector/probecache
+	// drops the target it calls Close (io.Closer), between requests
+	// CloseIdle (IdleCloser).
 	Target(target string) (key string, build func(Config) Collector, err error)
 }
 
@@ -188,8 +166,8 @@ type ProbeBuilder func() (ProbeModule, error)
 
 var probes = map[string]ProbeBuilder{}
 
-// RegisterProbe makes a /probe module known; called from init functions.
-// Registering a name twice panics.
+// RegisterProbe makes a /probe module known, from an init function;
+// registering a name twice panics.
 func RegisterProbe(module string, build ProbeBuilder) {
 	registryMu.Lock()
 	defer registryMu.Unlock()

@@ -1,10 +1,12 @@
 package collector
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -13,9 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Paths are the mount points every file read goes through, so the exporter
-// can run in a container with the host mounted under /host and tests can run
-// on fixtures.
+// Paths are the mount points every file read goes through (a container
+// with the host under /host, tests on fixtures).
 type Paths struct {
 	Procfs string // --path.procfs, default /proc
 	Sysfs  string // --path.sysfs, default /sys
@@ -113,12 +114,7 @@ func Document(name, typ string, labels ...string) {
 func Documented() []MetricInfo {
 	docMu.Lock()
 	defer docMu.Unlock()
-	out := make([]MetricInfo, 0, len(documented))
-	for _, m := range documented {
-		out = append(out, m)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return slices.SortedFunc(maps.Values(documented), func(a, b MetricInfo) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // Metric is a constant-metric descriptor with its value type.
@@ -152,10 +148,10 @@ type Family struct {
 
 var families sync.Map // *prometheus.Desc → Family, filled by NewMetric
 
-// FamilyOf returns the family of a descriptor made by NewMetric. It lets
-// the exporter group the constant metrics of a scrape into families without
-// a prometheus.Registry, which has to take each metric's name from its
-// descriptor (client_golang keeps it private) and hash every series.
+// FamilyOf returns the family of a descriptor made by NewMetric, so the
+// exporter can group the constant metrics of a scrape into families
+// without a prometheus.Registry (client_golang keeps a descriptor's name
+// private).
 func FamilyOf(d *prometheus.Desc) (Family, bool) {
 	f, ok := families.Load(d)
 	if !ok {
@@ -177,16 +173,15 @@ func (m Metric) New(v float64, labelValues ...string) prometheus.Metric {
 	return prometheus.MustNewConstMetric(m.Desc, m.Type, v, labelValues...)
 }
 
-// Stateful declares a metric family whose value a collector keeps between
-// scrapes as a client_golang collector — a histogram it observes into, a
-// counter or gauge vector it updates as events arrive (the sampler, the
-// RocketMQ log follower, the DNS capture) — or sends as a constant histogram
-// it accumulates itself (the RocketMQ put-latency windows). Declare it once,
-// in a package-level var, with DeclareHistogram, DeclareCounter or
-// DeclareGauge: that documents the name for docs/metrics.md (TestMetricsDoc)
-// at init, whether or not the collector is enabled, and each instance then
+// Stateful declares a metric family a collector keeps between scrapes as a
+// client_golang collector (a histogram, a counter or gauge vector updated as
+// events arrive: the sampler, the RocketMQ log follower, the DNS capture) or
+// sends as a constant histogram it accumulates (the RocketMQ put-latency
+// windows). Declared once in a package-level var with DeclareHistogram,
+// DeclareCounter or DeclareGauge, it is documented at init for
+// docs/metrics.md whether or not the collector is enabled; each instance
 // builds its own vectors from it, so tests and /probe targets never share
-// counts. The name is written once, in the declaration.
+// counts.
 type Stateful struct {
 	Name    string // stall_<name>
 	Help    string
@@ -219,8 +214,7 @@ func declare(kind, name, help string, buckets []float64, labels []string) Statef
 	return s
 }
 
-// must panics when a Stateful is built as another type than it was
-// declared: a programming error, found by the first test that builds it.
+// must panics when a Stateful is built as another type than declared.
 func (s Stateful) must(kind string) {
 	if s.kind != kind {
 		panic(fmt.Sprintf("metric %s is declared as a %s, not a %s", s.Name, s.kind, kind))
@@ -258,9 +252,8 @@ func (s Stateful) GaugeVec() *prometheus.GaugeVec {
 }
 
 // Desc is the descriptor of a histogram the collector accumulates itself
-// and sends with prometheus.MustNewConstHistogram (bucket counts it reads
-// from elsewhere, such as the broker's put-latency windows). It is not a
-// NewMetric family: the exporter passes it on as client_golang built it.
+// and sends with prometheus.MustNewConstHistogram (the broker's put-latency
+// windows); not a NewMetric family, it is gathered by the registry.
 func (s Stateful) Desc() *prometheus.Desc {
 	return prometheus.NewDesc(s.Name, s.Help, s.Labels, nil)
 }
@@ -269,8 +262,8 @@ var parseErrorsDesc = NewMetric("collector_parse_errors_total",
 	"Malformed or unexpected input (lines, fields, replies, frames) a collector skipped since start; each kind is logged once.",
 	prometheus.CounterValue, "collector")
 
-// Problems counts and logs bad input for one collector. Each distinct kind is
-// logged once at warn level; every occurrence is counted. It is safe for
+// Problems counts and logs bad input for one collector: every occurrence
+// counted, each distinct kind logged once at warn level. It is safe for
 // concurrent use.
 type Problems struct {
 	name   string
@@ -321,4 +314,24 @@ func (p *Problems) Count() uint64 {
 // Metric is stall_collector_parse_errors_total for this collector.
 func (p *Problems) Metric() prometheus.Metric {
 	return parseErrorsDesc.New(float64(p.Count()), p.name)
+}
+
+// LogBuffer collects log output, safe for concurrent use: the lines of a
+// /probe?debug=true run, which a run abandoned at its deadline may still
+// write while the answer reads them, and the logs tests check.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -1,4 +1,4 @@
-package collector
+package collector_test
 
 import (
 	"bytes"
@@ -10,6 +10,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // lines returns the level and message of each log line written to buf
@@ -51,13 +54,13 @@ func debugLogger(buf *bytes.Buffer) *slog.Logger {
 func TestStateLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
-		s := NewStateLog(debugLogger(&buf))
+		s := collector.NewStateLog(debugLogger(&buf))
 		s.OK("recovered")
 		s.Failed("down", "timeout", errors.New("i/o timeout"))
 		s.Failed("down", "timeout", errors.New("i/o timeout"))
-		time.Sleep(10 * time.Second)
+		collectortest.Advance(10 * time.Second)
 		s.Failed("down", "auth", errors.New("WRONGPASS"))
-		time.Sleep(time.Minute)
+		collectortest.Advance(time.Minute)
 		s.Failed("down", "auth", errors.New("WRONGPASS"))
 		s.Failed("down", "auth", errors.New("WRONGPASS"))
 		if !s.Failing() {
@@ -79,20 +82,20 @@ func TestStateLog(t *testing.T) {
 func TestRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf bytes.Buffer
-		state := NewStateLog(debugLogger(&buf))
+		state := collector.NewStateLog(debugLogger(&buf))
 		var starts []time.Duration
 		begin := time.Now()
 		n := 0
-		Retry(t.Context(), Backoff{Min: time.Second, Max: 4 * time.Second}, state, "reader", func(_ context.Context, opened func()) error {
+		collector.Retry(t.Context(), collector.Backoff{Min: time.Second, Max: 4 * time.Second}, state, "reader", func(_ context.Context, opened func()) error {
 			starts = append(starts, time.Since(begin))
 			n++
 			switch n {
 			case 5: // opens, reads for 10 s, fails
 				opened()
-				time.Sleep(10 * time.Second)
+				collectortest.Advance(10 * time.Second)
 				return errors.New("EIO")
 			case 7:
-				return fmt.Errorf("read: %w", ErrStop)
+				return fmt.Errorf("read: %w", collector.ErrStop)
 			}
 			return errors.New("ENOENT")
 		})
@@ -118,7 +121,7 @@ func TestRetry(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(30*time.Second, cancel)
 		start := time.Now()
-		Retry(ctx, Backoff{Min: time.Hour, Max: time.Hour}, state, "reader", func(context.Context, func()) error {
+		collector.Retry(ctx, collector.Backoff{Min: time.Hour, Max: time.Hour}, state, "reader", func(context.Context, func()) error {
 			return errors.New("ENOENT")
 		})
 		if took := time.Since(start); took != 30*time.Second {

@@ -1,18 +1,14 @@
 // Package probecache keeps what /probe knows of each target between
-// requests — its collector, with the connection, caches and counters the
-// collector holds — under one eviction rule, so that an allowlist wide
-// enough to admit many targets costs bounded memory and file descriptors.
-//
-// The rule, applied at every Get and by a background trim (every quarter
-// of the shorter idle limit, at least a second) while the cache holds
-// targets: a target not asked for in Limits.Idle is dropped, and beyond
-// Limits.MaxTargets the least recently asked for goes first; a dropped
-// value is closed. Of the targets kept, only the Limits.MaxConns most
-// recently asked for, asked for within Limits.ConnIdle, keep their
-// connections: the others' values are told to close them (CloseIdle) and
-// reconnect at their next use. So once the requests stop, idle connections
-// are closed within ConnIdle plus one trim period, and the targets dropped
-// within Idle plus one trim period.
+// requests (its collector, with the connection, caches and counters it
+// holds) under one eviction rule, so that a wide allowlist costs bounded
+// memory and file descriptors. At every Get, and by a background trim while
+// the cache holds targets: a target not asked for in Limits.Idle is dropped
+// and closed, and beyond Limits.MaxTargets the least recently asked for goes
+// first; of those kept, only the Limits.MaxConns most recently asked for,
+// within Limits.ConnIdle, keep their connections, the others are told to
+// close them (CloseIdle) and reconnect at their next use. Once requests stop,
+// idle connections are closed within ConnIdle and targets dropped within
+// Idle, each plus one trim period.
 package probecache
 
 import (
@@ -30,29 +26,22 @@ type Limits struct {
 	ConnIdle   time.Duration // how long a target keeps its connections after it was last asked for
 }
 
-// trimEvery is the background trim's period.
+// trimEvery is the background trim's period: a quarter of the shorter
+// idle limit, at least a second.
 func (l Limits) trimEvery() time.Duration {
 	return max(min(l.Idle, l.ConnIdle)/4, time.Second)
 }
 
-// idleCloser is a value that keeps connections between uses (the method
-// of collector.IdleCloser): CloseIdle closes them unless they are in use,
-// and reports whether none is left open.
-type idleCloser interface{ CloseIdle() bool }
-
-// Cache holds one value per key. Values are closed (io.Closer) when
-// dropped, in a goroutine of their own, so Close may wait for a use in
-// progress; a value that is also an idleCloser is asked to close its idle
-// connections. It is safe for concurrent use.
+// Cache holds one value per key. A dropped value is closed in a goroutine
+// of its own, so Close may wait for a use in progress; a value that is a
+// collector.IdleCloser is asked to close its idle connections. It is safe
+// for concurrent use.
 type Cache[K comparable, V io.Closer] struct {
 	limits Limits
 
-	mu      sync.Mutex
-	entries map[K]*entry[V]
-	// trimming is true while the background trim runs: one goroutine,
-	// started by the Get that caches the first target, ending when the
-	// cache is empty.
-	trimming bool
+	mu       sync.Mutex
+	entries  map[K]*entry[V]
+	trimming bool // the background trim runs: from the first Get until the cache is empty
 }
 
 type entry[V io.Closer] struct {
@@ -87,8 +76,7 @@ func (c *Cache[K, V]) Get(key K, create func() V) V {
 	return e.v
 }
 
-// trimLoop trims every trim period until the cache is empty, so the idle
-// limits hold without requests coming in.
+// trimLoop trims every trim period until the cache is empty.
 func (c *Cache[K, V]) trimLoop() {
 	t := time.NewTicker(c.limits.trimEvery())
 	defer t.Stop()
@@ -117,19 +105,17 @@ func (c *Cache[K, V]) Len() int {
 // holds c.mu.
 func (c *Cache[K, V]) trim(now time.Time) {
 	l := c.limits
+	var oldest K
+	var oldestAt time.Time
 	for k, e := range c.entries {
-		if now.Sub(e.lastUsed) > l.Idle {
+		switch {
+		case now.Sub(e.lastUsed) > l.Idle:
 			c.drop(k, e)
+		case oldestAt.IsZero() || e.lastUsed.Before(oldestAt):
+			oldest, oldestAt = k, e.lastUsed
 		}
 	}
-	for len(c.entries) > l.MaxTargets { // one at most: a Get adds one
-		var oldest K
-		var oldestAt time.Time
-		for k, e := range c.entries {
-			if oldestAt.IsZero() || e.lastUsed.Before(oldestAt) {
-				oldest, oldestAt = k, e.lastUsed
-			}
-		}
+	if len(c.entries) > l.MaxTargets { // by one at most: a Get adds one
 		c.drop(oldest, c.entries[oldest])
 	}
 	var connected []*entry[V]
@@ -154,7 +140,7 @@ func (c *Cache[K, V]) trim(now time.Time) {
 // closeIdle closes v's idle connections, if it keeps any, and reports
 // whether none is left open.
 func closeIdle(v io.Closer) bool {
-	if ic, ok := v.(idleCloser); ok {
+	if ic, ok := v.(interface{ CloseIdle() bool }); ok {
 		return ic.CloseIdle()
 	}
 	return true

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // value records what the cache did to it.
@@ -64,7 +66,7 @@ func (vs values) get(c *Cache[string, *value], k string) *value {
 // goroutine ends and the bubble can finish.
 func drain(t *testing.T, c *Cache[string, *value]) {
 	t.Helper()
-	time.Sleep(limits.Idle + limits.trimEvery())
+	collectortest.Advance(limits.Idle + limits.trimEvery())
 	synctest.Wait()
 	if n := c.Len(); n != 0 {
 		t.Errorf("%d targets kept after %v without a Get", n, limits.Idle+limits.trimEvery())
@@ -96,21 +98,21 @@ func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 		c := New[string, *value](limits)
 		vs := values{}
 		vs.get(c, "a")
-		time.Sleep(time.Second)
+		collectortest.Advance(time.Second)
 		vs.get(c, "b")
-		time.Sleep(time.Second)
+		collectortest.Advance(time.Second)
 		vs["a"].busy = true
 		vs.get(c, "c") // a is the oldest beyond 2 connections, but busy
 		if !vs["a"].hasConn() || !vs["b"].hasConn() || !vs["c"].hasConn() {
 			t.Errorf("connections a %v b %v c %v, want all three (a busy)", vs["a"].hasConn(), vs["b"].hasConn(), vs["c"].hasConn())
 		}
 		vs["a"].busy = false
-		time.Sleep(time.Second)
+		collectortest.Advance(time.Second)
 		vs.get(c, "b")
 		if vs["a"].hasConn() || !vs["b"].hasConn() || !vs["c"].hasConn() {
 			t.Errorf("connections a %v b %v c %v, want b and c", vs["a"].hasConn(), vs["b"].hasConn(), vs["c"].hasConn())
 		}
-		time.Sleep(time.Second)
+		collectortest.Advance(time.Second)
 		vs.get(c, "d")
 		if !vs["a"].isClosed() {
 			t.Error("a, the least recently used of 4, is not closed")
@@ -140,17 +142,17 @@ func TestCacheBackgroundTrim(t *testing.T) {
 		}
 		vs := values{}
 		v := vs.get(c, "a")
-		time.Sleep(limits.ConnIdle - time.Second)
+		collectortest.Advance(limits.ConnIdle - time.Second)
 		synctest.Wait()
 		if !v.hasConn() {
 			t.Error("connection closed before ConnIdle")
 		}
-		time.Sleep(time.Second + period)
+		collectortest.Advance(time.Second + period)
 		synctest.Wait()
 		if v.hasConn() || c.Len() != 1 {
 			t.Errorf("a trim period after ConnIdle: connection %v, %d kept; want none, 1", v.hasConn(), c.Len())
 		}
-		time.Sleep(limits.Idle - limits.ConnIdle)
+		collectortest.Advance(limits.Idle - limits.ConnIdle)
 		synctest.Wait()
 		if c.Len() != 0 || !v.isClosed() {
 			t.Errorf("a trim period after Idle: %d kept, want 0 and the value closed", c.Len())
@@ -182,13 +184,13 @@ func TestCacheValueWithoutConnections(t *testing.T) {
 		for i := range 3 {
 			name := fmt.Sprint(i)
 			c.Get(name, func() plainValue { return plainValue{name, closed} })
-			time.Sleep(time.Second)
+			collectortest.Advance(time.Second)
 		}
 		synctest.Wait()
 		if len(closed) != 1 || <-closed != "0" || c.Len() != 2 {
 			t.Errorf("%d kept, want 2 and the first closed", c.Len())
 		}
-		time.Sleep(2 * time.Minute)
+		collectortest.Advance(2 * time.Minute)
 		synctest.Wait()
 		if len(closed) != 2 || c.Len() != 0 {
 			t.Errorf("after Idle: %d kept, %d more closed; want 0 and 2", c.Len(), len(closed))

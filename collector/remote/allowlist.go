@@ -25,13 +25,11 @@ import (
 //     so a CIDR admits only targets written as addresses;
 //
 // and, where the module has a flag for it, an anchored regular expression
-// over the normalised target. Exact targets that are not host:port (a Unix
-// socket path) are added with AllowExact. It is safe for concurrent use
-// once built.
+// over the normalised target. It is safe for concurrent use once built.
 type Allowlist struct {
 	defaultPort string
 	any         bool
-	exact       map[string]bool // normalised host:port, or a socket path
+	exact       map[string]bool // normalised host:port
 	hosts       map[string]bool // any port
 	prefixes    []netip.Prefix
 	re          *regexp.Regexp
@@ -92,12 +90,8 @@ func (a *Allowlist) add(e string) error {
 	return nil
 }
 
-// AllowExact allows one target as given: a host:port as NormalizeHostPort
-// returns it, or a Unix socket path.
-func (a *Allowlist) AllowExact(target string) { a.exact[target] = true }
-
-// Allows reports whether target, as NormalizeHostPort returns it (or a
-// socket path), is allowed.
+// Allows reports whether target, as NormalizeHostPort returns it, is
+// allowed.
 func (a *Allowlist) Allows(target string) bool {
 	if a == nil {
 		return false

@@ -14,12 +14,11 @@ import (
 var ErrBudget = errors.New("reply memory budget exhausted")
 
 // Budget bounds the bytes of replies that every connection sharing it
-// holds at once. Without it the transient memory of a protocol client is
-// the number of replies read at once — one per /probe request in flight,
-// which nothing else bounds — times the reply limit, whatever the
-// process' memory limit. A reader takes a reply's bytes through a Hold
-// before it allocates them and gives them back when the reply has been
-// parsed. A reader that cannot get them before its deadline fails with
+// holds at once; without it a protocol client's transient memory is the
+// replies read at once (one per /probe request in flight, which nothing
+// else bounds) times the reply limit. A reader takes a reply's bytes
+// through a Hold before it allocates them and gives them back once the
+// reply is parsed; one that cannot get them before its deadline fails with
 // ErrBudget and drops its connection (the stream is out of step): that
 // target's scrape fails, the others go on. Waiting readers do not read
 // their sockets, so their peers wait too (TCP flow control). It is safe for
@@ -34,9 +33,6 @@ type Budget struct {
 func NewBudget(size int64) *Budget {
 	return &Budget{size: size, sem: semaphore.NewWeighted(size)}
 }
-
-// Size is the budget's capacity in bytes.
-func (b *Budget) Size() int64 { return b.size }
 
 // InUse is the number of bytes taken and not given back.
 func (b *Budget) InUse() int64 { return b.inUse.Load() }
@@ -95,8 +91,4 @@ func (h *Hold) give(n int64) {
 }
 
 // Release gives back everything taken.
-func (h *Hold) Release() {
-	if h.b != nil {
-		h.give(h.held)
-	}
-}
+func (h *Hold) Release() { h.Give(h.held) }

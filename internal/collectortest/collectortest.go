@@ -1,10 +1,9 @@
-// Package collectortest holds the test helpers that the tests of several
-// collector packages and of the exporter share: a collector.Config for
-// tests, a log buffer, a listener that never answers, two ways to run one
-// Update — as decoded samples (Scrape) or as the text exposition a
-// Prometheus server would read (Expose) — and the one policy for real tools
-// (RequireTool, and CheckMetrics, which lints an exposition with promtool). The tests of package collector itself cannot use it
-// (it imports collector).
+// Package collectortest holds the test helpers shared by the tests of the
+// collector packages and of the exporter: a collector.Config for tests, a
+// log buffer, a listener that never answers, one Update run as decoded
+// samples (Scrape) or as the text exposition a Prometheus server reads
+// (Expose), the policy for real tools (RequireTool, CheckMetrics) and for
+// waiting (WaitFor, Advance). Package collector's own tests cannot use it.
 package collectortest
 
 import (
@@ -15,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,56 +39,21 @@ func Config(name string, logs io.Writer) collector.Config {
 	}
 }
 
-// LogBuffer collects log output (of a collector or of an exporter process)
-// for tests that check what is, or is not, logged. It is safe for
-// concurrent use.
-type LogBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// LogBuffer collects log output for tests that check what is, or is not,
+// logged. It is safe for concurrent use.
+type LogBuffer = collector.LogBuffer
 
-func (l *LogBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *LogBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// SilentListener listens on a free loopback port, accepts connections and
-// never answers, as a hung server does. It returns host:port; the listener
-// and its connections are closed when the test ends.
+// SilentListener listens on a free loopback port and never accepts: the
+// kernel completes each connection into the listen backlog, and nothing
+// ever answers, as with a hung server. It returns host:port; the listener,
+// and with it every connection, is closed when the test ends.
 func SilentListener(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
+	t.Cleanup(func() { ln.Close() })
 	return ln.Addr().String()
 }
 
@@ -140,8 +103,7 @@ func Scrape(t testing.TB, c collector.Collector, timeout time.Duration) Result {
 	return res
 }
 
-// fqName is the metric name of d; client_golang exposes it only through
-// String.
+// fqName is the metric name of d, which client_golang shows only in String.
 func fqName(d *prometheus.Desc) string {
 	s := d.String()
 	i := strings.Index(s, `fqName: "`)
@@ -156,14 +118,9 @@ func fqName(d *prometheus.Desc) string {
 // want (name, value pairs); ok is false when there is none.
 func (r Result) Get(name string, want ...string) (v float64, ok bool) {
 	for _, m := range r.Metrics {
-		if m.Name != name {
-			continue
-		}
-		match := true
-		for i := 0; i+1 < len(want); i += 2 {
-			if m.Labels[want[i]] != want[i+1] {
-				match = false
-			}
+		match := m.Name == name
+		for i := 0; match && i+1 < len(want); i += 2 {
+			match = m.Labels[want[i]] == want[i+1]
 		}
 		if match {
 			return m.Value, true
@@ -172,8 +129,8 @@ func (r Result) Get(name string, want ...string) (v float64, ok bool) {
 	return 0, false
 }
 
-// Must is Get for a series that must exist: the test fails at once, with
-// the whole result, when it does not.
+// Must is Get for a series that must exist, failing the test with the
+// whole result when it does not.
 func (r Result) Must(t testing.TB, name string, want ...string) float64 {
 	t.Helper()
 	v, ok := r.Get(name, want...)
@@ -200,9 +157,9 @@ type Exposition struct {
 	InTime  bool // Update returned before ctx ended
 }
 
-// Expose runs c.Update once under ctx through a pedantic registry, which
-// fails the test on inconsistent or duplicate series as a scrape would
-// drop them, and returns the text exposition.
+// Expose runs c.Update once under ctx through a pedantic registry, failing
+// the test on inconsistent or duplicate series (a scrape drops them), and
+// returns the text exposition.
 func Expose(t testing.TB, ctx context.Context, c collector.Collector) Exposition {
 	t.Helper()
 	var e Exposition

@@ -7,14 +7,10 @@ import (
 	"testing"
 )
 
-// The tests that run a real tool (promtool, amtool, prometheus,
-// redis-server) follow one policy, written here: in CI (CI set, as `make
-// test` and the CI job run) a missing tool fails the test, since
-// scripts/install-test-deps.sh installs every one; on a developer's machine
-// it skips, with a log line saying what to install.
-
-// lookTool finds a test tool on PATH under that policy; ok is false when
-// it is missing outside CI (already logged).
+// lookTool finds a test tool (promtool, amtool, prometheus, redis-server)
+// on PATH. In CI (CI set, as `make test` and the CI job run) a missing one
+// fails the test, since scripts/install-test-deps.sh installs every one;
+// elsewhere ok is false and a log line says what to install.
 func lookTool(t testing.TB, name string) (path string, ok bool) {
 	t.Helper()
 	path, err := exec.LookPath(name)
@@ -39,11 +35,9 @@ func RequireTool(t testing.TB, name string) string {
 	return path
 }
 
-// CheckMetrics lints a text exposition (a /metrics or /probe body) with
-// `promtool check metrics`, the linter a Prometheus user would run, and
+// CheckMetrics lints a text exposition with `promtool check metrics` and
 // reports every finding as a test error. A missing promtool fails the test
-// in CI; elsewhere only this check is skipped, so the rest of the test
-// still runs.
+// in CI; elsewhere only this check is skipped.
 func CheckMetrics(t testing.TB, exposition string) {
 	t.Helper()
 	promtool, ok := lookTool(t, "promtool")

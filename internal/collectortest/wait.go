@@ -30,10 +30,9 @@ func WaitFor(t testing.TB, limit time.Duration, what string, cond func() error) 
 	}
 }
 
-// RequireRoot is the policy for tests that need root (network
-// namespaces, cgroups, loop devices), the same as for a missing tool: in CI
-// (CI set) a test run without root fails, since `make test` runs as root;
-// elsewhere it skips, saying why.
+// RequireRoot is lookTool's policy for tests that need root (network
+// namespaces, cgroups, loop devices): without root a test fails in CI,
+// where `make test` runs as root, and skips elsewhere, saying why.
 func RequireRoot(t testing.TB, why string) {
 	t.Helper()
 	if os.Geteuid() == 0 {

@@ -1,11 +1,9 @@
-// Package scan has the three primitives every zero-allocation parser of
-// outside text in this exporter uses, so that each rule (what separates
-// fields, what a number may look like, when it overflows) is written once:
-// Line cuts the next line, Field the next whitespace-separated field, and
-// Uint parses an unsigned decimal. The kernel-file parsers of package
-// collector (/proc/vmstat, /proc/diskstats, /proc/zoneinfo, /dev/kmsg
-// records) read bytes; the Redis reply parsers (INFO, CLIENT LIST, CONFIG
-// GET) read strings, so Uint takes either without a conversion.
+// Package scan has the three primitives of every zero-allocation parser of
+// outside text here, so each rule (field separators, number syntax,
+// overflow) is written once: Line cuts the next line, Field the next
+// whitespace-separated field, Uint parses an unsigned decimal, from the
+// kernel's bytes (/proc/vmstat, /proc/diskstats, /proc/zoneinfo, /dev/kmsg)
+// or a Redis reply's string (INFO, CLIENT LIST, CONFIG GET).
 package scan
 
 import "bytes"
@@ -26,8 +24,7 @@ func Line(data []byte) (line, rest []byte) {
 
 // Field returns the next field of *b, separated by spaces, tabs or line
 // breaks, and advances *b past it; an empty result means there is none.
-// It is kept small enough to be inlined into the per-line loops that call
-// it.
+// It is small enough to be inlined into the per-line loops.
 func Field(b *[]byte) []byte {
 	s := *b
 	i := 0
@@ -42,8 +39,8 @@ func Field(b *[]byte) []byte {
 	return s[i:j]
 }
 
-// isSpace is Field's separator set, as a table: cheaper to inline than
-// four comparisons.
+// isSpace is Field's separator set: a table inlines cheaper than four
+// comparisons.
 var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
 // Uint parses an unsigned decimal integer that fits in 64 bits: digits
