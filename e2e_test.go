@@ -4,21 +4,17 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under collector/host/fixtures/*/metrics.golden")
@@ -29,81 +25,6 @@ var update = flag.Bool("update", false, "rewrite the golden files under collecto
 var hostCollectors = map[string]bool{
 	"vmstat": true, "sysctl": true, "zoneinfo": true, "meminfo": true, "pressure": true, "diskstats": true,
 	"hungtask": true, "supervision": true,
-}
-
-// buildBinary compiles the exporter once per test run.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "stall_exporter")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// startExporter runs the binary with args and returns its base URL; the
-// process is killed when the test ends, and its log shown if it failed.
-func startExporter(t *testing.T, bin string, args ...string) string {
-	t.Helper()
-	url, _ := startExporterLogs(t, bin, args...)
-	return url
-}
-
-// startExporterLogs is startExporter that also returns the process' log.
-func startExporterLogs(t *testing.T, bin string, args ...string) (string, *collectortest.LogBuffer) {
-	t.Helper()
-	addr := freeAddr(t)
-	cmd := exec.Command(bin, append([]string{"--web.listen-address=" + addr}, args...)...)
-	logs := &collectortest.LogBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("exporter log:\n%s", logs.String())
-		}
-	})
-	url := "http://" + addr
-	collectortest.WaitFor(t, 10*time.Second, "the exporter to listen on "+addr, func() error {
-		resp, err := http.Get(url + "/")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	})
-	return url, logs
-}
-
-func scrape(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %s\n%s", resp.Status, b)
-	}
-	return string(b)
 }
 
 // stable drops what legitimately varies between runs and scrapes: the
@@ -154,7 +75,7 @@ func disableOthers() []string {
 // compares the whole /metrics output with collector/host/fixtures/<gen>/metrics.golden
 // (regenerate with `make golden`). It also runs `promtool check metrics`.
 func TestGolden(t *testing.T) {
-	bin := buildBinary(t)
+	bin := e2etest.Build(t, ".")
 	dirs, err := filepath.Glob("collector/host/fixtures/linux-*")
 	if err != nil || len(dirs) < 3 {
 		t.Fatalf("want at least three kernel generations of fixtures, found %v (%v)", dirs, err)
@@ -168,8 +89,8 @@ func TestGolden(t *testing.T) {
 			if extra, err := os.ReadFile(filepath.Join(dir, "flags")); err == nil {
 				args = append(args, strings.Fields(string(extra))...)
 			}
-			url := startExporter(t, bin, args...)
-			full := scrape(t, url)
+			url := e2etest.StartExporter(t, bin, args...).URL
+			full := e2etest.Scrape(t, url)
 			collectortest.CheckMetrics(t, full)
 			got := stable(full)
 			golden := filepath.Join(dir, "metrics.golden")
@@ -246,9 +167,9 @@ func samples(t *testing.T, exposition string) map[string]float64 {
 // TestRealProc runs the binary on this machine's real /proc and /sys, as
 // `make run` does, and checks the signals the README promises.
 func TestRealProc(t *testing.T) {
-	bin := buildBinary(t)
-	url := startExporter(t, bin, disableOthers()...)
-	s := samples(t, scrape(t, url))
+	bin := e2etest.Build(t, ".")
+	url := e2etest.StartExporter(t, bin, disableOthers()...).URL
+	s := samples(t, e2etest.Scrape(t, url))
 	for _, c := range []string{"vmstat", "meminfo", "diskstats", "sysctl"} {
 		if s[fmt.Sprintf(`stall_scrape_collector_success{collector=%q}`, c)] != 1 {
 			t.Errorf("collector %s failed on real /proc", c)

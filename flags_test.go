@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 )
 
 // TestBadFlags: flag values that used to panic at the first request or be
@@ -16,7 +18,7 @@ import (
 // or not their collector is enabled, so a bad allowlist or ACL file stops
 // the start even with --no-collector.redis or --no-collector.rocketmq.
 func TestBadFlags(t *testing.T) {
-	bin := buildBinary(t)
+	bin := e2etest.Build(t, ".")
 	for _, tc := range []struct {
 		flags []string
 		want  string
@@ -33,7 +35,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--no-collector.rocketmq", "--rocketmq.probe.allowed-targets=10.0.0.0/99"}, "--rocketmq.probe.allowed-targets"},
 		{[]string{"--no-collector.rocketmq", "--rocketmq.acl-file=/nonexistent/acl"}, "--rocketmq.acl-file"},
 	} {
-		cmd := exec.Command(bin, append([]string{"--web.listen-address=" + freeAddr(t)}, tc.flags...)...)
+		cmd := exec.Command(bin, append([]string{"--web.listen-address=" + e2etest.FreeAddr(t)}, tc.flags...)...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		done := make(chan error, 1)
@@ -64,8 +66,9 @@ func TestBadFlags(t *testing.T) {
 // only our handlers are served: nothing a dependency registers on
 // http.DefaultServeMux (golang.org/x/net/trace's /debug/requests).
 func TestMissingSysfsWarns(t *testing.T) {
-	url, stderr := startExporterLogs(t, buildBinary(t), "--path.sysfs=/nonexistent")
-	if body := scrape(t, url); !strings.Contains(body, "stall_") {
+	e := e2etest.StartExporter(t, e2etest.Build(t, "."), "--path.sysfs=/nonexistent")
+	url, stderr := e.URL, e.Output
+	if body := e2etest.Scrape(t, url); !strings.Contains(body, "stall_") {
 		t.Errorf("/metrics without the host series:\n%s", body)
 	}
 	if out := stderr.String(); !strings.Contains(out, "level=warn") || !strings.Contains(out, "path.sysfs=/nonexistent") {

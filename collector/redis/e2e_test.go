@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 )
 
 // TestExporterEndToEnd runs the real binary with two --redis.addr
@@ -22,16 +23,16 @@ func TestExporterEndToEnd(t *testing.T) {
 	t.Parallel()
 	r := startRedis(t)
 	silent := collectortest.SilentListener(t)
-	bin := buildExporter(t)
+	bin := e2etest.Build(t, ".")
 	pwFile := writeFile(t, t.TempDir(), "pw", "not-needed-but-read\n")
-	logs := &collectortest.LogBuffer{}
 	// The healthy redis-server has seconds to answer (a binary under a
 	// loaded CI machine); the silent one holds its collector that long.
 	const redisTimeout, collectorTimeout = 3 * time.Second, 10 * time.Second
-	base, _ := startExporterLogs(t, logs, bin,
+	e := e2etest.StartExporter(t, bin,
 		"--redis.addr="+r.addr, "--redis.addr=redis://"+silent,
 		"--redis.password-file="+pwFile, "--redis.timeout="+redisTimeout.String(), "--collector.timeout="+collectorTimeout.String(),
 		"--redis.probe.allowed-targets=127.0.0.1:1")
+	base, logs := e.URL, e.Output
 
 	start := time.Now()
 	resp, err := http.Get(base + "/metrics")

@@ -16,6 +16,7 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 )
 
 // autoInfo is an INFO reply whose client_recent_max_output_buffer makes
@@ -307,7 +308,7 @@ func procStatusMiB(tb testing.TB, pid int, field string) float64 {
 // docs/benchmarks.md). This is what the 64 MiB limit of the deploy kit
 // (systemd MemoryMax, DaemonSet limits.memory) has to hold.
 func BenchmarkExporterPeakRSS(b *testing.B) {
-	bin := buildExporter(b)
+	bin := e2etest.Build(b, ".")
 	stall := func(size int) func(w io.Writer) error {
 		return func(w io.Writer) error {
 			_, err := io.WriteString(w, "$"+strconv.Itoa(size)+"\r\n")
@@ -358,7 +359,8 @@ func BenchmarkExporterPeakRSS(b *testing.B) {
 			if c.clientList != "" {
 				args = append(args, "--redis.client-list.mode=always")
 			}
-			base, pid := startExporter(b, bin, args...)
+			e := e2etest.StartExporter(b, bin, args...)
+			base, pid := e.URL, e.Pid
 			idle := vmHWM(b, pid)
 			for b.Loop() {
 				resp, err := http.Get(base + "/metrics")
@@ -388,7 +390,8 @@ func BenchmarkProbeCacheRSS(b *testing.B) {
 	for i := range servers {
 		servers[i] = redistest.Start(b, redistest.Replies{"info": info, "client list": clientList})
 	}
-	base, pid := startExporter(b, buildExporter(b), `--redis.probe.allowed-targets-regexp=127\.0\.0\.1:[0-9]+`)
+	e := e2etest.StartExporter(b, e2etest.Build(b, "."), `--redis.probe.allowed-targets-regexp=127\.0\.0\.1:[0-9]+`)
+	base, pid := e.URL, e.Pid
 	for b.Loop() {
 		eachEightAtATime(servers, func(srv *redistest.Server) {
 			resp, err := http.Get(base + "/probe?module=redis&target=" + srv.Addr)

@@ -14,6 +14,7 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector/probecache"
 	"github.com/stall-exporter/stall_exporter/collector/redis/redistest"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 )
 
 // newTestProbe is the /probe module over allow with settings s.
@@ -232,10 +233,10 @@ func TestProbeDebugEndToEnd(t *testing.T) {
 	r := startRedis(t, "--requirepass", secret)
 	other := startRedis(t, "--requirepass", secret+"-other")
 	dir := t.TempDir()
-	logs := &collectortest.LogBuffer{}
-	base, _ := startExporterLogs(t, logs, buildExporter(t), "--no-collector.redis",
+	e := e2etest.StartExporter(t, e2etest.Build(t, "."), "--no-collector.redis",
 		"--redis.probe.allowed-targets=redis://"+r.addr+"?password_file="+writeFile(t, dir, "right", secret+"\n"),
 		"--redis.probe.allowed-targets=redis://"+other.addr+"?password_file="+writeFile(t, dir, "wrong", wrong+"\n"))
+	base, logs := e.URL, e.Output
 	get := func(target string) string {
 		t.Helper()
 		resp, err := http.Get(base + "/probe?module=redis&debug=true&target=" + target)

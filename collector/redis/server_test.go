@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,68 +186,6 @@ func writeFile(t testing.TB, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// buildExporter builds the binary as `make build` does (CGO_ENABLED=0,
-// stripped) into a temporary directory. It leaves out -trimpath, which
-// changes every package's build: without it the packages compiled here are
-// the ones the root package's end-to-end tests build, so a fresh clone
-// compiles them once, not twice (5 minutes each on a 2-core machine).
-// Neither flag changes what the process maps or allocates.
-func buildExporter(tb testing.TB) string {
-	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "stall_exporter")
-	build := exec.Command("go", "build", "-ldflags", "-s -w", "-o", bin, ".")
-	build.Dir = "../.."
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		tb.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// startExporter runs the binary on a free loopback port with args and
-// waits until it answers; it returns the base URL and the process id. The
-// process is killed when the test ends, and its log shown if it failed.
-func startExporter(tb testing.TB, bin string, args ...string) (base string, pid int) {
-	tb.Helper()
-	return startExporterLogs(tb, &collectortest.LogBuffer{}, bin, args...)
-}
-
-// startExporterLogs is startExporter with the process's log written to
-// logs.
-func startExporterLogs(tb testing.TB, logs *collectortest.LogBuffer, bin string, args ...string) (base string, pid int) {
-	tb.Helper()
-	listen := "127.0.0.1:" + strconv.Itoa(freePort(tb))
-	cmd := exec.Command(bin, append([]string{"--web.listen-address=" + listen}, args...)...)
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	tb.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if tb.Failed() {
-			tb.Logf("exporter log:\n%s", logs.String())
-		}
-	})
-	base = "http://" + listen
-	collectortest.WaitFor(tb, 10*time.Second, "the exporter to listen on "+listen, func() error {
-		select {
-		case err := <-exited:
-			exited <- err // for the cleanup
-			tb.Fatalf("the exporter exited (%v):\n%s", err, logs.String())
-		default:
-		}
-		resp, err := http.Get(base + "/")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		return nil
-	})
-	return base, cmd.Process.Pid
 }
 
 // clientListStats aggregates a CLIENT LIST reply read with a plain

@@ -14,62 +14,85 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // FreeAddr returns a 127.0.0.1 address no one listens on at the moment of the call.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer l.Close()
 	return l.Addr().String()
 }
 
 // Build compiles the command at pkg (relative to the repository's top directory, "." for the
-// exporter) with CGO_ENABLED=0 into the test's temporary directory and returns the binary's path.
-func Build(t testing.TB, pkg string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), filepath.Base(filepath.Join(RepoRoot(), pkg)))
-	cmd := exec.Command("go", "build", "-o", bin, "./"+pkg)
+// exporter) as `make build` does (CGO_ENABLED=0, -ldflags "-s -w"), into the test's temporary
+// directory, and returns the binary's path. Every test builds with the same flags, so a fresh
+// clone compiles the exporter once.
+func Build(tb testing.TB, pkg string) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), filepath.Base(filepath.Join(RepoRoot(), pkg)))
+	cmd := exec.Command("go", "build", "-ldflags", "-s -w", "-o", bin, "./"+pkg)
 	cmd.Dir = RepoRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		tb.Fatalf("go build %s: %v\n%s", pkg, err, out)
 	}
 	return bin
 }
 
-// Run starts cmd and stops it when the test ends.
-func Run(t testing.TB, name string, cmd *exec.Cmd) {
-	t.Helper()
-	logs := &Output{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, logs.String())
-		}
-	})
+// Process is a process a test started.
+type Process struct {
+	Name   string
+	Pid    int
+	Output *collector.LogBuffer // what it wrote to stdout and stderr so far
+	exited chan error
 }
 
-// Ready waits up to limit for GET url to answer 200.
-func Ready(t testing.TB, limit time.Duration, url string) {
-	t.Helper()
-	collectortest.WaitFor(t, limit, url, func() error {
+// Run starts cmd and kills it when the test ends (or, through Pdeathsig, when the test process
+// dies); its output is shown if the test failed.
+func Run(tb testing.TB, name string, cmd *exec.Cmd) *Process {
+	tb.Helper()
+	p := &Process{Name: name, Output: &collector.LogBuffer{}, exited: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p.Output, p.Output
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("%s: %v", name, err)
+	}
+	p.Pid = cmd.Process.Pid
+	go func() { p.exited <- cmd.Wait() }()
+	tb.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		err := <-p.exited
+		p.exited <- err
+		if tb.Failed() {
+			tb.Logf("%s output:\n%s", name, p.Output.String())
+		}
+	})
+	return p
+}
+
+// Ready waits up to limit for GET url to answer 200, failing the test at once if the process exits
+// first (p may be nil for a process the test did not start).
+func Ready(tb testing.TB, limit time.Duration, p *Process, url string) {
+	tb.Helper()
+	collectortest.WaitFor(tb, limit, url, func() error {
+		if p != nil {
+			select {
+			case err := <-p.exited:
+				p.exited <- err
+				tb.Fatalf("%s exited (%v) before %s answered:\n%s", p.Name, err, url, p.Output.String())
+			default:
+			}
+		}
 		resp, err := http.Get(url)
 		if err != nil {
 			return err
@@ -82,31 +105,37 @@ func Ready(t testing.TB, limit time.Duration, url string) {
 	})
 }
 
-// StartExporter runs the exporter binary with args on a free port and returns its base URL once
-// it answers.
-func StartExporter(t testing.TB, bin string, args ...string) string {
-	t.Helper()
-	addr := FreeAddr(t)
-	Run(t, "exporter", exec.Command(bin, append([]string{"--web.listen-address=" + addr}, args...)...))
-	u := "http://" + addr
-	Ready(t, 10*time.Second, u+"/")
-	return u
+// Exporter is an exporter process and its base URL (http://127.0.0.1:port).
+type Exporter struct {
+	*Process
+	URL string
+}
+
+// StartExporter runs the exporter binary with args on a free loopback port and returns once it
+// answers.
+func StartExporter(tb testing.TB, bin string, args ...string) Exporter {
+	tb.Helper()
+	addr := FreeAddr(tb)
+	p := Run(tb, "exporter", exec.Command(bin, append([]string{"--web.listen-address=" + addr}, args...)...))
+	e := Exporter{Process: p, URL: "http://" + addr}
+	Ready(tb, 10*time.Second, p, e.URL+"/")
+	return e
 }
 
 // Scrape returns the exporter's /metrics page as text.
-func Scrape(t testing.TB, base string) string {
-	t.Helper()
+func Scrape(tb testing.TB, base string) string {
+	tb.Helper()
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %s\n%s", resp.Status, b)
+		tb.Fatalf("GET /metrics: %s\n%s", resp.Status, b)
 	}
 	return string(b)
 }
@@ -116,17 +145,17 @@ type Prometheus struct{ URL string }
 
 // StartPrometheus runs bin with config (written to dir/prometheus.yml, its TSDB in dir/tsdb) and
 // returns once it is ready.
-func StartPrometheus(t testing.TB, bin, dir string, config []byte) *Prometheus {
-	t.Helper()
+func StartPrometheus(tb testing.TB, bin, dir string, config []byte) *Prometheus {
+	tb.Helper()
 	path := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(path, config, 0o644); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	addr := FreeAddr(t)
-	Run(t, "prometheus", exec.Command(bin, "--config.file="+path,
+	addr := FreeAddr(tb)
+	proc := Run(tb, "prometheus", exec.Command(bin, "--config.file="+path,
 		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address="+addr, "--log.level=warn"))
 	p := &Prometheus{URL: "http://" + addr}
-	Ready(t, 30*time.Second, p.URL+"/-/ready")
+	Ready(tb, 30*time.Second, proc, p.URL+"/-/ready")
 	return p
 }
 
@@ -168,22 +197,4 @@ func (p *Prometheus) Query(expr string) (Result, error) {
 	var r Result
 	err := p.API("/api/v1/query", url.Values{"query": {expr}}, &r)
 	return r, err
-}
-
-// Output collects a process's output; the process writes while the test may read.
-type Output struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (o *Output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.Write(p)
-}
-
-func (o *Output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
 }

@@ -75,7 +75,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		"--rocketmq.namesrv="+namesrvAddr,
 		"--rocketmq.log-dir="+logDir,
 		"--rocketmq.probe.allowed-targets=127.0.0.1",
-		"--collector.dns")
+		"--collector.dns").URL
 	exporter := strings.TrimPrefix(exporterURL, "http://")
 	dnsTraffic(t, exporterURL)
 

@@ -40,14 +40,13 @@ func startChain(t *testing.T, promBin, amBin, dir string) *chain {
 	t.Helper()
 	c := &chain{hook: newWebhook(t)}
 
-	exporterAddr := e2etest.FreeAddr(t)
-	e2etest.Run(t, "exporter", exec.Command(e2etest.Build(t, "."), "--web.listen-address="+exporterAddr))
-	c.exporter = "http://" + exporterAddr
+	c.exporter = e2etest.StartExporter(t, e2etest.Build(t, ".")).URL
+	exporterAddr := strings.TrimPrefix(c.exporter, "http://")
 
 	amAddr := e2etest.FreeAddr(t)
 	amCfg := filepath.Join(dir, "alertmanager.yml")
 	writeFile(t, amCfg, alertmanagerConfig(t, c.hook.url))
-	e2etest.Run(t, "alertmanager", exec.Command(amBin,
+	am := e2etest.Run(t, "alertmanager", exec.Command(amBin,
 		"--config.file="+amCfg,
 		"--storage.path="+filepath.Join(dir, "alertmanager"),
 		"--web.listen-address="+amAddr,
@@ -71,7 +70,7 @@ func startChain(t *testing.T, promBin, amBin, dir string) *chain {
 		writeFile(t, filepath.Join(rulesDir, filepath.Base(f)), b)
 	}
 	c.prom = e2etest.StartPrometheus(t, promBin, dir, prometheusConfig(t, exporterAddr, amAddr, rulesDir))
-	e2etest.Ready(t, 30*time.Second, c.am+"/-/ready")
+	e2etest.Ready(t, 30*time.Second, am, c.am+"/-/ready")
 	return c
 }
 
