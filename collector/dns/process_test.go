@@ -30,7 +30,7 @@ func TestProcessTable(t *testing.T) {
 		if p.other.n != 3 || p.names[processKey{"java", "", "kafka.service"}].n != 2 || len(p.names) != 3 {
 			t.Fatalf("other %d names %v", p.other.n, p.names)
 		}
-		time.Sleep(11 * time.Minute)
+		collectortest.Advance(11 * time.Minute)
 		p.add(processKey{"java", "", "kafka.service"}, 1)
 		p.addQueries(processKey{"java", "", "pod:0b1c2d3e-0000-4000-8000-000000000001/3f2a9c1b7d4e"}, qtPTR, 4)
 		p.add(processKey{"storm", "", ""}, 300) // getent idle for 11 min: replaced; no cgroup is "unknown"
@@ -38,14 +38,14 @@ func TestProcessTable(t *testing.T) {
 			p.names[processKey{"java", "", "kafka.service"}].n != 3 || p.other.n != 3 {
 			t.Fatalf("after eviction: other %d names %v", p.other.n, p.names)
 		}
-		time.Sleep(11 * time.Minute)
+		collectortest.Advance(11 * time.Minute)
 		// Two JVMs in one cgroup: a series each, by what they run.
 		p.add(processKey{"java", "BrokerStartup", "rocketmq.service"}, 1)
 		p.add(processKey{"java", "consumer-app.jar", "rocketmq.service"}, 1)
 		if len(p.names) != 3 || p.names[processKey{"java", "BrokerStartup", "rocketmq.service"}].n != 1 {
 			t.Fatalf("two JVMs in one cgroup: names %v", p.names)
 		}
-		time.Sleep(11 * time.Minute)
+		collectortest.Advance(11 * time.Minute)
 		p.add(processKey{strings.Repeat("x", 100) + "\xff", strings.Repeat("z", 100) + "\xff", strings.Repeat("y", 100) + "\xff"}, 1) // bounded and valid UTF-8 even from /proc
 		for k := range p.names {
 			if len(k.comm) > collector.MaxLabelBytes+len("…") || len(k.main) > maxMainLen+len("…") || len(k.cgroup) > maxCgroupLen+len("…") {
