@@ -33,7 +33,7 @@ func init() {
 	collector.Register("dns",
 		"DNS lookups, latency, failures and the processes making them, from port-53 packets (AF_PACKET) and eBPF or /proc",
 		false, func(cfg collector.Config) (collector.Collector, error) {
-			o, err := flags.options()
+			o, err := flags.validated()
 			if err != nil {
 				return nil, err
 			}
