@@ -1,12 +1,10 @@
 package dns
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,21 +17,23 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 )
 
-// cgroup2Root finds where the cgroup v2 hierarchy is mounted, from
-// /proc/self/mountinfo (proc(5)): /sys/fs/cgroup on a unified host,
+// findCgroup2Root finds where the cgroup v2 hierarchy is mounted, from the
+// mountinfo file at path (proc(5)): /sys/fs/cgroup on a unified host,
 // /sys/fs/cgroup/unified on a hybrid one, elsewhere in a container. When
 // several cgroup2 mounts exist it prefers one whose root is "/" (the whole
 // hierarchy rather than a bind-mounted subtree), then the shortest mount
 // point. It returns the mount point and the mount's root within the
 // hierarchy; a root other than "/" means programs attached there see only
 // that subtree (a container's own cgroup namespace).
-func cgroup2Root(mountinfo io.Reader) (mountPoint, root string, err error) {
-	sc := bufio.NewScanner(mountinfo)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+func findCgroup2Root(path string) (mountPoint, root string, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", "", err
+	}
 	found := false
-	for sc.Scan() {
+	for line := range strings.Lines(string(b)) {
 		// 40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		pre, post, ok := strings.Cut(line, " - ")
 		if !ok {
 			continue
 		}
@@ -41,7 +41,7 @@ func cgroup2Root(mountinfo io.Reader) (mountPoint, root string, err error) {
 		if len(f) < 5 || len(g) < 1 || g[0] != "cgroup2" {
 			continue
 		}
-		r, mp := unescapeMount(f[3]), unescapeMount(f[4])
+		r, mp := mountUnescaper.Replace(f[3]), mountUnescaper.Replace(f[4])
 		better := !found ||
 			r == "/" && root != "/" ||
 			(r == "/") == (root == "/") && len(mp) < len(mountPoint)
@@ -49,38 +49,15 @@ func cgroup2Root(mountinfo io.Reader) (mountPoint, root string, err error) {
 			mountPoint, root, found = mp, r, true
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return "", "", err
-	}
 	if !found {
-		return "", "", errors.New("no cgroup2 file system mounted (a cgroup v1-only host, or not mounted in the container)")
+		return "", "", fmt.Errorf("%s: no cgroup2 file system mounted (a cgroup v1-only host, or not mounted in the container)", path)
 	}
 	return mountPoint, root, nil
 }
 
-// unescapeMount undoes mountinfo's octal escapes of space, tab, newline and
-// backslash.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
-	return r.Replace(s)
-}
-
-// findCgroup2Root reads the mountinfo file at path.
-func findCgroup2Root(path string) (string, string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", "", err
-	}
-	defer f.Close()
-	mp, root, err := cgroup2Root(f)
-	if err != nil {
-		return "", "", fmt.Errorf("%s: %w", path, err)
-	}
-	return mp, root, nil
-}
+// mountUnescaper undoes mountinfo's octal escapes of space, tab, newline
+// and backslash.
+var mountUnescaper = strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
 
 // openCgroup2 opens the cgroup v2 hierarchy without mounting it where any
 // process sees it, for hosts where nothing mounts it (systemd's legacy
@@ -187,7 +164,10 @@ func (c *cgroupNames) name(id uint64, tgid uint32, live bool) string {
 				return cgroupName(p)
 			}
 			if ino, err := dirInode(filepath.Join(c.root, p)); err == nil && ino == id {
-				c.remember(id, p)
+				if len(c.byID) >= maxCgroupWalk {
+					clear(c.byID)
+				}
+				c.byID[id] = p
 				return cgroupName(p)
 			}
 		}
@@ -204,13 +184,6 @@ func (c *cgroupNames) name(id uint64, tgid uint32, live bool) string {
 	}
 	c.missed[id] = true
 	return unknownCgroup
-}
-
-func (c *cgroupNames) remember(id uint64, path string) {
-	if len(c.byID) >= maxCgroupWalk {
-		clear(c.byID)
-	}
-	c.byID[id] = path
 }
 
 // walk replaces the cache with the directories under the cgroup2 mount:
@@ -252,12 +225,8 @@ func (c *cgroupNames) walk() {
 				if i := bytes.IndexByte(name, 0); i >= 0 {
 					name = name[:i]
 				}
-				isDir := buf[off+18] == unix.DT_DIR
-				if buf[off+18] == unix.DT_UNKNOWN { // a file system without d_type
-					var st unix.Stat_t
-					isDir = unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
-				}
-				if isDir && string(name) != "." && string(name) != ".." {
+				// cgroupfs (kernfs) always gives d_type.
+				if buf[off+18] == unix.DT_DIR && string(name) != "." && string(name) != ".." {
 					subs = append(subs, sub{binary.NativeEndian.Uint64(buf[off:]), string(name)})
 				}
 				off += reclen

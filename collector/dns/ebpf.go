@@ -16,13 +16,8 @@ import (
 )
 
 // Loading, attaching and reading the attribution's eBPF programs
-// (ebpf_prog.go). Packet capture cannot see which process sent a query,
-// and user space cannot catch it in time: glibc opens a socket per lookup,
-// connects it to the resolver, and closes it one round trip later. So the
-// programs count in the kernel, attached to the cgroup v2 root: every task
-// on the host runs them.
-//
-// Kernel requirements: cgroup sock_addr connect hooks (4.17), sendmsg
+// (ebpf_prog.go), attached to the cgroup v2 root so that every task on the
+// host runs them (docs/dns.md, "Which process asked"). Kernel requirements: cgroup sock_addr connect hooks (4.17), sendmsg
 // hooks (4.18), bpf_link for cgroups (5.7; older kernels use the legacy
 // attach with the same effect), CAP_BPF + CAP_NET_ADMIN (5.8+) or
 // CAP_SYS_ADMIN. The links are not pinned: when the exporter exits, the
@@ -46,13 +41,11 @@ var sockAddrHooks = []hook{
 var egressHook = hook{ebpf.AttachCGroupInetEgress, "egress"}
 
 // programSet is one way of building the programs: with the egress program
-// (query types per process; it needs the socket map, and so
-// bpf_get_socket_cookie in sock_addr programs) and with the caller's cgroup
-// id (bpf_get_current_cgroup_id, which sock_addr programs may call since
-// 5.7).
+// (query types per process; it needs bpf_get_socket_cookie in sock_addr
+// programs) and with the caller's cgroup id (5.7+). programSets are tried
+// in order, the richest the kernel accepts wins.
 type programSet struct{ byType, cgroupID bool }
 
-// programSets are tried in order, the richest the kernel accepts wins.
 var programSets = []programSet{{true, true}, {true, false}, {false, true}, {false, false}}
 
 // ebpfAttribution owns the maps, programs and links.
@@ -145,9 +138,7 @@ func newEBPFAttribution(cgroupRoot string, procPath func(elem ...string) string)
 	return a, nil
 }
 
-// load builds one program set: the socket map and the egress program if
-// set.byType, then one sock_addr program per hook. On failure it closes
-// what it made.
+// load builds one program set; on failure it closes what it made.
 func (a *ebpfAttribution) load(set programSet) (err error) {
 	defer func() {
 		if err != nil {

@@ -10,16 +10,8 @@ import (
 
 // The eBPF programs of the attribution, assembled with cilium/ebpf's asm
 // package (no C compiler, no object files), and the layout of the map they
-// share with user space. Loading and attaching them is ebpf.go.
-//
-// lookupProgram runs as four cgroup sock_addr programs inside connect(2)
-// and sendmsg(2) of every task under the cgroup it is attached to: on a
-// connect (TCP or UDP) or an unconnected UDP sendmsg to port 53 it adds one
-// to the calling process's count in a hash map keyed by tgid, recording the
-// calling thread's comm and cgroup v2 id when it creates the entry.
-// egressProgram runs as a cgroup_skb egress program on every packet those
-// tasks send and counts UDP queries by type for the process owning the
-// socket. Both always allow the call or packet.
+// share with user space. Loading and attaching them is ebpf.go. Both
+// programs always allow the call or packet.
 
 // processMapEntries bounds the kernel map: processes that looked something
 // up since the last drain (every scrape and every 5 s). When it is full, a
@@ -117,10 +109,13 @@ func (p *program) count(m *ebpf.Map, key int16, missing, done string) {
 	)
 }
 
-// lookupProgram returns the sock_addr program body. With socks non-nil it
-// also records the socket's cookie → tgid, for the egress program; with
-// cgroupID it records the caller's cgroup v2 id in a new entry
-// (bpf_get_current_cgroup_id, which sock_addr programs may call since 5.7).
+// lookupProgram returns the program of the four cgroup sock_addr hooks,
+// run inside connect(2) and sendmsg(2): on a connect (TCP or UDP) or an
+// unconnected UDP sendmsg to port 53 it adds one to the calling process's
+// count, keyed by tgid, recording the calling thread's comm (and with
+// cgroupID its cgroup v2 id, bpf_get_current_cgroup_id, 5.7+) when it
+// creates the entry. With socks non-nil it also records the socket's
+// cookie → tgid, for the egress program.
 func lookupProgram(counts, overflow, socks *ebpf.Map, cgroupID bool) asm.Instructions {
 	// user_port as the kernel loads it: the port's two network-order bytes
 	// at the start of a little- or big-endian word.
