@@ -4,7 +4,7 @@
 // consumer's per-message PTR lookup halved its throughput and was found only
 // with tcpdump.
 //
-// Capture (capture.go, filter.go): an AF_PACKET socket with a classic BPF
+// Capture (ring.go, filter.go): an AF_PACKET socket with a classic BPF
 // filter passing only UDP and TCP port 53. Parsing (parse.go, tcp.go): IP,
 // UDP/TCP and the DNS header and first question, with
 // golang.org/x/net/dns/dnsmessage. Matching (match.go, track.go): a bounded
@@ -53,11 +53,10 @@ var captureBackoff = collector.Backoff{Min: time.Second, Max: time.Minute}
 // Collector is the dns collector. The capture goroutine (Run) owns the
 // tracker's tables; scrapes read atomics.
 type Collector struct {
-	o        options
-	cfg      collector.Config
-	logger   *slog.Logger
-	tr       *tracker
-	duration *prometheus.HistogramVec
+	o      options
+	cfg    collector.Config
+	logger *slog.Logger
+	tr     *tracker
 
 	captureState *collector.StateLog
 	drainState   *collector.StateLog
@@ -106,19 +105,12 @@ func newCollector(o options, cfg collector.Config) *Collector {
 		o.open = func() (packetSource, error) { return openCapture(o.iface, o.socketBuffer) }
 	}
 	c := &Collector{
-		o: o, cfg: cfg, logger: cfg.Logger, duration: newDurationVec(),
+		o: o, cfg: cfg, logger: cfg.Logger,
 		procs:        newProcessTable(o.maxProcesses, processIdle),
 		captureState: collector.NewStateLog(cfg.Logger),
 		drainState:   collector.NewStateLog(cfg.Logger),
 	}
-	c.tr = newTracker(trackerOptions{
-		MaxPending:   o.maxPending,
-		MaxTCPFlows:  o.maxTCPFlows,
-		MaxResolvers: o.maxResolvers,
-		TimeoutNS:    int64(o.timeout),
-		Problems:     cfg.Problems,
-		Duration:     c.duration,
-	})
+	c.tr = newTracker(o, cfg.Problems, newDurationVec())
 	c.attr = c.startAttribution()
 	return c
 }
@@ -340,7 +332,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 	overflowsDesc.Send(ch, float64(tr.overflows.Load()))
 	pendingDesc.Send(ch, float64(tr.nPending.Load()))
 	tcpUnsyncedDesc.Send(ch, float64(tr.tcpUnsynced.Load()))
-	c.duration.Collect(ch)
+	tr.durationVec.Collect(ch)
 
 	c.attrMu.Lock()
 	defer c.attrMu.Unlock()
