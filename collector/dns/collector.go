@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -53,18 +52,17 @@ var captureBackoff = collector.Backoff{Min: time.Second, Max: time.Minute}
 // Collector is the dns collector. The capture goroutine (Run) owns the
 // tracker's tables; scrapes read atomics.
 type Collector struct {
-	o      options
-	cfg    collector.Config
-	logger *slog.Logger
-	tr     *tracker
+	o   options
+	cfg collector.Config
+	tr  *tracker
 
 	captureState *collector.StateLog
 	drainState   *collector.StateLog
 
-	up          atomic.Bool
-	capMu       sync.Mutex
-	src         packetSource
-	closedStats [2]uint64 // passed, drops of captures already closed
+	up            atomic.Bool
+	capMu         sync.Mutex
+	src           packetSource
+	passed, drops uint64 // over every capture opened so far, under capMu
 
 	attrMu sync.Mutex
 	attr   attribution // nil in mode none
@@ -82,7 +80,7 @@ type packetSource interface {
 	// capture failed.
 	read(deadline time.Time, fn func(pkt []byte, ts int64)) (seen time.Time, err error)
 	// stats returns the packets that passed the kernel filter and, of
-	// those, the ones the kernel dropped, since the capture opened.
+	// those, the ones the kernel dropped, since the last call.
 	stats() (passed, drops uint64)
 	Close() error
 }
@@ -105,7 +103,7 @@ func newCollector(o options, cfg collector.Config) *Collector {
 		o.open = func() (packetSource, error) { return openCapture(o.iface, o.socketBuffer) }
 	}
 	c := &Collector{
-		o: o, cfg: cfg, logger: cfg.Logger,
+		o: o, cfg: cfg,
 		procs:        newProcessTable(o.maxProcesses, processIdle),
 		captureState: collector.NewStateLog(cfg.Logger),
 		drainState:   collector.NewStateLog(cfg.Logger),
@@ -125,10 +123,10 @@ func (c *Collector) startAttribution() attribution {
 			return a
 		}
 		if mode == "ebpf" {
-			c.logger.Error("eBPF attribution unavailable; stall_dns_process_lookups_total is not exported (--dns.attribution=ebpf)", "err", err)
+			c.cfg.Logger.Error("eBPF attribution unavailable; stall_dns_process_lookups_total is not exported (--dns.attribution=ebpf)", "err", err)
 			return nil
 		}
-		c.logger.Warn("eBPF attribution unavailable; falling back to /proc sampling, which sees only a fraction of short lookups (docs/dns.md)", "err", err)
+		c.cfg.Logger.Warn("eBPF attribution unavailable; falling back to /proc sampling, which sees only a fraction of short lookups (docs/dns.md)", "err", err)
 	}
 	if mode == "auto" || mode == "proc" {
 		netFS := c.cfg.ProcFS
@@ -139,7 +137,7 @@ func (c *Collector) startAttribution() attribution {
 		if err == nil {
 			return a
 		}
-		c.logger.Error("/proc attribution unavailable; stall_dns_process_lookups_total is not exported", "err", err)
+		c.cfg.Logger.Error("/proc attribution unavailable; stall_dns_process_lookups_total is not exported", "err", err)
 	}
 	return nil
 }
@@ -155,10 +153,10 @@ func (c *Collector) startEBPF() (attribution, error) {
 			if perr != nil {
 				return nil, errors.Join(err, perr)
 			}
-			c.logger.Info("no cgroup2 mount: the eBPF programs attach to the cgroup v2 hierarchy opened privately, mounted nowhere", "mountinfo", err)
+			c.cfg.Logger.Info("no cgroup2 mount: the eBPF programs attach to the cgroup v2 hierarchy opened privately, mounted nowhere", "mountinfo", err)
 			private, root = f, path
 		case within != "/":
-			c.logger.Warn("the cgroup2 mount is a subtree of the hierarchy (a container's cgroup namespace): only processes under it are attributed; mount the host's cgroup2 and pass --dns.cgroup-root", "mount", mp, "root", within)
+			c.cfg.Logger.Warn("the cgroup2 mount is a subtree of the hierarchy (a container's cgroup namespace): only processes under it are attributed; mount the host's cgroup2 and pass --dns.cgroup-root", "mount", mp, "root", within)
 			root = mp
 		default:
 			root = mp
@@ -173,12 +171,12 @@ func (c *Collector) startEBPF() (attribution, error) {
 	}
 	a.private = private
 	if a.typeErr != nil {
-		c.logger.Warn("eBPF attribution attached, but not the egress program: stall_dns_process_queries_total (query types per process) is not exported", "cgroup", root, "err", a.typeErr)
+		c.cfg.Logger.Warn("eBPF attribution attached, but not the egress program: stall_dns_process_queries_total (query types per process) is not exported", "cgroup", root, "err", a.typeErr)
 	} else {
-		c.logger.Info("eBPF attribution attached", "cgroup", root)
+		c.cfg.Logger.Info("eBPF attribution attached", "cgroup", root)
 	}
 	if a.cgroupErr != nil {
-		c.logger.Warn("the kernel does not give the eBPF programs the caller's cgroup id (before 5.7): the cgroup label is read from /proc for processes still running, and is \"unknown\" for those that have exited", "err", a.cgroupErr)
+		c.cfg.Logger.Warn("the kernel does not give the eBPF programs the caller's cgroup id (before 5.7): the cgroup label is read from /proc for processes still running, and is \"unknown\" for those that have exited", "err", a.cgroupErr)
 	}
 	return a, nil
 }
@@ -210,7 +208,7 @@ func (c *Collector) attributionLoop(ctx context.Context) {
 		case <-ctx.Done():
 			c.attrMu.Lock()
 			if err := a.Close(); err != nil {
-				c.logger.Warn("detaching the eBPF programs", "err", err)
+				c.cfg.Logger.Warn("detaching the eBPF programs", "err", err)
 			}
 			c.attr = nil
 			c.attrMu.Unlock()
@@ -249,10 +247,8 @@ func (c *Collector) capture(ctx context.Context, opened func()) error {
 	c.up.Store(true)
 	defer func() {
 		c.up.Store(false)
+		c.captureStats()
 		c.capMu.Lock()
-		passed, drops := src.stats()
-		c.closedStats[0] += passed
-		c.closedStats[1] += drops
 		c.src = nil
 		c.capMu.Unlock()
 		src.Close()
@@ -287,13 +283,12 @@ func (c *Collector) safeHandle(b []byte, ts int64) {
 func (c *Collector) captureStats() (passed, drops uint64) {
 	c.capMu.Lock()
 	defer c.capMu.Unlock()
-	passed, drops = c.closedStats[0], c.closedStats[1]
 	if c.src != nil {
 		p, d := c.src.stats()
-		passed += p
-		drops += d
+		c.passed += p
+		c.drops += d
 	}
-	return passed, drops
+	return c.passed, c.drops
 }
 
 // Update sends the metrics. Labelled counters appear at their first

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -37,9 +36,6 @@ type ring struct {
 	fn    func([]byte, int64) // the packet handler of the read in progress
 	walk  func(uintptr) bool  // r.drain, built once: a method value per read would allocate
 	drain time.Time           // when drain last found no block ready
-
-	mu            sync.Mutex
-	passed, drops uint64 // PACKET_STATISTICS, accumulated (the kernel resets it on every read)
 }
 
 const (
@@ -223,19 +219,16 @@ func (r *ring) packets(b []byte) {
 	}
 }
 
-// stats reads PACKET_STATISTICS and returns the totals since the ring was
-// opened: packets that passed the filter and, of those, the ones dropped
-// because no block was free.
+// stats reads PACKET_STATISTICS, which the kernel resets on every read:
+// packets that passed the filter since the last read and, of those, the
+// ones dropped because no block was free.
 func (r *ring) stats() (passed, drops uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	_ = r.rc.Control(func(fd uintptr) {
 		if s, err := unix.GetsockoptTpacketStatsV3(int(fd), unix.SOL_PACKET, unix.PACKET_STATISTICS); err == nil {
-			r.passed += uint64(s.Packets)
-			r.drops += uint64(s.Drops)
+			passed, drops = uint64(s.Packets), uint64(s.Drops)
 		}
 	})
-	return r.passed, r.drops
+	return passed, drops
 }
 
 // Close closes the socket and unmaps the ring; only the reader calls it,
