@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -347,21 +348,20 @@ func isUnit(s string) bool {
 	return false
 }
 
-// containerRuntimes maps the scope prefixes of container runtimes under
-// systemd to the runtime's name.
-var containerRuntimes = []struct{ prefix, name string }{
-	{"cri-containerd-", "containerd"},
-	{"docker-", "docker"},
-	{"crio-", "crio"},
-	{"libpod-", "podman"},
-}
+// containerScope matches a container runtime's systemd scope,
+// "<prefix>-<64 hex>.scope"; runtimeNames names the runtime of each prefix.
+var (
+	containerScope = regexp.MustCompile(`^(cri-containerd|docker|crio|libpod)-([0-9a-f]{64})\.scope$`)
+	hexID          = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	runtimeNames   = map[string]string{"cri-containerd": "containerd", "docker": "docker", "crio": "crio", "libpod": "podman"}
+)
 
 // containerID recognises a container's cgroup directory: a runtime's
-// systemd scope "<prefix><64 hex>.scope", or a bare "<64 hex>" directory
-// (the cgroupfs driver) named by its parent ("docker") or "container". It
+// systemd scope (containerScope), or a bare "<64 hex>" directory (the
+// cgroupfs driver) named by its parent ("docker") or "container". It
 // returns the runtime and the short (12 hex) id.
 func containerID(dir, parent string) (runtime, id string, ok bool) {
-	if isHexID(dir) {
+	if hexID.MatchString(dir) {
 		switch {
 		case parent == "docker":
 			return "docker", dir[:12], true
@@ -370,29 +370,10 @@ func containerID(dir, parent string) (runtime, id string, ok bool) {
 		}
 		return "container", dir[:12], true
 	}
-	scope, ok := strings.CutSuffix(dir, ".scope")
-	if !ok {
-		return "", "", false
-	}
-	for _, r := range containerRuntimes {
-		if hex, ok := strings.CutPrefix(scope, r.prefix); ok && isHexID(hex) {
-			return r.name, hex[:12], true
-		}
+	if m := containerScope.FindStringSubmatch(dir); m != nil {
+		return runtimeNames[m[1]], m[2][:12], true
 	}
 	return "", "", false
-}
-
-// isHexID reports whether s is a 64-digit lowercase hex container id.
-func isHexID(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := range len(s) {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // kubernetesName names a cgroup under the kubelet's hierarchy: the pod by
@@ -417,24 +398,16 @@ func kubernetesName(parts []string) (string, bool) {
 	return "", false
 }
 
-// podUID extracts the pod UID from "kubepods-burstable-pod<UID with _>.slice"
-// (systemd driver) or "pod<UID>" (cgroupfs driver).
+// podDir matches a pod's cgroup directory: "pod<UID>" (cgroupfs driver) or
+// "kubepods-burstable-pod<UID with _>.slice" (systemd driver).
+var podDir = regexp.MustCompile(`^pod([0-9a-f-]{36})$|-pod([0-9a-f_-]{36})\.slice$`)
+
+// podUID extracts the pod UID (36 characters, 4 dashes) from a podDir.
 func podUID(dir string) (string, bool) {
-	if s, ok := strings.CutSuffix(dir, ".slice"); ok {
-		i := strings.LastIndex(s, "-pod")
-		if i < 0 {
-			return "", false
-		}
-		dir = strings.ReplaceAll(s[i+1:], "_", "-")
-	}
-	uid, ok := strings.CutPrefix(dir, "pod")
-	if !ok || len(uid) != 36 || strings.Count(uid, "-") != 4 {
+	m := podDir.FindStringSubmatch(dir)
+	if m == nil {
 		return "", false
 	}
-	for _, r := range uid {
-		if !(r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
-			return "", false
-		}
-	}
-	return uid, true
+	uid := strings.ReplaceAll(m[1]+m[2], "_", "-")
+	return uid, strings.Count(uid, "-") == 4
 }
