@@ -105,26 +105,24 @@ func newEBPFAttribution(cgroupRoot string, procPath func(elem ...string) string)
 		return nil, fmt.Errorf("creating the BPF map: %w", err)
 	}
 	var set programSet
-	var failed [2]error // the first failure of a set with byType, with cgroupID
-	for _, set = range programSets {
+	var richest error // why programSets[0], which has both, failed: what a poorer set lacks
+	for i := range programSets {
+		set = programSets[i]
 		if err = a.load(set); err == nil {
 			break
 		}
-		if set.byType && failed[0] == nil {
-			failed[0] = err
-		}
-		if set.cgroupID && failed[1] == nil {
-			failed[1] = err
+		if i == 0 {
+			richest = err
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	if !set.byType {
-		a.typeErr = failed[0]
+		a.typeErr = richest
 	}
 	if !set.cgroupID {
-		a.cgroupErr = failed[1]
+		a.cgroupErr = richest
 	}
 	for i, h := range sockAddrHooks {
 		if err := a.attach(cgroupRoot, h, a.progs[i]); err != nil {
