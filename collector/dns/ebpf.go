@@ -17,11 +17,12 @@ import (
 
 // Loading, attaching and reading the attribution's eBPF programs
 // (ebpf_prog.go), attached to the cgroup v2 root so that every task on the
-// host runs them (docs/dns.md, "Which process asked"). Kernel requirements: cgroup sock_addr connect hooks (4.17), sendmsg
-// hooks (4.18), bpf_link for cgroups (5.7; older kernels use the legacy
-// attach with the same effect), CAP_BPF + CAP_NET_ADMIN (5.8+) or
-// CAP_SYS_ADMIN. The links are not pinned: when the exporter exits, the
-// kernel detaches the programs.
+// host runs them (docs/dns.md, "Which process asked"). Kernel requirements:
+// cgroup sock_addr connect hooks (4.17), sendmsg hooks (4.18), bpf_link for
+// cgroups (5.7; before, link.AttachCgroup falls back to the legacy attach
+// with the same effect), CAP_BPF + CAP_NET_ADMIN (5.8+) or CAP_SYS_ADMIN.
+// The links are not pinned: when the exporter exits, the kernel detaches
+// the programs.
 
 // hook is where a program is attached, and the name it is loaded under
 // (stall_dns_<name>).

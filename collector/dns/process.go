@@ -72,12 +72,10 @@ func (p *processTable) entry(k processKey) *processCount {
 		return c
 	}
 	if len(p.names) >= p.max {
-		var oldest processKey
-		var at time.Time
-		found := false
+		oldest, at := processKey{}, now // idle is positive: at == now admits nothing
 		for key, c := range p.names {
-			if !found || c.last.Before(at) {
-				oldest, at, found = key, c.last, true
+			if c.last.Before(at) {
+				oldest, at = key, c.last
 			}
 		}
 		if now.Sub(at) < p.idle {
