@@ -162,14 +162,10 @@ func (c *Collector) startEBPF() (attribution, error) {
 			root = mp
 		}
 	}
-	a, err := newEBPFAttribution(root, c.cfg.Paths.Proc)
+	a, err := newEBPFAttribution(root, private, c.cfg.Paths.Proc)
 	if err != nil {
-		if private != nil {
-			private.Close()
-		}
 		return nil, err
 	}
-	a.private = private
 	if a.typeErr != nil {
 		c.cfg.Logger.Warn("eBPF attribution attached, but not the egress program: stall_dns_process_queries_total (query types per process) is not exported", "cgroup", root, "err", a.typeErr)
 	} else {

@@ -81,20 +81,21 @@ type seenProcess struct {
 }
 
 // newEBPFAttribution loads the richest program set the kernel accepts and
-// attaches it to the cgroup v2 directory cgroupRoot. A failure of the
+// attaches it to the cgroup v2 directory cgroupRoot, which private (if not
+// nil, closed with the attribution) holds open. A failure of the
 // sock_addr part undoes everything and is returned with what the kernel or
 // the loader said; a failure of the egress part (query types per process)
 // only leaves it out, in typeErr.
-func newEBPFAttribution(cgroupRoot string, procPath func(elem ...string) string) (_ *ebpfAttribution, err error) {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK for BPF maps (kernels before 5.11): %w", err)
-	}
-	a := &ebpfAttribution{procPath: procPath, seen: map[uint32]seenProcess{}, cgroups: newCgroupNames(cgroupRoot, procPath)}
+func newEBPFAttribution(cgroupRoot string, private *os.File, procPath func(elem ...string) string) (_ *ebpfAttribution, err error) {
+	a := &ebpfAttribution{procPath: procPath, private: private, seen: map[uint32]seenProcess{}, cgroups: newCgroupNames(cgroupRoot, procPath)}
 	defer func() {
 		if err != nil {
 			a.Close()
 		}
 	}()
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK for BPF maps (kernels before 5.11): %w", err)
+	}
 	if a.counts, err = ebpf.NewMap(&ebpf.MapSpec{
 		Name: "stall_dns_procs", Type: ebpf.Hash, KeySize: 4, ValueSize: processValueSize, MaxEntries: processMapEntries,
 	}); err != nil {

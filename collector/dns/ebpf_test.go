@@ -69,7 +69,7 @@ func TestEgressCountsShortQuestionNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := newEBPFAttribution(filepath.Join(root, rel), func(elem ...string) string {
+	a, err := newEBPFAttribution(filepath.Join(root, rel), nil, func(elem ...string) string {
 		return filepath.Join(append([]string{"/proc"}, elem...)...)
 	})
 	if err != nil {
