@@ -56,9 +56,8 @@ type ebpfAttribution struct {
 	egress                  *ebpf.Program   // nil without the socket map
 	links                   []link.Link
 	procPath                func(elem ...string) string
-	// byType is false when the egress program could not be loaded or
-	// attached (typeErr says why): only lookups per process are counted.
-	byType  bool
+	// typeErr says why the egress program could not be loaded or
+	// attached: then only lookups per process are counted, not their types.
 	typeErr error
 	// cgroupErr says why the programs record no cgroup id (a kernel
 	// before 5.7): cgroups are then named from /proc for live processes.
@@ -133,7 +132,6 @@ func newEBPFAttribution(cgroupRoot string, private *os.File, procPath func(elem 
 	}
 	if a.egress != nil {
 		a.typeErr = a.attach(cgroupRoot, egressHook, a.egress)
-		a.byType = a.typeErr == nil
 	}
 	return a, nil
 }

@@ -76,7 +76,7 @@ func TestEgressCountsShortQuestionNames(t *testing.T) {
 		t.Fatalf("eBPF attribution: %v", err)
 	}
 	defer a.Close()
-	if !a.byType {
+	if a.typeErr != nil {
 		t.Fatalf("the egress program did not attach: %v", a.typeErr)
 	}
 	child := inCgroup(exec.Command("ip", "netns", "exec", ns, os.Args[0]), cg)
