@@ -92,8 +92,6 @@ type attribution interface {
 	Close() error
 }
 
-var modes = []string{"ebpf", "proc", "none"}
-
 // newCollector builds the collector from validated options. A host
 // without the needed capabilities, eBPF or cgroup v2 gets a collector that
 // says so in its log (once) and in stall_dns_capture_up and
@@ -335,7 +333,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		}
 		c.procs.send(ch)
 	}
-	for _, m := range modes {
+	for _, m := range []string{"ebpf", "proc", "none"} {
 		v := 0.0
 		if m == active {
 			v = 1
