@@ -106,7 +106,7 @@ func newCollector(o options, cfg collector.Config) *Collector {
 		captureState: collector.NewStateLog(cfg.Logger),
 		drainState:   collector.NewStateLog(cfg.Logger),
 	}
-	c.tr = newTracker(o, cfg.Problems, newDurationVec())
+	c.tr = newTracker(o, cfg.Problems)
 	c.attr = c.startAttribution()
 	return c
 }

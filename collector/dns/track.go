@@ -51,13 +51,13 @@ type tracker struct {
 
 // newTracker makes the tracker of the --dns.max-pending, --dns.max-tcp-flows,
 // --dns.max-resolvers and --dns.timeout options, counting malformed packets
-// in problems and latencies in duration (labelled by qtype).
-func newTracker(o options, problems *collector.Problems, duration *prometheus.HistogramVec) *tracker {
+// in problems.
+func newTracker(o options, problems *collector.Problems) *tracker {
 	t := &tracker{
 		problems:    problems,
 		pending:     newPendingTable(o.maxPending, int64(o.timeout)),
 		queries:     make([][numQTypes]atomic.Uint64, o.maxResolvers+1),
-		durationVec: duration,
+		durationVec: lookupDuration.HistogramVec(),
 	}
 	t.tcp = newTCPTable(o.maxTCPFlows, t.handleMessage)
 	return t

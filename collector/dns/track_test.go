@@ -17,7 +17,7 @@ import (
 
 func newTestTracker(maxPending, maxResolvers int, timeout time.Duration) *tracker {
 	o := options{maxPending: maxPending, maxTCPFlows: 4, maxResolvers: maxResolvers, timeout: timeout}
-	return newTracker(o, collector.NewProblems("dns", slog.New(slog.DiscardHandler)), newDurationVec())
+	return newTracker(o, collector.NewProblems("dns", slog.New(slog.DiscardHandler)))
 }
 
 // histogram returns the sample count and sum of one qtype's duration.
