@@ -316,7 +316,7 @@ func cgroupName(path string) string {
 	slice := ""
 	for i := len(parts) - 1; i >= 0; i-- {
 		switch {
-		case isUnit(parts[i]):
+		case systemdUnit.MatchString(parts[i]):
 			return collector.LabelValue(parts[i], maxCgroupLen)
 		case slice == "" && strings.HasSuffix(parts[i], ".slice"):
 			slice = parts[i]
@@ -337,16 +337,9 @@ func cgroupName(path string) string {
 	return path
 }
 
-// isUnit reports whether a cgroup directory is named after a systemd unit
-// other than a slice.
-func isUnit(s string) bool {
-	for _, suffix := range []string{".service", ".scope", ".socket", ".mount", ".swap"} {
-		if strings.HasSuffix(s, suffix) && len(s) > len(suffix) {
-			return true
-		}
-	}
-	return false
-}
+// systemdUnit matches a cgroup directory named after a systemd unit other
+// than a slice.
+var systemdUnit = regexp.MustCompile(`(?s).\.(?:service|scope|socket|mount|swap)$`)
 
 // containerScope matches a container runtime's systemd scope,
 // "<prefix>-<64 hex>.scope"; runtimeNames names the runtime of each prefix.
