@@ -1,14 +1,13 @@
 package dns
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,21 +18,23 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 )
 
-// cgroup2Root finds where the cgroup v2 hierarchy is mounted, from
-// /proc/self/mountinfo (proc(5)): /sys/fs/cgroup on a unified host,
+// findCgroup2Root finds where the cgroup v2 hierarchy is mounted, from the
+// mountinfo file at path (proc(5)): /sys/fs/cgroup on a unified host,
 // /sys/fs/cgroup/unified on a hybrid one, elsewhere in a container. When
 // several cgroup2 mounts exist it prefers one whose root is "/" (the whole
 // hierarchy rather than a bind-mounted subtree), then the shortest mount
 // point. It returns the mount point and the mount's root within the
 // hierarchy; a root other than "/" means programs attached there see only
 // that subtree (a container's own cgroup namespace).
-func cgroup2Root(mountinfo io.Reader) (mountPoint, root string, err error) {
-	sc := bufio.NewScanner(mountinfo)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+func findCgroup2Root(path string) (mountPoint, root string, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", "", err
+	}
 	found := false
-	for sc.Scan() {
+	for line := range strings.Lines(string(b)) {
 		// 40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		pre, post, ok := strings.Cut(line, " - ")
 		if !ok {
 			continue
 		}
@@ -41,7 +42,7 @@ func cgroup2Root(mountinfo io.Reader) (mountPoint, root string, err error) {
 		if len(f) < 5 || len(g) < 1 || g[0] != "cgroup2" {
 			continue
 		}
-		r, mp := unescapeMount(f[3]), unescapeMount(f[4])
+		r, mp := mountUnescaper.Replace(f[3]), mountUnescaper.Replace(f[4])
 		better := !found ||
 			r == "/" && root != "/" ||
 			(r == "/") == (root == "/") && len(mp) < len(mountPoint)
@@ -49,38 +50,15 @@ func cgroup2Root(mountinfo io.Reader) (mountPoint, root string, err error) {
 			mountPoint, root, found = mp, r, true
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return "", "", err
-	}
 	if !found {
-		return "", "", errors.New("no cgroup2 file system mounted (a cgroup v1-only host, or not mounted in the container)")
+		return "", "", fmt.Errorf("%s: no cgroup2 file system mounted (a cgroup v1-only host, or not mounted in the container)", path)
 	}
 	return mountPoint, root, nil
 }
 
-// unescapeMount undoes mountinfo's octal escapes of space, tab, newline and
-// backslash.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
-	return r.Replace(s)
-}
-
-// findCgroup2Root reads the mountinfo file at path.
-func findCgroup2Root(path string) (string, string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", "", err
-	}
-	defer f.Close()
-	mp, root, err := cgroup2Root(f)
-	if err != nil {
-		return "", "", fmt.Errorf("%s: %w", path, err)
-	}
-	return mp, root, nil
-}
+// mountUnescaper undoes mountinfo's octal escapes of space, tab, newline
+// and backslash.
+var mountUnescaper = strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
 
 // openCgroup2 opens the cgroup v2 hierarchy without mounting it where any
 // process sees it, for hosts where nothing mounts it (systemd's legacy
@@ -187,7 +165,10 @@ func (c *cgroupNames) name(id uint64, tgid uint32, live bool) string {
 				return cgroupName(p)
 			}
 			if ino, err := dirInode(filepath.Join(c.root, p)); err == nil && ino == id {
-				c.remember(id, p)
+				if len(c.byID) >= maxCgroupWalk {
+					clear(c.byID)
+				}
+				c.byID[id] = p
 				return cgroupName(p)
 			}
 		}
@@ -204,13 +185,6 @@ func (c *cgroupNames) name(id uint64, tgid uint32, live bool) string {
 	}
 	c.missed[id] = true
 	return unknownCgroup
-}
-
-func (c *cgroupNames) remember(id uint64, path string) {
-	if len(c.byID) >= maxCgroupWalk {
-		clear(c.byID)
-	}
-	c.byID[id] = path
 }
 
 // walk replaces the cache with the directories under the cgroup2 mount:
@@ -252,12 +226,8 @@ func (c *cgroupNames) walk() {
 				if i := bytes.IndexByte(name, 0); i >= 0 {
 					name = name[:i]
 				}
-				isDir := buf[off+18] == unix.DT_DIR
-				if buf[off+18] == unix.DT_UNKNOWN { // a file system without d_type
-					var st unix.Stat_t
-					isDir = unix.Fstatat(fd, string(name), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
-				}
-				if isDir && string(name) != "." && string(name) != ".." {
+				// cgroupfs (kernfs) always gives d_type.
+				if buf[off+18] == unix.DT_DIR && string(name) != "." && string(name) != ".." {
 					subs = append(subs, sub{binary.NativeEndian.Uint64(buf[off:]), string(name)})
 				}
 				off += reclen
@@ -346,7 +316,7 @@ func cgroupName(path string) string {
 	slice := ""
 	for i := len(parts) - 1; i >= 0; i-- {
 		switch {
-		case isUnit(parts[i]):
+		case systemdUnit.MatchString(parts[i]):
 			return collector.LabelValue(parts[i], maxCgroupLen)
 		case slice == "" && strings.HasSuffix(parts[i], ".slice"):
 			slice = parts[i]
@@ -367,32 +337,24 @@ func cgroupName(path string) string {
 	return path
 }
 
-// isUnit reports whether a cgroup directory is named after a systemd unit
-// other than a slice.
-func isUnit(s string) bool {
-	for _, suffix := range []string{".service", ".scope", ".socket", ".mount", ".swap"} {
-		if strings.HasSuffix(s, suffix) && len(s) > len(suffix) {
-			return true
-		}
-	}
-	return false
-}
+// systemdUnit matches a cgroup directory named after a systemd unit other
+// than a slice.
+var systemdUnit = regexp.MustCompile(`(?s).\.(?:service|scope|socket|mount|swap)$`)
 
-// containerRuntimes maps the scope prefixes of container runtimes under
-// systemd to the runtime's name.
-var containerRuntimes = []struct{ prefix, name string }{
-	{"cri-containerd-", "containerd"},
-	{"docker-", "docker"},
-	{"crio-", "crio"},
-	{"libpod-", "podman"},
-}
+// containerScope matches a container runtime's systemd scope,
+// "<prefix>-<64 hex>.scope"; runtimeNames names the runtime of each prefix.
+var (
+	containerScope = regexp.MustCompile(`^(cri-containerd|docker|crio|libpod)-([0-9a-f]{64})\.scope$`)
+	hexID          = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	runtimeNames   = map[string]string{"cri-containerd": "containerd", "docker": "docker", "crio": "crio", "libpod": "podman"}
+)
 
 // containerID recognises a container's cgroup directory: a runtime's
-// systemd scope "<prefix><64 hex>.scope", or a bare "<64 hex>" directory
-// (the cgroupfs driver) named by its parent ("docker") or "container". It
+// systemd scope (containerScope), or a bare "<64 hex>" directory (the
+// cgroupfs driver) named by its parent ("docker") or "container". It
 // returns the runtime and the short (12 hex) id.
 func containerID(dir, parent string) (runtime, id string, ok bool) {
-	if isHexID(dir) {
+	if hexID.MatchString(dir) {
 		switch {
 		case parent == "docker":
 			return "docker", dir[:12], true
@@ -401,29 +363,10 @@ func containerID(dir, parent string) (runtime, id string, ok bool) {
 		}
 		return "container", dir[:12], true
 	}
-	scope, ok := strings.CutSuffix(dir, ".scope")
-	if !ok {
-		return "", "", false
-	}
-	for _, r := range containerRuntimes {
-		if hex, ok := strings.CutPrefix(scope, r.prefix); ok && isHexID(hex) {
-			return r.name, hex[:12], true
-		}
+	if m := containerScope.FindStringSubmatch(dir); m != nil {
+		return runtimeNames[m[1]], m[2][:12], true
 	}
 	return "", "", false
-}
-
-// isHexID reports whether s is a 64-digit lowercase hex container id.
-func isHexID(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := range len(s) {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // kubernetesName names a cgroup under the kubelet's hierarchy: the pod by
@@ -448,24 +391,16 @@ func kubernetesName(parts []string) (string, bool) {
 	return "", false
 }
 
-// podUID extracts the pod UID from "kubepods-burstable-pod<UID with _>.slice"
-// (systemd driver) or "pod<UID>" (cgroupfs driver).
+// podDir matches a pod's cgroup directory: "pod<UID>" (cgroupfs driver) or
+// "kubepods-burstable-pod<UID with _>.slice" (systemd driver).
+var podDir = regexp.MustCompile(`^pod([0-9a-f-]{36})$|-pod([0-9a-f_-]{36})\.slice$`)
+
+// podUID extracts the pod UID (36 characters, 4 dashes) from a podDir.
 func podUID(dir string) (string, bool) {
-	if s, ok := strings.CutSuffix(dir, ".slice"); ok {
-		i := strings.LastIndex(s, "-pod")
-		if i < 0 {
-			return "", false
-		}
-		dir = strings.ReplaceAll(s[i+1:], "_", "-")
-	}
-	uid, ok := strings.CutPrefix(dir, "pod")
-	if !ok || len(uid) != 36 || strings.Count(uid, "-") != 4 {
+	m := podDir.FindStringSubmatch(dir)
+	if m == nil {
 		return "", false
 	}
-	for _, r := range uid {
-		if !(r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
-			return "", false
-		}
-	}
-	return uid, true
+	uid := strings.ReplaceAll(m[1]+m[2], "_", "-")
+	return uid, strings.Count(uid, "-") == 4
 }

@@ -4,7 +4,7 @@
 // consumer's per-message PTR lookup halved its throughput and was found only
 // with tcpdump.
 //
-// Capture (capture.go, filter.go): an AF_PACKET socket with a classic BPF
+// Capture (ring.go, filter.go): an AF_PACKET socket with a classic BPF
 // filter passing only UDP and TCP port 53. Parsing (parse.go, tcp.go): IP,
 // UDP/TCP and the DNS header and first question, with
 // golang.org/x/net/dns/dnsmessage. Matching (match.go, track.go): a bounded
@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -33,7 +32,7 @@ func init() {
 	collector.Register("dns",
 		"DNS lookups, latency, failures and the processes making them, from port-53 packets (AF_PACKET) and eBPF or /proc",
 		false, func(cfg collector.Config) (collector.Collector, error) {
-			o, err := flags.options()
+			o, err := flags.validated()
 			if err != nil {
 				return nil, err
 			}
@@ -53,19 +52,17 @@ var captureBackoff = collector.Backoff{Min: time.Second, Max: time.Minute}
 // Collector is the dns collector. The capture goroutine (Run) owns the
 // tracker's tables; scrapes read atomics.
 type Collector struct {
-	o        options
-	cfg      collector.Config
-	logger   *slog.Logger
-	tr       *tracker
-	duration *prometheus.HistogramVec
+	o   options
+	cfg collector.Config
+	tr  *tracker
 
 	captureState *collector.StateLog
 	drainState   *collector.StateLog
 
-	up          atomic.Bool
-	capMu       sync.Mutex
-	src         packetSource
-	closedStats [2]uint64 // passed, drops of captures already closed
+	up            atomic.Bool
+	capMu         sync.Mutex
+	src           packetSource
+	passed, drops uint64 // over every capture opened so far, under capMu
 
 	attrMu sync.Mutex
 	attr   attribution // nil in mode none
@@ -83,7 +80,7 @@ type packetSource interface {
 	// capture failed.
 	read(deadline time.Time, fn func(pkt []byte, ts int64)) (seen time.Time, err error)
 	// stats returns the packets that passed the kernel filter and, of
-	// those, the ones the kernel dropped, since the capture opened.
+	// those, the ones the kernel dropped, since the last call.
 	stats() (passed, drops uint64)
 	Close() error
 }
@@ -95,8 +92,6 @@ type attribution interface {
 	Close() error
 }
 
-var modes = []string{"ebpf", "proc", "none"}
-
 // newCollector builds the collector from validated options. A host
 // without the needed capabilities, eBPF or cgroup v2 gets a collector that
 // says so in its log (once) and in stall_dns_capture_up and
@@ -106,19 +101,12 @@ func newCollector(o options, cfg collector.Config) *Collector {
 		o.open = func() (packetSource, error) { return openCapture(o.iface, o.socketBuffer) }
 	}
 	c := &Collector{
-		o: o, cfg: cfg, logger: cfg.Logger, duration: newDurationVec(),
+		o: o, cfg: cfg,
 		procs:        newProcessTable(o.maxProcesses, processIdle),
 		captureState: collector.NewStateLog(cfg.Logger),
 		drainState:   collector.NewStateLog(cfg.Logger),
 	}
-	c.tr = newTracker(trackerOptions{
-		MaxPending:   o.maxPending,
-		MaxTCPFlows:  o.maxTCPFlows,
-		MaxResolvers: o.maxResolvers,
-		TimeoutNS:    int64(o.timeout),
-		Problems:     cfg.Problems,
-		Duration:     c.duration,
-	})
+	c.tr = newTracker(o, cfg.Problems)
 	c.attr = c.startAttribution()
 	return c
 }
@@ -133,10 +121,10 @@ func (c *Collector) startAttribution() attribution {
 			return a
 		}
 		if mode == "ebpf" {
-			c.logger.Error("eBPF attribution unavailable; stall_dns_process_lookups_total is not exported (--dns.attribution=ebpf)", "err", err)
+			c.cfg.Logger.Error("eBPF attribution unavailable; stall_dns_process_lookups_total is not exported (--dns.attribution=ebpf)", "err", err)
 			return nil
 		}
-		c.logger.Warn("eBPF attribution unavailable; falling back to /proc sampling, which sees only a fraction of short lookups (docs/dns.md)", "err", err)
+		c.cfg.Logger.Warn("eBPF attribution unavailable; falling back to /proc sampling, which sees only a fraction of short lookups (docs/dns.md)", "err", err)
 	}
 	if mode == "auto" || mode == "proc" {
 		netFS := c.cfg.ProcFS
@@ -147,7 +135,7 @@ func (c *Collector) startAttribution() attribution {
 		if err == nil {
 			return a
 		}
-		c.logger.Error("/proc attribution unavailable; stall_dns_process_lookups_total is not exported", "err", err)
+		c.cfg.Logger.Error("/proc attribution unavailable; stall_dns_process_lookups_total is not exported", "err", err)
 	}
 	return nil
 }
@@ -163,30 +151,26 @@ func (c *Collector) startEBPF() (attribution, error) {
 			if perr != nil {
 				return nil, errors.Join(err, perr)
 			}
-			c.logger.Info("no cgroup2 mount: the eBPF programs attach to the cgroup v2 hierarchy opened privately, mounted nowhere", "mountinfo", err)
+			c.cfg.Logger.Info("no cgroup2 mount: the eBPF programs attach to the cgroup v2 hierarchy opened privately, mounted nowhere", "mountinfo", err)
 			private, root = f, path
 		case within != "/":
-			c.logger.Warn("the cgroup2 mount is a subtree of the hierarchy (a container's cgroup namespace): only processes under it are attributed; mount the host's cgroup2 and pass --dns.cgroup-root", "mount", mp, "root", within)
+			c.cfg.Logger.Warn("the cgroup2 mount is a subtree of the hierarchy (a container's cgroup namespace): only processes under it are attributed; mount the host's cgroup2 and pass --dns.cgroup-root", "mount", mp, "root", within)
 			root = mp
 		default:
 			root = mp
 		}
 	}
-	a, err := newEBPFAttribution(root, c.cfg.Paths.Proc)
+	a, err := newEBPFAttribution(root, private, c.cfg.Paths.Proc)
 	if err != nil {
-		if private != nil {
-			private.Close()
-		}
 		return nil, err
 	}
-	a.private = private
 	if a.typeErr != nil {
-		c.logger.Warn("eBPF attribution attached, but not the egress program: stall_dns_process_queries_total (query types per process) is not exported", "cgroup", root, "err", a.typeErr)
+		c.cfg.Logger.Warn("eBPF attribution attached, but not the egress program: stall_dns_process_queries_total (query types per process) is not exported", "cgroup", root, "err", a.typeErr)
 	} else {
-		c.logger.Info("eBPF attribution attached", "cgroup", root)
+		c.cfg.Logger.Info("eBPF attribution attached", "cgroup", root)
 	}
 	if a.cgroupErr != nil {
-		c.logger.Warn("the kernel does not give the eBPF programs the caller's cgroup id (before 5.7): the cgroup label is read from /proc for processes still running, and is \"unknown\" for those that have exited", "err", a.cgroupErr)
+		c.cfg.Logger.Warn("the kernel does not give the eBPF programs the caller's cgroup id (before 5.7): the cgroup label is read from /proc for processes still running, and is \"unknown\" for those that have exited", "err", a.cgroupErr)
 	}
 	return a, nil
 }
@@ -218,7 +202,7 @@ func (c *Collector) attributionLoop(ctx context.Context) {
 		case <-ctx.Done():
 			c.attrMu.Lock()
 			if err := a.Close(); err != nil {
-				c.logger.Warn("detaching the eBPF programs", "err", err)
+				c.cfg.Logger.Warn("detaching the eBPF programs", "err", err)
 			}
 			c.attr = nil
 			c.attrMu.Unlock()
@@ -257,10 +241,8 @@ func (c *Collector) capture(ctx context.Context, opened func()) error {
 	c.up.Store(true)
 	defer func() {
 		c.up.Store(false)
+		c.captureStats()
 		c.capMu.Lock()
-		passed, drops := src.stats()
-		c.closedStats[0] += passed
-		c.closedStats[1] += drops
 		c.src = nil
 		c.capMu.Unlock()
 		src.Close()
@@ -295,13 +277,12 @@ func (c *Collector) safeHandle(b []byte, ts int64) {
 func (c *Collector) captureStats() (passed, drops uint64) {
 	c.capMu.Lock()
 	defer c.capMu.Unlock()
-	passed, drops = c.closedStats[0], c.closedStats[1]
 	if c.src != nil {
 		p, d := c.src.stats()
-		passed += p
-		drops += d
+		c.passed += p
+		c.drops += d
 	}
-	return passed, drops
+	return c.passed, c.drops
 }
 
 // Update sends the metrics. Labelled counters appear at their first
@@ -340,7 +321,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 	overflowsDesc.Send(ch, float64(tr.overflows.Load()))
 	pendingDesc.Send(ch, float64(tr.nPending.Load()))
 	tcpUnsyncedDesc.Send(ch, float64(tr.tcpUnsynced.Load()))
-	c.duration.Collect(ch)
+	tr.durationVec.Collect(ch)
 
 	c.attrMu.Lock()
 	defer c.attrMu.Unlock()
@@ -352,7 +333,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		}
 		c.procs.send(ch)
 	}
-	for _, m := range modes {
+	for _, m := range []string{"ebpf", "proc", "none"} {
 		v := 0.0
 		if m == active {
 			v = 1

@@ -26,7 +26,7 @@ func testOptions(t testing.TB, args ...string) options {
 	if _, err := app.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	o, err := f.options()
+	o, err := f.validated()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestFlagsRefuseBadValues(t *testing.T) {
 		if _, err := app.Parse([]string{tc.arg}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.options(); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := f.validated(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want %q", tc.arg, err, tc.want)
 		}
 	}
@@ -151,7 +151,7 @@ func TestCaptureReopensWithBackoff(t *testing.T) {
 		}
 		c := newCollector(o, testConfig(t, &logs))
 		runCollector(t, c)
-		time.Sleep(200 * time.Second)
+		collectortest.Advance(200 * time.Second)
 		synctest.Wait()
 		if got := gather(t, c)["stall_dns_capture_up"]; got != 0 {
 			t.Errorf("stall_dns_capture_up %v while failing, want 0", got)
@@ -187,12 +187,12 @@ func TestTimeoutCountedWithoutTraffic(t *testing.T) {
 		runCollector(t, c)
 		src.pkts <- udpPacket("192.0.2.10", 40000, "192.0.2.53", 53, query(t, 1, "9.2.0.192.in-addr.arpa.", dnsmessage.TypePTR))
 		timeouts := `stall_dns_timeouts_total{qtype="PTR"}`
-		time.Sleep(5*time.Second - time.Millisecond)
+		collectortest.Advance(5*time.Second - time.Millisecond)
 		synctest.Wait()
 		if got := gather(t, c); got[timeouts] != 0 || got["stall_dns_pending_queries"] != 1 {
 			t.Fatalf("before --dns.timeout: timeouts %v, pending %v; want 0 and 1", got[timeouts], got["stall_dns_pending_queries"])
 		}
-		time.Sleep(expiryPeriod + time.Millisecond)
+		collectortest.Advance(expiryPeriod + time.Millisecond)
 		synctest.Wait()
 		if got := gather(t, c); got[timeouts] != 1 || got["stall_dns_pending_queries"] != 0 {
 			t.Errorf("after --dns.timeout: timeouts %v, pending %v; want 1 and 0", got[timeouts], got["stall_dns_pending_queries"])

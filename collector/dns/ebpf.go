@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -15,45 +16,48 @@ import (
 )
 
 // Loading, attaching and reading the attribution's eBPF programs
-// (ebpf_prog.go). Packet capture cannot see which process sent a query,
-// and user space cannot catch it in time: glibc opens a socket per lookup,
-// connects it to the resolver, and closes it one round trip later. So the
-// programs count in the kernel, attached to the cgroup v2 root: every task
-// on the host runs them.
-//
-// Kernel requirements: cgroup sock_addr connect hooks (4.17), sendmsg
-// hooks (4.18), bpf_link for cgroups (5.7; older kernels use the legacy
-// attach with the same effect), CAP_BPF + CAP_NET_ADMIN (5.8+) or
-// CAP_SYS_ADMIN. The links are not pinned: when the exporter exits, the
-// kernel detaches the programs.
+// (ebpf_prog.go), attached to the cgroup v2 root so that every task on the
+// host runs them (docs/dns.md, "Which process asked"). Kernel requirements:
+// cgroup sock_addr connect hooks (4.17), sendmsg hooks (4.18), bpf_link for
+// cgroups (5.7; before, link.AttachCgroup falls back to the legacy attach
+// with the same effect), CAP_BPF + CAP_NET_ADMIN (5.8+) or CAP_SYS_ADMIN.
+// The links are not pinned: when the exporter exits, the kernel detaches
+// the programs.
 
-// sockAddrHooks are the hooks lookupProgram is attached to, one program each.
-var sockAddrHooks = []ebpf.AttachType{
-	ebpf.AttachCGroupInet4Connect,
-	ebpf.AttachCGroupInet6Connect,
-	ebpf.AttachCGroupUDP4Sendmsg,
-	ebpf.AttachCGroupUDP6Sendmsg,
+// hook is where a program is attached, and the name it is loaded under
+// (stall_dns_<name>).
+type hook struct {
+	attach ebpf.AttachType
+	name   string
 }
 
+// sockAddrHooks are the hooks lookupProgram is attached to, one program each.
+var sockAddrHooks = []hook{
+	{ebpf.AttachCGroupInet4Connect, "connect4"},
+	{ebpf.AttachCGroupInet6Connect, "connect6"},
+	{ebpf.AttachCGroupUDP4Sendmsg, "sendmsg4"},
+	{ebpf.AttachCGroupUDP6Sendmsg, "sendmsg6"},
+}
+
+var egressHook = hook{ebpf.AttachCGroupInetEgress, "egress"}
+
 // programSet is one way of building the programs: with the egress program
-// (query types per process; it needs the socket map, and so
-// bpf_get_socket_cookie in sock_addr programs) and with the caller's cgroup
-// id (bpf_get_current_cgroup_id, which sock_addr programs may call since
-// 5.7).
+// (query types per process; it needs bpf_get_socket_cookie in sock_addr
+// programs) and with the caller's cgroup id (5.7+). programSets are tried
+// in order, the richest the kernel accepts wins.
 type programSet struct{ byType, cgroupID bool }
 
-// programSets are tried in order, the richest the kernel accepts wins.
 var programSets = []programSet{{true, true}, {true, false}, {false, true}, {false, false}}
 
 // ebpfAttribution owns the maps, programs and links.
 type ebpfAttribution struct {
 	counts, overflow, socks *ebpf.Map
-	progs                   []*ebpf.Program
+	progs                   []*ebpf.Program // one per sockAddrHooks
+	egress                  *ebpf.Program   // nil without the socket map
 	links                   []link.Link
 	procPath                func(elem ...string) string
-	// byType is false when the egress program could not be loaded or
-	// attached (typeErr says why): only lookups per process are counted.
-	byType  bool
+	// typeErr says why the egress program could not be loaded or
+	// attached: then only lookups per process are counted, not their types.
 	typeErr error
 	// cgroupErr says why the programs record no cgroup id (a kernel
 	// before 5.7): cgroups are then named from /proc for live processes.
@@ -63,26 +67,34 @@ type ebpfAttribution struct {
 	// (openCgroup2); nil when the programs attach to a mounted one.
 	private *os.File
 
-	last         map[uint32]processValue // per tgid, the counts already reported
-	mains        map[uint32]string       // per tgid of a JVM, what it runs (jvmName), read once
+	seen         map[uint32]seenProcess // per tgid in the map
 	lastOverflow uint64
 }
 
+// seenProcess is what a drain keeps of a process in the map: the counts
+// already reported and, for a JVM, what it runs (jvmName, read once).
+type seenProcess struct {
+	reported  processValue
+	main      string
+	mainKnown bool
+}
+
 // newEBPFAttribution loads the richest program set the kernel accepts and
-// attaches it to the cgroup v2 directory cgroupRoot. A failure of the
+// attaches it to the cgroup v2 directory cgroupRoot, which private (if not
+// nil, closed with the attribution) holds open. A failure of the
 // sock_addr part undoes everything and is returned with what the kernel or
 // the loader said; a failure of the egress part (query types per process)
 // only leaves it out, in typeErr.
-func newEBPFAttribution(cgroupRoot string, procPath func(elem ...string) string) (_ *ebpfAttribution, err error) {
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK for BPF maps (kernels before 5.11): %w", err)
-	}
-	a := &ebpfAttribution{procPath: procPath, last: map[uint32]processValue{}, mains: map[uint32]string{}, cgroups: newCgroupNames(cgroupRoot, procPath)}
+func newEBPFAttribution(cgroupRoot string, private *os.File, procPath func(elem ...string) string) (_ *ebpfAttribution, err error) {
+	a := &ebpfAttribution{procPath: procPath, private: private, seen: map[uint32]seenProcess{}, cgroups: newCgroupNames(cgroupRoot, procPath)}
 	defer func() {
 		if err != nil {
 			a.Close()
 		}
 	}()
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raising RLIMIT_MEMLOCK for BPF maps (kernels before 5.11): %w", err)
+	}
 	if a.counts, err = ebpf.NewMap(&ebpf.MapSpec{
 		Name: "stall_dns_procs", Type: ebpf.Hash, KeySize: 4, ValueSize: processValueSize, MaxEntries: processMapEntries,
 	}); err != nil {
@@ -94,119 +106,87 @@ func newEBPFAttribution(cgroupRoot string, procPath func(elem ...string) string)
 		return nil, fmt.Errorf("creating the BPF map: %w", err)
 	}
 	var set programSet
-	var sockAddr []*ebpf.Program
-	var egress *ebpf.Program
-	var failed [2]error // the first failure of a set with byType, with cgroupID
-	for _, set = range programSets {
-		if sockAddr, egress, err = a.load(set); err == nil {
+	var richest error // why programSets[0], which has both, failed: what a poorer set lacks
+	for i := range programSets {
+		set = programSets[i]
+		if err = a.load(set); err == nil {
 			break
 		}
-		if set.byType && failed[0] == nil {
-			failed[0] = err
-		}
-		if set.cgroupID && failed[1] == nil {
-			failed[1] = err
+		if i == 0 {
+			richest = err
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	if !set.byType {
-		a.typeErr = failed[0]
+		a.typeErr = richest
 	}
 	if !set.cgroupID {
-		a.cgroupErr = failed[1]
+		a.cgroupErr = richest
 	}
-	for i, hook := range sockAddrHooks {
-		if err := a.attach(cgroupRoot, hook, sockAddr[i]); err != nil {
+	for i, h := range sockAddrHooks {
+		if err := a.attach(cgroupRoot, h, a.progs[i]); err != nil {
 			return nil, err
 		}
 	}
-	if egress != nil {
-		if err := a.attach(cgroupRoot, ebpf.AttachCGroupInetEgress, egress); err != nil {
-			a.typeErr = err
-		} else {
-			a.byType = true
-		}
+	if a.egress != nil {
+		a.typeErr = a.attach(cgroupRoot, egressHook, a.egress)
 	}
 	return a, nil
 }
 
-// load builds one program set: the socket map and the egress program if
-// set.byType, then one sock_addr program per hook. On failure it closes
-// what it made.
-func (a *ebpfAttribution) load(set programSet) (sockAddr []*ebpf.Program, egress *ebpf.Program, err error) {
-	var socks *ebpf.Map
+// load builds one program set; on failure it closes what it made.
+func (a *ebpfAttribution) load(set programSet) (err error) {
 	defer func() {
-		if err == nil {
-			a.socks = socks
-			a.progs = append(a.progs, sockAddr...)
-			if egress != nil {
-				a.progs = append(a.progs, egress)
-			}
-			return
-		}
-		for _, p := range append(sockAddr, egress) {
-			if p != nil {
+		if err != nil {
+			for _, p := range append(a.progs, a.egress) {
 				p.Close()
 			}
+			a.socks.Close()
+			a.progs, a.egress, a.socks = nil, nil, nil
 		}
-		if socks != nil {
-			socks.Close()
-		}
-		sockAddr, egress = nil, nil
 	}()
 	if set.byType {
-		if socks, err = ebpf.NewMap(&ebpf.MapSpec{
+		if a.socks, err = ebpf.NewMap(&ebpf.MapSpec{
 			Name: "stall_dns_socks", Type: ebpf.LRUHash, KeySize: 8, ValueSize: 4, MaxEntries: socketMapEntries,
 		}); err != nil {
-			return nil, nil, fmt.Errorf("creating the socket BPF map: %w", err)
+			return fmt.Errorf("creating the socket BPF map: %w", err)
 		}
-		if egress, err = ebpf.NewProgram(&ebpf.ProgramSpec{
-			Name:         "stall_dns_egress",
+		if a.egress, err = ebpf.NewProgram(&ebpf.ProgramSpec{
+			Name:         "stall_dns_" + egressHook.name,
 			Type:         ebpf.CGroupSKB,
-			AttachType:   ebpf.AttachCGroupInetEgress,
-			Instructions: egressProgram(a.counts, socks),
+			AttachType:   egressHook.attach,
+			Instructions: egressProgram(a.counts, a.socks),
 			License:      "Dual MIT/GPL",
 		}); err != nil {
-			return nil, nil, fmt.Errorf("loading the egress program: %w", err)
+			return fmt.Errorf("loading the egress program: %w", err)
 		}
 	}
-	for _, hook := range sockAddrHooks {
+	for _, h := range sockAddrHooks {
 		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-			Name:         "stall_dns_" + hookName(hook),
+			Name:         "stall_dns_" + h.name,
 			Type:         ebpf.CGroupSockAddr,
-			AttachType:   hook,
-			Instructions: lookupProgram(a.counts, a.overflow, socks, set.cgroupID),
+			AttachType:   h.attach,
+			Instructions: lookupProgram(a.counts, a.overflow, a.socks, set.cgroupID),
 			License:      "Dual MIT/GPL",
 		})
 		if err != nil {
-			return sockAddr, egress, fmt.Errorf("loading the %s program (cgroup ids %v, socket cookies %v): %w", hookName(hook), set.cgroupID, set.byType, err)
+			return fmt.Errorf("loading the %s program (cgroup ids %v, socket cookies %v): %w", h.name, set.cgroupID, set.byType, err)
 		}
-		sockAddr = append(sockAddr, prog)
+		a.progs = append(a.progs, prog)
 	}
-	return sockAddr, egress, nil
+	return nil
 }
 
-func (a *ebpfAttribution) attach(cgroupRoot string, hook ebpf.AttachType, prog *ebpf.Program) error {
-	l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupRoot, Attach: hook, Program: prog})
+func (a *ebpfAttribution) attach(cgroupRoot string, h hook, prog *ebpf.Program) error {
+	l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupRoot, Attach: h.attach, Program: prog})
 	if err != nil {
-		return fmt.Errorf("attaching the %s program to %s: %w", hookName(hook), cgroupRoot, err)
+		return fmt.Errorf("attaching the %s program to %s: %w", h.name, cgroupRoot, err)
 	}
 	a.links = append(a.links, l)
 	return nil
 }
-
-// hookNames name the programs after their hooks.
-var hookNames = map[ebpf.AttachType]string{
-	ebpf.AttachCGroupInet4Connect: "connect4",
-	ebpf.AttachCGroupInet6Connect: "connect6",
-	ebpf.AttachCGroupUDP4Sendmsg:  "sendmsg4",
-	ebpf.AttachCGroupUDP6Sendmsg:  "sendmsg6",
-	ebpf.AttachCGroupInetEgress:   "egress",
-}
-
-func hookName(t ebpf.AttachType) string { return hookNames[t] }
 
 func (a *ebpfAttribution) mode() string { return "ebpf" }
 
@@ -220,28 +200,28 @@ func (a *ebpfAttribution) mode() string { return "ebpf" }
 func (a *ebpfAttribution) drain(pt *processTable) error {
 	a.cgroups.startDrain()
 	var (
-		tgid  uint32
-		v     processValue
-		dead  []uint32
-		alive = map[uint32]bool{}
+		tgid uint32
+		v    processValue
+		dead []uint32
 	)
+	seen := make(map[uint32]seenProcess, len(a.seen))
 	it := a.counts.Iterate()
 	for it.Next(&tgid, &v) {
 		pid := strconv.FormatUint(uint64(tgid), 10)
 		name, live := a.processName(pid)
-		main, known := a.mains[tgid]
+		s := a.seen[tgid]
+		main := s.main
 		switch {
 		case !live:
 			name = commString(v.Comm[:])
 			dead = append(dead, tgid)
 		case name != jvm.Comm:
 			main = ""
-		case !known:
+		case !s.mainKnown:
 			main = jvmName(a.procPath(pid, "cmdline"))
-			a.mains[tgid] = main
+			s.main, s.mainKnown = main, true
 		}
-		alive[tgid] = live
-		prev := a.last[tgid]
+		prev := s.reported
 		var cgroup string
 		if v.Count != prev.Count || v.Queries != prev.Queries {
 			cgroup = a.cgroups.name(v.Cgroup, tgid, live)
@@ -254,28 +234,22 @@ func (a *ebpfAttribution) drain(pt *processTable) error {
 				pt.addQueries(processKey{name, main, cgroup}, q, d)
 			}
 		}
-		a.last[tgid] = v
+		s.reported = v
+		seen[tgid] = s
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("reading the BPF map: %w", err)
 	}
+	// Entries not read (deleted by someone else, or a pid reused after a
+	// delete) are forgotten.
+	a.seen = seen
 	for _, t := range dead {
 		// A lookup between the read above and this delete is lost; the
 		// process has exited, so only a reused pid could make one.
 		if err := a.counts.Delete(t); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return fmt.Errorf("deleting from the BPF map: %w", err)
 		}
-		delete(a.last, t)
-	}
-	for t := range a.last {
-		if _, ok := alive[t]; !ok {
-			delete(a.last, t) // deleted by someone else, or pid reused after a delete
-		}
-	}
-	for t := range a.mains {
-		if _, ok := a.last[t]; !ok {
-			delete(a.mains, t)
-		}
+		delete(a.seen, t)
 	}
 	var ovf uint64
 	if err := a.overflow.Lookup(uint32(0), &ovf); err == nil && ovf > a.lastOverflow {
@@ -294,11 +268,10 @@ func (a *ebpfAttribution) processName(pid string) (name string, live bool) {
 	return strings.TrimSuffix(string(b), "\n"), true
 }
 
+// commString is a NUL-padded TASK_COMM_LEN comm as a string.
 func commString(b []byte) string {
-	if i := strings.IndexByte(string(b), 0); i >= 0 {
-		b = b[:i]
-	}
-	return string(b)
+	name, _, _ := bytes.Cut(b, []byte{0})
+	return string(name)
 }
 
 // Close detaches the programs and frees the maps.
@@ -307,18 +280,16 @@ func (a *ebpfAttribution) Close() error {
 	for _, l := range a.links {
 		errs = append(errs, l.Close())
 	}
-	for _, p := range a.progs {
+	for _, p := range append(a.progs, a.egress) {
 		errs = append(errs, p.Close())
 	}
 	for _, m := range []*ebpf.Map{a.counts, a.overflow, a.socks} {
-		if m != nil {
-			errs = append(errs, m.Close())
-		}
+		errs = append(errs, m.Close())
 	}
 	if a.private != nil {
 		errs = append(errs, a.private.Close())
 		a.private = nil
 	}
-	a.links, a.progs = nil, nil
+	a.links, a.progs, a.egress = nil, nil, nil
 	return errors.Join(errs...)
 }

@@ -10,16 +10,8 @@ import (
 
 // The eBPF programs of the attribution, assembled with cilium/ebpf's asm
 // package (no C compiler, no object files), and the layout of the map they
-// share with user space. Loading and attaching them is ebpf.go.
-//
-// lookupProgram runs as four cgroup sock_addr programs inside connect(2)
-// and sendmsg(2) of every task under the cgroup it is attached to: on a
-// connect (TCP or UDP) or an unconnected UDP sendmsg to port 53 it adds one
-// to the calling process's count in a hash map keyed by tgid, recording the
-// calling thread's comm and cgroup v2 id when it creates the entry.
-// egressProgram runs as a cgroup_skb egress program on every packet those
-// tasks send and counts UDP queries by type for the process owning the
-// socket. Both always allow the call or packet.
+// share with user space. Loading and attaching them is ebpf.go. Both
+// programs always allow the call or packet.
 
 // processMapEntries bounds the kernel map: processes that looked something
 // up since the last drain (every scrape and every 5 s). When it is full, a
@@ -74,46 +66,77 @@ func be16(v uint16) int32 {
 	return int32(binary.NativeEndian.Uint16([]byte{byte(v >> 8), byte(v)}))
 }
 
-// lookupProgram returns the sock_addr program body. With socks non-nil it
-// also records the socket's cookie → tgid, for the egress program; with
-// cgroupID it records the caller's cgroup v2 id in a new entry
-// (bpf_get_current_cgroup_id, which sock_addr programs may call since 5.7).
+// program is an eBPF program being assembled, with the sequences both
+// programs repeat.
+type program struct{ asm.Instructions }
+
+func (p *program) add(ins ...asm.Instruction) { p.Instructions = append(p.Instructions, ins...) }
+
+// lookup calls bpf_map_lookup_elem(m, fp+key): R0 is the value's address,
+// or 0 when there is no entry.
+func (p *program) lookup(m *ebpf.Map, key int16) {
+	p.add(
+		asm.LoadMapPtr(asm.R1, m.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, int32(key)),
+		asm.FnMapLookupElem.Call(),
+	)
+}
+
+// update calls bpf_map_update_elem(m, fp+key, fp+value, flags): R0 is 0
+// when the entry was written.
+func (p *program) update(m *ebpf.Map, key, value int16, flags int32) {
+	p.add(
+		asm.LoadMapPtr(asm.R1, m.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, int32(key)),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, int32(value)),
+		asm.Mov.Imm(asm.R4, flags),
+		asm.FnMapUpdateElem.Call(),
+	)
+}
+
+// count adds one, atomically, to the first u64 of m's entry at fp+key and
+// jumps to done; without an entry it jumps to missing.
+func (p *program) count(m *ebpf.Map, key int16, missing, done string) {
+	p.lookup(m, key)
+	p.add(
+		asm.JEq.Imm(asm.R0, 0, missing),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
+		asm.Ja.Label(done),
+	)
+}
+
+// lookupProgram returns the program of the four cgroup sock_addr hooks,
+// run inside connect(2) and sendmsg(2): on a connect (TCP or UDP) or an
+// unconnected UDP sendmsg to port 53 it adds one to the calling process's
+// count, keyed by tgid, recording the calling thread's comm (and with
+// cgroupID its cgroup v2 id, bpf_get_current_cgroup_id, 5.7+) when it
+// creates the entry. With socks non-nil it also records the socket's
+// cookie → tgid, for the egress program.
 func lookupProgram(counts, overflow, socks *ebpf.Map, cgroupID bool) asm.Instructions {
 	// user_port as the kernel loads it: the port's two network-order bytes
 	// at the start of a little- or big-endian word.
 	port53 := int32(binary.NativeEndian.Uint32([]byte{0, 53, 0, 0}))
-	mapArgs := func(m *ebpf.Map, key int16) asm.Instructions {
-		return asm.Instructions{
-			asm.LoadMapPtr(asm.R1, m.FD()),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, int32(key)),
-		}
-	}
-	ins := asm.Instructions{
+	var p program
+	p.add(
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.LoadMem(asm.R2, asm.R6, sockAddrUserPort, asm.Word),
 		asm.JNE.Imm(asm.R2, port53, "allow"),
-
 		asm.FnGetCurrentPidTgid.Call(),
 		asm.RSh.Imm(asm.R0, 32),
 		asm.StoreMem(asm.RFP, stTgid, asm.R0, asm.Word),
-	}
-	ins = append(ins, mapArgs(counts, stTgid)...)
-	ins = append(ins,
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "create"),
-		asm.Mov.Imm(asm.R1, 1),
-		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
-		asm.Ja.Label("record"),
-
-		// A new process: value {1, comm, zeros, cgroup}, inserted only if
-		// absent.
-		asm.Mov.Imm(asm.R1, 0).WithSymbol("create"),
 	)
+	p.count(counts, stTgid, "create", "record")
+	// A new process: value {1, comm, zeros, cgroup}, inserted only if
+	// absent.
+	p.add(asm.Mov.Imm(asm.R1, 0).WithSymbol("create"))
 	for off := int16(valueQueries); off < processValueSize; off += 8 {
-		ins = append(ins, asm.StoreMem(asm.RFP, stValue+off, asm.R1, asm.DWord))
+		p.add(asm.StoreMem(asm.RFP, stValue+off, asm.R1, asm.DWord))
 	}
-	ins = append(ins,
+	p.add(
 		asm.Mov.Imm(asm.R1, 1),
 		asm.StoreMem(asm.RFP, stValue, asm.R1, asm.DWord),
 		asm.Mov.Reg(asm.R1, asm.RFP),
@@ -122,58 +145,32 @@ func lookupProgram(counts, overflow, socks *ebpf.Map, cgroupID bool) asm.Instruc
 		asm.FnGetCurrentComm.Call(),
 	)
 	if cgroupID {
-		ins = append(ins,
+		p.add(
 			asm.FnGetCurrentCgroupId.Call(),
 			asm.StoreMem(asm.RFP, stValue+valueCgroup, asm.R0, asm.DWord),
 		)
 	}
-	ins = append(ins, mapArgs(counts, stTgid)...)
-	ins = append(ins,
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, stValue),
-		asm.Mov.Imm(asm.R4, bpfNoExist),
-		asm.FnMapUpdateElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "record"),
-	)
+	p.update(counts, stTgid, stValue, bpfNoExist)
+	p.add(asm.JEq.Imm(asm.R0, 0, "record"))
 	// Not inserted: another thread of the process inserted it first
 	// (count there), or the map is full (count in the overflow slot).
-	ins = append(ins, mapArgs(counts, stTgid)...)
-	ins = append(ins,
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "overflow"),
-		asm.Mov.Imm(asm.R1, 1),
-		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
-		asm.Ja.Label("record"),
+	p.count(counts, stTgid, "overflow", "record")
+	p.add(
 		asm.Mov.Imm(asm.R1, 0).WithSymbol("overflow"),
 		asm.StoreMem(asm.RFP, stZero, asm.R1, asm.Word),
 	)
-	ins = append(ins, mapArgs(overflow, stZero)...)
-	ins = append(ins,
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "allow"),
-		asm.Mov.Imm(asm.R1, 1),
-		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
-		asm.Ja.Label("allow"),
-	)
+	p.count(overflow, stZero, "allow", "allow")
 	// Remember which process owns the socket, for the egress program.
-	ins = append(ins, asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("record"))
+	p.add(asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("record"))
 	if socks != nil {
-		ins = append(ins,
+		p.add(
 			asm.FnGetSocketCookie.Call(),
 			asm.StoreMem(asm.RFP, stCookie, asm.R0, asm.DWord),
 		)
-		ins = append(ins, mapArgs(socks, stCookie)...)
-		ins = append(ins,
-			asm.Mov.Reg(asm.R3, asm.RFP),
-			asm.Add.Imm(asm.R3, stTgid),
-			asm.Mov.Imm(asm.R4, 0), // BPF_ANY
-			asm.FnMapUpdateElem.Call(),
-		)
+		p.update(socks, stCookie, stTgid, 0) // BPF_ANY
 	}
-	return append(ins,
-		asm.Mov.Imm(asm.R0, 1).WithSymbol("allow"), // always allow the call
-		asm.Return(),
-	)
+	p.add(asm.Mov.Imm(asm.R0, 1).WithSymbol("allow"), asm.Return()) // always allow the call
+	return p.Instructions
 }
 
 // maxLabels is how many labels of a query's name the egress program skips
@@ -201,8 +198,11 @@ func egressProgram(counts, socks *ebpf.Map) asm.Instructions {
 		stBuf = -8
 		stKey = -16
 	)
-	loadBytes := func(n int32) asm.Instructions {
-		return asm.Instructions{
+	var p program
+	// loadBytes reads n bytes at r9off to fp+stBuf, or lets the packet
+	// through when it is shorter.
+	loadBytes := func(n int32) {
+		p.add(
 			asm.Mov.Reg(asm.R1, r6ctx),
 			asm.Mov.Reg(asm.R2, r9off),
 			asm.Mov.Reg(asm.R3, asm.RFP),
@@ -210,9 +210,9 @@ func egressProgram(counts, socks *ebpf.Map) asm.Instructions {
 			asm.Mov.Imm(asm.R4, n),
 			asm.FnSkbLoadBytes.Call(),
 			asm.JNE.Imm(asm.R0, 0, "allow"),
-		}
+		)
 	}
-	ins := asm.Instructions{
+	p.add(
 		asm.Mov.Reg(r6ctx, asm.R1),
 		asm.LoadMem(r7, r6ctx, skbData, asm.Word),
 		asm.LoadMem(r8, r6ctx, skbDataEnd, asm.Word),
@@ -253,9 +253,9 @@ func egressProgram(counts, socks *ebpf.Map) asm.Instructions {
 
 		// The DNS header: a query (QR 0)?
 		asm.Add.Imm(r9off, 2).WithSymbol("dns"),
-	}
-	ins = append(ins, loadBytes(1)...)
-	ins = append(ins,
+	)
+	loadBytes(1)
+	p.add(
 		asm.LoadMem(asm.R2, asm.RFP, stBuf, asm.Byte),
 		asm.And.Imm(asm.R2, 0x80),
 		asm.JNE.Imm(asm.R2, 0, "allow"),
@@ -264,8 +264,8 @@ func egressProgram(counts, socks *ebpf.Map) asm.Instructions {
 	// Skip the name's labels (at most maxLabels; a compression pointer in
 	// a query's first name is not expected and ends the walk).
 	for range maxLabels {
-		ins = append(ins, loadBytes(1)...)
-		ins = append(ins,
+		loadBytes(1)
+		p.add(
 			asm.LoadMem(asm.R2, asm.RFP, stBuf, asm.Byte),
 			asm.JEq.Imm(asm.R2, 0, "qtype"),
 			asm.JGT.Imm(asm.R2, 63, "allow"),
@@ -273,40 +273,37 @@ func egressProgram(counts, socks *ebpf.Map) asm.Instructions {
 			asm.Add.Imm(r9off, 1),
 		)
 	}
-	ins = append(ins, asm.Ja.Label("allow"))
-	ins = append(ins, asm.Add.Imm(r9off, 1).WithSymbol("qtype"))
-	ins = append(ins, loadBytes(2)...)
-	ins = append(ins,
+	p.add(asm.Ja.Label("allow"), asm.Add.Imm(r9off, 1).WithSymbol("qtype"))
+	loadBytes(2)
+	p.add(
 		asm.LoadMem(asm.R2, asm.RFP, stBuf, asm.Half),
 		asm.Mov.Imm(r7, qtOther),
 	)
 	for _, code := range qtypeCodes {
-		ins = append(ins, asm.JEq.Imm(asm.R2, be16(code), fmt.Sprintf("qt%d", code)))
+		p.add(asm.JEq.Imm(asm.R2, be16(code), fmt.Sprintf("qt%d", code)))
 	}
-	ins = append(ins, asm.Ja.Label("owner"))
+	p.add(asm.Ja.Label("owner"))
 	for idx, code := range qtypeCodes {
-		ins = append(ins,
+		p.add(
 			asm.Mov.Imm(r7, int32(idx)).WithSymbol(fmt.Sprintf("qt%d", code)),
 			asm.Ja.Label("owner"),
 		)
 	}
 	// The sending process, by the socket's cookie; then
 	// counts[tgid].Queries[r7] += 1.
-	ins = append(ins,
+	p.add(
 		asm.Mov.Reg(asm.R1, r6ctx).WithSymbol("owner"),
 		asm.FnGetSocketCookie.Call(),
 		asm.StoreMem(asm.RFP, stKey, asm.R0, asm.DWord),
-		asm.LoadMapPtr(asm.R1, socks.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, stKey),
-		asm.FnMapLookupElem.Call(),
+	)
+	p.lookup(socks, stKey)
+	p.add(
 		asm.JEq.Imm(asm.R0, 0, "allow"),
 		asm.LoadMem(asm.R2, asm.R0, 0, asm.Word),
 		asm.StoreMem(asm.RFP, stKey, asm.R2, asm.Word),
-		asm.LoadMapPtr(asm.R1, counts.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, stKey),
-		asm.FnMapLookupElem.Call(),
+	)
+	p.lookup(counts, stKey)
+	p.add(
 		asm.JEq.Imm(asm.R0, 0, "allow"),
 		asm.LSh.Imm(r7, 3),
 		asm.Add.Reg(asm.R0, r7),
@@ -316,5 +313,5 @@ func egressProgram(counts, socks *ebpf.Map) asm.Instructions {
 		asm.Mov.Imm(asm.R0, 1).WithSymbol("allow"), // always let the packet through
 		asm.Return(),
 	)
-	return ins
+	return p.Instructions
 }

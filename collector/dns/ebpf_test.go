@@ -69,14 +69,14 @@ func TestEgressCountsShortQuestionNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := newEBPFAttribution(filepath.Join(root, rel), func(elem ...string) string {
+	a, err := newEBPFAttribution(filepath.Join(root, rel), nil, func(elem ...string) string {
 		return filepath.Join(append([]string{"/proc"}, elem...)...)
 	})
 	if err != nil {
 		t.Fatalf("eBPF attribution: %v", err)
 	}
 	defer a.Close()
-	if !a.byType {
+	if a.typeErr != nil {
 		t.Fatalf("the egress program did not attach: %v", a.typeErr)
 	}
 	child := inCgroup(exec.Command("ip", "netns", "exec", ns, os.Args[0]), cg)

@@ -25,63 +25,55 @@ const (
 // packetOutgoing is PACKET_OUTGOING, the pkttype of a packet this host sends.
 const packetOutgoing = 4
 
-// filterProgram is a tiny assembler: instructions with symbolic forward
-// jumps, resolved to skips by assemble.
-type filterProgram struct {
-	ins    []bpf.Instruction
-	labels map[string]int
-	jumps  []filterJump
+// The filter is written with symbolic forward jumps: a label marks the
+// next instruction, jumpIf and jump name labels ("" is the next
+// instruction), and assemble resolves them to skips.
+type label string
+
+type jumpIf struct {
+	cond            bpf.JumpTest
+	val             uint32
+	ifTrue, ifFalse label
 }
 
-type filterJump struct {
-	at        int
-	tTrue     string // for JumpIf: target when true ("" = next); for Jump: the target
-	tFalse    string // for JumpIf: target when false ("" = next)
-	unconditn bool
-}
+type jump struct{ to label }
 
-func (p *filterProgram) label(name string) { p.labels[name] = len(p.ins) }
-func (p *filterProgram) add(ins ...bpf.Instruction) {
-	p.ins = append(p.ins, ins...)
-}
-func (p *filterProgram) jumpIf(cond bpf.JumpTest, val uint32, ifTrue, ifFalse string) {
-	p.jumps = append(p.jumps, filterJump{at: len(p.ins), tTrue: ifTrue, tFalse: ifFalse})
-	p.ins = append(p.ins, bpf.JumpIf{Cond: cond, Val: val})
-}
-func (p *filterProgram) jump(to string) {
-	p.jumps = append(p.jumps, filterJump{at: len(p.ins), tTrue: to, unconditn: true})
-	p.ins = append(p.ins, bpf.Jump{})
-}
-
-func (p *filterProgram) assemble() ([]bpf.RawInstruction, error) {
-	skip := func(from int, to string) (int, error) {
+func assemble(prog []any) ([]bpf.RawInstruction, error) {
+	at := map[label]int{} // the index of the instruction a label marks
+	n := 0
+	for _, x := range prog {
+		if l, ok := x.(label); ok {
+			at[l] = n
+		} else {
+			n++
+		}
+	}
+	var out []bpf.Instruction
+	var bad error
+	skip := func(to label) uint32 {
 		if to == "" {
-			return 0, nil
+			return 0
 		}
-		t, ok := p.labels[to]
-		if !ok || t <= from {
-			return 0, fmt.Errorf("bpf filter: bad jump to %q", to)
+		t, ok := at[to]
+		if !ok || t <= len(out) {
+			bad = fmt.Errorf("bpf filter: bad jump to %q", to)
 		}
-		return t - from - 1, nil
+		return uint32(t - len(out) - 1)
 	}
-	for _, j := range p.jumps {
-		st, err := skip(j.at, j.tTrue)
-		if err != nil {
-			return nil, err
+	for _, x := range prog {
+		switch x := x.(type) {
+		case jump:
+			out = append(out, bpf.Jump{Skip: skip(x.to)})
+		case jumpIf:
+			out = append(out, bpf.JumpIf{Cond: x.cond, Val: x.val, SkipTrue: uint8(skip(x.ifTrue)), SkipFalse: uint8(skip(x.ifFalse))})
+		case bpf.Instruction:
+			out = append(out, x)
 		}
-		if j.unconditn {
-			p.ins[j.at] = bpf.Jump{Skip: uint32(st)}
-			continue
-		}
-		sf, err := skip(j.at, j.tFalse)
-		if err != nil {
-			return nil, err
-		}
-		ji := p.ins[j.at].(bpf.JumpIf)
-		ji.SkipTrue, ji.SkipFalse = uint8(st), uint8(sf)
-		p.ins[j.at] = ji
 	}
-	return bpf.Assemble(p.ins)
+	if bad != nil {
+		return nil, bad
+	}
+	return bpf.Assemble(out)
 }
 
 // captureFilter builds the filter: IPv4 or IPv6 (directly or behind one
@@ -90,63 +82,66 @@ func (p *filterProgram) assemble() ([]bpf.RawInstruction, error) {
 // PACKET_OUTGOING copy of loopback packets: a packet sent on lo is seen
 // leaving and again arriving, and must be counted once.
 func captureFilter(loopback int) ([]bpf.RawInstruction, error) {
-	p := &filterProgram{labels: map[string]int{}}
+	var prog []any
 	if loopback > 0 {
-		p.add(bpf.LoadExtension{Num: bpf.ExtInterfaceIndex})
-		p.jumpIf(bpf.JumpEqual, uint32(loopback), "", "body")
-		p.add(bpf.LoadExtension{Num: bpf.ExtType})
-		p.jumpIf(bpf.JumpEqual, packetOutgoing, "drop", "body")
+		prog = append(prog,
+			bpf.LoadExtension{Num: bpf.ExtInterfaceIndex},
+			jumpIf{bpf.JumpEqual, uint32(loopback), "", "body"},
+			bpf.LoadExtension{Num: bpf.ExtType},
+			jumpIf{bpf.JumpEqual, packetOutgoing, "drop", "body"},
+		)
 	}
-	p.label("body")
-	p.add(bpf.LoadAbsolute{Off: 0, Size: 1}, bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf0})
-	p.jumpIf(bpf.JumpEqual, 0x40, "v4", "")
-	p.jumpIf(bpf.JumpEqual, 0x60, "v6", "drop")
+	return assemble(append(prog,
+		label("body"),
+		bpf.LoadAbsolute{Off: 0, Size: 1}, bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf0},
+		jumpIf{bpf.JumpEqual, 0x40, "v4", ""},
+		jumpIf{bpf.JumpEqual, 0x60, "v6", "drop"},
 
-	p.label("v4")
-	p.add(bpf.LoadAbsolute{Off: 6, Size: 2})
-	p.jumpIf(bpf.JumpBitsSet, 0x1fff, "drop", "") // fragment offset: not the first fragment
-	p.add(bpf.LoadAbsolute{Off: 9, Size: 1}, bpf.StoreScratch{Src: bpf.RegA, N: 0})
-	p.jumpIf(bpf.JumpEqual, protoUDP, "v4ports", "")
-	p.jumpIf(bpf.JumpEqual, protoTCP, "v4ports", "drop")
-	p.label("v4ports")
-	p.add(bpf.LoadMemShift{Off: 0}) // X = IHL * 4
-	p.jump("ports")
+		label("v4"),
+		bpf.LoadAbsolute{Off: 6, Size: 2},
+		jumpIf{bpf.JumpBitsSet, 0x1fff, "drop", ""}, // fragment offset: not the first fragment
+		bpf.LoadAbsolute{Off: 9, Size: 1}, bpf.StoreScratch{Src: bpf.RegA, N: 0},
+		jumpIf{bpf.JumpEqual, protoUDP, "v4ports", ""},
+		jumpIf{bpf.JumpEqual, protoTCP, "v4ports", "drop"},
+		label("v4ports"),
+		bpf.LoadMemShift{Off: 0}, // X = IHL * 4
+		jump{"ports"},
 
-	p.label("v6")
-	p.add(bpf.LoadAbsolute{Off: 6, Size: 1}, bpf.StoreScratch{Src: bpf.RegA, N: 0})
-	p.jumpIf(bpf.JumpEqual, protoUDP, "v6direct", "")
-	p.jumpIf(bpf.JumpEqual, protoTCP, "v6direct", "")
-	p.jumpIf(bpf.JumpEqual, ipv6FragmentHeader, "v6frag", "drop")
-	p.label("v6direct")
-	p.add(bpf.LoadConstant{Dst: bpf.RegX, Val: 40})
-	p.jump("ports")
-	p.label("v6frag")
-	p.add(bpf.LoadAbsolute{Off: 42, Size: 2})
-	p.jumpIf(bpf.JumpBitsSet, 0xfff8, "drop", "")
-	p.add(bpf.LoadAbsolute{Off: 40, Size: 1}, bpf.StoreScratch{Src: bpf.RegA, N: 0})
-	p.jumpIf(bpf.JumpEqual, protoUDP, "v6fragports", "")
-	p.jumpIf(bpf.JumpEqual, protoTCP, "v6fragports", "drop")
-	p.label("v6fragports")
-	p.add(bpf.LoadConstant{Dst: bpf.RegX, Val: 48})
+		label("v6"),
+		bpf.LoadAbsolute{Off: 6, Size: 1}, bpf.StoreScratch{Src: bpf.RegA, N: 0},
+		jumpIf{bpf.JumpEqual, protoUDP, "v6direct", ""},
+		jumpIf{bpf.JumpEqual, protoTCP, "v6direct", ""},
+		jumpIf{bpf.JumpEqual, ipv6FragmentHeader, "v6frag", "drop"},
+		label("v6direct"),
+		bpf.LoadConstant{Dst: bpf.RegX, Val: 40},
+		jump{"ports"},
+		label("v6frag"),
+		bpf.LoadAbsolute{Off: 42, Size: 2},
+		jumpIf{bpf.JumpBitsSet, 0xfff8, "drop", ""},
+		bpf.LoadAbsolute{Off: 40, Size: 1}, bpf.StoreScratch{Src: bpf.RegA, N: 0},
+		jumpIf{bpf.JumpEqual, protoUDP, "v6fragports", ""},
+		jumpIf{bpf.JumpEqual, protoTCP, "v6fragports", "drop"},
+		label("v6fragports"),
+		bpf.LoadConstant{Dst: bpf.RegX, Val: 48},
 
-	p.label("ports")
-	p.add(bpf.LoadIndirect{Off: 0, Size: 2})
-	p.jumpIf(bpf.JumpEqual, 53, "accept", "")
-	p.add(bpf.LoadIndirect{Off: 2, Size: 2})
-	p.jumpIf(bpf.JumpEqual, 53, "accept", "drop")
+		label("ports"),
+		bpf.LoadIndirect{Off: 0, Size: 2},
+		jumpIf{bpf.JumpEqual, 53, "accept", ""},
+		bpf.LoadIndirect{Off: 2, Size: 2},
+		jumpIf{bpf.JumpEqual, 53, "accept", "drop"},
 
-	// accept comes before drop: the kernel's check that scratch memory is
-	// written before it is read scans linearly, and would otherwise carry
-	// the paths into drop (no store yet) into accept's load.
-	p.label("accept")
-	p.add(bpf.LoadScratch{Dst: bpf.RegA, N: 0})
-	p.jumpIf(bpf.JumpEqual, protoUDP, "udp", "")
-	p.add(bpf.RetConstant{Val: tcpSnap})
-	p.label("udp")
-	p.add(bpf.RetConstant{Val: udpSnap})
-	p.label("drop")
-	p.add(bpf.RetConstant{Val: 0})
-	return p.assemble()
+		// accept comes before drop: the kernel's check that scratch memory
+		// is written before it is read scans linearly, and would otherwise
+		// carry the paths into drop (no store yet) into accept's load.
+		label("accept"),
+		bpf.LoadScratch{Dst: bpf.RegA, N: 0},
+		jumpIf{bpf.JumpEqual, protoUDP, "udp", ""},
+		bpf.RetConstant{Val: tcpSnap},
+		label("udp"),
+		bpf.RetConstant{Val: udpSnap},
+		label("drop"),
+		bpf.RetConstant{Val: 0},
+	))
 }
 
 // loopbackIndex returns the index of the loopback interface of the current

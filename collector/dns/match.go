@@ -54,21 +54,17 @@ const (
 )
 
 // pendingTable holds the queries waiting for a response, at most max of
-// them (live or recently expired). The pool is allocated at creation and
-// its pages touched only as the table fills, so a quiet host's resident
-// cost stays small; the index starts at minIndexSlots and doubles while
-// more than half full, up to twice max. A busy resolver answering in a
-// fraction of a millisecond keeps a few queries pending, whose index stays
-// in the CPU's cache: probing one sized for max, a lookup cost a cache
-// miss a packet (the largest share of the capture's CPU in
-// scripts/bench-dns.sh). Not safe for concurrent use: the capture
-// goroutine owns it.
-//
-// Layout: a pool of entries with stable indexes, an open-addressing index
-// (linear probing, backward-shift deletion, slot value = pool index + 1,
-// 0 = empty) hashed with a per-process random seed so crafted packets
-// cannot aim at one probe chain, and two time-ordered lists — live queries
-// and expired ones — so expiry is O(expired), never a scan.
+// them (live or recently expired): a pool of entries with stable indexes,
+// allocated at creation and touched only as the table fills; an
+// open-addressing index (linear probing, backward-shift deletion, slot
+// value = pool index + 1, 0 = empty) hashed with a per-process random seed
+// so crafted packets cannot aim at one probe chain; and two time-ordered
+// lists — live queries and expired ones — so expiry is O(expired), never a
+// scan. The index starts at minIndexSlots and doubles while more than half
+// full, up to twice max: a busy resolver keeps few queries pending, and an
+// index sized for max cost a cache miss a packet (the largest share of the
+// capture's CPU in scripts/bench-dns.sh). Not safe for concurrent use: the
+// capture goroutine owns it.
 type pendingTable struct {
 	pool     []pendingEntry
 	used     int32 // pool entries ever handed out (the high-water mark)
@@ -172,13 +168,6 @@ func (t *pendingTable) deleteSlot(slot uint64) {
 	}
 }
 
-func (t *pendingTable) listFor(s entryState) *entryList {
-	if s == stateLive {
-		return &t.live
-	}
-	return &t.expired
-}
-
 func (t *pendingTable) pushBack(l *entryList, i int32) {
 	e := &t.pool[i]
 	e.prev, e.next = l.tail, -1
@@ -207,10 +196,12 @@ func (t *pendingTable) unlink(l *entryList, i int32) {
 // remove takes entry i (found at index slot) out of the table.
 func (t *pendingTable) remove(slot uint64, i int32) {
 	e := &t.pool[i]
+	l := &t.expired
 	if e.state == stateLive {
 		t.nLive--
+		l = &t.live
 	}
-	t.unlink(t.listFor(e.state), i)
+	t.unlink(l, i)
 	t.deleteSlot(slot)
 	t.inIndex--
 	e.state = stateFree

@@ -63,13 +63,11 @@ var (
 		prometheus.CounterValue, "comm", "main", "cgroup", "qtype")
 )
 
-// duration is the lookup-time histogram; each collector builds its own.
-var duration = collector.DeclareHistogram("dns_lookup_duration_seconds",
+// lookupDuration is the lookup-time histogram; each tracker builds its own.
+var lookupDuration = collector.DeclareHistogram("dns_lookup_duration_seconds",
 	"Time from a captured query to its captured response, by question type (kernel capture timestamps; retransmissions measured from the first send).",
 	durationBuckets, "qtype")
 
 // durationBuckets span a LAN answer (100 µs) to the JDK's and glibc's
 // resolver timeouts (5 s and beyond for retries).
 var durationBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
-
-func newDurationVec() *prometheus.HistogramVec { return duration.HistogramVec() }

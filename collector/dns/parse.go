@@ -159,7 +159,6 @@ type dnsInfo struct {
 	// matched query's.
 	HasQuestion bool
 	QType       uint16
-	QClass      uint16
 	// Reverse is true when the question's name is under in-addr.arpa or
 	// ip6.arpa: a lookup of an address's name.
 	Reverse bool
@@ -186,7 +185,6 @@ func parseDNS(p *dnsmessage.Parser, msg []byte, out *dnsInfo) *parseError {
 	}
 	out.HasQuestion = true
 	out.QType = uint16(q.Type)
-	out.QClass = uint16(q.Class)
 	out.Reverse = isReverseName(q.Name.Data[:q.Name.Length])
 	return nil
 }

@@ -91,13 +91,13 @@ func TestParseDNS(t *testing.T) {
 		want dnsInfo
 	}{
 		{"reverse v4", query(t, 1, "4.3.2.1.In-Addr.ARPA.", dnsmessage.TypePTR), nil,
-			dnsInfo{ID: 1, HasQuestion: true, QType: 12, QClass: 1, Reverse: true}},
+			dnsInfo{ID: 1, HasQuestion: true, QType: 12, Reverse: true}},
 		{"reverse v6", query(t, 2, "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa.", dnsmessage.TypePTR), nil,
-			dnsInfo{ID: 2, HasQuestion: true, QType: 12, QClass: 1, Reverse: true}},
+			dnsInfo{ID: 2, HasQuestion: true, QType: 12, Reverse: true}},
 		{"forward", query(t, 3, "example.com.", dnsmessage.TypeAAAA), nil,
-			dnsInfo{ID: 3, HasQuestion: true, QType: 28, QClass: 1}},
+			dnsInfo{ID: 3, HasQuestion: true, QType: 28}},
 		{"nxdomain truncated", response(t, 4, "x.arpa.", dnsmessage.TypePTR, dnsmessage.RCodeNameError, true), nil,
-			dnsInfo{ID: 4, Response: true, Truncated: true, RCode: 3, HasQuestion: true, QType: 12, QClass: 1}},
+			dnsInfo{ID: 4, Response: true, Truncated: true, RCode: 3, HasQuestion: true, QType: 12}},
 		{"response without question", formerr, nil, dnsInfo{ID: 9, Response: true, RCode: 1}},
 		{"query without question", noQuestion, errDNSNoQuestion, dnsInfo{}},
 		{"short header", []byte{1, 2, 3}, errDNSHeader, dnsInfo{}},

@@ -2,7 +2,6 @@ package dns
 
 import (
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -12,17 +11,13 @@ import (
 	"github.com/stall-exporter/stall_exporter/internal/jvm"
 )
 
-// processTable turns per-process lookup counts into bounded series: at
-// most max (process name, cgroup) pairs have their own
-// stall_dns_process_lookups_total series; the rest count as
-// comm="other", cgroup="other". A pair keeps its series while it is
-// active; when the table is full, a new pair takes the place of the pair
-// idle longest, if that one has been idle for at least idle — so a JVM
-// that starts a lookup storm after a quiet hour gets a series even if max
-// other processes were seen before it. A pair that loses its place just
-// stops being exported (its series goes stale, which rate() handles); its
-// past counts are not moved to "other", which therefore only grows. Not
-// safe for concurrent use.
+// processTable turns per-process counts into bounded series: at most max
+// processes (processKey) have their own; the rest count as comm="other".
+// When the table is full, a new process takes the place of the one idle
+// longest if that one has been idle for idle — so a JVM that starts a
+// lookup storm after a quiet hour gets a series. A process that loses its
+// place stops being exported (its series goes stale); its past counts are
+// not moved to "other". Not safe for concurrent use.
 type processTable struct {
 	max   int
 	idle  time.Duration
@@ -39,11 +34,10 @@ var otherProcess = processKey{"other", "", "other"}
 // maxMainLen bounds the main label.
 const maxMainLen = 64
 
-// jvmName reads what a JVM runs (jvm.ShortName: its main class without the
-// package, or its jar's file name) from its command line, at most
-// maxMainLen bytes; "" when it cannot be read. It is read once per process:
-// reading another process's cmdline takes its mmap lock, which a process
-// stalled in reclaim may hold.
+// jvmName reads what a JVM runs (jvm.ShortName) from its cmdline file, at
+// most maxMainLen bytes; "" when it cannot be read. Read it once per
+// process: reading another process's cmdline takes its mmap lock, which a
+// process stalled in reclaim may hold.
 func jvmName(cmdline string) string {
 	b, err := os.ReadFile(cmdline)
 	if err != nil {
@@ -78,12 +72,10 @@ func (p *processTable) entry(k processKey) *processCount {
 		return c
 	}
 	if len(p.names) >= p.max {
-		var oldest processKey
-		var at time.Time
-		found := false
+		oldest, at := processKey{}, now // idle is positive: at == now admits nothing
 		for key, c := range p.names {
-			if !found || c.last.Before(at) {
-				oldest, at, found = key, c.last, true
+			if c.last.Before(at) {
+				oldest, at = key, c.last
 			}
 		}
 		if now.Sub(at) < p.idle {
@@ -106,15 +98,9 @@ func (p *processTable) addQueries(k processKey, qtype int, n uint64) {
 
 func (p *processTable) addOther(n uint64) { p.other.n += n }
 
+// send sends the series in no particular order: the exporter's gatherer
+// sorts every family.
 func (p *processTable) send(ch chan<- prometheus.Metric) {
-	keys := make([]processKey, 0, len(p.names))
-	for k := range p.names {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		return a.comm < b.comm || a.comm == b.comm && (a.main < b.main || a.main == b.main && a.cgroup < b.cgroup)
-	})
 	send := func(c *processCount, k processKey) {
 		processLookupsDesc.Send(ch, float64(c.n), k.comm, k.main, k.cgroup)
 		for q, n := range c.queries {
@@ -123,8 +109,8 @@ func (p *processTable) send(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	for _, k := range keys {
-		send(p.names[k], k)
+	for k, c := range p.names {
+		send(c, k)
 	}
 	send(&p.other, otherProcess)
 }

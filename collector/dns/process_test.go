@@ -30,7 +30,7 @@ func TestProcessTable(t *testing.T) {
 		if p.other.n != 3 || p.names[processKey{"java", "", "kafka.service"}].n != 2 || len(p.names) != 3 {
 			t.Fatalf("other %d names %v", p.other.n, p.names)
 		}
-		time.Sleep(11 * time.Minute)
+		collectortest.Advance(11 * time.Minute)
 		p.add(processKey{"java", "", "kafka.service"}, 1)
 		p.addQueries(processKey{"java", "", "pod:0b1c2d3e-0000-4000-8000-000000000001/3f2a9c1b7d4e"}, qtPTR, 4)
 		p.add(processKey{"storm", "", ""}, 300) // getent idle for 11 min: replaced; no cgroup is "unknown"
@@ -38,14 +38,14 @@ func TestProcessTable(t *testing.T) {
 			p.names[processKey{"java", "", "kafka.service"}].n != 3 || p.other.n != 3 {
 			t.Fatalf("after eviction: other %d names %v", p.other.n, p.names)
 		}
-		time.Sleep(11 * time.Minute)
+		collectortest.Advance(11 * time.Minute)
 		// Two JVMs in one cgroup: a series each, by what they run.
 		p.add(processKey{"java", "BrokerStartup", "rocketmq.service"}, 1)
 		p.add(processKey{"java", "consumer-app.jar", "rocketmq.service"}, 1)
 		if len(p.names) != 3 || p.names[processKey{"java", "BrokerStartup", "rocketmq.service"}].n != 1 {
 			t.Fatalf("two JVMs in one cgroup: names %v", p.names)
 		}
-		time.Sleep(11 * time.Minute)
+		collectortest.Advance(11 * time.Minute)
 		p.add(processKey{strings.Repeat("x", 100) + "\xff", strings.Repeat("z", 100) + "\xff", strings.Repeat("y", 100) + "\xff"}, 1) // bounded and valid UTF-8 even from /proc
 		for k := range p.names {
 			if len(k.comm) > collector.MaxLabelBytes+len("…") || len(k.main) > maxMainLen+len("…") || len(k.cgroup) > maxCgroupLen+len("…") {
@@ -212,5 +212,37 @@ func TestOpenCgroup2(t *testing.T) {
 			t.Errorf("%s: temporary directories left: %v", name, temps())
 		}
 		unix.Close(fd)
+	}
+}
+
+// TestFindCgroup2Root guards the choice among cgroup2 mounts: the whole
+// hierarchy before a bind-mounted subtree, then the shortest mount point,
+// with mountinfo's octal escapes undone and malformed lines skipped.
+func TestFindCgroup2Root(t *testing.T) {
+	for _, tc := range []struct{ name, mountinfo, mount, root string }{
+		{"unified", "25 1 0:22 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n", "/sys/fs/cgroup", "/"},
+		{"hybrid", "30 25 0:26 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n" +
+			"31 25 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n", "/sys/fs/cgroup/unified", "/"},
+		{"container subtree, then the host's", "40 1 0:30 /kubepods.slice /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n" +
+			"malformed line\n" +
+			"41 1 0:30 / /host/sys/fs/cgroup rw - cgroup2 cgroup2 rw\n", "/host/sys/fs/cgroup", "/"},
+		{"shortest", "50 1 0:30 / /a/long/path rw - cgroup2 cgroup2 rw\n50 1 0:30 / /short rw - cgroup2 cgroup2 rw\n", "/short", "/"},
+		{"escaped", `60 1 0:30 /my\040pod /mnt/cg\134x rw - cgroup2 cgroup2 rw` + "\n", `/mnt/cg\x`, "/my pod"},
+	} {
+		path := filepath.Join(t.TempDir(), "mountinfo")
+		if err := os.WriteFile(path, []byte(tc.mountinfo), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mount, root, err := findCgroup2Root(path)
+		if err != nil || mount != tc.mount || root != tc.root {
+			t.Errorf("%s: %q %q %v, want %q %q", tc.name, mount, root, err, tc.mount, tc.root)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(path, []byte("30 25 0:26 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := findCgroup2Root(path); err == nil || !strings.Contains(err.Error(), "no cgroup2 file system mounted") {
+		t.Errorf("cgroup v1 only: %v", err)
 	}
 }

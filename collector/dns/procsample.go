@@ -12,15 +12,11 @@ import (
 // procAttribution is the fallback when eBPF is unavailable: every
 // --dns.proc-interval it lists the sockets of the exporter's network
 // namespace connected to port 53 (/proc/net/{udp,udp6,tcp,tcp6}) and, only
-// if there are any, finds their owners through /proc/<pid>/fd. Each socket
-// is counted once, for its owner's comm and cgroup (/proc/<pid>/cgroup).
-// It sees only sockets open at the moment of a sample: a glibc lookup's
-// socket lives one round trip (well under a millisecond on a LAN), so at
-// 1 s intervals it catches roughly rate × round trip of them — a storm's
-// process is named, but its count is a small lower bound. Lookups that time
-// out hold their socket for the whole timeout and are caught almost every
-// time. Unconnected UDP sockets (sendto with an address) have no remote
-// port in /proc/net/udp and are not seen.
+// if there are any, finds their owners through /proc/<pid>/fd; each socket
+// is counted once. A sample sees only the sockets open at that moment, so
+// its counts are a lower bound (docs/dns.md, "Which process asked");
+// unconnected UDP sockets have no remote port in /proc/net/udp and are not
+// seen.
 type procAttribution struct {
 	fs       procfs.FS                   // processes
 	netfs    procfs.FS                   // socket tables: net/*

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -19,17 +18,10 @@ import (
 // their IP header; ETH_P_ALL, so outgoing packets are seen too) whose
 // packets the kernel writes into a receive ring of TPACKET_V3 blocks mapped
 // into the exporter (packet(7), the kernel's
-// Documentation/networking/packet_mmap.rst).
-//
-// The kernel fills one block at a time with the packets the filter passes,
-// each with its capture timestamp, and hands the block over when it is
-// full or blockTimeout after it was opened, waking the reader once per
-// block. The reader walks the block's packets in place and gives it back.
-// So the exporter makes no system call and no wake-up per packet, and
-// copies nothing: at 20,000 packets a second it wakes about 50 times (the
-// timeout), at 100,000 about 150 times (full blocks). When every block is
-// still held by the reader, the kernel drops the packet and counts it in
-// PACKET_STATISTICS.
+// Documentation/networking/packet_mmap.rst). The reader is woken once per
+// block handed over (full, or blockTimeout after it was opened), walks its
+// packets in place and gives it back: no system call, wake-up or copy per
+// packet (docs/dns.md, "How it works").
 //
 // The socket is made with protocol 0, which receives nothing; the filter
 // and the ring are in place before bind(2) starts the capture, so no
@@ -44,15 +36,11 @@ type ring struct {
 	fn    func([]byte, int64) // the packet handler of the read in progress
 	walk  func(uintptr) bool  // r.drain, built once: a method value per read would allocate
 	drain time.Time           // when drain last found no block ready
-
-	mu            sync.Mutex
-	passed, drops uint64 // PACKET_STATISTICS, accumulated (the kernel resets it on every read)
 }
 
 const (
-	// blockSize bounds a packet: a larger one (a TCP segment of more than
-	// 128 KiB, which only GRO/GSO on loopback can make) is cut, and its
-	// connection direction counted unsynced.
+	// blockSize bounds a packet: a larger one (a TCP segment over 128 KiB,
+	// which only GRO/GSO on loopback makes) is cut, its direction unsynced.
 	blockSize = 128 << 10
 	minBlocks = 4
 	// blockTimeout is tp_retire_blk_tov: the longest a packet waits in a
@@ -231,19 +219,16 @@ func (r *ring) packets(b []byte) {
 	}
 }
 
-// stats reads PACKET_STATISTICS and returns the totals since the ring was
-// opened: packets that passed the filter and, of those, the ones dropped
-// because no block was free.
+// stats reads PACKET_STATISTICS, which the kernel resets on every read:
+// packets that passed the filter since the last read and, of those, the
+// ones dropped because no block was free.
 func (r *ring) stats() (passed, drops uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	_ = r.rc.Control(func(fd uintptr) {
 		if s, err := unix.GetsockoptTpacketStatsV3(int(fd), unix.SOL_PACKET, unix.PACKET_STATISTICS); err == nil {
-			r.passed += uint64(s.Packets)
-			r.drops += uint64(s.Drops)
+			passed, drops = uint64(s.Packets), uint64(s.Drops)
 		}
 	})
-	return r.passed, r.drops
+	return passed, drops
 }
 
 // Close closes the socket and unmaps the ring; only the reader calls it,

@@ -157,6 +157,3 @@ func (t *tcpTable) expire(cutoff int64) {
 		}
 	}
 }
-
-// Len is the number of tracked directions.
-func (t *tcpTable) Len() int { return len(t.byKey) }

@@ -49,23 +49,17 @@ type tracker struct {
 	timeoutBuf [numQTypes]uint64
 }
 
-type trackerOptions struct {
-	MaxPending   int
-	MaxTCPFlows  int
-	MaxResolvers int
-	TimeoutNS    int64
-	Problems     *collector.Problems
-	Duration     *prometheus.HistogramVec // labelled by qtype
-}
-
-func newTracker(o trackerOptions) *tracker {
+// newTracker makes the tracker of the --dns.max-pending, --dns.max-tcp-flows,
+// --dns.max-resolvers and --dns.timeout options, counting malformed packets
+// in problems.
+func newTracker(o options, problems *collector.Problems) *tracker {
 	t := &tracker{
-		problems: o.Problems,
-		pending:  newPendingTable(o.MaxPending, o.TimeoutNS),
-		queries:  make([][numQTypes]atomic.Uint64, o.MaxResolvers+1),
+		problems:    problems,
+		pending:     newPendingTable(o.maxPending, int64(o.timeout)),
+		queries:     make([][numQTypes]atomic.Uint64, o.maxResolvers+1),
+		durationVec: lookupDuration.HistogramVec(),
 	}
-	t.tcp = newTCPTable(o.MaxTCPFlows, t.handleMessage)
-	t.durationVec = o.Duration
+	t.tcp = newTCPTable(o.maxTCPFlows, t.handleMessage)
 	return t
 }
 

@@ -16,14 +16,8 @@ import (
 )
 
 func newTestTracker(maxPending, maxResolvers int, timeout time.Duration) *tracker {
-	return newTracker(trackerOptions{
-		MaxPending:   maxPending,
-		MaxTCPFlows:  4,
-		MaxResolvers: maxResolvers,
-		TimeoutNS:    int64(timeout),
-		Problems:     collector.NewProblems("dns", slog.New(slog.DiscardHandler)),
-		Duration:     newDurationVec(),
-	})
+	o := options{maxPending: maxPending, maxTCPFlows: 4, maxResolvers: maxResolvers, timeout: timeout}
+	return newTracker(o, collector.NewProblems("dns", slog.New(slog.DiscardHandler)))
 }
 
 // histogram returns the sample count and sum of one qtype's duration.
@@ -156,15 +150,15 @@ func TestTrackerTCP(t *testing.T) {
 	if n, _ := histogram(t, tr, qtAAAA); n != 1 {
 		t.Errorf("AAAA durations %d, want 1", n)
 	}
-	if tr.tcp.Len() != 1 {
-		t.Errorf("flows %d after the server's FIN, want 1 (the client direction)", tr.tcp.Len())
+	if len(tr.tcp.byKey) != 1 {
+		t.Errorf("flows %d after the server's FIN, want 1 (the client direction)", len(tr.tcp.byKey))
 	}
 	// A segment after a gap desynchronises the direction; data of an
 	// unknown connection is skipped; both are counted.
 	tr.handle(tcpPacket(c, 41000, s, 53, 101+uint32(len(both))+10, tcpACK, framed(q1)), 30*ms)
 	tr.handle(tcpPacket(c, 41001, s, 53, 1, tcpACK, framed(q1)), 30*ms)
-	if tr.tcp.unsynced != 2 || tr.tcp.Len() != 0 {
-		t.Errorf("unsynced %d flows %d, want 2 and 0", tr.tcp.unsynced, tr.tcp.Len())
+	if tr.tcp.unsynced != 2 || len(tr.tcp.byKey) != 0 {
+		t.Errorf("unsynced %d flows %d, want 2 and 0", tr.tcp.unsynced, len(tr.tcp.byKey))
 	}
 	if tr.problems.Count() != 0 {
 		t.Errorf("%d parse problems, want 0", tr.problems.Count())
@@ -284,8 +278,8 @@ func FuzzTracker(f *testing.F) {
 			tr.expire(now)
 			b = b[min(i+2, len(b)):]
 		}
-		if tr.pending.Len() > 8 || tr.tcp.Len() > 4 {
-			t.Fatalf("pending %d flows %d beyond their caps", tr.pending.Len(), tr.tcp.Len())
+		if tr.pending.Len() > 8 || len(tr.tcp.byKey) > 4 {
+			t.Fatalf("pending %d flows %d beyond their caps", tr.pending.Len(), len(tr.tcp.byKey))
 		}
 	})
 }

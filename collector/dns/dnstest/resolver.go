@@ -33,47 +33,37 @@ func Answer(q []byte, overTCP bool) []byte {
 		return nil
 	}
 	name := strings.ToLower(question.Name.String())
-	rh := dnsmessage.Header{ID: h.ID, Response: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true}
-	res := dnsmessage.ResourceHeader{Name: question.Name, Class: dnsmessage.ClassINET, TTL: 60}
-	var answer func(b *dnsmessage.Builder) error
+	m := dnsmessage.Message{
+		Header:    dnsmessage.Header{ID: h.ID, Response: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true},
+		Questions: []dnsmessage.Question{question},
+	}
+	var answer dnsmessage.ResourceBody
 	switch {
 	case strings.HasSuffix(name, ".2.0.192.in-addr.arpa.") && question.Type == dnsmessage.TypePTR:
-		answer = func(b *dnsmessage.Builder) error {
-			return b.PTRResource(res, dnsmessage.PTRResource{PTR: dnsmessage.MustNewName("host.test.")})
-		}
+		answer = &dnsmessage.PTRResource{PTR: dnsmessage.MustNewName("host.test.")}
 	case strings.HasSuffix(name, ".113.0.203.in-addr.arpa."), name == "nx.test.":
-		rh.RCode = dnsmessage.RCodeNameError
+		m.RCode = dnsmessage.RCodeNameError
 	case strings.HasSuffix(name, ".100.51.198.in-addr.arpa."):
 		return nil
 	case name == "ok.test." && question.Type == dnsmessage.TypeA:
-		answer = func(b *dnsmessage.Builder) error {
-			return b.AResource(res, dnsmessage.AResource{A: [4]byte{192, 0, 2, 1}})
-		}
+		answer = &dnsmessage.AResource{A: [4]byte{192, 0, 2, 1}}
 	case name == "ok.test." && question.Type == dnsmessage.TypeAAAA:
-		answer = func(b *dnsmessage.Builder) error {
-			return b.AAAAResource(res, dnsmessage.AAAAResource{AAAA: [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: 1}})
-		}
+		answer = &dnsmessage.AAAAResource{AAAA: [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: 1}}
 	case name == "ok.test.":
 	case name == "big.test." && !overTCP:
-		rh.Truncated = true
+		m.Truncated = true
 	case name == "big.test." && question.Type == dnsmessage.TypeTXT:
-		answer = func(b *dnsmessage.Builder) error {
-			return b.TXTResource(res, dnsmessage.TXTResource{TXT: []string{strings.Repeat("x", 250), strings.Repeat("y", 250)}})
-		}
+		answer = &dnsmessage.TXTResource{TXT: []string{strings.Repeat("x", 250), strings.Repeat("y", 250)}}
 	default:
-		rh.RCode = dnsmessage.RCodeRefused
-	}
-	b := dnsmessage.NewBuilder(nil, rh)
-	b.EnableCompression()
-	if b.StartQuestions() != nil || b.Question(question) != nil {
-		return nil
+		m.RCode = dnsmessage.RCodeRefused
 	}
 	if answer != nil {
-		if b.StartAnswers() != nil || answer(&b) != nil {
-			return nil
-		}
+		m.Answers = []dnsmessage.Resource{{
+			Header: dnsmessage.ResourceHeader{Name: question.Name, Class: dnsmessage.ClassINET, TTL: 60},
+			Body:   answer,
+		}}
 	}
-	msg, err := b.Finish()
+	msg, err := m.Pack() // names compressed, as by a real server
 	if err != nil {
 		return nil
 	}
@@ -99,14 +89,12 @@ func Listen(addr string) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{udp: pc, tcp: l}
-	s.wg.Add(2)
-	go s.serveUDP()
-	go s.serveTCP()
+	s.wg.Go(s.serveUDP)
+	s.wg.Go(s.serveTCP)
 	return s, nil
 }
 
 func (s *Server) serveUDP() {
-	defer s.wg.Done()
 	buf := make([]byte, 1500)
 	for {
 		n, from, err := s.udp.ReadFrom(buf)
@@ -120,7 +108,6 @@ func (s *Server) serveUDP() {
 }
 
 func (s *Server) serveTCP() {
-	defer s.wg.Done()
 	for {
 		c, err := s.tcp.Accept()
 		if err != nil {
