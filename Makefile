@@ -42,7 +42,7 @@ test-deps:
 ## Prometheus server's configuration that fit here) over both modules; installs the pinned version
 ## with `go install` when it is missing (about 1.5 minutes of compiling on 2 cores)
 GOLANGCI_LINT_VERSION ?= v2.15.0
-GOLANGCI_LINT         := $(shell $(GO) env GOPATH)/bin/golangci-lint
+GOLANGCI_LINT         := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)/golangci-lint
 lint:
 	@$(GOLANGCI_LINT) version 2>/dev/null | grep -q ' $(GOLANGCI_LINT_VERSION:v%=%) ' || { \
 	  echo "installing golangci-lint $(GOLANGCI_LINT_VERSION)"; \

@@ -57,7 +57,7 @@ func BenchmarkCollectorRealProc(b *testing.B) {
 // prometheusHeaders are the request headers Prometheus 2.x sends with a
 // scrape; gzip selects whether Accept-Encoding asks for compression.
 func prometheusRequest(gzip bool) *http.Request {
-	req := httptest.NewRequest("GET", "/metrics", nil)
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	req.Header.Set("Accept", "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
 	req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", "10")
 	if gzip {

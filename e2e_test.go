@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/alecthomas/kingpin/v2"
+
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 )

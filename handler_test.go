@@ -35,7 +35,7 @@ func (f *fakeCollector) Update(ctx context.Context, ch chan<- prometheus.Metric)
 	ch <- prometheus.MustNewConstMetric(testGauge, prometheus.GaugeValue, 1, f.name)
 	if f.panics {
 		var m map[string]int
-		m["boom"]++ // a nil-map write: the kind of bug a collector could have
+		m["boom"]++ //nolint:staticcheck // SA5000 on purpose: a nil-map write, the kind of bug a collector could have
 	}
 	if f.block != nil {
 		<-f.block
@@ -123,7 +123,7 @@ func serve(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
 // unless it is a 200.
 func get(t *testing.T, h http.Handler, url string, header ...string) *httptest.ResponseRecorder {
 	t.Helper()
-	req := httptest.NewRequest("GET", url, nil)
+	req := httptest.NewRequest(http.MethodGet, url, nil)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -175,7 +175,7 @@ func TestSlowCollectorDoesNotBlockOthers(t *testing.T) {
 		h := newTestServer(testSetup{built: built, timeout: timeout}).metrics
 
 		start := time.Now()
-		got := samples(t, serve(h, httptest.NewRequest("GET", "/metrics", nil)).Body.String())
+		got := samples(t, serve(h, httptest.NewRequest(http.MethodGet, "/metrics", nil)).Body.String())
 		if took := time.Since(start); took != timeout {
 			t.Errorf("the scrape took %v, want the collectors' timeout %v", took, timeout)
 		}
@@ -197,7 +197,7 @@ func TestSlowCollectorDoesNotBlockOthers(t *testing.T) {
 			t.Error("a sample sent after the timeout reached the scrape")
 		}
 
-		got = samples(t, serve(h, httptest.NewRequest("GET", "/metrics", nil)).Body.String())
+		got = samples(t, serve(h, httptest.NewRequest(http.MethodGet, "/metrics", nil)).Body.String())
 		if n := slow.started.Load(); n != 1 {
 			t.Errorf("stuck collector was started %d times, want 1", n)
 		}
@@ -223,7 +223,7 @@ func TestScrapeTimeoutHeader(t *testing.T) {
 		{"garbage", 8 * time.Second, 8 * time.Second},
 		{"-3", 8 * time.Second, 8 * time.Second},
 	} {
-		r := httptest.NewRequest("GET", "/metrics", nil)
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		if tc.header != "" {
 			r.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", tc.header)
 		}
@@ -244,12 +244,12 @@ func TestRequestContextReachesCollectors(t *testing.T) {
 				c := newCtxCollector()
 				srv := newTestServer(testSetup{built: testBuilt(c), modules: map[string]collector.ProbeModule{"stub": stubModule{c: c}},
 					timeout: 8 * time.Second})
-				var h http.Handler = srv.metrics
+				h := srv.metrics
 				if strings.HasPrefix(path, "/probe") {
 					h = srv.probe
 				}
 				ctx, hangUp := context.WithCancel(context.Background())
-				r := httptest.NewRequest("GET", path, nil).WithContext(ctx)
+				r := httptest.NewRequest(http.MethodGet, path, nil).WithContext(ctx)
 				r.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", "5")
 				done := make(chan struct{})
 				start := time.Now()
@@ -283,11 +283,11 @@ func TestRefusalsCountedAndLogged(t *testing.T) {
 		h := newTestServer(testSetup{built: testBuilt(slow), timeout: 5 * time.Minute, maxRequests: 1, maxProbeRequests: 1, logger: logger}).metrics
 
 		first := make(chan string)
-		go func() { first <- serve(h, httptest.NewRequest("GET", "/metrics", nil)).Body.String() }()
+		go func() { first <- serve(h, httptest.NewRequest(http.MethodGet, "/metrics", nil)).Body.String() }()
 		synctest.Wait() // the first request holds the only slot
 		refuse := func(n int) {
 			for range n {
-				if rec := serve(h, httptest.NewRequest("GET", "/metrics", nil)); rec.Code != http.StatusServiceUnavailable {
+				if rec := serve(h, httptest.NewRequest(http.MethodGet, "/metrics", nil)); rec.Code != http.StatusServiceUnavailable {
 					t.Fatalf("request over the limit: %d", rec.Code)
 				}
 			}
@@ -303,7 +303,7 @@ func TestRefusalsCountedAndLogged(t *testing.T) {
 		}
 		close(block)
 		<-first
-		body := serve(h, httptest.NewRequest("GET", "/metrics", nil)).Body.String()
+		body := serve(h, httptest.NewRequest(http.MethodGet, "/metrics", nil)).Body.String()
 		for _, want := range []string{
 			`stall_exporter_requests_refused_total{handler="metrics"} 51`,
 			`stall_exporter_requests_refused_total{handler="probe"} 0`,
@@ -397,7 +397,7 @@ func TestProbeRequests(t *testing.T) {
 		{"module=nope&target=good:1", 400, "unknown or missing module (module=other|stub)"},
 		{"module=other&target=good:1", 200, `stall_test_value{from="probed-good:1"} 1`},
 	} {
-		rec := serve(h, httptest.NewRequest("GET", "/probe?"+tc.query, nil))
+		rec := serve(h, httptest.NewRequest(http.MethodGet, "/probe?"+tc.query, nil))
 		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.body) {
 			t.Errorf("%.60s: %d %q, want %d containing %q", tc.query, rec.Code, rec.Body.String(), tc.code, tc.body)
 		}
@@ -424,7 +424,7 @@ func TestProbeFailuresLoggedOnce(t *testing.T) {
 	lines, logger := newLogLines(slog.LevelDebug)
 	h := newTestProbeHandler(logger, map[string]collector.ProbeModule{"failing": stubModule{c: c}})
 	probe := func(target string) string {
-		rec := serve(h, httptest.NewRequest("GET", "/probe?module=failing&target="+target, nil))
+		rec := serve(h, httptest.NewRequest(http.MethodGet, "/probe?module=failing&target="+target, nil))
 		if rec.Code != http.StatusOK {
 			t.Fatalf("probe %s: %d %s", target, rec.Code, rec.Body)
 		}
@@ -490,7 +490,7 @@ func TestProbeDebug(t *testing.T) {
 		lines, logger := newLogLines(slog.LevelInfo)
 		closed := &atomic.Int32{}
 		h := newTestProbeHandler(logger, map[string]collector.ProbeModule{"logging": loggingModule{closed}})
-		rec := serve(h, httptest.NewRequest("GET", "/probe?module=logging&target=good:1&debug=true", nil))
+		rec := serve(h, httptest.NewRequest(http.MethodGet, "/probe?module=logging&target=good:1&debug=true", nil))
 		body := rec.Body.String()
 		if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/plain") {
 			t.Fatalf("%d %s: %s", rec.Code, rec.Header().Get("Content-Type"), body)
@@ -518,7 +518,7 @@ func TestProbeDebug(t *testing.T) {
 		if n := closed.Load(); n != 1 || h.targets.Len() != 0 {
 			t.Errorf("the debug collector was closed %d times and %d targets are cached; want 1 and 0", n, h.targets.Len())
 		}
-		if rec := serve(h, httptest.NewRequest("GET", "/probe?module=logging&target=evil:1&debug=true", nil)); rec.Code != http.StatusForbidden {
+		if rec := serve(h, httptest.NewRequest(http.MethodGet, "/probe?module=logging&target=evil:1&debug=true", nil)); rec.Code != http.StatusForbidden {
 			t.Errorf("a refused target with debug=true: %d, want 403", rec.Code)
 		}
 	})
@@ -535,14 +535,16 @@ func TestSeparateBudgets(t *testing.T) {
 		mh, ph := srv.metrics, srv.probe
 
 		done := make(chan int)
-		go func() { done <- serve(ph, httptest.NewRequest("GET", "/probe?module=hanging&target=good:1", nil)).Code }()
+		go func() {
+			done <- serve(ph, httptest.NewRequest(http.MethodGet, "/probe?module=hanging&target=good:1", nil)).Code
+		}()
 		synctest.Wait() // the first probe holds the only probe slot
-		if code := serve(ph, httptest.NewRequest("GET", "/probe?module=hanging&target=good:2", nil)).Code; code != http.StatusServiceUnavailable {
+		if code := serve(ph, httptest.NewRequest(http.MethodGet, "/probe?module=hanging&target=good:2", nil)).Code; code != http.StatusServiceUnavailable {
 			t.Errorf("second probe while the probe budget is used: %d, want 503", code)
 		}
 		var rec *httptest.ResponseRecorder
 		for range 3 {
-			if rec = serve(mh, httptest.NewRequest("GET", "/metrics", nil)); rec.Code != http.StatusOK {
+			if rec = serve(mh, httptest.NewRequest(http.MethodGet, "/metrics", nil)); rec.Code != http.StatusOK {
 				t.Fatalf("/metrics while a probe holds the probe budget: %d", rec.Code)
 			}
 		}

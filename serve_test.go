@@ -226,7 +226,7 @@ func TestConnectionLimit(t *testing.T) {
 				return false
 			}
 			resp.Body.Close()
-			return resp.StatusCode == 200
+			return resp.StatusCode == http.StatusOK
 		}
 		// get sends a request and reads its answer; once it returns, the
 		// server has marked the connection idle again.

@@ -53,13 +53,13 @@ const MaxLabelBytes = 128
 // which client_golang refuses and MustNewConstMetric panics on, becomes
 // U+FFFD, and so does every control character (C0 including tab and
 // newline, DEL, C1: a NUL makes grep call the whole exposition binary, an
-// escape sequence rewrites a terminal); then a value longer than max bytes
-// is cut at a rune boundary and marked with "…". max is MaxLabelBytes for
+// escape sequence rewrites a terminal); then a value longer than maxLen bytes
+// is cut at a rune boundary and marked with "…". maxLen is MaxLabelBytes for
 // a label value taken from a peer; a shorter one only bounds a value that
-// is not (a quote of peer text in an error, a cgroup name), and max <= 0
+// is not (a quote of peer text in an error, a cgroup name), and maxLen <= 0
 // means no length limit. A value that needs none of this is returned as it
 // is, without allocating.
-func LabelValue(s string, max int) string {
+func LabelValue(s string, maxLen int) string {
 	if !plainASCII(s) {
 		s = strings.Map(func(r rune) rune {
 			if unicode.IsControl(r) {
@@ -68,8 +68,8 @@ func LabelValue(s string, max int) string {
 			return r
 		}, strings.ToValidUTF8(s, "\uFFFD"))
 	}
-	if max > 0 && len(s) > max {
-		cut := max
+	if maxLen > 0 && len(s) > maxLen {
+		cut := maxLen
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
 			cut--
 		}

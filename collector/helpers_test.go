@@ -42,23 +42,23 @@ func TestLabelValue(t *testing.T) {
 func FuzzLabelValue(f *testing.F) {
 	f.Add("V4_9_7\x00", 8)
 	f.Add("\xff\u0085abc", 2)
-	f.Fuzz(func(t *testing.T, s string, max int) {
-		max %= 300
-		got := LabelValue(s, max)
+	f.Fuzz(func(t *testing.T, s string, maxLen int) {
+		maxLen %= 300
+		got := LabelValue(s, maxLen)
 		if !utf8.ValidString(got) {
-			t.Fatalf("LabelValue(%q, %d) = %q: invalid UTF-8", s, max, got)
+			t.Fatalf("LabelValue(%q, %d) = %q: invalid UTF-8", s, maxLen, got)
 		}
 		for _, r := range got {
 			if unicode.IsControl(r) {
-				t.Fatalf("LabelValue(%q, %d) = %q: control character %U", s, max, got, r)
+				t.Fatalf("LabelValue(%q, %d) = %q: control character %U", s, maxLen, got, r)
 			}
 		}
-		if max > 0 && len(got) > max+len("…") {
-			t.Fatalf("LabelValue(%q, %d) = %q: %d bytes", s, max, got, len(got))
+		if maxLen > 0 && len(got) > maxLen+len("…") {
+			t.Fatalf("LabelValue(%q, %d) = %q: %d bytes", s, maxLen, got, len(got))
 		}
 		clean := utf8.ValidString(s) && strings.IndexFunc(s, unicode.IsControl) < 0
-		if clean && (max <= 0 || len(s) <= max) && got != s {
-			t.Fatalf("LabelValue(%q, %d) = %q, want it unchanged", s, max, got)
+		if clean && (maxLen <= 0 || len(s) <= maxLen) && got != s {
+			t.Fatalf("LabelValue(%q, %d) = %q, want it unchanged", s, maxLen, got)
 		}
 	})
 }

@@ -80,15 +80,15 @@ type pendingTable struct {
 	timeout  int64 // ns
 }
 
-func newPendingTable(max int, timeoutNS int64) *pendingTable {
-	max = min(max, 1<<30)
+func newPendingTable(size int, timeoutNS int64) *pendingTable {
+	size = min(size, 1<<30)
 	maxSlots := 2
-	for maxSlots < 2*max {
+	for maxSlots < 2*size {
 		maxSlots <<= 1
 	}
 	slots := min(minIndexSlots, maxSlots)
 	return &pendingTable{
-		pool:     make([]pendingEntry, max),
+		pool:     make([]pendingEntry, size),
 		freeHead: -1,
 		index:    make([]uint32, slots),
 		mask:     uint64(slots - 1),

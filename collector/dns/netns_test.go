@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/prometheus/procfs"
+
 	"github.com/stall-exporter/stall_exporter/collector/dns/dnstest"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )

@@ -2,6 +2,7 @@ package dns
 
 import (
 	"encoding/binary"
+	"errors"
 
 	"golang.org/x/net/dns/dnsmessage"
 )
@@ -175,7 +176,7 @@ func parseDNS(p *dnsmessage.Parser, msg []byte, out *dnsInfo) *parseError {
 	*out = dnsInfo{ID: h.ID, Response: h.Response, Truncated: h.Truncated, RCode: uint8(h.RCode & 0x0f)}
 	q, err := p.Question()
 	switch {
-	case err == dnsmessage.ErrSectionDone:
+	case errors.Is(err, dnsmessage.ErrSectionDone):
 		if !h.Response {
 			return errDNSNoQuestion
 		}

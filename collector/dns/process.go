@@ -52,8 +52,8 @@ type processCount struct {
 	last    time.Time
 }
 
-func newProcessTable(max int, idle time.Duration) *processTable {
-	return &processTable{max: max, idle: idle, names: map[processKey]*processCount{}}
+func newProcessTable(size int, idle time.Duration) *processTable {
+	return &processTable{max: size, idle: idle, names: map[processKey]*processCount{}}
 }
 
 // entry returns the counts of process k, admitting it if there is room

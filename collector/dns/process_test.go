@@ -11,9 +11,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
-	"golang.org/x/sys/unix"
 )
 
 // TestProcessTable guards the series bound: at most max (name, main,
@@ -59,9 +60,9 @@ func TestProcessTable(t *testing.T) {
 // each runtime, both kubelet cgroup drivers, and bounded paths.
 func TestCgroupName(t *testing.T) {
 	const (
-		id  = "3f2a9c1b7d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8"
-		uid = "0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"
-		u_  = "0b1c2d3e_4f50_4a6b_8c7d_9e0f1a2b3c4d"
+		id         = "3f2a9c1b7d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8"
+		uid        = "0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"
+		uidSystemd = "0b1c2d3e_4f50_4a6b_8c7d_9e0f1a2b3c4d"
 	)
 	for path, want := range map[string]string{
 		"/":                          "/",
@@ -75,12 +76,12 @@ func TestCgroupName(t *testing.T) {
 		"/docker/" + id:                                                       "docker:3f2a9c1b7d4e",
 		"/machine.slice/libpod-" + id + ".scope":                              "podman:3f2a9c1b7d4e",
 		"/system.slice/crio-" + id + ".scope":                                 "crio:3f2a9c1b7d4e",
-		"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + u_ + ".slice/cri-containerd-" + id + ".scope": "pod:" + uid + "/3f2a9c1b7d4e",
-		"/kubepods.slice/kubepods-pod" + u_ + ".slice/crio-" + id + ".scope":                                              "pod:" + uid + "/3f2a9c1b7d4e",
-		"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + u_ + ".slice":                               "pod:" + uid,
-		"/kubepods/burstable/pod" + uid + "/" + id:                                                                        "pod:" + uid + "/3f2a9c1b7d4e",
-		"/kubepods.slice/kubepods-burstable.slice":                                                                        "kubepods-burstable.slice",
-		"/../../kubepods/burstable/pod" + uid + "/" + id:                                                                  "pod:" + uid + "/3f2a9c1b7d4e",
+		"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidSystemd + ".slice/cri-containerd-" + id + ".scope": "pod:" + uid + "/3f2a9c1b7d4e",
+		"/kubepods.slice/kubepods-pod" + uidSystemd + ".slice/crio-" + id + ".scope":                                              "pod:" + uid + "/3f2a9c1b7d4e",
+		"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uidSystemd + ".slice":                               "pod:" + uid,
+		"/kubepods/burstable/pod" + uid + "/" + id:                                                                                "pod:" + uid + "/3f2a9c1b7d4e",
+		"/kubepods.slice/kubepods-burstable.slice":                                                                                "kubepods-burstable.slice",
+		"/../../kubepods/burstable/pod" + uid + "/" + id:                                                                          "pod:" + uid + "/3f2a9c1b7d4e",
 		"/stall-test/child":               "/stall-test/child",
 		"/lxc/" + strings.Repeat("a", 80): "…" + strings.Repeat("a", 64),
 		"/system.slice/docker-abc.scope":  "docker-abc.scope", // not a container id: a unit

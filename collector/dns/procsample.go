@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/procfs"
+
 	"github.com/stall-exporter/stall_exporter/internal/jvm"
 )
 
@@ -52,9 +53,11 @@ func (a *procAttribution) dnsSockets() map[uint64]bool {
 	add(procfs.NetIPSocket(udp), err)
 	udp6, err := a.netfs.NetUDP6()
 	add(procfs.NetIPSocket(udp6), err)
-	tcp, err := a.netfs.NetTCP()
+	// procfs deprecates these for netlink's sock_diag; this mode is the fallback for hosts
+	// without eBPF, read every few seconds, where the /proc tables are what such a host has.
+	tcp, err := a.netfs.NetTCP() //nolint:staticcheck // SA1019, see above
 	add(procfs.NetIPSocket(tcp), err)
-	tcp6, err := a.netfs.NetTCP6()
+	tcp6, err := a.netfs.NetTCP6() //nolint:staticcheck // SA1019, see above
 	add(procfs.NetIPSocket(tcp6), err)
 	return out
 }

@@ -53,15 +53,15 @@ type tcpTable struct {
 	deliver func(p *packetInfo, msg []byte, ts int64)
 }
 
-func newTCPTable(max int, deliver func(p *packetInfo, msg []byte, ts int64)) *tcpTable {
+func newTCPTable(size int, deliver func(p *packetInfo, msg []byte, ts int64)) *tcpTable {
 	t := &tcpTable{
-		pool:    make([]tcpFlow, max),
-		free:    make([]int32, max),
-		byKey:   make(map[flowKey]int32, max),
+		pool:    make([]tcpFlow, size),
+		free:    make([]int32, size),
+		byKey:   make(map[flowKey]int32, size),
 		deliver: deliver,
 	}
 	for i := range t.free {
-		t.free[i] = int32(max - 1 - i)
+		t.free[i] = int32(size - 1 - i)
 	}
 	return t
 }

@@ -139,9 +139,9 @@ func (t *tracker) resolverIndex(a *addr) int {
 			return i
 		}
 	}
-	max := len(t.queries) - 1
-	if len(t.resolverAddrs) >= max {
-		return max
+	other := len(t.queries) - 1 // the last index counts every further resolver
+	if len(t.resolverAddrs) >= other {
+		return other
 	}
 	t.resolverAddrs = append(t.resolverAddrs, *a)
 	name := netip.AddrFrom16(*a).Unmap().String()

@@ -177,13 +177,13 @@ func TestTrackerTCP(t *testing.T) {
 // under random inserts, matches and expiries: full (64 entries for 600
 // keys), and with room for all, so the index grows from 256 slots.
 func TestPendingTableModel(t *testing.T) {
-	for _, max := range []int{64, 2048} {
-		t.Run(fmt.Sprint(max), func(t *testing.T) { testPendingTableModel(t, max) })
+	for _, size := range []int{64, 2048} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) { testPendingTableModel(t, size) })
 	}
 }
 
-func testPendingTableModel(t *testing.T, max int) {
-	pt := newPendingTable(max, 100)
+func testPendingTableModel(t *testing.T, size int) {
+	pt := newPendingTable(size, 100)
 	model := map[pendingKey]int64{}
 	r := rand.New(rand.NewPCG(1, 2))
 	var timeouts [numQTypes]uint64
@@ -229,18 +229,18 @@ func testPendingTableModel(t *testing.T, max int) {
 // TestPendingTableGrows fills the table past its starting index: every
 // query stays findable while the index doubles, and up to twice max slots.
 func TestPendingTableGrows(t *testing.T) {
-	const max = 3000
-	pt := newPendingTable(max, 100)
-	for i := range max {
+	const size = 3000
+	pt := newPendingTable(size, 100)
+	for i := range size {
 		k := pendingKey{CPort: uint16(i), ID: uint16(i >> 8)}
 		if res := pt.query(&k, int64(i), uint8(i%numQTypes)); res != resNew {
 			t.Fatalf("query %d: %d, want new", i, res)
 		}
 	}
 	if len(pt.index) != 8192 {
-		t.Errorf("index of %d slots for %d entries, want 8192", len(pt.index), max)
+		t.Errorf("index of %d slots for %d entries, want 8192", len(pt.index), size)
 	}
-	for i := range max {
+	for i := range size {
 		k := pendingKey{CPort: uint16(i), ID: uint16(i >> 8)}
 		if res, ts, qt := pt.response(&k); res != resMatched || ts != int64(i) || qt != uint8(i%numQTypes) {
 			t.Fatalf("response %d: %d ts %d qtype %d", i, res, ts, qt)

@@ -2,10 +2,11 @@ package host
 
 import (
 	"bytes"
-	"fmt"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,7 +54,7 @@ func TestKmsgParseRecord(t *testing.T) {
 		"6,-1,2,-;bad seq":                     errKmsgSeq,
 		"6,1,99999999999999999999999,-;bad ts": errKmsgTimestamp,
 	} {
-		if _, err := parseKmsgRecord([]byte(in)); err != want {
+		if _, err := parseKmsgRecord([]byte(in)); !errors.Is(err, want) {
 			t.Errorf("%q: err %v, want %v", in, err, want)
 		}
 	}
@@ -278,7 +279,7 @@ func TestKmsgClassifyOOMSequences(t *testing.T) {
 			"Memory cgroup out of memory: Killed process 3061 (sidecar) total-vm:1kB",
 		}, []kmsgEvent{none, global, cgroup, none, cgroup}},
 	} {
-		if got := kmsgClassifyAll(t, c.msgs...); fmt.Sprint(got) != fmt.Sprint(c.want) {
+		if got := kmsgClassifyAll(t, c.msgs...); !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -632,7 +633,7 @@ func TestKmsgRealDevice(t *testing.T) {
 			before := 0
 			for {
 				n, err := src.Read(buf)
-				if err != nil && err != syscall.EPIPE {
+				if err != nil && !errors.Is(err, syscall.EPIPE) {
 					t.Fatalf("the record written to /dev/kmsg was not read (within 10 s): %v", err)
 				}
 				r, perr := parseKmsgRecord(buf[:n])

@@ -32,10 +32,10 @@ func (b *badLines) add(line int, text []byte, msg string) {
 	if b.first != nil {
 		return
 	}
-	const max = 80
+	const shown = 80
 	t := string(text)
-	if len(text) > max {
-		t = string(text[:max]) + "…"
+	if len(text) > shown {
+		t = string(text[:shown]) + "…"
 	}
 	b.first = &ParseError{File: b.file, Line: line, Text: t, Msg: msg}
 }

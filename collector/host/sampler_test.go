@@ -168,9 +168,9 @@ func TestSamplerExcursion(t *testing.T) {
 }
 
 // diskLine builds a 20-field /proc/diskstats line.
-func diskLine(maj, min int, name string, reads, readMs, writes, writeMs, ioMs uint64) string {
+func diskLine(major, minor int, name string, reads, readMs, writes, writeMs, ioMs uint64) string {
 	return fmt.Sprintf("%4d %7d %s %d 0 0 %d %d 0 0 %d 0 %d %d 0 0 0 0 0 0\n",
-		maj, min, name, reads, readMs, writes, writeMs, ioMs, readMs+writeMs)
+		major, minor, name, reads, readMs, writes, writeMs, ioMs, readMs+writeMs)
 }
 
 // diskSteps feeds the sampler's disk sampling /proc/diskstats reads made at

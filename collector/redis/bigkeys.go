@@ -229,7 +229,7 @@ func (b *bigKeyScanner) scanDB(ctx context.Context, c *redis.Client, db int) err
 			for i, k := range keys[:n] {
 				cmds[i] = pipe.MemoryUsage(ctx, k, b.s.samples) // SAMPLES 0: every nested value
 			}
-			if _, err := pipe.Exec(ctx); err != nil && !isErrorReply(err) && err != redis.Nil {
+			if _, err := pipe.Exec(ctx); err != nil && !isErrorReply(err) && !errors.Is(err, redis.Nil) {
 				return fmt.Errorf("MEMORY USAGE: %w", err)
 			}
 			b.mu.Lock()
@@ -239,7 +239,7 @@ func (b *bigKeyScanner) scanDB(ctx context.Context, c *redis.Client, db int) err
 					if msg := strings.ToLower(err.Error()); isErrorReply(err) &&
 						(strings.Contains(msg, "unknown") || strings.HasPrefix(msg, "noperm")) {
 						b.mu.Unlock()
-						return fmt.Errorf("%w: %v", errBigKeysUnsupported, err)
+						return fmt.Errorf("%w: %w", errBigKeysUnsupported, err)
 					}
 					continue // key expired or deleted between SCAN and MEMORY USAGE
 				}

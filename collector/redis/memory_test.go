@@ -195,7 +195,7 @@ func TestStalledAnnouncement(t *testing.T) {
 func TestHostileInfo(t *testing.T) {
 	lines := func(size int, line func(i int) string) string {
 		var b strings.Builder
-		b.WriteString(fmt.Sprintf(autoInfo, 1))
+		fmt.Fprintf(&b, autoInfo, 1)
 		for i := 0; b.Len() < size; i++ {
 			b.WriteString(line(i))
 		}
@@ -324,7 +324,7 @@ func BenchmarkExporterPeakRSS(b *testing.B) {
 			i, i>>16&255, i>>8&255, i&255, i*2654435761, i%100/99*5242880)
 	}
 	var hostileInfo strings.Builder
-	hostileInfo.WriteString(fmt.Sprintf(autoInfo, 1))
+	fmt.Fprintf(&hostileInfo, autoInfo, 1)
 	for i := 0; hostileInfo.Len() < 480_000; i++ {
 		hostileInfo.WriteString("f" + strconv.Itoa(i) + ":1\r\n")
 	}

@@ -71,7 +71,7 @@ func (c *scraper) scrapeBroker(ctx context.Context, b *broker, ch chan<- prometh
 	kv, err := b.client.RuntimeInfo(ctx)
 	if err == nil {
 		b.mu.Lock()
-		configDue := b.config == nil || time.Now().Sub(b.configAt) >= c.opts.ConfigInterval
+		configDue := b.config == nil || time.Since(b.configAt) >= c.opts.ConfigInterval
 		b.mu.Unlock()
 		if configDue {
 			c.readConfig(ctx, b)

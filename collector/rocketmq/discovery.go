@@ -39,7 +39,7 @@ func (c *scraper) refreshTopology(byScrape bool) (<-chan struct{}, bool) {
 	defer c.mu.Unlock()
 	if c.discovering == nil {
 		due := len(c.opts.Namesrv) > 0 &&
-			((c.discovered && time.Now().Sub(c.lastDiscovery) >= c.opts.DiscoveryInterval) || (!c.discovered && byScrape))
+			((c.discovered && time.Since(c.lastDiscovery) >= c.opts.DiscoveryInterval) || (!c.discovered && byScrape))
 		if !due {
 			return nil, false
 		}

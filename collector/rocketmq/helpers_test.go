@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/alecthomas/kingpin/v2"
+
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
@@ -64,15 +65,6 @@ func testOptions(t testing.TB, args ...string) options {
 		t.Fatal(err)
 	}
 	return opts
-}
-
-// useFlags makes the /probe module read args as the process's flags until
-// the test ends: probe.go reads them at each new target.
-func useFlags(t *testing.T, args ...string) {
-	t.Helper()
-	saved := flags
-	flags = parseFlags(t, args...)
-	t.Cleanup(func() { flags = saved })
 }
 
 // logRecords is a slog handler that keeps every record at info and above

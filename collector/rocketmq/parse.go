@@ -48,7 +48,7 @@ func parseDistribution(s string) ([13]uint64, error) {
 		}
 		n, err := strconv.ParseUint(f[len(want):], 10, 64)
 		if err != nil {
-			return out, fmt.Errorf("bucket %s: %v", remoting.DistributionLabels[i], err)
+			return out, fmt.Errorf("bucket %s: %w", remoting.DistributionLabels[i], err)
 		}
 		out[i] = n
 	}

@@ -136,7 +136,7 @@ func expandValues(s string) ([]string, error) {
 		case strings.HasPrefix(f, "_x"):
 			n, err := strconv.Atoi(f[2:])
 			if err != nil {
-				return nil, fmt.Errorf("term %q: %v", f, err)
+				return nil, fmt.Errorf("term %q: %w", f, err)
 			}
 			for range n {
 				out = append(out, "_")

@@ -72,7 +72,7 @@ func (c *scraper) sampleOnce(ctx context.Context) {
 				b.observeLock(s)
 			}
 			// A bad value is counted by the scrape that emits the metrics.
-			b.observeDistribution(kv["putMessageDistributeTime"], kv["brokerVersionDesc"], now)
+			_ = b.observeDistribution(kv["putMessageDistributeTime"], kv["brokerVersionDesc"], now)
 		})
 	}
 	wg.Wait()

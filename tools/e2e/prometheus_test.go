@@ -118,7 +118,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		}
 		n, err := prom.vector(`up`)
 		if err != nil || len(n) < len(jobs) {
-			return fmt.Errorf("%d targets up (want at least one per job %v): %v", len(n), jobs, err)
+			return fmt.Errorf("%d targets up (want at least one per job %v): %w", len(n), jobs, err)
 		}
 		return nil
 	})

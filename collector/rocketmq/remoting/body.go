@@ -31,7 +31,7 @@ func ParseKVTable(body []byte) (map[string]string, error) {
 		Table map[string]json.RawMessage `json:"table"`
 	}
 	if err := json.Unmarshal(body, &kv); err != nil {
-		return nil, fmt.Errorf("%w: runtime info body: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: runtime info body: %w", ErrMalformed, err)
 	}
 	if kv.Table == nil {
 		return nil, fmt.Errorf("%w: runtime info body: no \"table\" object", ErrMalformed)
@@ -41,7 +41,7 @@ func ParseKVTable(body []byte) (map[string]string, error) {
 		var s string
 		if len(raw) > 0 && raw[0] == '"' {
 			if err := json.Unmarshal(raw, &s); err != nil {
-				return nil, fmt.Errorf("%w: runtime info key %.64q: %v", ErrMalformed, k, err)
+				return nil, fmt.Errorf("%w: runtime info key %.64q: %w", ErrMalformed, k, err)
 			}
 		} else {
 			s = string(raw)
@@ -102,7 +102,7 @@ func ParseClusterInfo(body []byte) ([]BrokerAddr, error) {
 		ClusterAddrTable map[string][]string `json:"clusterAddrTable"`
 	}
 	if err := json.Unmarshal(QuoteBareKeys(body), &ci); err != nil {
-		return nil, fmt.Errorf("%w: cluster info body: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: cluster info body: %w", ErrMalformed, err)
 	}
 	clusterOf := map[string]string{}
 	for cluster, names := range ci.ClusterAddrTable {

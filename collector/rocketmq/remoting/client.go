@@ -185,7 +185,7 @@ func (c *Client) roundTrip(ctx context.Context, code int, ext map[string]string,
 		return nil, err
 	}
 	// Cancellation without a deadline: unblock the read at once.
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer func() {
 		if !stop() {
 			c.drop() // the deadline may have been cut short under a later request
@@ -234,7 +234,7 @@ func (c *Client) roundTrip(ctx context.Context, code int, ext map[string]string,
 
 func (c *Client) ctxErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+		return fmt.Errorf("%w (%w)", ctx.Err(), err)
 	}
 	return err
 }

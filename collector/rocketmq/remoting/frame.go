@@ -296,7 +296,7 @@ func Decode(frame []byte) (*Command, error) {
 func decodeJSONHeader(h []byte) (*Command, error) {
 	var jh jsonHeader
 	if err := json.Unmarshal(h, &jh); err != nil {
-		return nil, fmt.Errorf("%w: JSON header: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: JSON header: %w", ErrMalformed, err)
 	}
 	return &Command{Code: jh.Code, Language: jh.Language, Version: jh.Version, Opaque: jh.Opaque,
 		Flag: jh.Flag, Remark: jh.Remark, ExtFields: jh.ExtFields}, nil

@@ -122,7 +122,7 @@ func TestDecodeRejects(t *testing.T) {
 			t.Errorf("truncated stream % x: err = %v", stream, err)
 		}
 	}
-	if _, err = remoting.ReadCommand(bytes.NewReader(nil), 0); err != io.EOF {
+	if _, err = remoting.ReadCommand(bytes.NewReader(nil), 0); !errors.Is(err, io.EOF) {
 		t.Errorf("empty stream: err = %v, want io.EOF", err)
 	}
 }

@@ -219,7 +219,7 @@ func (c *chain) series(expr string) ([]promSeries, error) {
 			ts, _ := v[0].(float64)
 			val, err := strconv.ParseFloat(fmt.Sprint(v[1]), 64)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %v", expr, err)
+				return nil, fmt.Errorf("%s: %w", expr, err)
 			}
 			s.Samples = append(s.Samples, [2]float64{ts, val})
 		}
@@ -300,7 +300,7 @@ func (c *chain) sample() (exporterSample, error) {
 			continue
 		}
 		if *dst, err = strconv.ParseFloat(v, 64); err != nil {
-			return s, fmt.Errorf("%s: %v", name, err)
+			return s, fmt.Errorf("%s: %w", name, err)
 		}
 		found++
 	}

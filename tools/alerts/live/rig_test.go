@@ -311,7 +311,7 @@ func undo() []error {
 	}
 	for _, l := range loops {
 		if out, err := exec.Command("losetup", "--detach", "/dev/"+l).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("losetup --detach /dev/%s: %v: %s", l, err, out))
+			errs = append(errs, fmt.Errorf("losetup --detach /dev/%s: %w: %s", l, err, out))
 		}
 	}
 	for _, p := range []string{backingFile, runDir, stateFile} {
@@ -373,7 +373,7 @@ func startGuardian(t *testing.T, lock *os.File) *guardianProc {
 	go func() {
 		err := cmd.Wait()
 		if err != nil {
-			err = fmt.Errorf("%v: %s", err, out.String())
+			err = fmt.Errorf("%w: %s", err, out.String())
 		}
 		g.done <- err
 	}()

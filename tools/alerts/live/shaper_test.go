@@ -71,7 +71,7 @@ func readDirty() (dirtyState, error) {
 		}
 		n, err := strconv.ParseInt(string(v), 10, 64)
 		if err != nil {
-			return s, fmt.Errorf("/proc/vmstat %s: %v", name, err)
+			return s, fmt.Errorf("/proc/vmstat %s: %w", name, err)
 		}
 		*dst = n
 		found++

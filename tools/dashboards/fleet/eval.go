@@ -153,7 +153,7 @@ func query(ctx context.Context, u string, params url.Values) ([]Sample, error) {
 			str, _ := p[1].(string)
 			f, err := strconv.ParseFloat(str, 64)
 			if err != nil || len(p) != 2 {
-				return nil, fmt.Errorf("value %v: %v", p, err)
+				return nil, fmt.Errorf("value %v: %w", p, err)
 			}
 			smp.Values = append(smp.Values, f)
 			smp.Value = f
