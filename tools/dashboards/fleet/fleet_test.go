@@ -3,8 +3,6 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 )
 
 // TestPlantedHosts generates a small fleet (50 hosts, 10 days), turns it
@@ -106,39 +105,10 @@ func startOnFleet(t *testing.T, promtool, prom string, cfg Config) string {
 	if err := os.WriteFile(conf, []byte("global: {}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(prom, "--config.file="+conf, "--storage.tsdb.path="+data, "--storage.tsdb.retention.time=100y",
-		"--web.listen-address="+addr, "--log.level=warn")
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("prometheus output:\n%s", logs.String())
-		}
-	})
+	addr := e2etest.FreeAddr(t)
+	p := e2etest.Run(t, "prometheus", exec.Command(prom, "--config.file="+conf, "--storage.tsdb.path="+data,
+		"--storage.tsdb.retention.time=100y", "--web.listen-address="+addr, "--log.level=warn"))
 	base := "http://" + addr
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(base + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return base
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for Prometheus to be ready on the fleet's blocks: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	e2etest.Ready(t, 60*time.Second, p, base+"/-/ready")
+	return base
 }
