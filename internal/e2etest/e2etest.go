@@ -34,7 +34,7 @@ func FreeAddr(tb testing.TB) string {
 }
 
 // Build compiles the command at pkg (relative to the repository's top directory, "." for the
-// exporter) as `make build` does (CGO_ENABLED=0, -ldflags "-s -w"), into the test's temporary
+// exporter) with `make build`'s CGO_ENABLED=0 and -ldflags "-s -w" (not its version stamps), into the test's temporary
 // directory, and returns the binary's path. Every test builds with the same flags, so a fresh
 // clone compiles the exporter once.
 func Build(tb testing.TB, pkg string) string {
@@ -58,7 +58,9 @@ type Process struct {
 }
 
 // Run starts cmd and kills it when the test ends (or, through Pdeathsig, when the test process
-// dies); its output is shown if the test failed.
+// dies); its output is shown if the test failed. Pdeathsig follows the OS thread that started the
+// process: a test that lets a goroutine exit while locked to its thread (runtime.LockOSThread, as
+// collector/dns's network-namespace tests do) must not share a test binary with Run.
 func Run(tb testing.TB, name string, cmd *exec.Cmd) *Process {
 	tb.Helper()
 	p := &Process{Name: name, Output: &collector.LogBuffer{}, exited: make(chan error, 1)}
