@@ -23,7 +23,7 @@ func TestLabelValue(t *testing.T) {
 		{"\xff\xfe", 3, "\uFFFD"}, // one U+FFFD (3 bytes) for the invalid run
 		// Control characters (C0, DEL, C1) from a peer: a NUL makes grep
 		// call /metrics binary, a newline or ESC garbles whatever shows
-		// the value (review 1, item 12).
+		// the value.
 		{"V4_9_7\x00\xed\xa0\x80", 0, "V4_9_7\uFFFD\uFFFD"}, // NUL, then a surrogate in UTF-8 (invalid)
 		{"a\nb\rc\td\x1b[31me\x7ff\u0085g\u009fh", 0, "a\uFFFDb\uFFFDc\uFFFDd\uFFFD[31me\uFFFDf\uFFFDg\uFFFDh"},
 		{"a\x00bcdef", 4, "a\uFFFD…"}, // replaced first, then cut at a rune boundary

@@ -368,7 +368,7 @@ func BenchmarkRuntimeInfoDecode(b *testing.B) {
 
 // BenchmarkStalledAnnouncers: one scrape of five brokers that each answer
 // with a length word announcing a 16 MiB frame and then stall until the
-// scrape's timeout (issue 11 item 3). heap-MiB is the Go heap in use while
+// scrape's timeout: memory must not follow the announced sizes. heap-MiB is the Go heap in use while
 // the five requests wait, over the heap before the scrape; rss-MiB the
 // process's resident set (VmRSS) at the same moment, over the RSS before.
 func BenchmarkStalledAnnouncers(b *testing.B) {

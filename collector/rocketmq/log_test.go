@@ -262,7 +262,7 @@ func TestLogMalformedLine(t *testing.T) {
 
 // Brokers before 4.7 spell the slow-put and slow-lock warnings differently
 // ("eclipse", 3.x without '='), and 5.x still writes the 4.x spelling for
-// batches; every real spelling counts (issue 11 item 9). The lines and
+// batches; every real spelling counts. The lines and
 // the versions that print them: testdata/README.md.
 func TestLogOldSpellings(t *testing.T) {
 	r := newLogRig(t, true)
