@@ -62,7 +62,7 @@ func TestBadFlags(t *testing.T) {
 }
 
 // TestMissingSysfsWarns: a --path.sysfs that does not exist is a clear
-// warning at start, not silence; the exporter still serves (issue 11). And
+// warning at start, not silence; the exporter still serves. And
 // only our handlers are served: nothing a dependency registers on
 // http.DefaultServeMux (golang.org/x/net/trace's /debug/requests).
 func TestMissingSysfsWarns(t *testing.T) {

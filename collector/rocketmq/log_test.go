@@ -304,7 +304,7 @@ stall_rocketmq_log_lines_total{file="watermark.log"} 0
 }
 
 // The broker's page-cache-busy warning (the line incident 5's write-up
-// quotes) counts an event and the lock hold it reports (issue 11 item 10);
+// quotes) counts an event and the lock hold it reports;
 // one without its lock time is bad input.
 func TestLogPageCacheBusy(t *testing.T) {
 	r := newLogRig(t, true)

@@ -592,7 +592,7 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 
 	// Both switches at once, in either order: each component adds its own
-	// flags, so neither loses the other's (review 2: each set the whole
+	// flags, so neither loses the other's (a patch that set the whole
 	// args list, and the later one won).
 	for _, order := range []string{"  - hostnetwork\n  - dns", "  - dns\n  - hostnetwork"} {
 		both := strings.Replace(string(b), "# components:", "components:\n"+order, 1)

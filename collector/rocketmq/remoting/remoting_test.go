@@ -324,7 +324,7 @@ func TestClientFaultsRedial(t *testing.T) {
 	expectDials("huge", 1)
 
 	// Half a frame, then a close: bad input, not a restarted peer, so it is
-	// neither retried nor taken for a network failure (issue 11 item 13).
+	// neither retried nor taken for a network failure.
 	b.Inject(rocketmqtest.Truncated)
 	check("truncated frame", func(err error) bool {
 		return remoting.IsBadReply(err) && errors.Is(err, io.ErrUnexpectedEOF)
@@ -525,7 +525,7 @@ func FuzzParseBodies(f *testing.F) {
 }
 
 // A peer that announces a 16 MiB frame and stalls costs the client what it
-// sent, not what it promised (issue 11 item 3): five such brokers, asked
+// sent, not what it promised: five such brokers, asked
 // concurrently, must not make the clients allocate 5 × 16 MiB while they
 // wait. Before the fix each request allocated the announced 16 MiB at once.
 func TestStalledAnnouncersCostWhatTheySent(t *testing.T) {
