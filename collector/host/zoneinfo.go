@@ -52,7 +52,7 @@ func (c *zoneinfoCollector) Update(_ context.Context, ch chan<- prometheus.Metri
 	c.buf = data[:0]
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: %w", collector.ErrNoData, err)
+			return fmt.Errorf("%w: %v", collector.ErrNoData, err) //nolint:errorlint // ErrNoData is what callers match; the cause is detail
 		}
 		return err
 	}

@@ -239,7 +239,7 @@ func (b *bigKeyScanner) scanDB(ctx context.Context, c *redis.Client, db int) err
 					if msg := strings.ToLower(err.Error()); isErrorReply(err) &&
 						(strings.Contains(msg, "unknown") || strings.HasPrefix(msg, "noperm")) {
 						b.mu.Unlock()
-						return fmt.Errorf("%w: %w", errBigKeysUnsupported, err)
+						return fmt.Errorf("%w: %v", errBigKeysUnsupported, err) //nolint:errorlint // unsupported is the verdict; the error reply is detail, not to be matched as one
 					}
 					continue // key expired or deleted between SCAN and MEMORY USAGE
 				}

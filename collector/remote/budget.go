@@ -63,8 +63,9 @@ func (h *Hold) Take(ctx context.Context, n, replaced int64) error {
 			ErrBudget, n, h.held, h.b.size)
 	}
 	if err := h.b.sem.Acquire(ctx, n); err != nil {
-		return fmt.Errorf("%w: a reply buffer of %d bytes found no room in the %d-byte budget of replies held at once before the deadline (%w)",
-			ErrBudget, n, h.b.size, err)
+		// The budget is the cause, not the deadline that ended the wait: %v keeps it out of errors.Is.
+		return fmt.Errorf("%w: a reply buffer of %d bytes found no room in the %d-byte budget of replies held at once before the deadline (%v)",
+			ErrBudget, n, h.b.size, err) //nolint:errorlint // see above
 	}
 	h.held += n
 	h.b.inUse.Add(n)

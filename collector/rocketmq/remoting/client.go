@@ -234,7 +234,7 @@ func (c *Client) roundTrip(ctx context.Context, code int, ext map[string]string,
 
 func (c *Client) ctxErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("%w (%w)", ctx.Err(), err)
+		return fmt.Errorf("%w (%v)", ctx.Err(), err) //nolint:errorlint // the context is the cause; the read error it provoked is detail, not a reason to classify
 	}
 	return err
 }
