@@ -28,6 +28,9 @@ run: build
 ## test: install what the tests need, then run every test (unit, integration, end to end) under the race detector:
 ## the exporter's module and the tooling module (tools/: dashboards, rule replays, deploy files, the live
 ## chain) side by side
+# STALL_TEST_STRICT: under make test a missing tool, root or kernel feature fails its test
+# (internal/collectortest/policy.go); a plain `go test` skips it.
+test: export STALL_TEST_STRICT := 1
 test: test-deps lint
 	@$(GO) test -race -count=1 -timeout 15m ./... & exporter=$$!; \
 	(cd tools && $(GO) test -race -count=1 -timeout 15m ./...); tools=$$?; \

@@ -2,7 +2,7 @@
 // collector packages and of the exporter: a collector.Config for tests, a
 // log buffer, a listener that never answers, one Update run as decoded
 // samples (Scrape) or as the text exposition a Prometheus server reads
-// (Expose), the policy for real tools (RequireTool, CheckMetrics) and for
+// (Expose), the policy for prerequisites (policy.go) and for
 // waiting (WaitFor, Advance). Package collector's own tests cannot use it.
 package collectortest
 

@@ -1,7 +1,6 @@
 package collectortest
 
 import (
-	"os"
 	"testing"
 	"time"
 )
@@ -28,20 +27,6 @@ func WaitFor(t testing.TB, limit time.Duration, what string, cond func() error) 
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-}
-
-// RequireRoot is lookTool's policy for tests that need root (network
-// namespaces, cgroups, loop devices): without root a test fails in CI,
-// where `make test` runs as root, and skips elsewhere, saying why.
-func RequireRoot(t testing.TB, why string) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("needs root: %s", why)
-	}
-	t.Skipf("needs root: %s", why)
 }
 
 // Advance moves the fake clock of the testing/synctest bubble the caller
