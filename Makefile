@@ -13,7 +13,7 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 ARGS      ?=
 
-.PHONY: all build run test test-deps lint fuzz bench bench-capacity golden dashboards clean readme-flags rules rules-doc
+.PHONY: all build run test test-deps promtool3 lint fuzz bench bench-capacity golden dashboards clean readme-flags rules rules-doc
 
 all: build
 
@@ -31,7 +31,7 @@ run: build
 # STALL_TEST_STRICT: under make test a missing tool, root or kernel feature fails its test
 # (internal/collectortest/policy.go); a plain `go test` skips it.
 test: export STALL_TEST_STRICT := 1
-test: test-deps lint
+test: test-deps promtool3 lint
 	@$(GO) test -race -count=1 -timeout 15m ./... & exporter=$$!; \
 	(cd tools && $(GO) test -race -count=1 -timeout 15m ./...); tools=$$?; \
 	wait $$exporter && exit $$tools
@@ -40,6 +40,21 @@ test: test-deps lint
 ## test-deps: redis-server, prometheus (promtool), alertmanager (amtool) when missing
 test-deps:
 	./scripts/install-test-deps.sh
+
+## promtool3: a Prometheus 3 promtool, so the rule replays run under both semantics (Debian's promtool is
+## 2.42; Prometheus 3.0 made range selectors left-open). No release download: `go install` of the
+## version tools/go.mod requires, from the Go module proxy, into a per-user cache shared by every
+## clone (about 2 minutes of compiling on 2 cores the first time; afterwards make finds the file).
+## The tests find it through STALL_PROMTOOL3, which this Makefile exports.
+PROMTOOL3_MODULE  ?= v0.316.0
+PROMTOOL3_VERSION ?= 3.16.0
+PROMTOOL3_DIR     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/stall_exporter/promtool-$(PROMTOOL3_VERSION)
+export STALL_PROMTOOL3 := $(PROMTOOL3_DIR)/promtool
+promtool3: $(STALL_PROMTOOL3)
+$(STALL_PROMTOOL3):
+	GOBIN=$(PROMTOOL3_DIR) $(GO) install -trimpath \
+	  -ldflags '-X github.com/prometheus/common/version.Version=$(PROMTOOL3_VERSION)' \
+	  github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL3_MODULE)
 
 ## lint: golangci-lint (.golangci.yml: gofmt, goimports, go vet, staticcheck and the checks of the
 ## Prometheus server's configuration that fit here) over both modules; installs the pinned version
