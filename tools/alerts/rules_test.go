@@ -133,6 +133,7 @@ type testGroup struct {
 		Values string `yaml:"values"`
 	} `yaml:"input_series"`
 	AlertRuleTest []alertTest `yaml:"alert_rule_test"`
+	ExprTests     []exprTest  `yaml:"promql_expr_test"`
 }
 
 type alertTest struct {
@@ -142,7 +143,28 @@ type alertTest struct {
 		ExpLabels      map[string]string `yaml:"exp_labels"`
 		ExpAnnotations map[string]string `yaml:"exp_annotations"`
 	} `yaml:"exp_alerts"`
+	Only int `yaml:"-"` // the one Prometheus version the assertion holds for, 0 for all (promtool_test.go)
 }
+
+func (a *alertTest) UnmarshalYAML(n *yaml.Node) error {
+	type plain alertTest
+	if err := n.Decode((*plain)(a)); err != nil {
+		return err
+	}
+	a.Only = onlyVersion(n.HeadComment)
+	return nil
+}
+
+// exprTest is a promql_expr_test; only the version it holds for is read here.
+type exprTest struct{ Only int }
+
+func (e *exprTest) UnmarshalYAML(n *yaml.Node) error {
+	e.Only = onlyVersion(n.HeadComment)
+	return nil
+}
+
+// under reports whether an assertion limited to only holds under Prometheus version.
+func under(only, version int) bool { return only == 0 || only == version }
 
 func (a alertTest) at(rep reporter, file string) time.Duration {
 	d, err := model.ParseDuration(a.EvalTime)
@@ -221,61 +243,61 @@ func loadTests(t *testing.T) []testFile {
 	return out
 }
 
-func requirePromtool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("promtool not found; `make test-deps` installs it")
-		}
-		t.Skip("promtool not found; run `make test-deps`")
-	}
-	return p
-}
-
-// TestPromtoolCheckRules runs `promtool check rules` on every rule file.
+// TestPromtoolCheckRules runs `promtool check rules` on every rule file, under each version.
 func TestPromtoolCheckRules(t *testing.T) {
-	promtool := requirePromtool(t)
 	files, _ := filepath.Glob("*.yml")
-	out, err := exec.Command(promtool, append([]string{"check", "rules"}, files...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	for _, v := range promtoolVersions {
+		t.Run(fmt.Sprintf("prometheus%d", v), func(t *testing.T) {
+			promtool := requirePromtool(t, v)
+			out, err := exec.Command(promtool, append([]string{"check", "rules"}, files...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("promtool check rules: %v\n%s", err, out)
+			}
+		})
 	}
 }
 
 // TestPromtoolTestRules runs `promtool test rules` on every replay, with generated assertions
 // added: every alert a test group does not assert firing must stay silent at every evaluation from
 // 0 to the group's last eval_time. An alert that fires where nobody expects it fails the test, and
-// a healthy baseline is proven silent at every step, not only at the times it names. The files run
-// in parallel (promtool is single-threaded); `make rules` runs them as committed.
+// a healthy baseline is proven silent at every step, not only at the times it names. Each file runs
+// under Prometheus 2 and 3, with the assertions that hold for that version (promtool_test.go); the
+// files run in parallel (promtool is single-threaded).
 func TestPromtoolTestRules(t *testing.T) {
-	promtool := requirePromtool(t)
 	var alerts []string
 	for _, r := range loadRules(t) {
 		if r.Alert != "" {
 			alerts = append(alerts, r.Alert)
 		}
 	}
-	dir := t.TempDir()
-	for _, tf := range loadTests(t) {
-		p := filepath.Join(dir, filepath.Base(tf.Path))
-		if err := os.WriteFile(p, strictVersion(t, tf, alerts), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Run(filepath.Base(tf.Path), func(t *testing.T) {
+	tests := loadTests(t)
+	for _, v := range promtoolVersions {
+		t.Run(fmt.Sprintf("prometheus%d", v), func(t *testing.T) {
 			t.Parallel()
-			out, err := exec.Command(promtool, "test", "rules", p).CombinedOutput()
-			if err != nil {
-				t.Errorf("promtool test rules %s (with every other alert asserted silent): %v\n%s", tf.Path, err, out)
+			promtool := requirePromtool(t, v)
+			dir := t.TempDir()
+			for _, tf := range tests {
+				p := filepath.Join(dir, filepath.Base(tf.Path))
+				if err := os.WriteFile(p, strictVersion(t, tf, alerts, v), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				t.Run(filepath.Base(tf.Path), func(t *testing.T) {
+					t.Parallel()
+					out, err := exec.Command(promtool, "test", "rules", p).CombinedOutput()
+					if err != nil {
+						t.Errorf("promtool %d test rules %s (its Prometheus %d assertions, and every other alert asserted silent): %v\n%s",
+							v, tf.Path, v, err, out)
+					}
+				})
 			}
 		})
 	}
 }
 
-// strictVersion returns the test file with rule_files made absolute and, per test group, empty
-// exp_alerts for every alert the group never asserts firing, at every evaluation up to its last
-// eval_time.
-func strictVersion(t *testing.T, tf testFile, alerts []string) []byte {
+// strictVersion returns the test file as Prometheus version runs it: rule_files made absolute, the
+// assertions of other versions left out and, per test group, empty exp_alerts for every alert the
+// group never asserts firing under version, at every evaluation up to its last eval_time.
+func strictVersion(t *testing.T, tf testFile, alerts []string, version int) []byte {
 	t.Helper()
 	b, err := os.ReadFile(tf.Path)
 	if err != nil {
@@ -301,14 +323,28 @@ func strictVersion(t *testing.T, tf testFile, alerts []string) []byte {
 	for i, g := range tf.Groups {
 		fires := map[string]bool{}
 		var last time.Duration
-		for _, a := range g.AlertRuleTest {
+		gm := groups[i].(map[string]any)
+		all, _ := gm["alert_rule_test"].([]any)
+		var extra []any
+		for j, a := range g.AlertRuleTest {
+			if !under(a.Only, version) {
+				continue
+			}
+			extra = append(extra, all[j])
 			if len(a.ExpAlerts) > 0 {
 				fires[a.Alertname] = true
 			}
 			last = max(last, a.at(t, tf.Path))
 		}
-		gm := groups[i].(map[string]any)
-		extra, _ := gm["alert_rule_test"].([]any)
+		if exprs, ok := gm["promql_expr_test"].([]any); ok {
+			var kept []any
+			for j, e := range g.ExprTests {
+				if under(e.Only, version) {
+					kept = append(kept, exprs[j])
+				}
+			}
+			gm["promql_expr_test"] = kept
+		}
 		for _, name := range alerts {
 			if fires[name] {
 				continue
@@ -605,12 +641,13 @@ type leadRow struct {
 	tf       testFile
 	alert    string
 	severity string
-	fired    time.Duration // eval time of the first firing evaluation
+	fired    map[int]time.Duration // by Prometheus version, eval time of the first firing evaluation
 }
 
-// replayLeads finds, in every incident replay, when each alert it asserts firing first fires: the
-// earliest eval_time asserting it firing, which must come with an assertion that it was silent
-// one evaluation earlier (so the replay pins the moment, not a later one).
+// replayLeads finds, in every incident replay, when each alert it asserts firing first fires under
+// each Prometheus version: the earliest eval_time asserting it firing under that version, which
+// must come with an assertion that it was silent one evaluation earlier (so the replay pins the
+// moment, not a later one).
 func replayLeads(t reporter, rules []rule, tests []testFile) (rows []leadRow, incidents map[int]testFile) {
 	severity := map[string]string{}
 	for _, r := range rules {
@@ -628,55 +665,80 @@ func replayLeads(t reporter, rules []rule, tests []testFile) (rows []leadRow, in
 		if len(tf.Groups) == 0 {
 			continue
 		}
-		first := map[string]time.Duration{}
-		silentAt := map[string]map[time.Duration]bool{}
-		for _, a := range tf.Groups[0].AlertRuleTest {
-			at := a.at(t, tf.Path)
-			if len(a.ExpAlerts) == 0 {
-				if silentAt[a.Alertname] == nil {
-					silentAt[a.Alertname] = map[time.Duration]bool{}
+		byAlert := map[string]*leadRow{}
+		var order []string
+		for _, v := range promtoolVersions {
+			first := map[string]time.Duration{}
+			silentAt := map[string]map[time.Duration]bool{}
+			for _, a := range tf.Groups[0].AlertRuleTest {
+				if !under(a.Only, v) {
+					continue
 				}
-				silentAt[a.Alertname][at] = true
-				continue
+				at := a.at(t, tf.Path)
+				if len(a.ExpAlerts) == 0 {
+					if silentAt[a.Alertname] == nil {
+						silentAt[a.Alertname] = map[time.Duration]bool{}
+					}
+					silentAt[a.Alertname][at] = true
+					continue
+				}
+				if f, ok := first[a.Alertname]; !ok || at < f {
+					first[a.Alertname] = at
+				}
 			}
-			if f, ok := first[a.Alertname]; !ok || at < f {
-				first[a.Alertname] = at
+			for alert, f := range first {
+				if !silentAt[alert][f-evalInterval] {
+					t.Errorf("%s: %s is first asserted firing at %s; assert it silent at %s too, so the replay pins when it fires (Prometheus %d)",
+						tf.Path, alert, model.Duration(f), model.Duration(f-evalInterval), v)
+				}
+				if byAlert[alert] == nil {
+					byAlert[alert] = &leadRow{tf: tf, alert: alert, severity: severity[alert], fired: map[int]time.Duration{}}
+					order = append(order, alert)
+				}
+				byAlert[alert].fired[v] = f
+			}
+			for _, l := range tf.Lead {
+				f, ok := first[l]
+				switch {
+				case !ok:
+					t.Errorf("%s: lead alert %s is never asserted firing (Prometheus %d)", tf.Path, l, v)
+				case tf.DelayBound != 0 && f < tf.Failure:
+					t.Errorf("%s: lead alert %s fires at %s, before the failure at %s: a lead, not a detection delay; remove the detection-delay line (Prometheus %d)",
+						tf.Path, l, model.Duration(f), model.Duration(tf.Failure), v)
+				case tf.DelayBound != 0 && f-tf.Failure > tf.DelayBound:
+					t.Errorf("%s: lead alert %s fires %s after the failure, later than the detection-delay bound of %s (Prometheus %d)",
+						tf.Path, l, model.Duration(f-tf.Failure), model.Duration(tf.DelayBound), v)
+				case tf.AfterTheFact == "" && tf.DelayBound == 0 && f >= tf.Failure:
+					t.Errorf("%s: lead alert %s fires at %s, not before the failure at %s (Prometheus %d)",
+						tf.Path, l, model.Duration(f), model.Duration(tf.Failure), v)
+				}
 			}
 		}
-		for alert, f := range first {
-			if !silentAt[alert][f-evalInterval] {
-				t.Errorf("%s: %s is first asserted firing at %s; assert it silent at %s too, so the replay pins when it fires",
-					tf.Path, alert, model.Duration(f), model.Duration(f-evalInterval))
-			}
-			rows = append(rows, leadRow{tf: tf, alert: alert, severity: severity[alert], fired: f})
-		}
-		for _, l := range tf.Lead {
-			f, ok := first[l]
-			switch {
-			case !ok:
-				t.Errorf("%s: lead alert %s is never asserted firing", tf.Path, l)
-			case tf.DelayBound != 0 && f < tf.Failure:
-				t.Errorf("%s: lead alert %s fires at %s, before the failure at %s: a lead, not a detection delay; remove the detection-delay line",
-					tf.Path, l, model.Duration(f), model.Duration(tf.Failure))
-			case tf.DelayBound != 0 && f-tf.Failure > tf.DelayBound:
-				t.Errorf("%s: lead alert %s fires %s after the failure, later than the detection-delay bound of %s",
-					tf.Path, l, model.Duration(f-tf.Failure), model.Duration(tf.DelayBound))
-			case tf.AfterTheFact == "" && tf.DelayBound == 0 && f >= tf.Failure:
-				t.Errorf("%s: lead alert %s fires at %s, not before the failure at %s",
-					tf.Path, l, model.Duration(f), model.Duration(tf.Failure))
-			}
+		for _, alert := range order {
+			rows = append(rows, *byAlert[alert])
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool {
 		if rows[i].tf.Incident != rows[j].tf.Incident {
 			return rows[i].tf.Incident < rows[j].tf.Incident
 		}
-		if rows[i].fired != rows[j].fired {
-			return rows[i].fired < rows[j].fired
+		if a, b := rows[i].earliest(), rows[j].earliest(); a != b {
+			return a < b
 		}
 		return rows[i].alert < rows[j].alert
 	})
 	return rows, incidents
+}
+
+// earliest is the first firing under any version.
+func (r leadRow) earliest() time.Duration {
+	e := time.Duration(-1)
+	for _, f := range r.fired {
+		if e < 0 || f < e {
+			e = f
+		}
+	}
+	return e
 }
 
 // TestIncidentsReplayed checks that every incident has a replay, or a reason in pendingIncidents.
@@ -759,16 +821,17 @@ func leadTable(rows []leadRow, incidents map[int]testFile) string {
 			if r.tf.Incident != n {
 				continue
 			}
-			lead := tf.Failure - r.fired
-			var leadText string
-			switch {
-			case lead > 0:
-				leadText = fmtDuration(lead)
-			case lead == 0:
-				leadText = "0 (at the failure)"
-			default:
-				leadText = fmtDuration(-lead) + " after"
-			}
+			fired := perVersion(r.fired, func(f time.Duration) string { return fmtClock(tf.Clock + f) })
+			leadText := perVersion(r.fired, func(f time.Duration) string {
+				switch lead := tf.Failure - f; {
+				case lead > 0:
+					return fmtDuration(lead)
+				case lead == 0:
+					return "0 (at the failure)"
+				default:
+					return fmtDuration(-lead) + " after"
+				}
+			})
 			switch {
 			case tf.AfterTheFact != "":
 				leadText += "; **after the fact** " + tf.AfterTheFact
@@ -786,10 +849,29 @@ func leadTable(rows []leadRow, incidents map[int]testFile) string {
 				first = false
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n",
-				incident, name, r.severity, fmtClock(tf.Clock+r.fired), failure, leadText)
+				incident, name, r.severity, fired, failure, leadText)
 		}
 	}
 	return b.String()
+}
+
+// perVersion renders a figure that may differ between Prometheus versions: once where every version
+// agrees, else "2.x: …; 3.x: …", a version that never fires it as "never".
+func perVersion(fired map[int]time.Duration, text func(time.Duration) string) string {
+	var parts []string
+	same := true
+	for i, v := range promtoolVersions {
+		s := "never"
+		if f, ok := fired[v]; ok {
+			s = text(f)
+		}
+		same = same && (i == 0 || fired[v] == fired[promtoolVersions[0]])
+		parts = append(parts, fmt.Sprintf("%d.x: %s", v, s))
+	}
+	if same && len(fired) == len(promtoolVersions) {
+		return text(fired[promtoolVersions[0]])
+	}
+	return strings.Join(parts, "; ")
 }
 
 func baselineTable(t *testing.T) string {
