@@ -43,9 +43,9 @@ func TestReplyBudget(t *testing.T) {
 		if took := time.Since(start); took != 300*time.Millisecond {
 			t.Errorf("the refused scrape took %s, want its 300 ms timeout", took)
 		}
-		lv := `{broker="` + victim.Addr() + `",broker_id="",cluster=""`
+		lv := `{broker="` + victim.Addr() + `",broker_id="",rocketmq_cluster=""`
 		expect(t, got, `
-stall_rocketmq_down_reason`+lv+`,reason="reply_memory"} 1
+stall_rocketmq_down_reason{broker="`+victim.Addr()+`",broker_id="",reason="reply_memory",rocketmq_cluster=""} 1
 stall_rocketmq_reply_budget_refusals_total`+lv+`} 1
 stall_rocketmq_up`+lv+`} 0
 `)

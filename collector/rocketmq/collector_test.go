@@ -62,62 +62,62 @@ func TestNamesrvDiscovery49(t *testing.T) {
 		t.Errorf("err = %v, want only the refused name server", err)
 	}
 	expect(t, got, `
-stall_rocketmq_broker_config_info{broker="broker-a",broker_fast_failure_enable="true",broker_id="0",broker_role="ASYNC_MASTER",cluster="DefaultCluster",fast_fail_if_no_buffer_in_store_pool="false",flush_disk_type="ASYNC_FLUSH",transfer_msg_by_heap="false",transient_store_pool_enable="false",use_reentrant_lock_when_put_message="true",warm_maped_file_enable="true"} 1
-stall_rocketmq_broker_config_info{broker="broker-a",broker_fast_failure_enable="true",broker_id="1",broker_role="SLAVE",cluster="DefaultCluster",fast_fail_if_no_buffer_in_store_pool="false",flush_disk_type="ASYNC_FLUSH",transfer_msg_by_heap="false",transient_store_pool_enable="false",use_reentrant_lock_when_put_message="true",warm_maped_file_enable="true"} 1
-stall_rocketmq_broker_config_send_queue_wait_timeout_seconds{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 0.2
-stall_rocketmq_broker_config_send_queue_wait_timeout_seconds{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 0.2
-stall_rocketmq_commitlog_disk_ratio{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 0.4521
-stall_rocketmq_commitlog_disk_ratio{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 0.4521
-stall_rocketmq_commitlog_lock_held_seconds{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 0
-stall_rocketmq_commitlog_lock_held_seconds{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 1.25
-stall_rocketmq_flush_pending_bytes{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 1.28974848e+07
-stall_rocketmq_flush_pending_bytes{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 1.28974848e+07
+stall_rocketmq_broker_config_info{broker="broker-a",broker_fast_failure_enable="true",broker_id="0",broker_role="ASYNC_MASTER",fast_fail_if_no_buffer_in_store_pool="false",flush_disk_type="ASYNC_FLUSH",rocketmq_cluster="DefaultCluster",transfer_msg_by_heap="false",transient_store_pool_enable="false",use_reentrant_lock_when_put_message="true",warm_maped_file_enable="true"} 1
+stall_rocketmq_broker_config_info{broker="broker-a",broker_fast_failure_enable="true",broker_id="1",broker_role="SLAVE",fast_fail_if_no_buffer_in_store_pool="false",flush_disk_type="ASYNC_FLUSH",rocketmq_cluster="DefaultCluster",transfer_msg_by_heap="false",transient_store_pool_enable="false",use_reentrant_lock_when_put_message="true",warm_maped_file_enable="true"} 1
+stall_rocketmq_broker_config_send_queue_wait_timeout_seconds{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster"} 0.2
+stall_rocketmq_broker_config_send_queue_wait_timeout_seconds{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster"} 0.2
+stall_rocketmq_commitlog_disk_ratio{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster"} 0.4521
+stall_rocketmq_commitlog_disk_ratio{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster"} 0.4521
+stall_rocketmq_commitlog_lock_held_seconds{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster"} 0
+stall_rocketmq_commitlog_lock_held_seconds{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster"} 1.25
+stall_rocketmq_flush_pending_bytes{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster"} 1.28974848e+07
+stall_rocketmq_flush_pending_bytes{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster"} 1.28974848e+07
 stall_rocketmq_namesrv_up{namesrv="127.0.0.1:1"} 0
 stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 1
-stall_rocketmq_put_failures_total{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 3
-stall_rocketmq_put_failures_total{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 3
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="0"} 10
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="0.01"} 45
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="0.05"} 49
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="0.1"} 49
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="0.2"} 49
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="0.5"} 49
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="1"} 50
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="2"} 51
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="3"} 52
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="4"} 52
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="5"} 54
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="10"} 54
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",cluster="DefaultCluster",le="+Inf"} 54
-stall_rocketmq_put_latency_seconds_sum{broker="broker-a",broker_id="0",cluster="DefaultCluster"} NaN
-stall_rocketmq_put_latency_seconds_count{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 54
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="0"} 10
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="0.01"} 45
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="0.05"} 49
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="0.1"} 49
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="0.2"} 49
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="0.5"} 49
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="1"} 50
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="2"} 51
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="3"} 52
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="4"} 52
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="5"} 54
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="10"} 54
-stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",cluster="DefaultCluster",le="+Inf"} 54
-stall_rocketmq_put_latency_seconds_sum{broker="broker-a",broker_id="1",cluster="DefaultCluster"} NaN
-stall_rocketmq_put_latency_seconds_count{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 54
-stall_rocketmq_put_latency_window_percentile_seconds{broker="broker-a",broker_id="0",cluster="DefaultCluster",percentile="99"} 2.543
-stall_rocketmq_put_latency_window_percentile_seconds{broker="broker-a",broker_id="0",cluster="DefaultCluster",percentile="99.9"} 4.8
-stall_rocketmq_put_latency_window_percentile_seconds{broker="broker-a",broker_id="1",cluster="DefaultCluster",percentile="99"} 2.543
-stall_rocketmq_put_latency_window_percentile_seconds{broker="broker-a",broker_id="1",cluster="DefaultCluster",percentile="99.9"} 4.8
-stall_rocketmq_put_messages_total{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 1.234567e+06
-stall_rocketmq_put_messages_total{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 1.234567e+06
-stall_rocketmq_send_queue_head_wait_seconds{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 0.035
-stall_rocketmq_send_queue_head_wait_seconds{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 0.035
-stall_rocketmq_transient_store_pool_enabled{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 0
-stall_rocketmq_transient_store_pool_enabled{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 0
-stall_rocketmq_up{broker="broker-a",broker_id="0",cluster="DefaultCluster"} 1
-stall_rocketmq_up{broker="broker-a",broker_id="1",cluster="DefaultCluster"} 1
+stall_rocketmq_put_failures_total{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster"} 3
+stall_rocketmq_put_failures_total{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster"} 3
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster",le="0"} 10
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster",le="0.01"} 45
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster",le="0.05"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster",le="0.1"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster",le="0.2"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster",le="0.5"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster",le="1"} 50
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster",le="2"} 51
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster",le="3"} 52
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster",le="4"} 52
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster",le="5"} 54
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster",le="10"} 54
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster",le="+Inf"} 54
+stall_rocketmq_put_latency_seconds_sum{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster"} NaN
+stall_rocketmq_put_latency_seconds_count{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster"} 54
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster",le="0"} 10
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster",le="0.01"} 45
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster",le="0.05"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster",le="0.1"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster",le="0.2"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster",le="0.5"} 49
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster",le="1"} 50
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster",le="2"} 51
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster",le="3"} 52
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster",le="4"} 52
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster",le="5"} 54
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster",le="10"} 54
+stall_rocketmq_put_latency_seconds_bucket{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster",le="+Inf"} 54
+stall_rocketmq_put_latency_seconds_sum{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster"} NaN
+stall_rocketmq_put_latency_seconds_count{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster"} 54
+stall_rocketmq_put_latency_window_percentile_seconds{broker="broker-a",broker_id="0",percentile="99",rocketmq_cluster="DefaultCluster"} 2.543
+stall_rocketmq_put_latency_window_percentile_seconds{broker="broker-a",broker_id="0",percentile="99.9",rocketmq_cluster="DefaultCluster"} 4.8
+stall_rocketmq_put_latency_window_percentile_seconds{broker="broker-a",broker_id="1",percentile="99",rocketmq_cluster="DefaultCluster"} 2.543
+stall_rocketmq_put_latency_window_percentile_seconds{broker="broker-a",broker_id="1",percentile="99.9",rocketmq_cluster="DefaultCluster"} 4.8
+stall_rocketmq_put_messages_total{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster"} 1.234567e+06
+stall_rocketmq_put_messages_total{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster"} 1.234567e+06
+stall_rocketmq_send_queue_head_wait_seconds{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster"} 0.035
+stall_rocketmq_send_queue_head_wait_seconds{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster"} 0.035
+stall_rocketmq_transient_store_pool_enabled{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster"} 0
+stall_rocketmq_transient_store_pool_enabled{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster"} 0
+stall_rocketmq_up{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster"} 1
+stall_rocketmq_up{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster"} 1
 `)
 	if n := cfg.Problems.Count(); n != 0 {
 		t.Errorf("%d problems on a clean 4.9.7 reply", n)
@@ -173,26 +173,26 @@ func TestDirectBroker5(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, got, `
-stall_rocketmq_broker_config_page_cache_busy_timeout_seconds{broker="broker-5",broker_id="0",cluster="c5"} 1
-stall_rocketmq_commit_pending_bytes{broker="broker-5",broker_id="0",cluster="c5"} 262144
-stall_rocketmq_flush_pending_bytes{broker="broker-5",broker_id="0",cluster="c5"} 1.610612736e+09
-stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_found",window="10s"} 1500
-stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_found",window="600s"} 1450.9
-stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_found",window="60s"} 1400.2
-stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_miss",window="10s"} 10
-stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_miss",window="600s"} 11.1
-stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_miss",window="60s"} 12.5
-stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_total",window="10s"} 1510
-stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_total",window="600s"} 1462
-stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_total",window="60s"} 1412.7
-stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_transferred",window="10s"} 1500
-stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_transferred",window="600s"} 1450.9
-stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="get_transferred",window="60s"} 1400.2
-stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="put",window="10s"} 812.3
-stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="put",window="600s"} 801
-stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",cluster="c5",op="put",window="60s"} 790.1
-stall_rocketmq_transient_store_buffers_available{broker="broker-5",broker_id="0",cluster="c5"} 3
-stall_rocketmq_transient_store_pool_enabled{broker="broker-5",broker_id="0",cluster="c5"} 1
+stall_rocketmq_broker_config_page_cache_busy_timeout_seconds{broker="broker-5",broker_id="0",rocketmq_cluster="c5"} 1
+stall_rocketmq_commit_pending_bytes{broker="broker-5",broker_id="0",rocketmq_cluster="c5"} 262144
+stall_rocketmq_flush_pending_bytes{broker="broker-5",broker_id="0",rocketmq_cluster="c5"} 1.610612736e+09
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="get_found",rocketmq_cluster="c5",window="10s"} 1500
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="get_found",rocketmq_cluster="c5",window="600s"} 1450.9
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="get_found",rocketmq_cluster="c5",window="60s"} 1400.2
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="get_miss",rocketmq_cluster="c5",window="10s"} 10
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="get_miss",rocketmq_cluster="c5",window="600s"} 11.1
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="get_miss",rocketmq_cluster="c5",window="60s"} 12.5
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="get_total",rocketmq_cluster="c5",window="10s"} 1510
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="get_total",rocketmq_cluster="c5",window="600s"} 1462
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="get_total",rocketmq_cluster="c5",window="60s"} 1412.7
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="get_transferred",rocketmq_cluster="c5",window="10s"} 1500
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="get_transferred",rocketmq_cluster="c5",window="600s"} 1450.9
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="get_transferred",rocketmq_cluster="c5",window="60s"} 1400.2
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="put",rocketmq_cluster="c5",window="10s"} 812.3
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="put",rocketmq_cluster="c5",window="600s"} 801
+stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="put",rocketmq_cluster="c5",window="60s"} 790.1
+stall_rocketmq_transient_store_buffers_available{broker="broker-5",broker_id="0",rocketmq_cluster="c5"} 3
+stall_rocketmq_transient_store_pool_enabled{broker="broker-5",broker_id="0",rocketmq_cluster="c5"} 1
 `)
 	if n := cfg.Problems.Count(); n != 0 {
 		t.Errorf("%d problems on a clean 5.x reply (brokerVersion is gone in 5.3.3+ and must not count)", n)
@@ -219,17 +219,17 @@ func TestBadKeysCostOneMetricEach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(got, `stall_rocketmq_messages_per_second{broker="b",broker_id="0",cluster="c",op="put",window="10s"} 12.5`) ||
+	if !strings.Contains(got, `stall_rocketmq_messages_per_second{broker="b",broker_id="0",op="put",rocketmq_cluster="c",window="10s"} 12.5`) ||
 		strings.Contains(got, `op="put",window="60s"`) {
 		t.Errorf("early empty putTps tokens: %s", got)
 	}
 	got, _ = scrape(t, c, families...)
 	expect(t, got, `
-stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="pageCacheLockTimeMills"} 2
-stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="remainHowManyDataToFlush"} 2
-stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="sendThreadPoolQueueSize"} 2
-stall_rocketmq_send_queue_capacity{broker="b",broker_id="0",cluster="c"} 10000
-stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
+stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="pageCacheLockTimeMills",rocketmq_cluster="c"} 2
+stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="remainHowManyDataToFlush",rocketmq_cluster="c"} 2
+stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="sendThreadPoolQueueSize",rocketmq_cluster="c"} 2
+stall_rocketmq_send_queue_capacity{broker="b",broker_id="0",rocketmq_cluster="c"} 10000
+stall_rocketmq_up{broker="b",broker_id="0",rocketmq_cluster="c"} 1
 `)
 	if n := cfg.Problems.Count(); n != 6 {
 		t.Errorf("problems = %d, want 6 (3 keys × 2 scrapes)", n)
@@ -287,7 +287,7 @@ func TestACLFile(t *testing.T) {
 	opts := testOptions(t, "--rocketmq.acl-file="+p, "--rocketmq.broker="+b.Addr())
 	got, _ := scrape(t, newScraper(collectortest.Config("rocketmq", nil), opts), "stall_rocketmq_up")
 	expect(t, got, `
-stall_rocketmq_up{broker="b",broker_id="",cluster=""} 1
+stall_rocketmq_up{broker="b",broker_id="",rocketmq_cluster=""} 1
 `)
 	opts.Credentials = nil
 	got, _ = scrape(t, newScraper(collectortest.Config("rocketmq", nil), opts), "stall_rocketmq_up")

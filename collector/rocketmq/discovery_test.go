@@ -25,8 +25,8 @@ func TestTopologyChangesAndNamesrvOutage(t *testing.T) {
 			"--rocketmq.discovery-interval=30s", "--rocketmq.unlisted-broker-retention=0s")
 		got, _ := scrape(t, c, "stall_rocketmq_up")
 		expect(t, got, `
-stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
-stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
+stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
+stall_rocketmq_up{broker="b",broker_id="0",rocketmq_cluster="c"} 1
 `)
 		// Broker b leaves the topology; within the interval nobody asks.
 		ns.SetBrokers([]remoting.BrokerAddr{{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}})
@@ -37,7 +37,7 @@ stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
 		collectortest.Advance(2 * time.Second)
 		got, _ = scrape(t, c, "stall_rocketmq_up")
 		expect(t, got, `
-stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
+stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
 `)
 		// The name server goes away: broker a is still scraped.
 		ns.Inject(rocketmqtest.Reset, rocketmqtest.Reset) // the reused connection, then the one retry
@@ -48,7 +48,7 @@ stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
 		}
 		expect(t, got, `
 stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 0
-stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
+stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
 `)
 		if n := ns.RequestCount(remoting.GetBrokerClusterInfo); n != 4 {
 			t.Errorf("%d cluster-info requests, want 4 (the failed discovery was sent twice: reused connection, then a fresh one)", n)
@@ -84,7 +84,7 @@ func TestNamesrvBadRepliesCounted(t *testing.T) {
 				t.Errorf("fault %d from the name server: %d problems counted, want 1", f, d)
 			}
 			if !strings.Contains(got, `stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 0`) ||
-				!strings.Contains(got, `stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1`) {
+				!strings.Contains(got, `stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1`) {
 				t.Errorf("fault %d: %s", f, got)
 			}
 		}
@@ -110,11 +110,11 @@ func TestBrokersSharingAnAddress(t *testing.T) {
 		for range 2 {
 			got, _ := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_broker_info")
 			expect(t, got, `
-stall_rocketmq_broker_info{address="`+b.Addr()+`",broker="broker-a",broker_id="0",cluster="c",version="V4_9_7"} 1
-stall_rocketmq_broker_info{address="`+b.Addr()+`",broker="broker-a",broker_id="1",cluster="c",version="V4_9_7"} 1
-stall_rocketmq_up{broker="broker-a",broker_id="0",cluster="c"} 1
-stall_rocketmq_up{broker="broker-a",broker_id="1",cluster="c"} 1
-stall_rocketmq_up{broker="broker-b",broker_id="0",cluster="c"} 0
+stall_rocketmq_broker_info{address="`+b.Addr()+`",broker="broker-a",broker_id="0",rocketmq_cluster="c",version="V4_9_7"} 1
+stall_rocketmq_broker_info{address="`+b.Addr()+`",broker="broker-a",broker_id="1",rocketmq_cluster="c",version="V4_9_7"} 1
+stall_rocketmq_up{broker="broker-a",broker_id="0",rocketmq_cluster="c"} 1
+stall_rocketmq_up{broker="broker-a",broker_id="1",rocketmq_cluster="c"} 1
+stall_rocketmq_up{broker="broker-b",broker_id="0",rocketmq_cluster="c"} 0
 `)
 			collectortest.Advance(31 * time.Second) // the second scrape runs a new round: logged only once
 		}
@@ -133,10 +133,10 @@ stall_rocketmq_up{broker="broker-b",broker_id="0",cluster="c"} 0
 		ns.SetBrokers([]remoting.BrokerAddr{{Cluster: "c", Name: "broker-a", ID: 0, Addr: b.Addr()}, {Cluster: "c", Name: "broker-a", ID: 1, Addr: b2.Addr()}})
 		got, _ := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_broker_info")
 		for _, want := range []string{
-			`stall_rocketmq_broker_info{address="` + b.Addr() + `",broker="broker-a",broker_id="0",cluster="c",version="V4_9_7"} 1`,
-			`stall_rocketmq_broker_info{address="` + b2.Addr() + `",broker="broker-a",broker_id="1",cluster="c",version="V5_3_3"} 1`,
-			`stall_rocketmq_up{broker="broker-a",broker_id="0",cluster="c"} 1`,
-			`stall_rocketmq_up{broker="broker-a",broker_id="1",cluster="c"} 1`,
+			`stall_rocketmq_broker_info{address="` + b.Addr() + `",broker="broker-a",broker_id="0",rocketmq_cluster="c",version="V4_9_7"} 1`,
+			`stall_rocketmq_broker_info{address="` + b2.Addr() + `",broker="broker-a",broker_id="1",rocketmq_cluster="c",version="V5_3_3"} 1`,
+			`stall_rocketmq_up{broker="broker-a",broker_id="0",rocketmq_cluster="c"} 1`,
+			`stall_rocketmq_up{broker="broker-a",broker_id="1",rocketmq_cluster="c"} 1`,
 		} {
 			if !strings.Contains(got, want+"\n") {
 				t.Errorf("after the slave moved: missing %s in\n%s", want, got)

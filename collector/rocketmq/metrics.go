@@ -10,7 +10,7 @@ import (
 // declares those of one runtime-info key, log.go the log follower's.
 
 // brokerLabels name the broker of every per-broker series.
-var brokerLabels = []string{"cluster", "broker", "broker_id"}
+var brokerLabels = []string{"rocketmq_cluster", "broker", "broker_id"}
 
 // brokerMetric declares stall_rocketmq_<name> with the broker labels, then extra.
 func brokerMetric(name, help string, typ prometheus.ValueType, extra ...string) collector.Metric {

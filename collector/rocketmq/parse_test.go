@@ -43,15 +43,15 @@ func TestImpossibleValuesAreBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, got, `
-stall_rocketmq_put_latency_window_percentile_seconds{broker="b",broker_id="0",cluster="c",percentile="99.9"} 4.8
-stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="pageCacheLockTimeMills"} 1
-stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="pullThreadPoolQueueHeadWaitTimeMills"} 1
-stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="putLatency99"} 1
-stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="putMessageEntireTimeMax"} 1
-stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="putMessageTimesTotal"} 1
-stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="sendThreadPoolQueueHeadWaitTimeMills"} 1
-stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",cluster="c",key="sendThreadPoolQueueSize"} 1
-stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
+stall_rocketmq_put_latency_window_percentile_seconds{broker="b",broker_id="0",percentile="99.9",rocketmq_cluster="c"} 4.8
+stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="pageCacheLockTimeMills",rocketmq_cluster="c"} 1
+stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="pullThreadPoolQueueHeadWaitTimeMills",rocketmq_cluster="c"} 1
+stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="putLatency99",rocketmq_cluster="c"} 1
+stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="putMessageEntireTimeMax",rocketmq_cluster="c"} 1
+stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="putMessageTimesTotal",rocketmq_cluster="c"} 1
+stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="sendThreadPoolQueueHeadWaitTimeMills",rocketmq_cluster="c"} 1
+stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="sendThreadPoolQueueSize",rocketmq_cluster="c"} 1
+stall_rocketmq_up{broker="b",broker_id="0",rocketmq_cluster="c"} 1
 `)
 	if n := cfg.Problems.Count(); n != 7 {
 		t.Errorf("problems = %d, want 7 (one per impossible key)", n)

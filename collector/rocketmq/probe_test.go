@@ -73,8 +73,8 @@ func TestProbeTargets(t *testing.T) {
 	}
 	got, _ := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_broker_info")
 	expect(t, got, `
-stall_rocketmq_broker_info{address="`+b.Addr()+`",broker="`+b.Addr()+`",broker_id="",cluster="",version="V4_9_7"} 1
-stall_rocketmq_up{broker="`+b.Addr()+`",broker_id="",cluster=""} 1
+stall_rocketmq_broker_info{address="`+b.Addr()+`",broker="`+b.Addr()+`",broker_id="",rocketmq_cluster="",version="V4_9_7"} 1
+stall_rocketmq_up{broker="`+b.Addr()+`",broker_id="",rocketmq_cluster=""} 1
 `)
 }
 
@@ -97,7 +97,7 @@ func TestProbe(t *testing.T) {
 	}
 	got, _ := scrape(t, c, "stall_rocketmq_up")
 	expect(t, got, `
-stall_rocketmq_up{broker="probed",broker_id="0",cluster="c"} 1
+stall_rocketmq_up{broker="probed",broker_id="0",rocketmq_cluster="c"} 1
 `)
 }
 
@@ -177,7 +177,7 @@ func TestProbeBoundsConnections(t *testing.T) {
 	c := probe(brokers[1].Addr())
 	before := cfg.Problems.Count()
 	got, _ := scrape(t, c, "stall_rocketmq_down_reason")
-	if !strings.Contains(got, `reason="reply_too_large"} 1`) {
+	if !strings.Contains(got, `reason="reply_too_large",rocketmq_cluster=""} 1`) {
 		t.Errorf("a 16 MiB frame: %q, want reason reply_too_large", got)
 	}
 	if d := cfg.Problems.Count() - before; d != 1 {

@@ -61,8 +61,8 @@ func TestDownReasons(t *testing.T) {
 			c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+addr, "--rocketmq.timeout=500ms"))
 			got, err := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_down_reason")
 			expect(t, got, `
-stall_rocketmq_down_reason{broker="`+addr+`",broker_id="",cluster="",reason="`+tc.reason+`"} 1
-stall_rocketmq_up{broker="`+addr+`",broker_id="",cluster=""} 0
+stall_rocketmq_down_reason{broker="`+addr+`",broker_id="",reason="`+tc.reason+`",rocketmq_cluster=""} 1
+stall_rocketmq_up{broker="`+addr+`",broker_id="",rocketmq_cluster=""} 0
 `)
 			if err == nil || !strings.Contains(err.Error(), tc.reason) {
 				t.Errorf("err = %v, want it to name the reason %s", err, tc.reason)
@@ -102,7 +102,7 @@ func TestDownReasonFollowsTheBroker(t *testing.T) {
 		b.Inject(rocketmqtest.Busy, rocketmqtest.Busy, rocketmqtest.Unsupported, rocketmqtest.Busy, rocketmqtest.Unsupported,
 			rocketmqtest.Busy, rocketmqtest.Unsupported)
 		for _, want := range []string{"busy", "busy", "unsupported", "busy", "unsupported", "busy", "unsupported"} {
-			if got := reasons(); !strings.Contains(got, `reason="`+want+`"} 1`) {
+			if got := reasons(); !strings.Contains(got, `reason="`+want+`",rocketmq_cluster="c"} 1`) {
 				t.Errorf("got %s, want reason %s", got, want)
 			}
 		}
@@ -154,7 +154,7 @@ func TestConfigRefusedByACL(t *testing.T) {
 			t.Errorf("err = %v; a refused config read does not fail the broker", err)
 		}
 		expect(t, got, `
-stall_rocketmq_up{broker="`+b.Addr()+`",broker_id="",cluster=""} 1
+stall_rocketmq_up{broker="`+b.Addr()+`",broker_id="",rocketmq_cluster=""} 1
 `)
 	}
 	checkLogs(t, "config refused twice", h.take(), []string{
@@ -163,7 +163,7 @@ stall_rocketmq_up{broker="`+b.Addr()+`",broker_id="",cluster=""} 1
 	// Allowed again: the config is read and labels the broker.
 	got, _ := scrape(t, c, "stall_rocketmq_up")
 	expect(t, got, `
-stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
+stall_rocketmq_up{broker="b",broker_id="0",rocketmq_cluster="c"} 1
 `)
 	checkLogs(t, "config allowed again", h.take(), []string{"INFO rocketmq broker answers GET_BROKER_CONFIG again broker=" + b.Addr()})
 }
@@ -187,8 +187,8 @@ func TestPeerTextBounded(t *testing.T) {
 	c := newScraper(cfg, testOptions(t, "--rocketmq.namesrv="+ns.Addr()))
 	e := collectortest.Expose(t, context.Background(), c)
 	expect(t, e.Families("stall_rocketmq_up", "stall_rocketmq_broker_info"), `
-stall_rocketmq_broker_info{address="`+good.Addr()+`",broker="a",broker_id="0",cluster="c",version="V4_9_7`+"\uFFFD\uFFFD"+`[0m"} 1
-stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
+stall_rocketmq_broker_info{address="`+good.Addr()+`",broker="a",broker_id="0",rocketmq_cluster="c",version="V4_9_7`+"\uFFFD\uFFFD"+`[0m"} 1
+stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
 `)
 	if strings.ContainsRune(e.Text, 0) {
 		t.Error("the exposition carries a NUL")

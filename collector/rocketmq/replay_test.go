@@ -57,7 +57,7 @@ func TestIncident1ReplayIsWhatTheCollectorExports(t *testing.T) {
 			}
 			out := r.scrape("stall_rocketmq_up")
 			v := "_"
-			if _, val, ok := strings.Cut(strings.TrimSpace(out), `broker="broker-c",broker_id="0",cluster="DefaultCluster"} `); ok {
+			if _, val, ok := strings.Cut(strings.TrimSpace(out), `broker="broker-c",broker_id="0",rocketmq_cluster="DefaultCluster"} `); ok {
 				v = val
 			}
 			got = append(got, v)

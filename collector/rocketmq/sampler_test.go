@@ -38,21 +38,21 @@ func TestLockSampler(t *testing.T) {
 			t.Fatal(err)
 		}
 		expect(t, got, `
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0"} 2
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.005"} 3
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.01"} 3
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.05"} 3
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.1"} 3
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.2"} 4
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="0.5"} 4
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="1"} 5
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="2"} 6
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="5"} 6
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="10"} 6
-stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",cluster="c",le="+Inf"} 7
-stall_rocketmq_commitlog_lock_held_sampled_seconds_sum{broker="b",broker_id="0",cluster="c"} 17.023
-stall_rocketmq_commitlog_lock_held_sampled_seconds_count{broker="b",broker_id="0",cluster="c"} 7
-stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",cluster="c"} 0
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",rocketmq_cluster="c",le="0"} 2
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",rocketmq_cluster="c",le="0.005"} 3
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",rocketmq_cluster="c",le="0.01"} 3
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",rocketmq_cluster="c",le="0.05"} 3
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",rocketmq_cluster="c",le="0.1"} 3
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",rocketmq_cluster="c",le="0.2"} 4
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",rocketmq_cluster="c",le="0.5"} 4
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",rocketmq_cluster="c",le="1"} 5
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",rocketmq_cluster="c",le="2"} 6
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",rocketmq_cluster="c",le="5"} 6
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",rocketmq_cluster="c",le="10"} 6
+stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",rocketmq_cluster="c",le="+Inf"} 7
+stall_rocketmq_commitlog_lock_held_sampled_seconds_sum{broker="b",broker_id="0",rocketmq_cluster="c"} 17.023
+stall_rocketmq_commitlog_lock_held_sampled_seconds_count{broker="b",broker_id="0",rocketmq_cluster="c"} 7
+stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",rocketmq_cluster="c"} 0
 `)
 
 		b.Inject(rocketmqtest.Reset, rocketmqtest.Reset) // the reused connection, then the one retry on a fresh one
@@ -63,8 +63,8 @@ stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",cluster="c"} 0
 		}
 		tick()
 		got, _ = scrape(t, c, "stall_rocketmq_lock_samples_failed_total", "stall_rocketmq_commitlog_lock_held_sampled_seconds")
-		if !strings.Contains(got, `stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",cluster="c"} 1`) ||
-			!strings.Contains(got, `_count{broker="b",broker_id="0",cluster="c"} 8`) {
+		if !strings.Contains(got, `stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",rocketmq_cluster="c"} 1`) ||
+			!strings.Contains(got, `_count{broker="b",broker_id="0",rocketmq_cluster="c"} 8`) {
 			t.Errorf("after a failed and a recovered sample:\n%s", got)
 		}
 		cancel()
@@ -134,7 +134,7 @@ func TestRunStopsOnCancel(t *testing.T) {
 			t.Fatal("Run did not return after cancel")
 		}
 		got, _ := scrape(t, c, "stall_rocketmq_commitlog_lock_held_sampled_seconds")
-		if !strings.Contains(got, `stall_rocketmq_commitlog_lock_held_sampled_seconds_count{broker="b",broker_id="",cluster=""} 6`) {
+		if !strings.Contains(got, `stall_rocketmq_commitlog_lock_held_sampled_seconds_count{broker="b",broker_id="",rocketmq_cluster=""} 6`) {
 			t.Errorf("want 6 samples:\n%s", got)
 		}
 	})

@@ -27,9 +27,9 @@ func TestSilentBrokerCostsOneBudget(t *testing.T) {
 			"--rocketmq.broker="+good.Addr(), "--rocketmq.broker="+silent, "--rocketmq.broker=10.0.0.3:10911", "--rocketmq.timeout=1s")
 		r := collectortest.Expose(t, context.Background(), c)
 		expect(t, r.Families("stall_rocketmq_up"), `
-stall_rocketmq_up{broker="10.0.0.2:10911",broker_id="",cluster=""} 0
-stall_rocketmq_up{broker="10.0.0.3:10911",broker_id="",cluster=""} 0
-stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
+stall_rocketmq_up{broker="10.0.0.2:10911",broker_id="",rocketmq_cluster=""} 0
+stall_rocketmq_up{broker="10.0.0.3:10911",broker_id="",rocketmq_cluster=""} 0
+stall_rocketmq_up{broker="good",broker_id="0",rocketmq_cluster="c"} 1
 `)
 		if r.Elapsed != timeout {
 			t.Errorf("scrape took %v, want one --rocketmq.timeout (%v)", r.Elapsed, timeout)
@@ -38,7 +38,7 @@ stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 			strings.Contains(r.Err.Error(), good.Addr()) {
 			t.Errorf("err = %v, want the silent and the refusing broker", r.Err)
 		}
-		if !strings.Contains(r.Text, `stall_rocketmq_put_messages_total{broker="good",broker_id="0",cluster="c"} 1.234567e+06`) {
+		if !strings.Contains(r.Text, `stall_rocketmq_put_messages_total{broker="good",broker_id="0",rocketmq_cluster="c"} 1.234567e+06`) {
 			t.Errorf("healthy broker's series missing:\n%s", r.Text)
 		}
 	})
@@ -61,8 +61,8 @@ func TestScrapeEndsBeforeContextDeadline(t *testing.T) {
 			t.Errorf("Update returned after %v (in time: %v), want 720 ms: 800 ms less a tenth", r.Elapsed, r.InTime)
 		}
 		expect(t, r.Families("stall_rocketmq_up"), `
-stall_rocketmq_up{broker="10.0.0.2:10911",broker_id="",cluster=""} 0
-stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
+stall_rocketmq_up{broker="10.0.0.2:10911",broker_id="",rocketmq_cluster=""} 0
+stall_rocketmq_up{broker="good",broker_id="0",rocketmq_cluster="c"} 1
 `)
 	})
 }
@@ -80,7 +80,7 @@ func TestSilentNamesrvKeepsBrokerLabels(t *testing.T) {
 		c := pipeScraper(t, collectortest.Config("rocketmq", nil), &n, "--rocketmq.namesrv="+ns, "--rocketmq.broker="+good.Addr(), "--rocketmq.timeout=1s")
 		r := collectortest.Expose(t, context.Background(), c)
 		expect(t, r.Families("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), `
-stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
+stall_rocketmq_up{broker="good",broker_id="0",rocketmq_cluster="c"} 1
 `)
 		if r.Elapsed != timeout/2 {
 			t.Errorf("first scrape took %v, want half of --rocketmq.timeout (%v)", r.Elapsed, timeout)
@@ -89,7 +89,7 @@ stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
 		r = collectortest.Expose(t, context.Background(), c)
 		expect(t, r.Families("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), `
 stall_rocketmq_namesrv_up{namesrv="`+ns+`"} 0
-stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1
+stall_rocketmq_up{broker="good",broker_id="0",rocketmq_cluster="c"} 1
 `)
 		if r.Elapsed != 0 {
 			t.Errorf("scrape after the name server failed took %v, want no wait for it", r.Elapsed)
@@ -119,7 +119,7 @@ func TestSilentNamesrvDelaysOneScrape(t *testing.T) {
 			t.Errorf("second scrape took %v, want no wait for a round that already delayed a scrape", second.Elapsed)
 		}
 		for i, r := range []collectortest.Exposition{first, second} {
-			if !strings.Contains(r.Families("stall_rocketmq_up"), `stall_rocketmq_up{broker="good",broker_id="0",cluster="c"} 1`) {
+			if !strings.Contains(r.Families("stall_rocketmq_up"), `stall_rocketmq_up{broker="good",broker_id="0",rocketmq_cluster="c"} 1`) {
 				t.Errorf("scrape %d: %s", i+1, r.Families("stall_rocketmq_up"))
 			}
 		}
@@ -150,7 +150,7 @@ func TestManyBadTargetsOneBudget(t *testing.T) {
 			}
 			r := collectortest.Expose(t, context.Background(), c)
 			up := r.Families("stall_rocketmq_up")
-			if !strings.Contains(up, "stall_rocketmq_up{broker=\"good\",broker_id=\"1\",cluster=\"c\"} 1\n") {
+			if !strings.Contains(up, "stall_rocketmq_up{broker=\"good\",broker_id=\"1\",rocketmq_cluster=\"c\"} 1\n") {
 				t.Errorf("scrape %d: healthy broker missing or down:\n%s", i, up)
 			}
 			if n := strings.Count(up, "} 0\n"); n != 5 {
@@ -277,7 +277,7 @@ func TestFailedConfigReadKeepsLabels(t *testing.T) {
 		cfg := collectortest.Config("rocketmq", nil)
 		c := pipeScraper(t, cfg, &n, "--rocketmq.broker="+b.Addr(), "--rocketmq.timeout=1s", "--rocketmq.config-interval=1m")
 		want := `
-stall_rocketmq_up{broker="direct",broker_id="2",cluster="c"} 1
+stall_rocketmq_up{broker="direct",broker_id="2",rocketmq_cluster="c"} 1
 `
 		r := collectortest.Expose(t, context.Background(), c)
 		expect(t, r.Families("stall_rocketmq_up"), want)

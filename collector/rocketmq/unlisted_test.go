@@ -65,16 +65,16 @@ func TestUnlistedBrokerKeptForRetention(t *testing.T) {
 		start := time.Now()
 		up := func() string { return r.scrape("stall_rocketmq_up", "stall_rocketmq_down_reason") }
 		expect(t, up(), `
-stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
-stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 1
+stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
+stall_rocketmq_up{broker="b",broker_id="0",rocketmq_cluster="c"} 1
 `)
 		// b dies, and the name server stops listing it.
 		b.Close()
 		r.ns.SetBrokers([]remoting.BrokerAddr{ba})
 		down := `
-stall_rocketmq_down_reason{broker="b",broker_id="0",cluster="c",reason="refused"} 1
-stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
-stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 0
+stall_rocketmq_down_reason{broker="b",broker_id="0",reason="refused",rocketmq_cluster="c"} 1
+stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
+stall_rocketmq_up{broker="b",broker_id="0",rocketmq_cluster="c"} 0
 `
 		// Died at 15 s, unlisted from the round at 30 s; kept until 10m30s.
 		for time.Since(start) < 10*time.Minute+30*time.Second {
@@ -84,7 +84,7 @@ stall_rocketmq_up{broker="b",broker_id="0",cluster="c"} 0
 			}
 		}
 		expect(t, up(), `
-stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
+stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
 `)
 		checkLogs(t, "b unlisted, then dropped", r.logs.take(), []string{
 			"WARN " + downMessages[remote.ReasonRefused] + ";",
@@ -112,16 +112,16 @@ func TestUnlistedBrokerAliveOrRenamed(t *testing.T) {
 		r.ns.SetBrokers([]remoting.BrokerAddr{ba})
 		for range 4 {
 			expect(t, r.scrape("stall_rocketmq_up"), `
-stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
-stall_rocketmq_up{broker="a",broker_id="1",cluster="c"} 1
+stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
+stall_rocketmq_up{broker="a",broker_id="1",rocketmq_cluster="c"} 1
 `)
 		}
 		r.ns.SetBrokers([]remoting.BrokerAddr{ba, bs})
 		r.scrape()
 		collectortest.Advance(2 * time.Hour)
 		expect(t, r.scrape("stall_rocketmq_up"), `
-stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
-stall_rocketmq_up{broker="a",broker_id="1",cluster="c"} 1
+stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
+stall_rocketmq_up{broker="a",broker_id="1",rocketmq_cluster="c"} 1
 `)
 		checkLogs(t, "unlisted, listed again", r.logs.take(), []string{
 			"WARN rocketmq broker no longer listed by the name servers",
@@ -132,7 +132,7 @@ stall_rocketmq_up{broker="a",broker_id="1",cluster="c"} 1
 		r.ns.SetBrokers([]remoting.BrokerAddr{{Cluster: "c", Name: "a", ID: 0, Addr: s.Addr()}})
 		r.scrape()
 		expect(t, r.scrape("stall_rocketmq_up"), `
-stall_rocketmq_up{broker="a",broker_id="0",cluster="c"} 1
+stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
 `)
 	})
 }

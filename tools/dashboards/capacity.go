@@ -19,7 +19,7 @@ const (
 	byHost   = "job, instance"
 	byDevice = "job, instance, device"
 	byRedis  = "job, instance, addr"
-	byBroker = "cluster, broker, broker_id" // every exporter that reads a broker reports it
+	byBroker = "rocketmq_cluster, broker, broker_id" // every exporter that reads a broker reports it
 	byComm   = "job, instance, comm, main, cgroup"
 )
 

@@ -224,7 +224,7 @@ func (l *linter) variables(m *Model) {
 	if !ok || ds.Type != "datasource" || ds.Label != "Data source" || ds.QueryString() != "prometheus" {
 		l.errorf("", "want a datasource variable named datasource, labelled \"Data source\", of type prometheus; got %+v", ds)
 	}
-	for _, name := range []string{"job", "instance"} {
+	for _, name := range []string{"cluster", "job", "instance"} {
 		if _, ok := m.Variable(name); !ok {
 			l.errorf("", "no %s variable", name)
 		}
@@ -235,7 +235,13 @@ func (l *linter) variables(m *Model) {
 			continue
 		}
 		where := "variable " + v.Name
-		if !v.Multi || !v.IncludeAll || v.AllValue != ".+" {
+		switch {
+		case v.Name == "cluster":
+			// The fleet's cluster: hidden, and its All matches series without the label.
+			if v.Hide != 2 || v.Multi || !v.IncludeAll || v.AllValue != ".*" {
+				l.errorf(where, "want hidden, single-value, include All and All value .*; got hide %d, multi %v, includeAll %v, allValue %q", v.Hide, v.Multi, v.IncludeAll, v.AllValue)
+			}
+		case !v.Multi || !v.IncludeAll || v.AllValue != ".+":
 			l.errorf(where, "want multi, include All and All value .+; got multi %v, includeAll %v, allValue %q", v.Multi, v.IncludeAll, v.AllValue)
 		}
 		if v.Datasource == nil || v.Datasource.UID != "${datasource}" {
@@ -406,8 +412,8 @@ func (l *linter) selector(where, raw string, vs *parser.VectorSelector, path []p
 		}
 		return false
 	}
-	if !has("job") || !has("instance") {
-		l.errorf(where, "selector %s in %q does not filter job=~\"$job\" and instance=~\"$instance\"", vs, raw)
+	if !has("cluster") || !has("job") || !has("instance") {
+		l.errorf(where, "selector %s in %q does not filter cluster=~\"$cluster\", job=~\"$job\" and instance=~\"$instance\"", vs, raw)
 	}
 	name := vs.Name
 	f, documented := metricsdoc.Lookup(l.doc, name)
@@ -507,7 +513,8 @@ func TestLintCatches(t *testing.T) {
 		"outside the 24-column grid",
 		"rate over 5m0s",
 		"counter stall_vm_major_faults_total",
-		`does not filter job=~"$job" and instance=~"$instance"`,
+		`does not filter cluster=~"$cluster", job=~"$job" and instance=~"$instance"`,
+		"no cluster variable",
 		"no value for variable(s) foo",
 		"histogram_quantile in",
 		"query data source <nil>",

@@ -17,13 +17,27 @@ import (
 // The conventions every dashboard follows (the dashboard-linter rules, which
 // TestLint enforces on the generated JSON): a "datasource" variable every
 // panel and query uses, job and instance variables (multi-value, "All" =
-// .+) that every selector filters on, $__rate_interval in every rate.
+// .+) that every selector filters on, a hidden cluster variable for data
+// sources that hold several clusters, $__rate_interval in every rate.
 
 // sel stands for the job and instance matchers in a query written for q:
 // `stall_vm_dirty_bytes{SEL}` or `stall_redis_up{SEL,addr=~"$target"}`.
 const sel = "SEL"
 
-const hostMatchers = `job=~"$job",instance=~"$instance"`
+const hostMatchers = `cluster=~"$cluster",job=~"$job",instance=~"$instance"`
+
+// clusterVar is the fleet's cluster, as kube-prometheus-stack's dashboards
+// offer it: multi-cluster setups (Thanos, Mimir, a central Prometheus) add
+// `cluster` as an external or target label. Hidden, since most data sources
+// hold one cluster; its "All" is .*, which also matches series without the
+// label, so on a single-cluster data source every selector still matches.
+// Pick one with ?var-cluster=NAME in the URL, or unhide it in a copy.
+func clusterVar(hostMetric string) *dashboard.QueryVariableBuilder {
+	return labelVar("cluster", "Cluster", "label_values("+hostMetric+", cluster)").
+		Multi(false).
+		AllValue(".*").
+		Hide(dashboard.VariableHideHideVariable)
+}
 
 // datasource is the templated data source every panel and query uses.
 var datasource = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
@@ -54,8 +68,9 @@ func newBoard(uid, title, description, hostMetric string, extra ...cog.Builder[d
 		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").
 			Label("Data source").
 			Type("prometheus")).
-		WithVariable(labelVar("job", "Job", "label_values("+hostMetric+", job)")).
-		WithVariable(labelVar("instance", "Instance", "label_values("+hostMetric+`{job=~"$job"}, instance)`)).
+		WithVariable(clusterVar(hostMetric)).
+		WithVariable(labelVar("job", "Job", "label_values("+hostMetric+`{cluster=~"$cluster"}, job)`)).
+		WithVariable(labelVar("instance", "Instance", "label_values("+hostMetric+`{cluster=~"$cluster",job=~"$job"}, instance)`)).
 		WithVariable(customVar("top", "Top N", "10", "5", "10", "20", "50"))
 	for _, v := range extra {
 		b.WithVariable(v)

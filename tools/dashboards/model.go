@@ -45,6 +45,7 @@ type Variable struct {
 	Multi      bool   `json:"multi"`
 	IncludeAll bool   `json:"includeAll"`
 	AllValue   string `json:"allValue"`
+	Hide       int    `json:"hide"` // 2: hidden
 	Current    struct {
 		Value any `json:"value"`
 	} `json:"current"`

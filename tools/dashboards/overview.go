@@ -70,17 +70,17 @@ func overview() *dashboard.DashboardBuilder {
 	b.WithPanel(worst("CommitLog lock held p99 (1 s samples)",
 		"99th percentile of the broker's pageCacheLockTimeMills sampled every second over the last $__rate_interval. Past osPageCacheBusyTimeOutMills (1 s by default) the broker rejects sends with 'broker busy'. Worst brokers first.",
 		"s",
-		`sort_desc(topk($top, histogram_quantile(0.99, sum by (job, instance, cluster, broker, broker_id, le) (rate(stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{SEL}[$__rate_interval])))))`, "{{instance}} {{broker}}/{{broker_id}}",
+		`sort_desc(topk($top, histogram_quantile(0.99, sum by (job, instance, rocketmq_cluster, broker, broker_id, le) (rate(stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{SEL}[$__rate_interval])))))`, "{{instance}} {{broker}}/{{broker_id}}",
 		steps("green", 0.5, "orange", 1.0, "red")).Span(6))
 	b.WithPanel(worst("Send-queue head wait",
 		"Highest wait of the oldest request in the broker's send queue over the last $__rate_interval. At waitTimeMillsInSendQueue (200 ms by default) the broker fails sends fast with 'TIMEOUT_CLEAN_QUEUE'. Worst brokers first.",
 		"s",
-		`sort_desc(topk($top, max by (job, instance, cluster, broker, broker_id) (max_over_time(stall_rocketmq_send_queue_head_wait_seconds{SEL}[$__rate_interval]))))`, "{{instance}} {{broker}}/{{broker_id}}",
+		`sort_desc(topk($top, max by (job, instance, rocketmq_cluster, broker, broker_id) (max_over_time(stall_rocketmq_send_queue_head_wait_seconds{SEL}[$__rate_interval]))))`, "{{instance}} {{broker}}/{{broker_id}}",
 		steps("green", 0.1, "orange", 0.2, "red")).Span(6))
 	b.WithPanel(worst("Flush backlog",
 		"Bytes appended to the CommitLog but not yet flushed to disk. A backlog that keeps growing means the disk cannot keep up and dirty pages pile up towards the kernel's throttle point. Worst brokers first.",
 		"bytes",
-		`sort_desc(topk($top, max by (job, instance, cluster, broker, broker_id) (stall_rocketmq_flush_pending_bytes{SEL})))`, "{{instance}} {{broker}}/{{broker_id}}",
+		`sort_desc(topk($top, max by (job, instance, rocketmq_cluster, broker, broker_id) (stall_rocketmq_flush_pending_bytes{SEL})))`, "{{instance}} {{broker}}/{{broker_id}}",
 		steps("green", 256.0*(1<<20), "orange", 1024.0*(1<<20), "red")).Span(6))
 	b.WithPanel(count("RocketMQ brokers not answering",
 		"Brokers whose runtime info did not answer within --rocketmq.timeout in the last scrape. Above 0: the broker is down or unreachable, and the other RocketMQ panels miss it.",

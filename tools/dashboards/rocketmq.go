@@ -10,7 +10,7 @@ func init() { register("stall-rocketmq.json", rocketmqBoard) }
 const broker = `{SEL,broker=~"$broker"}`
 
 // brokerBy is the label set a per-broker aggregation keeps.
-const brokerBy = "job, instance, cluster, broker, broker_id"
+const brokerBy = "job, instance, rocketmq_cluster, broker, broker_id"
 
 // rocketmqBoard is the RocketMQ broker dashboard: CommitLog lock holds,
 // put latency, the send queue against the fast-failure line, flush
@@ -82,7 +82,7 @@ func rocketmqBoard() *dashboard.DashboardBuilder {
 	b.WithPanel(tablePanel("Risky settings",
 		"The storage settings behind the incidents, per broker (GET_BROKER_CONFIG). Red cells are the risky values: warmMapedFileEnable=true and transferMsgByHeap=false have caused send timeouts under load; ASYNC_FLUSH without the transient store pool lets dirty pages reach the kernel's throttle point with the put lock held.",
 		"none",
-		tableQuery(`max by (cluster, broker, broker_id, flush_disk_type, broker_role, transient_store_pool_enable, warm_maped_file_enable, transfer_msg_by_heap, use_reentrant_lock_when_put_message, broker_fast_failure_enable, fast_fail_if_no_buffer_in_store_pool) (stall_rocketmq_broker_config_info`+broker+`)`),
+		tableQuery(`max by (rocketmq_cluster, broker, broker_id, flush_disk_type, broker_role, transient_store_pool_enable, warm_maped_file_enable, transfer_msg_by_heap, use_reentrant_lock_when_put_message, broker_fast_failure_enable, fast_fail_if_no_buffer_in_store_pool) (stall_rocketmq_broker_config_info`+broker+`)`),
 	).Transformations([]dashboard.DataTransformerConfig{hide("Time", "Value")}).
 		OverrideByName("warm_maped_file_enable", []dashboard.DynamicConfigValue{
 			{Id: "mappings", Value: mark("true", "true", "red", "false", "false", "green")}, colouredCells()}).

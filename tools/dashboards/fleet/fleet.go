@@ -291,7 +291,7 @@ func (g *gen) redis(inst, base string, r *rand.Rand) {
 }
 
 func (g *gen) broker(i int, inst, base string, r *rand.Rand) {
-	l := base + fmt.Sprintf(`,cluster="DefaultCluster",broker="broker-%d",broker_id="0"`, i)
+	l := base + fmt.Sprintf(`,rocketmq_cluster="DefaultCluster",broker="broker-%d",broker_id="0"`, i)
 	long := inst == g.p.BrokerHost
 	lock := g.each(func(k int) float64 {
 		if long && g.at(k).Hour() >= 9 && g.at(k).Hour() <= 18 {
