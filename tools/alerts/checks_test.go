@@ -92,6 +92,55 @@ func TestChecksCatchMistakes(t *testing.T) {
 	got = nil
 	replayLeads(&got, rules, delayed(2*time.Minute, 2*time.Minute))
 	got.expect(t, "lead alert A fires 3m after the failure, later than the detection-delay bound of 2m")
+
+	// One version's onset: each version's first firing needs its own silence one evaluation
+	// earlier, a version that never fires an alert fails the coverage, and the lead table gives
+	// both times.
+	only := func(a alertTest, v int) alertTest { a.Only = v; return a }
+	later := firing
+	later.EvalTime = "5m15s"
+	perVersionTests := []testFile{{
+		Path: "tests/incident-9.yml", Incident: 9, Failure: 6 * time.Minute, Lead: []string{"A"},
+		Groups: []testGroup{{Name: "storm", InputSeries: inputs("stall_vm_dirty_throttle_ratio", "stall_vm_dirty_bytes"),
+			AlertRuleTest: []alertTest{silentBefore, only(firing, 2), later,
+				only(alertTest{EvalTime: "5m", Alertname: "B"}, 3), only(firing2(firing, "B"), 2)}}},
+	}}
+	got = nil
+	rows, _ := replayLeads(&got, rules, perVersionTests)
+	got.expect(t, "A is first asserted firing at 5m15s; assert it silent at 5m too, so the replay pins when it fires (Prometheus 3)")
+	if len(rows) != 2 || rows[0].fired[2] != 5*time.Minute || rows[0].fired[3] != 5*time.Minute+15*time.Second {
+		t.Errorf("replayLeads per version: got %+v, want A at 5m under 2 and 5m15s under 3", rows)
+	}
+	if s := perVersion(rows[0].fired, func(d time.Duration) string { return d.String() }); s != "2.x: 5m0s; 3.x: 5m15s" {
+		t.Errorf("perVersion: %q", s)
+	}
+	got = nil
+	checkCoverage(&got, rules, perVersionTests)
+	got.expect(t, "B: no test group asserts it firing (Prometheus 3)")
+
+	got = nil
+	replayLeads(&got, rules, []testFile{{
+		Path: "tests/incident-9.yml", Incident: 9, Failure: 6 * time.Minute, Lead: []string{"A"},
+		Groups: []testGroup{{Name: "storm", AlertRuleTest: []alertTest{silentBefore, firing}}},
+	}})
+	if len(got) != 0 {
+		t.Errorf("a replay whose assertions hold for both versions was reported: %v", got)
+	}
+}
+
+// firing2 is the firing assertion a for another alert.
+func firing2(a alertTest, alert string) alertTest {
+	a.Alertname = alert
+	return a
+}
+
+// inputs is one input series of each metric.
+func inputs(names ...string) []inputSeries {
+	var out []inputSeries
+	for _, n := range names {
+		out = append(out, inputSeries{Series: n + `{instance="x"}`, Values: "0+0x20"})
+	}
+	return out
 }
 
 // TestStrictVersionCatchesUnexpectedAlerts checks that the generated assertions bite, under each

@@ -1,8 +1,9 @@
 // Package alerts holds the Prometheus alerting and recording rules (alerts/*.yml) and their
 // promtool replays (alerts/tests/*.yml). It has no Go code of its own: these tests keep the rules
-// honest. They run promtool on every file, check the conventions every alert must follow, count
-// for each alert the replays in which it fires and those in which it must stay silent, and check
-// (or, with -update, rewrite) the lead-time table of docs/alerts.md from the replays.
+// honest. They run promtool on every file, under Prometheus 2 and 3 (promtool_test.go), check the
+// conventions every alert must follow, count for each alert the replays in which it fires and
+// those in which it must stay silent, and check (or, with -update, rewrite) the lead-time table of
+// docs/alerts.md from the replays.
 package alerts
 
 import (
@@ -126,14 +127,16 @@ type testFile struct {
 }
 
 type testGroup struct {
-	Name        string `yaml:"name"`
-	Interval    string `yaml:"interval"`
-	InputSeries []struct {
-		Series string `yaml:"series"`
-		Values string `yaml:"values"`
-	} `yaml:"input_series"`
-	AlertRuleTest []alertTest `yaml:"alert_rule_test"`
-	ExprTests     []exprTest  `yaml:"promql_expr_test"`
+	Name          string        `yaml:"name"`
+	Interval      string        `yaml:"interval"`
+	InputSeries   []inputSeries `yaml:"input_series"`
+	AlertRuleTest []alertTest   `yaml:"alert_rule_test"`
+	ExprTests     []exprTest    `yaml:"promql_expr_test"`
+}
+
+type inputSeries struct {
+	Series string `yaml:"series"`
+	Values string `yaml:"values"`
 }
 
 type alertTest struct {
@@ -146,6 +149,7 @@ type alertTest struct {
 	Only int `yaml:"-"` // the one Prometheus version the assertion holds for, 0 for all (promtool_test.go)
 }
 
+// UnmarshalYAML reads the assertion, and from the comment above it the version it holds for.
 func (a *alertTest) UnmarshalYAML(n *yaml.Node) error {
 	type plain alertTest
 	if err := n.Decode((*plain)(a)); err != nil {
@@ -158,6 +162,7 @@ func (a *alertTest) UnmarshalYAML(n *yaml.Node) error {
 // exprTest is a promql_expr_test; only the version it holds for is read here.
 type exprTest struct{ Only int }
 
+// UnmarshalYAML reads the version from the comment above the expression test.
 func (e *exprTest) UnmarshalYAML(n *yaml.Node) error {
 	e.Only = onlyVersion(n.HeadComment)
 	return nil
@@ -381,6 +386,16 @@ func TestTestFileShape(t *testing.T) {
 			if g.Name == "" {
 				t.Errorf("%s: a test group without a name", tf.Path)
 			}
+			for _, a := range g.AlertRuleTest {
+				if a.Only != 0 && !contains(promtoolVersions, a.Only) {
+					t.Errorf("%s %q: %s at %s is for Prometheus %d only, which the replays do not run under", tf.Path, g.Name, a.Alertname, a.EvalTime, a.Only)
+				}
+			}
+			for _, e := range g.ExprTests {
+				if e.Only != 0 && !contains(promtoolVersions, e.Only) {
+					t.Errorf("%s %q: an expression test is for Prometheus %d only, which the replays do not run under", tf.Path, g.Name, e.Only)
+				}
+			}
 		}
 		switch {
 		case tf.Incident != 0 && tf.Baseline:
@@ -556,6 +571,42 @@ func TestAlertCoverage(t *testing.T) {
 }
 
 func checkCoverage(t reporter, rules []rule, tests []testFile) {
+	for _, v := range promtoolVersions {
+		checkCoverageUnder(versioned{t, v}, rules, forVersion(tests, v))
+	}
+}
+
+// versioned adds the Prometheus version to what a check reports.
+type versioned struct {
+	reporter
+	version int
+}
+
+func (r versioned) Errorf(format string, args ...any) {
+	r.reporter.Errorf(format+" (Prometheus %d)", append(args, r.version)...)
+}
+
+// forVersion returns the tests with the alert assertions of other Prometheus versions left out.
+func forVersion(tests []testFile, version int) []testFile {
+	out := make([]testFile, len(tests))
+	for i, tf := range tests {
+		tf.Groups = append([]testGroup(nil), tf.Groups...)
+		for j, g := range tf.Groups {
+			var kept []alertTest
+			for _, a := range g.AlertRuleTest {
+				if under(a.Only, version) {
+					kept = append(kept, a)
+				}
+			}
+			tf.Groups[j].AlertRuleTest = kept
+		}
+		out[i] = tf
+	}
+	return out
+}
+
+// checkCoverageUnder is checkCoverage for the assertions of one Prometheus version.
+func checkCoverageUnder(t reporter, rules []rule, tests []testFile) {
 	byRecord := map[string]string{}
 	for _, r := range rules {
 		if r.Record != "" {
@@ -893,7 +944,7 @@ func baselineTable(t *testing.T) string {
 	return b.String()
 }
 
-func contains(list []string, s string) bool {
+func contains[T comparable](list []T, s T) bool {
 	for _, x := range list {
 		if x == s {
 			return true
