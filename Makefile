@@ -50,7 +50,7 @@ test-deps:
 PROMTOOL3_MODULE  ?= v0.316.0
 PROMTOOL3_VERSION ?= 3.16.0
 PROMTOOL3_DIR     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/stall_exporter/promtool-$(PROMTOOL3_VERSION)
-export STALL_PROMTOOL3 := $(PROMTOOL3_DIR)/promtool
+export STALL_PROMTOOL3 ?= $(PROMTOOL3_DIR)/promtool
 promtool3: $(STALL_PROMTOOL3)
 $(STALL_PROMTOOL3):
 	GOBIN=$(PROMTOOL3_DIR) $(GO) install -trimpath \
