@@ -13,7 +13,7 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 ARGS      ?=
 
-.PHONY: all build run test test-deps lint fuzz bench bench-capacity golden dashboards clean readme-flags rules rules-doc
+.PHONY: all build run test test-deps lint fuzz bench bench-capacity golden dashboards prometheusrules clean readme-flags rules rules-doc
 
 all: build
 
@@ -95,6 +95,11 @@ rules-doc:
 ## dashboards: regenerate the Grafana dashboards (dashboards/*.json) from their Go builders (tools/dashboards)
 dashboards:
 	cd tools && $(GO) generate ./dashboards
+
+## prometheusrules: regenerate the PrometheusRules of deploy/kubernetes/prometheus-operator from alerts/*.yml
+## (tools/prometheusrules; a test fails when they are out of step)
+prometheusrules:
+	cd tools && $(GO) generate ./prometheusrules
 
 clean:
 	rm -f $(BINARY)
