@@ -205,31 +205,47 @@ func checkKubernetesSD(t *testing.T, job map[string]any) {
 	}
 }
 
+// The rule file layout of the docs: alerts/*.yml in a directory of their
+// own beside prometheus.yml, which loads them by a path relative to itself.
+const (
+	rulesInstallDir = "rules/stall"
+	rulesInstall    = "install -m 0644 alerts/*.yml /etc/prometheus/" + rulesInstallDir + "/"
+)
+
 // TestDeployConfigs checks the shipped Prometheus and Alertmanager
 // configurations with the real promtool and amtool: syntax, rule files
-// (alerts/*.yml installed as the README says), routing by severity for
-// every alert the rules define, and inhibitions that name only those
-// alerts.
+// (alerts/*.yml installed as the README and docs/alerts.md say, in
+// rules/stall/ beside prometheus.yml, which the configuration loads as it
+// is), routing by severity for every alert the rules define, and
+// inhibitions that name only those alerts.
 func TestDeployConfigs(t *testing.T) {
 	promtool := collectortest.RequireTool(t, "promtool")
 	files, rules := alertRules(t)
-	rulesDir := t.TempDir()
+	etc := t.TempDir() // stands for /etc/prometheus
+	if err := os.MkdirAll(filepath.Join(etc, rulesInstallDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(rulesDir, filepath.Base(f)), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(etc, rulesInstallDir, filepath.Base(f)), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cfg, jobs := deployPromConfig(t, promSetup{rulesDir: rulesDir})
+	for _, doc := range []string{"README.md", "docs/alerts.md", "deploy/prometheus/prometheus.yml"} {
+		if b, err := os.ReadFile(doc); err != nil || !strings.Contains(string(b), rulesInstall) {
+			t.Errorf("%s does not install the rules with %q (%v)", doc, rulesInstall, err)
+		}
+	}
+	cfg, jobs := deployPromConfig(t, promSetup{})
 	for _, want := range []string{"stall", "stall-kubernetes", "stall-redis", "stall-rocketmq"} {
 		if !slices.Contains(jobs, want) {
 			t.Errorf("prometheus.yml has no job %s (jobs %v)", want, jobs)
 		}
 	}
-	path := filepath.Join(t.TempDir(), "prometheus.yml")
+	path := filepath.Join(etc, "prometheus.yml")
 	if err := os.WriteFile(path, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
