@@ -39,8 +39,8 @@ import (
 // The host picks v1 when the blkio hierarchy is mounted with throttling, v2 otherwise;
 // STALL_LIVE_CGROUP=v1|v2 forces one. For v2 on a hybrid host the rig hands the block controller
 // to cgroup2 by unmounting the blkio hierarchy, which works only while the hierarchy has no child
-// cgroups, no other controller, and no open file or working directory in it (which would keep
-// it alive, unmounted, with io); it mounts it again at the end. Everything it changes is
+// cgroups, no other controller, and no open file or working directory in it, through any mount
+// (which keeps it alive, unmounted, with io); it mounts it again at the end. Everything it changes is
 // recorded in the state file before it is changed (throttleState) and undone by undoThrottle.
 const (
 	cgroupEnv    = "STALL_LIVE_CGROUP"
@@ -178,8 +178,8 @@ func movableBlkio(m mountInfo, all []mountInfo) (*cgroupMount, error) {
 	return &cgroupMount{Point: m.point, Flags: m.flags, Data: strings.Join(data, ",")}, nil
 }
 
-// errPinned is setUpThrottle's error when the blkio hierarchy is in use: the host cannot run
-// the v2 path, and nothing is left changed.
+// errPinned is setUpThrottle's error when the blkio hierarchy is in use (an open file or a
+// working directory in it): the host cannot run the v2 path, and undo mounts it again.
 var errPinned = errors.New("the blkio v1 hierarchy is in use")
 
 // setUpThrottle throttles writes to the device devNum at bps bytes a second as planned,
@@ -205,7 +205,9 @@ func (r *rig) setUpThrottle(p throttlePlan, devNum string, bps int) error {
 			}
 			return nil
 		}); err != nil {
-			return err
+			// A file open in the hierarchy through another mount (one unmounted lazily, in
+			// another mount namespace) keeps it alive.
+			return fmt.Errorf("%w: unmounted %s, but the hierarchy lives on %s later: %w", errPinned, p.unmount.Point, cgroupSettle, err)
 		}
 	}
 	if p.kind == "v2" {
