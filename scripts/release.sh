@@ -75,8 +75,12 @@ for arch in "${ARCHES[@]}"; do
     --build-arg VERSION="$VERSION" --build-arg REVISION="$REVISION" \
     --build-arg CREATED="$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)" . >/dev/null
 done
-buildah manifest push --quiet --all "$image" "oci-archive:$DIST/stall_exporter-$VERSION.oci.tar:$VERSION"
+# Its blobs are reproducible; buildah's oci-archive: would stamp the tar around them with the
+# clock, so the OCI layout is written to a directory and archived like the release archives.
+buildah manifest push --quiet --all "$image" "oci:$BUILD/oci:$VERSION"
 buildah rmi --all >/dev/null
+tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner --format=gnu \
+  -C "$BUILD/oci" -cf "$DIST/stall_exporter-$VERSION.oci.tar" oci-layout index.json blobs
 
 (cd "$DIST" && sha256sum -- * >sha256sums.txt)
 ls -l "$DIST"
