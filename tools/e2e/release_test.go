@@ -8,6 +8,7 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -87,7 +88,7 @@ func packagedFiles(t *testing.T) map[string]fs.FileMode {
 // architecture's release binary.
 func TestRelease(t *testing.T) {
 	collectortest.RequireRoot(t, "buildah's image store, and dpkg's chroot into a scratch root to run the package's scripts")
-	for _, tool := range []string{"git", "buildah", "rpm", "dpkg", "systemd-analyze"} {
+	for _, tool := range []string{"git", "make", "buildah", "rpm", "dpkg", "ldd", "systemd-analyze"} {
 		collectortest.RequireTool(t, tool)
 	}
 	version := strings.TrimSpace(readText(t, "VERSION"))
@@ -150,7 +151,7 @@ func copyWorkingTree(t *testing.T, dst string) {
 	list := run(t, ".", "git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
 	for _, name := range strings.Split(strings.TrimRight(list, "\x00"), "\x00") {
 		info, err := os.Lstat(name)
-		if os.IsNotExist(err) {
+		if errors.Is(err, fs.ErrNotExist) {
 			continue // deleted in the working tree, not yet in the index
 		}
 		if err != nil {
@@ -272,7 +273,7 @@ func checkArchive(t *testing.T, r release, arch string) {
 	var bin []byte
 	for i := 0; ; i++ {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			if i != len(want) {
 				t.Errorf("%d entries, want %d", i, len(want))
 			}
@@ -426,7 +427,7 @@ func checkDebInstall(t *testing.T, r release) {
 	calls := func(want ...string) {
 		t.Helper()
 		b, err := os.ReadFile(filepath.Join(root, "systemctl.log"))
-		if err != nil && !os.IsNotExist(err) {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			t.Fatal(err)
 		}
 		var got []string
@@ -463,6 +464,19 @@ func checkDebInstall(t *testing.T, r release) {
 	}
 	if len(listed) != len(files) {
 		t.Errorf("dpkg --listfiles: %d files %v, want %d", len(listed), listed, len(files))
+	}
+	if !bytes.Equal(readBytes(t, inRoot("/usr/bin/stall_exporter")), releaseBinary(t, r, runtime.GOARCH)) {
+		t.Error("/usr/bin/stall_exporter is not the release archive's binary")
+	}
+	for p, source := range map[string]string{
+		"/usr/share/doc/stall-exporter/README.md":      "README.md",
+		"/usr/share/doc/stall-exporter/LICENSE":        "LICENSE",
+		"/usr/share/doc/stall-exporter/CHANGELOG.md":   "CHANGELOG.md",
+		"/usr/share/doc/stall-exporter/docs/alerts.md": "docs/alerts.md",
+	} {
+		if !bytes.Equal(readBytes(t, inRoot(p)), readBytes(t, source)) {
+			t.Errorf("%s is not the repository's %s", p, source)
+		}
 	}
 	// One source for the unit: deploy/systemd's, with ExecStart at the packaged binary.
 	unit := readText(t, "deploy/systemd/stall_exporter.service")
@@ -512,7 +526,7 @@ func checkDebInstall(t *testing.T, r release) {
 	dpkg("--remove", "stall-exporter")
 	calls("stop stall_exporter.service", "daemon-reload")
 	for _, p := range []string{"/usr/bin/stall_exporter", "/usr/lib/systemd/system/stall_exporter.service"} {
-		if _, err := os.Stat(inRoot(p)); !os.IsNotExist(err) {
+		if _, err := os.Stat(inRoot(p)); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("dpkg --remove left %s (%v)", p, err)
 		}
 	}
@@ -526,7 +540,7 @@ func checkDebInstall(t *testing.T, r release) {
 	dpkg("--purge", "stall-exporter")
 	calls("disable stall_exporter.service", "daemon-reload")
 	for _, p := range []string{"/etc/default/stall_exporter", "/etc/stall_exporter"} {
-		if _, err := os.Stat(inRoot(p)); !os.IsNotExist(err) {
+		if _, err := os.Stat(inRoot(p)); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("dpkg --purge left %s (%v)", p, err)
 		}
 	}
@@ -621,7 +635,7 @@ func checkImage(t *testing.T, r release) {
 	tr := tar.NewReader(bytes.NewReader(readBytes(t, filepath.Join(r.dist, r.image))))
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -674,7 +688,8 @@ func checkImage(t *testing.T, r release) {
 		if config.Architecture != arch || config.OS != "linux" || c.User != "65532:65532" ||
 			!slices.Equal(c.Entrypoint, []string{"/bin/stall_exporter"}) || len(c.Cmd) != 0 ||
 			len(c.ExposedPorts) != 1 || !hasKey(c.ExposedPorts, "29110/tcp") || !config.Created.Equal(r.epoch) {
-			t.Errorf("%s config: %+v", arch, config)
+			t.Errorf("%s config: want linux/%s, entrypoint /bin/stall_exporter and no cmd, user 65532:65532, port 29110/tcp only, created %v; got %+v",
+				arch, arch, r.epoch, config)
 		}
 		for label, want := range map[string]string{
 			"org.opencontainers.image.source":   "https://github.com/stall-exporter/stall_exporter",
@@ -730,7 +745,7 @@ func layerFiles(t *testing.T, layer []byte) map[string]layerFile {
 	tr := tar.NewReader(zr)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return files
 		}
 		if err != nil {
