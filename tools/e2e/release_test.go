@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 )
 
 // A release as `make release` writes it into its DIST directory.
@@ -84,10 +85,10 @@ func packagedFiles(t *testing.T) map[string]fs.FileMode {
 // commit's time; binaries for the right machine, static, that print the release's version; the
 // .deb installed, upgraded, removed and purged in a scratch root (its maintainer scripts run with
 // a stand-in systemctl) and its unit verified by systemd-analyze; the .rpm's files, configuration
-// flags and scripts; and the image index, one image per architecture carrying that
-// architecture's release binary.
+// flags and scripts, and the same .rpm installed, upgraded and erased; and the image index, one
+// image per architecture carrying that architecture's release binary.
 func TestRelease(t *testing.T) {
-	collectortest.RequireRoot(t, "buildah's image store, and dpkg's chroot into a scratch root to run the package's scripts")
+	collectortest.RequireRoot(t, "buildah's image store, and dpkg's and rpm's chroot into a scratch root to run the packages' scripts")
 	for _, tool := range []string{"git", "make", "buildah", "rpm", "dpkg", "ldd", "systemd-analyze"} {
 		collectortest.RequireTool(t, tool)
 	}
@@ -106,6 +107,7 @@ func TestRelease(t *testing.T) {
 	}
 	t.Run("deb-arm64", func(t *testing.T) { checkDebContents(t, a, "arm64") })
 	t.Run("deb-install", func(t *testing.T) { checkDebInstall(t, a) })
+	t.Run("rpm-install", func(t *testing.T) { checkRPMInstall(t, a) })
 	t.Run("image", func(t *testing.T) { checkImage(t, a) })
 }
 
@@ -306,7 +308,8 @@ func checkArchive(t *testing.T, r release, arch string) {
 }
 
 // checkBinary checks that bin is a static executable for arch and, where this machine can run
-// it, that --version prints the release's version, revision, branch and date.
+// it, that --version and stall_exporter_build_info give the release's version, revision, branch
+// (and --version its date).
 func checkBinary(t *testing.T, r release, arch string, bin []byte) {
 	t.Helper()
 	f, err := elf.NewFile(bytes.NewReader(bin))
@@ -342,9 +345,20 @@ func checkBinary(t *testing.T, r release, arch string, bin []byte) {
 			t.Errorf("stall_exporter --version does not say %q:\n%s", want, out)
 		}
 	}
+	var info string
+	for _, line := range strings.Split(e2etest.Scrape(t, e2etest.StartExporter(t, path).URL), "\n") {
+		if strings.HasPrefix(line, "stall_exporter_build_info{") {
+			info = line
+		}
+	}
+	for _, want := range []string{`branch="` + r.branch + `"`, `revision="` + r.revision + `"`, `version="` + r.version + `"`, `goarch="` + arch + `"`} {
+		if !strings.Contains(info, want) || !strings.HasSuffix(info, "} 1") {
+			t.Errorf("stall_exporter_build_info does not say %s: %q", want, info)
+		}
+	}
 }
 
-// checkRPM reads the .rpm with rpm: its name, version, architecture and licence; every file with
+// checkRPM reads the .rpm with rpm (checkRPMInstall installs it): its name, version, architecture and licence; every file with
 // its mode and configuration flags ("cn": %config(noreplace)); and its scripts, which are
 // deploy/packages'.
 func checkRPM(t *testing.T, r release, arch string) {
@@ -426,18 +440,7 @@ func checkDebInstall(t *testing.T, r release) {
 	}
 	calls := func(want ...string) {
 		t.Helper()
-		b, err := os.ReadFile(filepath.Join(root, "systemctl.log"))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			t.Fatal(err)
-		}
-		var got []string
-		if s := strings.TrimSpace(string(b)); s != "" {
-			got = strings.Split(s, "\n")
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("systemctl calls: %q, want %q", got, want)
-		}
-		_ = os.Remove(filepath.Join(root, "systemctl.log"))
+		checkSystemctlCalls(t, root, want...)
 	}
 	inRoot := func(p string) string { return filepath.Join(root, p) }
 
@@ -551,7 +554,69 @@ func checkDebInstall(t *testing.T, r release) {
 	calls()
 }
 
-// scratchRoot makes a root for dpkg --root: an empty dpkg database, /bin/sh (this machine's, with
+// checkRPMInstall installs this machine's .rpm with rpm --root into a scratch root like the
+// .deb's, and checks each step's systemctl calls and configuration: install applies the preset;
+// an upgrade (the same package again) restarts the service and keeps a changed configuration;
+// erase disables the service and saves the changed configuration as .rpmsave.
+func checkRPMInstall(t *testing.T, r release) {
+	pkg := filepath.Join(r.dist, r.rpms[runtime.GOARCH])
+	root := scratchRoot(t, true)
+	rpm := func(args ...string) {
+		t.Helper()
+		run(t, ".", "rpm", append([]string{"--root=" + root}, args...)...)
+	}
+	inRoot := func(p string) string { return filepath.Join(root, p) }
+	rpm("--initdb")
+	// --nodeps: the package requires /bin/sh, which no package provides in the scratch root.
+	rpm("--install", "--nodeps", pkg)
+	checkSystemctlCalls(t, root, "daemon-reload", "preset stall_exporter.service")
+	for _, p := range append([]string{"/usr/bin/stall_exporter", "/usr/lib/systemd/system/stall_exporter.service"}, packagedConfig...) {
+		if _, err := os.Stat(inRoot(p)); err != nil {
+			t.Errorf("rpm --install: %v", err)
+		}
+	}
+
+	changed := readText(t, inRoot("/etc/default/stall_exporter")) + "STALL_EXPORTER_ARGS=\"--redis.addr=redis://localhost:6379\"\n"
+	if err := os.WriteFile(inRoot("/etc/default/stall_exporter"), []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rpm("--upgrade", "--replacepkgs", "--nodeps", pkg)
+	checkSystemctlCalls(t, root, "daemon-reload", "daemon-reload", "try-restart stall_exporter.service")
+	if got := readText(t, inRoot("/etc/default/stall_exporter")); got != changed {
+		t.Errorf("an upgrade replaced the changed /etc/default/stall_exporter:\n%s", got)
+	}
+
+	rpm("--erase", "stall-exporter")
+	checkSystemctlCalls(t, root, "disable --now stall_exporter.service", "daemon-reload")
+	for _, p := range []string{"/usr/bin/stall_exporter", "/etc/default/stall_exporter", "/etc/stall_exporter"} {
+		if _, err := os.Stat(inRoot(p)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("rpm --erase left %s (%v)", p, err)
+		}
+	}
+	if got := readText(t, inRoot("/etc/default/stall_exporter.rpmsave")); got != changed {
+		t.Errorf("rpm --erase did not save the changed configuration as .rpmsave:\n%s", got)
+	}
+}
+
+// checkSystemctlCalls compares the systemctl calls recorded in root's /systemctl.log with want,
+// and empties the log.
+func checkSystemctlCalls(t *testing.T, root string, want ...string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "systemctl.log"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var got []string
+	if s := strings.TrimSpace(string(b)); s != "" {
+		got = strings.Split(s, "\n")
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("systemctl calls: %q, want %q", got, want)
+	}
+	_ = os.Remove(filepath.Join(root, "systemctl.log"))
+}
+
+// scratchRoot makes a root for dpkg --root and rpm --root: an empty dpkg database, /bin/sh (this machine's, with
 // the libraries it loads), /dev/null, and a systemctl that appends its arguments to
 // /systemctl.log; with systemd, also /run/systemd/system.
 func scratchRoot(t *testing.T, systemd bool) string {
