@@ -3,7 +3,8 @@
 # LDFLAGS, VERSION, REVISION, SOURCE_DATE_EPOCH, DIST, NFPM) and writes into $DIST:
 #   stall_exporter-<version>.linux-<arch>.tar.gz   binary, LICENSE, README, CHANGELOG, the systemd unit,
 #                                                  its /etc/default file and the dns drop-in
-#   stall-exporter_<version>_<arch>.deb, stall-exporter-<version>-1.<arch>.rpm   (deploy/packages/nfpm.yaml)
+#   stall-exporter_<version>-1_<arch>.deb, stall-exporter-<version>-1.<x86_64|aarch64>.rpm
+#                                                  (deploy/packages/nfpm.yaml)
 #   stall_exporter-<version>.oci.tar               the linux/amd64 + linux/arm64 image index (Dockerfile)
 #   sha256sums.txt                                 over all of the above
 # for linux/amd64 and linux/arm64. Nothing depends on the machine, the user, the time or the
