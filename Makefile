@@ -2,24 +2,36 @@
 GO        ?= go
 BINARY    ?= stall_exporter
 PKG       := github.com/stall-exporter/stall_exporter
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The version is the VERSION file's (no tags needed: a clone may have none); the commit and branch
+# tell builds between releases apart. The build date is the commit's time, not the clock's, and
+# nothing names the machine or the user: two builds of one commit are byte-identical.
+VERSION   ?= $(shell cat VERSION)
 REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BRANCH    ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
-LDFLAGS   := -s -w \
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+LDFLAGS   := -s -w -buildid= \
 	-X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.Revision=$(REVISION) \
 	-X github.com/prometheus/common/version.Branch=$(BRANCH) \
-	-X github.com/prometheus/common/version.BuildUser=$(shell id -un 2>/dev/null)@$(shell hostname 2>/dev/null) \
-	-X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
+	-X github.com/prometheus/common/version.BuildDate=$(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y%m%d-%H:%M:%S)
 ARGS      ?=
 
-.PHONY: all build run test test-deps lint fuzz bench bench-capacity golden dashboards prometheusrules clean readme-flags rules rules-doc
+.PHONY: all build release run test test-deps lint fuzz bench bench-capacity golden dashboards prometheusrules clean readme-flags rules rules-doc
 
 all: build
 
 ## build: static binary (CGO_ENABLED=0)
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINARY) .
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' -o $(BINARY) .
+
+## release: the release of VERSION in $(DIST): archives for linux/amd64 and linux/arm64, .deb and .rpm
+## (nfpm, run with `go run`), the multi-arch image as an OCI archive (buildah), sha256sums.txt;
+## reproducible (scripts/release.sh; docs/install.md says how to use them)
+DIST ?= dist
+NFPM ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.48.0
+release:
+	GO='$(GO)' LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' REVISION='$(REVISION)' \
+	  SOURCE_DATE_EPOCH='$(SOURCE_DATE_EPOCH)' DIST='$(DIST)' NFPM='$(NFPM)' ./scripts/release.sh
 
 ## run: build and serve this machine's real /proc on the default port (:29110); extra flags via ARGS="..."
 run: build
@@ -102,7 +114,7 @@ prometheusrules:
 	cd tools && $(GO) generate ./prometheusrules
 
 clean:
-	rm -f $(BINARY)
+	rm -rf $(BINARY) .build dist
 
 ## readme-flags: rewrite the flag reference between the markers in README.md from --help
 # The help text goes through the environment: awk -v would turn its \\d into \d.

@@ -4,7 +4,8 @@
 # prometheus-alertmanager (amtool), iproute2 (network namespaces), libc-bin (getent, for the dns
 # tests), util-linux's setsid, unshare and setpriv (the supervision tests), systemd
 # (systemd-analyze verifies and rates the units in deploy/systemd), and unbound, dnsperf and curl
-# (the dns collector's benchmark, scripts/bench-dns.sh).
+# (the dns collector's benchmark, scripts/bench-dns.sh), buildah and rpm (make release builds the image
+# with buildah; the release test reads the .rpm with rpm and installs the .deb with dpkg).
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
@@ -17,6 +18,8 @@ command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 command -v unbound      >/dev/null 2>&1 || need+=(unbound)
 command -v dnsperf      >/dev/null 2>&1 || need+=(dnsperf)
 command -v curl         >/dev/null 2>&1 || need+=(curl)       # scripts/bench-dns.sh scrapes with it
+command -v buildah      >/dev/null 2>&1 || need+=(buildah)
+command -v rpm          >/dev/null 2>&1 || need+=(rpm)
 for tool in setsid unshare setpriv; do
   command -v "$tool" >/dev/null 2>&1 || { need+=(util-linux); break; }
 done
