@@ -350,9 +350,7 @@ func waitDead(t *testing.T, pid int, what string) {
 
 func requireRedisServer(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatal("redis-server not installed: run `make test-deps` (scripts/install-test-deps.sh)")
-	}
+	collectortest.RequireTool(t, "redis-server")
 }
 
 // TestSupervisionRealTerminalSession replays incident 1 with real
@@ -505,9 +503,8 @@ func placeInCgroup(t *testing.T, root, rel string, pid int) {
 // systemd itself is not needed: the collector reads only the kernel's
 // /proc/<pid>/cgroup, which is the same whoever created the cgroup.
 func TestSupervisionRealCgroups(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create cgroups and a PID namespace")
-	}
+	collectortest.RequireRoot(t, "creating cgroups and a PID namespace")
+	collectortest.RequireTool(t, "unshare")
 	requireRedisServer(t)
 	v1, v2 := cgroupMounts(t)
 	if v1 == "" && v2 == "" {
@@ -578,9 +575,9 @@ func TestSupervisionRealSystemdRun(t *testing.T) {
 // make the scrape fail with a message naming hidepid; hidepid=1 also
 // counts the refused processes.
 func TestSupervisionRealHidepid(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a procfs in a private mount namespace")
-	}
+	collectortest.RequireRoot(t, "mounting a procfs in a private mount namespace")
+	collectortest.RequireTool(t, "unshare")
+	collectortest.RequireTool(t, "setpriv")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

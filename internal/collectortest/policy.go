@@ -15,7 +15,10 @@ import (
 //   - under `make test`, which exports STALL_TEST_STRICT=1 and installs
 //     every tool first, a missing prerequisite fails the test, saying what
 //     to install or run;
-//   - under a plain `go test`, it skips the test with the same message.
+//   - under a plain `go test`, it skips the test with the same message;
+//   - under `go test -short` (make test-short, the quick loop), it skips
+//     the test even when the prerequisite is there: the quick loop runs
+//     no tool, no service and nothing as root.
 //
 // A test that changes the host itself (vm.dirty_* sysctls, loop devices,
 // throttled writeback, cgroup controllers) also calls RequireDisposable:
@@ -43,6 +46,9 @@ func Disposable() bool { return os.Getenv(DisposableEnv) == "1" }
 // prerequisite, and how to get it) and err in the message.
 func Require(t testing.TB, what string, err error) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: needs " + what)
+	}
 	if err == nil {
 		return
 	}
@@ -78,9 +84,13 @@ func RequireTool(t testing.TB, name string) string {
 
 // RequireDisposable lets a test that changes the host run only on a machine
 // declared disposable (STALL_TEST_DISPOSABLE=1, as .ci/run sets); changes
-// says what it does to the host. Elsewhere the test is skipped as not run.
+// says what it does to the host. Elsewhere the test is skipped as not run,
+// and under -short it is left out like any test with a prerequisite.
 func RequireDisposable(t testing.TB, changes string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: changes the host: " + changes)
+	}
 	if Disposable() {
 		return
 	}
