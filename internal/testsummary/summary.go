@@ -138,7 +138,11 @@ func (s *Summary) Read(r io.Reader) error {
 			s.Failed = append(s.Failed, Line{e.Package + " " + e.Test, ""})
 		case "skip":
 			l := Line{e.Package + " " + e.Test, message(output[k])}
-			if strings.Contains(l.Why, collectortest.NotRunPrefix) {
+			if before, after, ok := strings.Cut(l.Why, collectortest.NotRunPrefix); ok {
+				// The list's title says what the prefix and the advice
+				// after the change say.
+				change, _, _ := strings.Cut(after, "; run with "+collectortest.DisposableEnv)
+				l.Why = before + change
 				s.NotRun = append(s.NotRun, l)
 			} else {
 				s.Skipped = append(s.Skipped, l)

@@ -26,7 +26,7 @@ var events = `{"Action":"start","Package":"x/a"}
 {"Action":"skip","Package":"x/a","Test":"TestTool"}
 {"Action":"run","Package":"x/a","Test":"TestHost"}
 {"Action":"output","Package":"x/a","Test":"TestHost","Output":"=== RUN   TestHost\n"}
-{"Action":"output","Package":"x/a","Test":"TestHost","Output":"    a_test.go:12: ` + collectortest.NotRunPrefix + `lowers vm.dirty_bytes\n"}
+{"Action":"output","Package":"x/a","Test":"TestHost","Output":"    a_test.go:12: ` + collectortest.NotRunPrefix + `lowers vm.dirty_bytes; run with ` + collectortest.DisposableEnv + `=1 on a machine you may change\n"}
 {"Action":"output","Package":"x/a","Test":"TestHost","Output":"--- SKIP: TestHost (0.00s)\n"}
 {"Action":"skip","Package":"x/a","Test":"TestHost"}
 {"Action":"run","Package":"x/a","Test":"TestFail"}
@@ -106,7 +106,7 @@ skipped (1):
   x/a TestTool: a_test.go:9: needs promtool: promtool not found
 
 not run: they change the host; STALL_TEST_DISPOSABLE=1 runs them on a machine you may change (1):
-  x/a TestHost: a_test.go:12: ` + collectortest.NotRunPrefix + `lowers vm.dirty_bytes
+  x/a TestHost: a_test.go:12: lowers vm.dirty_bytes
 
 failed (4):
   x/a TestFail/sub
