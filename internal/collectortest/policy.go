@@ -21,10 +21,14 @@ import (
 //     no tool, no service and nothing as root.
 //
 // A test that changes the host itself (vm.dirty_* sysctls, loop devices,
-// throttled writeback, cgroup controllers) also calls RequireDisposable:
-// it runs only where STALL_TEST_DISPOSABLE=1 says the machine may be
-// changed (.ci/run sets it), and is otherwise reported as not run, under
-// `make test` too.
+// throttled writeback, cgroup controllers, a mount in the machine's mount
+// namespace, a service or service manager started or stopped) also calls
+// RequireDisposable: it runs only where STALL_TEST_DISPOSABLE=1 says the
+// machine may be changed (.ci/run sets it), and is otherwise reported as
+// not run, under `make test` too. What a test creates for itself and
+// removes at cleanup — processes, files, a network namespace, an empty
+// cgroup of its own that it moves only its own processes into — is not a
+// change of the host.
 const (
 	StrictEnv     = "STALL_TEST_STRICT"
 	DisposableEnv = "STALL_TEST_DISPOSABLE"
