@@ -62,7 +62,8 @@ lint:
 ## "context deadline exceeded" when a duration ends while a starved worker is mid-run (golang/go#75804,
 ## fixed in Go 1.27); a count has no deadline. `make fuzz FUZZTIME=1m` for a longer exploration.
 FUZZTIME ?= 50000x
-FUZZFLAGS ?=   # more go test flags: make test adds -json for its summary
+# FUZZFLAGS: more go test flags; make test adds -json for its summary
+FUZZFLAGS ?=
 fuzz:
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
