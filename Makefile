@@ -31,9 +31,10 @@ run: build
 ## `N passed, N failed, N skipped` (scripts/run-tests.sh)
 # STALL_TEST_STRICT: under make test a missing tool, root or kernel feature fails its test
 # (internal/collectortest/policy.go); a plain `go test` skips it.
+# No $(MAKE) in the recipe: make -n runs the lines that name it, and this one runs every test.
 test: export STALL_TEST_STRICT := 1
 test: test-deps lint
-	@FUZZ=1 GO='$(GO)' MAKE='$(MAKE)' ./scripts/run-tests.sh -race -count=1 -timeout 15m
+	@FUZZ=1 GO='$(GO)' ./scripts/run-tests.sh -race -count=1 -timeout 15m
 
 ## test-short: the quick loop: the unit tests and fuzz seed corpora of both modules under `go test -short`;
 ## no root, no apt-get, no linter, no real service: every test that needs a tool, root or changes to the
@@ -41,7 +42,7 @@ test: test-deps lint
 test-short:
 	@GO='$(GO)' ./scripts/run-tests.sh -short
 
-## test-deps: redis-server, prometheus (promtool), alertmanager (amtool) when missing
+## test-deps: the Debian packages the tests need, when missing (README lists them); starts and stops no service
 test-deps:
 	./scripts/install-test-deps.sh
 
