@@ -29,7 +29,7 @@ type testKey struct{ pkg, test string }
 // Stream renders `go test -json` events from r as go test prints without
 // -v: the output of failed tests (and of tests still running when their
 // package failed: a panic, a timeout), build errors, and the package
-// lines (ok, FAIL). Every line read is also copied to raw, for Report; a
+// lines (ok, FAIL). Every line read is also copied to raw, for the report; a
 // line that is not an event (a go command's own message on stderr) is
 // copied and printed as it is.
 func Stream(r io.Reader, raw, out io.Writer) error {
