@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
 	"github.com/stall-exporter/stall_exporter/tools/internal/selectors"
 )
@@ -223,14 +224,7 @@ func loadTests(t *testing.T) []testFile {
 
 func requirePromtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("promtool not found; `make test-deps` installs it")
-		}
-		t.Skip("promtool not found; run `make test-deps`")
-	}
-	return p
+	return collectortest.RequireTool(t, "promtool")
 }
 
 // TestPromtoolCheckRules runs `promtool check rules` on every rule file.
