@@ -137,7 +137,7 @@ func TestInstallTestDepsLeavesServicesAlone(t *testing.T) {
 
 	t.Run("nothing missing", func(t *testing.T) {
 		r := runTestDeps(t, "", "exit 0", "redis-server", "promtool", "prometheus", "redis-benchmark", "amtool", "ip",
-			"getent", "systemd-analyze", "unbound", "dnsperf", "curl", "setsid", "unshare", "setpriv")
+			"getent", "systemd-analyze", "unbound", "dnsperf", "curl", "buildah", "rpm", "setsid", "unshare", "setpriv")
 		if r.err != nil || len(r.calls) != 0 || r.policy != "" {
 			t.Errorf("err %v, calls %q, policy-rc.d %q; want none\n%s", r.err, r.calls, r.policy, r.out)
 		}
@@ -161,7 +161,7 @@ func TestInstallTestDepsLeavesServicesAlone(t *testing.T) {
 	// The case: a Redis host lacking only dnsperf.
 	t.Run("only dnsperf missing", func(t *testing.T) {
 		r := runTestDeps(t, "", "exit 0", "redis-server", "promtool", "prometheus", "redis-benchmark", "amtool", "ip",
-			"getent", "systemd-analyze", "unbound", "curl", "setsid", "unshare", "setpriv")
+			"getent", "systemd-analyze", "unbound", "curl", "buildah", "rpm", "setsid", "unshare", "setpriv")
 		if r.err != nil {
 			t.Fatalf("%v\n%s", r.err, r.out)
 		}
