@@ -3,6 +3,7 @@ package dns
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -176,11 +177,28 @@ func FuzzCgroupName(f *testing.F) {
 	})
 }
 
+// privateMountsEnv, set to 1, tells TestOpenCgroup2 that it is the child
+// it started in a mount namespace of its own.
+const privateMountsEnv = "STALL_DNS_TEST_PRIVATE_MOUNTS"
+
 // TestOpenCgroup2 guards both ways of opening the cgroup v2 hierarchy where
 // nothing mounts it: each gives the hierarchy's root, readable through its
-// /proc/self/fd path, and leaves no mount and no directory behind.
+// /proc/self/fd path, and leaves no mount and no directory behind. The
+// second mounts the hierarchy for a moment, so the test runs itself again
+// in a mount namespace of its own: a test killed at that moment leaves
+// nothing in this machine's mount table.
 func TestOpenCgroup2(t *testing.T) {
 	collectortest.RequireRoot(t, "mounting cgroup2 needs CAP_SYS_ADMIN")
+	if os.Getenv(privateMountsEnv) != "1" {
+		child := exec.Command(os.Args[0], "-test.run=^TestOpenCgroup2$", "-test.v")
+		child.Env = append(os.Environ(), privateMountsEnv+"=1")
+		child.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS} // and / made private, by the Go runtime
+		out, err := child.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestOpenCgroup2") {
+			t.Fatalf("child in its own mount namespace: %v\n%s", err, out)
+		}
+		return
+	}
 	mounts := func() int {
 		b, err := os.ReadFile("/proc/self/mountinfo")
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // hungTaskAt builds the collector over a procfs holding the given
@@ -85,10 +86,14 @@ func TestHungTaskAbsentAndMalformed(t *testing.T) {
 	}
 }
 
+// TestHungTaskRealProc reads this machine's hung-task files. A kernel
+// without the detector fails under make test and skips under a plain go
+// test, as TestPressureRealProc does for PSI and for the same reason: the
+// kernels make test is meant for build it in (Debian's, Ubuntu's, Fedora's
+// and RHEL's), and the collector's no-data answer is covered on fixtures.
 func TestHungTaskRealProc(t *testing.T) {
-	if _, err := os.Stat("/proc/sys/kernel/hung_task_timeout_secs"); err != nil {
-		t.Skip("kernel without the hung task detector")
-	}
+	_, err := os.Stat("/proc/sys/kernel/hung_task_timeout_secs")
+	collectortest.Require(t, "the kernel's hung task detector (CONFIG_DETECT_HUNG_TASK)", err)
 	c := build(t, newHungTaskCollector, "hungtask", "/proc", "/sys")
 	if _, ok := scrape(t, c).Get("stall_kernel_hung_task_timeout_seconds"); !ok {
 		t.Error("no timeout exported from this machine's /proc")

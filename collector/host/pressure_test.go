@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // pressureValues scrapes c: "resource/scope" → seconds.
@@ -73,11 +74,15 @@ func TestPressureMalformedAndAbsent(t *testing.T) {
 	}
 }
 
-// TestPressureRealProc: this machine's PSI files, when the kernel has them.
+// TestPressureRealProc: this machine's PSI files. A kernel without them
+// fails under make test and skips under a plain go test: every kernel make
+// test is meant for (Debian-like, 4.20+) has PSI on, a kernel booted with it
+// off (RHEL's psi=0 default) only needs psi=1, and the collector's answer on
+// a kernel without PSI (no data) is covered above on fixtures, so a skip
+// here would only hide that the real files were never read.
 func TestPressureRealProc(t *testing.T) {
-	if _, err := os.ReadFile("/proc/pressure/memory"); err != nil {
-		t.Skipf("no PSI on this kernel: %v", err)
-	}
+	_, err := os.ReadFile("/proc/pressure/memory")
+	collectortest.Require(t, "pressure stall information (Linux 4.20+ with CONFIG_PSI; boot with psi=1 where it is off by default)", err)
 	got, err := pressureValues(t, build(t, newPressureCollector, "pressure", "/proc", "/sys"))
 	if err != nil {
 		t.Fatal(err)

@@ -350,9 +350,7 @@ func waitDead(t *testing.T, pid int, what string) {
 
 func requireRedisServer(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatal("redis-server not installed: run `make test-deps` (scripts/install-test-deps.sh)")
-	}
+	collectortest.RequireTool(t, "redis-server")
 }
 
 // TestSupervisionRealTerminalSession replays incident 1 with real
@@ -505,9 +503,10 @@ func placeInCgroup(t *testing.T, root, rel string, pid int) {
 // systemd itself is not needed: the collector reads only the kernel's
 // /proc/<pid>/cgroup, which is the same whoever created the cgroup.
 func TestSupervisionRealCgroups(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create cgroups and a PID namespace")
-	}
+	// Cgroups of its own, removed after, like the dns tests' (not a change
+	// of the host: collectortest.RequireDisposable).
+	collectortest.RequireRoot(t, "creating cgroups and a PID namespace")
+	collectortest.RequireTool(t, "unshare")
 	requireRedisServer(t)
 	v1, v2 := cgroupMounts(t)
 	if v1 == "" && v2 == "" {
@@ -545,14 +544,26 @@ func TestSupervisionRealCgroups(t *testing.T) {
 }
 
 // TestSupervisionRealSystemdRun starts the name server as a transient
-// systemd service with systemd-run, where systemd runs this machine.
+// service with systemd-run. Where systemd runs this machine, the unit is a
+// system unit of its manager. Elsewhere (a container, a CI runner whose PID
+// 1 is something else) the test starts a systemd user manager of its own
+// (startUserManager) and the unit is one of its user units: the same
+// systemd, and the same .service cgroup the collector reads.
 func TestSupervisionRealSystemdRun(t *testing.T) {
-	if _, err := os.Stat("/run/systemd/system"); err != nil {
-		t.Skip("systemd is not PID 1 here (no /run/systemd/system), so systemd-run cannot start a unit; " +
-			"the systemd state is covered by TestSupervisionRealCgroups (a real process in a .service cgroup) and the fixtures")
+	collectortest.RequireRoot(t, "starting a systemd service")
+	collectortest.RequireTool(t, "systemd-run")
+	collectortest.RequireTool(t, "systemctl")
+	var manager []string // systemd-run's and systemctl's flag and environment for the manager
+	if _, err := os.Stat("/run/systemd/system"); err == nil {
+		collectortest.RequireDisposable(t, "starts a transient system service under this machine's systemd")
+	} else {
+		collectortest.RequireDisposable(t, "creates a cgroup in each of this machine's cgroup hierarchies, for a systemd user manager of its own")
+		manager = startUserManager(t)
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a system unit")
+	systemd := func(name string, args ...string) *exec.Cmd {
+		cmd := exec.Command(name, append(manager[:min(len(manager), 1)], args...)...)
+		cmd.Env = append(os.Environ(), manager[min(len(manager), 1):]...)
+		return cmd
 	}
 	r := newRocketMQRig(t)
 	unit := fmt.Sprintf("stall-test-%d-namesrv", os.Getpid())
@@ -562,13 +573,123 @@ func TestSupervisionRealSystemdRun(t *testing.T) {
 			args = append(args, "--setenv="+e)
 		}
 	}
-	if out, err := exec.Command("systemd-run", append(args, r.namesrv()...)...).CombinedOutput(); err != nil {
+	if out, err := systemd("systemd-run", append(args, r.namesrv()...)...).CombinedOutput(); err != nil {
 		t.Fatalf("systemd-run: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command("systemctl", "stop", unit+".service").Run() })
+	t.Cleanup(func() { _ = systemd("systemctl", "stop", unit+".service").Run() })
 	pid := r.waitPID(t, "namesrv")
 	if got, want := scanView(t, pid), "rocketmq_namesrv/systemd=1"; got != want {
 		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// startUserManager runs `systemd --user` as root for the test, and returns
+// what systemd-run and systemctl need to reach it: --user, and its
+// XDG_RUNTIME_DIR. systemd refuses to run where /run/systemd/system is
+// missing (the sign that systemd booted the machine), so the manager runs
+// in a mount namespace of its own with that directory on a tmpfs. It runs
+// in a cgroup of its own in every hierarchy: a manager started in a root
+// cgroup moves every process of the machine into init.scope. Its units'
+// cgroups are made under it; cleanup stops it and removes them all.
+func startUserManager(t *testing.T) []string {
+	t.Helper()
+	var bin string
+	var err error
+	for _, bin = range []string{"/lib/systemd/systemd", "/usr/lib/systemd/systemd"} {
+		if _, err = os.Stat(bin); err == nil {
+			break
+		}
+	}
+	collectortest.Require(t, "systemd, the service manager (Debian's systemd package)", err)
+	collectortest.RequireTool(t, "unshare")
+	f, err := os.Open("/proc/self/mounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var procs []string // cgroup.procs of the manager's cgroup in each hierarchy
+	own := fmt.Sprintf("stall-test-%d-systemd", os.Getpid())
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		// A new v1 cpuset cgroup has no CPUs, so nothing could join it;
+		// systemd does not use that controller on v1.
+		fields := strings.Fields(s.Text())
+		if len(fields) < 4 || !(fields[2] == "cgroup2" || fields[2] == "cgroup" && !strings.Contains(","+fields[3]+",", ",cpuset,")) {
+			continue
+		}
+		dir := filepath.Join(fields[1], own)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatalf("creating the manager's cgroup: %v", err)
+		}
+		t.Cleanup(func() { removeCgroupTree(t, dir) })
+		procs = append(procs, filepath.Join(dir, "cgroup.procs"))
+	}
+	f.Close()
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	runtime := t.TempDir()
+	// $$ joins the cgroups before exec, so the manager starts in them.
+	script := `set -e
+runtime=$1 bin=$2
+shift 2
+for procs; do echo $$ >"$procs"; done
+if [ -d /run/systemd ]; then mount -t tmpfs tmpfs /run/systemd; else mount -t tmpfs tmpfs /run; mkdir /run/systemd; fi
+mkdir /run/systemd/system
+XDG_RUNTIME_DIR=$runtime exec "$bin" --user --log-target=console
+`
+	cmd := exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "sh", runtime, bin}, procs...)...)
+	out := &collector.LogBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM) // the manager stops its units
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("systemd --user:\n%s", out.String())
+		}
+	})
+	collectortest.WaitFor(t, 15*time.Second, "systemd --user to listen", func() error {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("systemd --user exited: %v\n%s", err, out.String())
+		default:
+		}
+		_, err := os.Stat(filepath.Join(runtime, "systemd", "private"))
+		return err
+	})
+	return []string{"--user", "XDG_RUNTIME_DIR=" + runtime}
+}
+
+// removeCgroupTree kills what is left in the cgroup tree at dir and removes
+// it, deepest first.
+func removeCgroupTree(t *testing.T, dir string) {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if b, err := os.ReadFile(filepath.Join(dirs[i], "cgroup.procs")); err == nil {
+			for _, p := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(p); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+		// A killed process leaves its cgroup a moment after the signal.
+		collectortest.WaitFor(t, 10*time.Second, "removing cgroup "+dirs[i], func() error { return os.Remove(dirs[i]) })
 	}
 }
 
@@ -578,9 +699,9 @@ func TestSupervisionRealSystemdRun(t *testing.T) {
 // make the scrape fail with a message naming hidepid; hidepid=1 also
 // counts the refused processes.
 func TestSupervisionRealHidepid(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a procfs in a private mount namespace")
-	}
+	collectortest.RequireRoot(t, "mounting a procfs in a private mount namespace")
+	collectortest.RequireTool(t, "unshare")
+	collectortest.RequireTool(t, "setpriv")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -122,6 +122,18 @@ func writeFakeProc(t testing.TB, procs ...fakeProcess) string {
 	return root
 }
 
+// replaceFakeFile gives a file of writeFakeProc's tree new content. The
+// files are read-only, like /proc's: only root could write over them.
+func replaceFakeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o444); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // initProcess is PID 1, present in every fixture: without it the collector
 // concludes that hidepid hides other users' processes.
 var initProcess = fakeProcess{pid: 1, comm: "systemd", argv: []string{"/sbin/init"}, cgroup: "0::/init.scope\n"}
@@ -302,9 +314,7 @@ func TestSupervisionBadFiles(t *testing.T) {
 		"12/stat":   "12 (redis-server) S\n",
 		"13/cgroup": "garbage without colons\n",
 	} {
-		if err := os.WriteFile(filepath.Join(proc, file), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		replaceFakeFile(t, filepath.Join(proc, file), content)
 	}
 	c, problems := newTestSupervision(t, proc)
 	r := collectSupervision(t, c)
@@ -378,9 +388,7 @@ func testSupervisionCache(t *testing.T) {
 		t.Errorf("after the interval: %s", got)
 	}
 	// Same PID and start time with another cmdline: the identity is cached.
-	if err := os.WriteFile(filepath.Join(proc, "10", "cmdline"), []byte("java\x00-cp\x00x\x00com.example.Other\x00"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	replaceFakeFile(t, filepath.Join(proc, "10", "cmdline"), "java\x00-cp\x00x\x00com.example.Other\x00")
 	collectortest.Advance(30 * time.Second)
 	if got := collectSupervision(t, c).nonZero(); got != "rocketmq_broker/systemd=1 rocketmq_namesrv/systemd=1" {
 		t.Errorf("cmdline re-read for a known process: %s", got)

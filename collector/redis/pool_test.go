@@ -187,12 +187,40 @@ func TestPoolGrouping3000(t *testing.T) {
 		t.Errorf("%d group series, more than top-k + other", groups)
 	}
 
-	// What the other groupings made of the same clients.
+	// What the other groupings made of the same clients. By name, each
+	// pod is a group of its own: every exported group is one stuck client
+	// (a catalog-reader pod or a numbered consumer, 5 MiB queued each),
+	// and the pools' size is lost.
 	byName := scrape(replies.GroupByName)
-	top := firstGroup(byName, "stall_redis_client_group_output_buffer_bytes", "group")
-	t.Logf("by name: top group %s with %v client(s)", top, byName.Must(t, "stall_redis_client_group_clients", "group", top))
+	stuck := regexp.MustCompile(`^(catalog-reader-5f7b9c8d6d-[` + k8s + `]{5}|consumer-\d+)$`)
+	named := 0
+	for _, m := range byName.Metrics {
+		if m.Name != "stall_redis_client_group_output_buffer_bytes" || m.Labels["group"] == replies.OtherGroup {
+			continue
+		}
+		named++
+		g := m.Labels["group"]
+		if !stuck.MatchString(g) || m.Value < bigValueSize {
+			t.Errorf("by name: group %q holds %v bytes, want a stuck reader's 5 MiB", g, m.Value)
+		}
+		if v := byName.Must(t, "stall_redis_client_group_clients", "group", g); v != 1 {
+			t.Errorf("by name: group %q has %v clients, want 1", g, v)
+		}
+	}
+	if named != testSettings().topK {
+		t.Errorf("by name: %d groups exported, want the top %d", named, testSettings().topK)
+	}
+	// By host, every client is one group: they all connect from 127.0.0.1.
 	byHost := scrape(replies.GroupByHost)
-	t.Logf("by host: top group %s with %v clients", "127.0.0.1", byHost.Must(t, "stall_redis_client_group_clients", "group", "127.0.0.1"))
+	for _, m := range byHost.Metrics {
+		if m.Name == "stall_redis_client_group_clients" && m.Labels["group"] != "127.0.0.1" && m.Value != 0 {
+			t.Errorf("by host: group %q has %v clients, want all of them in 127.0.0.1", m.Labels["group"], m.Value)
+		}
+	}
+	connected := byHost.Must(t, "stall_redis_clients_connected")
+	if v := byHost.Must(t, "stall_redis_client_group_clients", "group", "127.0.0.1"); v < 3000 || v != connected {
+		t.Errorf("by host: 127.0.0.1 has %v clients, want all %v connected (at least 3,000)", v, connected)
+	}
 }
 
 func b2i(b bool) int {

@@ -15,13 +15,20 @@ import (
 //   - under `make test`, which exports STALL_TEST_STRICT=1 and installs
 //     every tool first, a missing prerequisite fails the test, saying what
 //     to install or run;
-//   - under a plain `go test`, it skips the test with the same message.
+//   - under a plain `go test`, it skips the test with the same message;
+//   - under `go test -short` (make test-short, the quick loop), it skips
+//     the test even when the prerequisite is there: the quick loop runs
+//     no tool, no service and nothing as root.
 //
 // A test that changes the host itself (vm.dirty_* sysctls, loop devices,
-// throttled writeback, cgroup controllers) also calls RequireDisposable:
-// it runs only where STALL_TEST_DISPOSABLE=1 says the machine may be
-// changed (.ci/run sets it), and is otherwise reported as not run, under
-// `make test` too.
+// throttled writeback, cgroup controllers, a mount in the machine's mount
+// namespace, a service or service manager started or stopped) also calls
+// RequireDisposable: it runs only where STALL_TEST_DISPOSABLE=1 says the
+// machine may be changed (.ci/run sets it), and is otherwise reported as
+// not run, under `make test` too. What a test creates for itself and
+// removes at cleanup — processes, files, a network namespace, an empty
+// cgroup of its own that it moves only its own processes into — is not a
+// change of the host.
 const (
 	StrictEnv     = "STALL_TEST_STRICT"
 	DisposableEnv = "STALL_TEST_DISPOSABLE"
@@ -43,6 +50,9 @@ func Disposable() bool { return os.Getenv(DisposableEnv) == "1" }
 // prerequisite, and how to get it) and err in the message.
 func Require(t testing.TB, what string, err error) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: needs " + what)
+	}
 	if err == nil {
 		return
 	}
@@ -78,9 +88,13 @@ func RequireTool(t testing.TB, name string) string {
 
 // RequireDisposable lets a test that changes the host run only on a machine
 // declared disposable (STALL_TEST_DISPOSABLE=1, as .ci/run sets); changes
-// says what it does to the host. Elsewhere the test is skipped as not run.
+// says what it does to the host. Elsewhere the test is skipped as not run,
+// and under -short it is left out like any test with a prerequisite.
 func RequireDisposable(t testing.TB, changes string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: changes the host: " + changes)
+	}
 	if Disposable() {
 		return
 	}

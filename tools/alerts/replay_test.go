@@ -287,7 +287,7 @@ func TestGeneratedReplays(t *testing.T) {
 		}
 		if old != want.String() {
 			if !*update {
-				t.Errorf("%s: block %s differs from what alerts/replay_test.go generates; run `make rules-doc`", g.file, g.name)
+				t.Errorf("%s: block %s differs from what tools/alerts/replay_test.go generates; run `make rules-doc`", g.file, g.name)
 			}
 			files[g.file] = before + begin + want.String() + end + after
 		} else {

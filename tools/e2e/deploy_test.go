@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,37 +199,53 @@ func checkKubernetesSD(t *testing.T, job map[string]any) {
 				t.Errorf("kubernetes_sd_configs selector %+v: want role pod and the DaemonSet's label", sel)
 			}
 		}
-		if sd.Namespaces == nil || !slices.Contains(sd.Namespaces.Names, "monitoring") {
-			t.Errorf("kubernetes_sd_configs namespaces %+v: want the DaemonSet's namespace, monitoring", sd.Namespaces)
+		if sd.Namespaces != nil && len(sd.Namespaces.Names) > 0 {
+			t.Errorf("kubernetes_sd_configs namespaces %v: the pod label selects the DaemonSet's pods, in whichever namespace deploy/kubernetes/kustomization.yaml sets (the one place it is named)", sd.Namespaces.Names)
 		}
 	}
 }
 
+// The rule file layout of the docs: alerts/*.yml in a directory of their
+// own beside prometheus.yml, which loads them by a path relative to itself.
+const (
+	rulesInstallDir = "rules/stall"
+	rulesInstall    = "install -m 0644 alerts/*.yml /etc/prometheus/" + rulesInstallDir + "/"
+)
+
 // TestDeployConfigs checks the shipped Prometheus and Alertmanager
 // configurations with the real promtool and amtool: syntax, rule files
-// (alerts/*.yml installed as the README says), routing by severity for
-// every alert the rules define, and inhibitions that name only those
-// alerts.
+// (alerts/*.yml installed as the README and docs/alerts.md say, in
+// rules/stall/ beside prometheus.yml, which the configuration loads as it
+// is), routing by severity for every alert the rules define, and
+// inhibitions that name only those alerts.
 func TestDeployConfigs(t *testing.T) {
 	promtool := collectortest.RequireTool(t, "promtool")
 	files, rules := alertRules(t)
-	rulesDir := t.TempDir()
+	etc := t.TempDir() // stands for /etc/prometheus
+	if err := os.MkdirAll(filepath.Join(etc, rulesInstallDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(rulesDir, filepath.Base(f)), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(etc, rulesInstallDir, filepath.Base(f)), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cfg, jobs := deployPromConfig(t, promSetup{rulesDir: rulesDir})
+	for _, doc := range []string{"README.md", "docs/alerts.md", "deploy/prometheus/prometheus.yml"} {
+		if b, err := os.ReadFile(doc); err != nil || !strings.Contains(string(b), rulesInstall) {
+			t.Errorf("%s does not install the rules with %q (%v)", doc, rulesInstall, err)
+		}
+	}
+	cfg, jobs := deployPromConfig(t, promSetup{})
 	for _, want := range []string{"stall", "stall-kubernetes", "stall-redis", "stall-rocketmq"} {
 		if !slices.Contains(jobs, want) {
 			t.Errorf("prometheus.yml has no job %s (jobs %v)", want, jobs)
 		}
 	}
-	path := filepath.Join(t.TempDir(), "prometheus.yml")
+	path := filepath.Join(etc, "prometheus.yml")
 	if err := os.WriteFile(path, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -398,8 +415,12 @@ func decodeManifests(t *testing.T, name string, data []byte) []any {
 			obj = &corev1.Service{}
 		case "apps/v1 DaemonSet":
 			obj = &appsv1.DaemonSet{}
+		case "v1 ResourceQuota":
+			obj = &corev1.ResourceQuota{}
 		case "monitoring.coreos.com/v1 PodMonitor":
 			obj = &monitoringv1.PodMonitor{}
+		case "monitoring.coreos.com/v1 PrometheusRule":
+			obj = &monitoringv1.PrometheusRule{}
 		default:
 			t.Fatalf("%s document %d: unexpected %s %s", name, i, meta.APIVersion, meta.Kind)
 		}
@@ -443,12 +464,67 @@ func onlyObject[T any](t *testing.T, objs []any) T {
 	return found[0]
 }
 
-// TestKubernetesManifests renders deploy/kubernetes (and its hostNetwork
-// switch) with kustomize, decodes every manifest strictly into the API
-// types, and checks what the deploy kit promises: the image from the
-// kustomization, IfNotPresent, system-node-critical, its own service
-// account, read-only host paths, resources, a headless Service and a
-// PodMonitor that select the DaemonSet's pods.
+// kustomization is what TestKubernetesManifests reads of deploy/kubernetes/kustomization.yaml.
+type kustomization struct {
+	Namespace string `json:"namespace"`
+	Images    []struct {
+		Name, NewName, NewTag string
+	} `json:"images"`
+}
+
+// withComponents renders a copy of the kustomization directory dir with the
+// components switched on as its comments say (the components: line and
+// each name uncommented), in the order given.
+func withComponents(t *testing.T, dir string, components ...string) []any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if !strings.Contains(text, "\n# components:\n") {
+		t.Fatal("kustomization.yaml has no commented components: line to switch on")
+	}
+	list := ""
+	for _, c := range components {
+		line := "#   - " + c + "\n"
+		if !strings.Contains(text, line) {
+			t.Fatalf("kustomization.yaml has no commented component %s to switch on", c)
+		}
+		text = strings.Replace(text, line, "", 1)
+		list += "  - " + c + "\n"
+	}
+	text = strings.Replace(text, "\n# components:\n", "\ncomponents:\n"+list, 1)
+	variant := t.TempDir()
+	if err := os.CopyFS(variant, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(variant, "kustomization.yaml"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return kustomize(t, variant)
+}
+
+// allObjects returns every object of type T.
+func allObjects[T any](objs []any) []T {
+	var found []T
+	for _, o := range objs {
+		if v, ok := o.(T); ok {
+			found = append(found, v)
+		}
+	}
+	return found
+}
+
+// TestKubernetesManifests renders deploy/kubernetes, alone and with each of
+// its components, with kustomize, decodes every manifest strictly into the
+// API types, and checks what the deploy kit promises: the namespace set in
+// one place and not owned, the release's image, IfNotPresent, Linux nodes
+// only and no virtual ones, no NoExecute toleration, no fixed priority
+// class, probes on a cheap path, its own service account, read-only host
+// paths, resources, a headless Service; the prometheus-operator component's
+// PodMonitor and PrometheusRules with the release label; the
+// system-node-critical component's priority and quota.
 func TestKubernetesManifests(t *testing.T) {
 	const dir = "deploy/kubernetes"
 	files, err := filepath.Glob(dir + "/*.yaml")
@@ -456,7 +532,6 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	patches, _ := filepath.Glob(dir + "/*/*.yaml")
-	var podMonitor *monitoringv1.PodMonitor
 	for _, f := range append(files, patches...) {
 		if filepath.Base(f) == "kustomization.yaml" {
 			continue // kustomize itself reads these, strictly
@@ -470,40 +545,59 @@ func TestKubernetesManifests(t *testing.T) {
 			continue
 		}
 		for _, o := range decodeManifests(t, f, b) {
-			if pm, ok := o.(*monitoringv1.PodMonitor); ok {
-				podMonitor = pm
+			if m, ok := o.(metav1.Object); ok && m.GetNamespace() != "" {
+				t.Errorf("%s: %s names namespace %s; kustomization.yaml sets it, in one place", f, m.GetName(), m.GetNamespace())
 			}
 		}
 	}
 
-	var kust struct {
-		Images []struct {
-			Name, NewName, NewTag string
-		} `json:"images"`
-	}
+	var kust kustomization
 	b, err := os.ReadFile(dir + "/kustomization.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.Unmarshal(b, &kust); err != nil || len(kust.Images) != 1 {
-		t.Fatalf("kustomization.yaml: want one image entry (the one place the image is set): %v %+v", err, kust.Images)
+	if err := yaml.Unmarshal(b, &kust); err != nil || len(kust.Images) != 1 || kust.Namespace == "" {
+		t.Fatalf("kustomization.yaml: want one image entry and the namespace (the one place each is set): %v %+v", err, kust)
 	}
 	image := kust.Images[0].NewName + ":" + kust.Images[0].NewTag
+	if image != "ghcr.io/stall-exporter/stall_exporter:0.1.0" {
+		t.Errorf("image %s: want the release's, ghcr.io/stall-exporter/stall_exporter:0.1.0", image)
+	}
 
 	objs := kustomize(t, dir)
+	if ns := allObjects[*corev1.Namespace](objs); len(ns) > 0 {
+		t.Errorf("the base creates Namespace %s: kubectl delete -k would delete it with everything in it", ns[0].Name)
+	}
+	for _, o := range objs {
+		if m := o.(metav1.Object); m.GetNamespace() != kust.Namespace {
+			t.Errorf("%s in namespace %q, want the kustomization's %s", m.GetName(), m.GetNamespace(), kust.Namespace)
+		}
+	}
 	ds := onlyObject[*appsv1.DaemonSet](t, objs)
 	sa := onlyObject[*corev1.ServiceAccount](t, objs)
 	svc := onlyObject[*corev1.Service](t, objs)
-	ns := onlyObject[*corev1.Namespace](t, objs)
 	pod := ds.Spec.Template
 	c := pod.Spec.Containers[0]
+	probesOK := func(p *corev1.Probe) bool {
+		return p != nil && p.HTTPGet != nil && p.HTTPGet.Port.StrVal == "metrics" && p.HTTPGet.Path == "/" && p.TimeoutSeconds >= 2
+	}
+	var noExecute []corev1.Toleration
+	for _, tol := range pod.Spec.Tolerations {
+		if tol.Effect != corev1.TaintEffectNoSchedule {
+			noExecute = append(noExecute, tol)
+		}
+	}
 	for _, ok := range []struct {
 		what string
 		ok   bool
 	}{
 		{"image " + c.Image + " is the kustomization's " + image, c.Image == image},
 		{"imagePullPolicy IfNotPresent", c.ImagePullPolicy == corev1.PullIfNotPresent},
-		{"priorityClassName system-node-critical", pod.Spec.PriorityClassName == "system-node-critical"},
+		{"no priority class (the system-node-critical component sets one)", pod.Spec.PriorityClassName == ""},
+		{"nodeSelector kubernetes.io/os: linux", pod.Spec.NodeSelector["kubernetes.io/os"] == "linux"},
+		{"an affinity that keeps off Fargate and virtual-kubelet nodes", keepsOffVirtualNodes(pod.Spec.Affinity)},
+		{fmt.Sprintf("NoSchedule tolerations only, not %+v", noExecute), len(noExecute) == 0 && len(pod.Spec.Tolerations) > 0},
+		{"readiness and liveness probes on the landing page (/)", probesOK(c.ReadinessProbe) && probesOK(c.LivenessProbe)},
 		{"own service account", pod.Spec.ServiceAccountName == sa.Name && sa.Name != "default"},
 		{"no API token mounted", pod.Spec.AutomountServiceAccountToken != nil && !*pod.Spec.AutomountServiceAccountToken},
 		{"not on the host network by default", !pod.Spec.HostNetwork},
@@ -513,18 +607,11 @@ func TestKubernetesManifests(t *testing.T) {
 		{"capabilities: drop ALL, add only SYSLOG", c.SecurityContext != nil && c.SecurityContext.Capabilities != nil &&
 			slices.Equal(c.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"}) &&
 			slices.Equal(c.SecurityContext.Capabilities.Add, []corev1.Capability{"SYSLOG"})},
-		{"everything in namespace " + ns.Name, ds.Namespace == ns.Name && sa.Namespace == ns.Name && svc.Namespace == ns.Name},
 		{"headless Service", svc.Spec.ClusterIP == corev1.ClusterIPNone},
 		{"Service selects the pods", labelsMatch(svc.Spec.Selector, pod.Labels)},
 		{"Service targets the metrics port", len(svc.Spec.Ports) == 1 && svc.Spec.Ports[0].TargetPort.StrVal == "metrics"},
 		{"metrics port 29110", len(c.Ports) == 1 && c.Ports[0].Name == "metrics" && c.Ports[0].ContainerPort == 29110},
-		{"PodMonitor selects the pods", podMonitor != nil && labelsMatch(podMonitor.Spec.Selector.MatchLabels, pod.Labels)},
-		{"PodMonitor scrapes the metrics port", podMonitor != nil && len(podMonitor.Spec.PodMetricsEndpoints) == 1 &&
-			podMonitor.Spec.PodMetricsEndpoints[0].Port != nil && *podMonitor.Spec.PodMetricsEndpoints[0].Port == "metrics"},
-		{"PodMonitor names instances after their node", podMonitor != nil && len(podMonitor.Spec.PodMetricsEndpoints) == 1 &&
-			slices.ContainsFunc(podMonitor.Spec.PodMetricsEndpoints[0].RelabelConfigs, func(r monitoringv1.RelabelConfig) bool {
-				return r.TargetLabel == "instance" && slices.Equal(r.SourceLabels, []monitoringv1.LabelName{"__meta_kubernetes_pod_node_name"})
-			})},
+		{"no Prometheus Operator object without its component", len(allObjects[*monitoringv1.PodMonitor](objs))+len(allObjects[*monitoringv1.PrometheusRule](objs)) == 0},
 	} {
 		if !ok.ok {
 			t.Errorf("DaemonSet kit: want %s", ok.what)
@@ -551,19 +638,24 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 	}
 
-	// The documented hostNetwork switch: uncomment the components lines.
-	variant := t.TempDir()
-	if err := os.CopyFS(variant, os.DirFS(dir)); err != nil {
-		t.Fatal(err)
+	checkOperatorComponent(t, dir, kust.Namespace, pod.Labels)
+
+	// The system-node-critical component: the priority, and the quota that
+	// admits it outside kube-system (GKE), scoped to that class alone.
+	crit := withComponents(t, dir, "system-node-critical")
+	if pc := onlyObject[*appsv1.DaemonSet](t, crit).Spec.Template.Spec.PriorityClassName; pc != "system-node-critical" {
+		t.Errorf("system-node-critical component: priorityClassName %q", pc)
 	}
-	switched := strings.Replace(strings.Replace(string(b), "# components:", "components:", 1), "#   - hostnetwork", "  - hostnetwork", 1)
-	if switched == string(b) {
-		t.Fatal("kustomization.yaml has no commented hostnetwork component to switch on")
+	rq := onlyObject[*corev1.ResourceQuota](t, crit)
+	if sel := rq.Spec.ScopeSelector; sel == nil || len(sel.MatchExpressions) != 1 ||
+		sel.MatchExpressions[0].ScopeName != corev1.ResourceQuotaScopePriorityClass ||
+		!slices.Equal(sel.MatchExpressions[0].Values, []string{"system-node-critical"}) || rq.Namespace != kust.Namespace {
+		t.Errorf("system-node-critical component: ResourceQuota %s/%s scope %+v: want one scoped to the priority class system-node-critical",
+			rq.Namespace, rq.Name, rq.Spec.ScopeSelector)
 	}
-	if err := os.WriteFile(filepath.Join(variant, "kustomization.yaml"), []byte(switched), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	hds := onlyObject[*appsv1.DaemonSet](t, kustomize(t, variant))
+
+	// The hostnetwork component.
+	hds := onlyObject[*appsv1.DaemonSet](t, withComponents(t, dir, "hostnetwork"))
 	hc := hds.Spec.Template.Spec.Containers[0]
 	if !hds.Spec.Template.Spec.HostNetwork || hds.Spec.Template.Spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet ||
 		len(hc.Ports) != 1 || hc.Ports[0].HostPort != hc.Ports[0].ContainerPort || hc.Image != image ||
@@ -572,12 +664,8 @@ func TestKubernetesManifests(t *testing.T) {
 			hds.Spec.Template.Spec.HostNetwork, hds.Spec.Template.Spec.DNSPolicy, hc.Ports, hc.Image, hc.Args)
 	}
 
-	// The documented DNS switch: the dns component under components:.
-	withDNS := strings.Replace(string(b), "# components:", "components:\n  - dns", 1)
-	if err := os.WriteFile(filepath.Join(variant, "kustomization.yaml"), []byte(withDNS), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dds := onlyObject[*appsv1.DaemonSet](t, kustomize(t, variant))
+	// The dns component.
+	dds := onlyObject[*appsv1.DaemonSet](t, withComponents(t, dir, "dns"))
 	dc := dds.Spec.Template.Spec.Containers[0]
 	caps := dc.SecurityContext.Capabilities
 	if !dds.Spec.Template.Spec.HostNetwork || !slices.Contains(dc.Args, "--collector.dns") ||
@@ -591,20 +679,91 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 	}
 
-	// Both switches at once, in either order: each component adds its own
-	// flags, so neither loses the other's (a patch that set the whole
-	// args list, and the later one won).
-	for _, order := range []string{"  - hostnetwork\n  - dns", "  - dns\n  - hostnetwork"} {
-		both := strings.Replace(string(b), "# components:", "components:\n"+order, 1)
-		if err := os.WriteFile(filepath.Join(variant, "kustomization.yaml"), []byte(both), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		bds := onlyObject[*appsv1.DaemonSet](t, kustomize(t, variant))
-		args := bds.Spec.Template.Spec.Containers[0].Args
+	// Both argument-adding components at once, in either order: each adds
+	// its own flags, so neither loses the other's (a patch that set the
+	// whole args list, and the later one won).
+	for _, order := range [][]string{{"hostnetwork", "dns"}, {"dns", "hostnetwork"}} {
+		args := onlyObject[*appsv1.DaemonSet](t, withComponents(t, dir, order...)).Spec.Template.Spec.Containers[0].Args
 		for _, want := range []string{"--path.procfs=/host/proc", "--redis.addr=redis://127.0.0.1:6379", "--collector.dns", "--dns.cgroup-root=/host/cgroup"} {
 			if n := slices.Index(args, want); n < 0 || slices.Index(args[n+1:], want) >= 0 {
-				t.Errorf("components %q: want %s once in args %v", strings.Fields(order), want, args)
+				t.Errorf("components %q: want %s once in args %v", order, want, args)
 			}
+		}
+	}
+
+	// Every component at once, as the kustomization lists them.
+	all := withComponents(t, dir, "prometheus-operator", "system-node-critical", "hostnetwork", "dns")
+	if n := len(allObjects[*monitoringv1.PrometheusRule](all)); n == 0 || len(allObjects[*corev1.ResourceQuota](all)) != 1 ||
+		!onlyObject[*appsv1.DaemonSet](t, all).Spec.Template.Spec.HostNetwork {
+		t.Errorf("every component at once: %d PrometheusRules, the quota, the host network missing", n)
+	}
+}
+
+// keepsOffVirtualNodes reports whether a required node affinity excludes
+// AWS Fargate nodes (eks.amazonaws.com/compute-type=fargate) and
+// virtual-kubelet nodes (type=virtual-kubelet) in every term.
+func keepsOffVirtualNodes(a *corev1.Affinity) bool {
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return false
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for _, term := range terms {
+		excluded := map[string]bool{}
+		for _, e := range term.MatchExpressions {
+			if e.Operator == corev1.NodeSelectorOpNotIn {
+				for _, v := range e.Values {
+					excluded[e.Key+"="+v] = true
+				}
+			}
+		}
+		if !excluded["eks.amazonaws.com/compute-type=fargate"] || !excluded["type=virtual-kubelet"] {
+			return false
+		}
+	}
+	return len(terms) > 0
+}
+
+// checkOperatorComponent renders the base with the prometheus-operator
+// component and checks its objects: a PodMonitor that selects the
+// DaemonSet's pods on the metrics port and names instances after their
+// node, and one PrometheusRule per alerts/*.yml file, every one of them in
+// the kustomization's namespace and labelled release= for
+// kube-prometheus-stack's selectors. (The PodMonitor's job name is
+// checked against the rules in jobs_test.go.)
+func checkOperatorComponent(t *testing.T, dir, namespace string, podLabels map[string]string) {
+	t.Helper()
+	objs := withComponents(t, dir, "prometheus-operator")
+	pm := onlyObject[*monitoringv1.PodMonitor](t, objs)
+	eps := pm.Spec.PodMetricsEndpoints
+	for _, ok := range []struct {
+		what string
+		ok   bool
+	}{
+		{"PodMonitor selects the pods", labelsMatch(pm.Spec.Selector.MatchLabels, podLabels)},
+		{"PodMonitor scrapes the metrics port", len(eps) == 1 && eps[0].Port != nil && *eps[0].Port == "metrics"},
+		{"PodMonitor names instances after their node", len(eps) == 1 &&
+			slices.ContainsFunc(eps[0].RelabelConfigs, func(r monitoringv1.RelabelConfig) bool {
+				return r.TargetLabel == "instance" && slices.Equal(r.SourceLabels, []monitoringv1.LabelName{"__meta_kubernetes_pod_node_name"})
+			})},
+		{"PodMonitor in the kustomization's namespace", pm.Namespace == namespace},
+	} {
+		if !ok.ok {
+			t.Errorf("prometheus-operator component: want %s", ok.what)
+		}
+	}
+	files, _ := alertRules(t)
+	rules := allObjects[*monitoringv1.PrometheusRule](objs)
+	if len(rules) != len(files) {
+		t.Errorf("prometheus-operator component: %d PrometheusRules for %d alerts/*.yml files", len(rules), len(files))
+	}
+	release := pm.Labels["release"]
+	if release == "" {
+		t.Error("prometheus-operator component: the PodMonitor has no release label (kube-prometheus-stack selects by it)")
+	}
+	for _, r := range rules {
+		if r.Labels["release"] != release || r.Namespace != namespace || len(r.Spec.Groups) == 0 {
+			t.Errorf("PrometheusRule %s/%s: release label %q (want the PodMonitor's %q), %d groups",
+				r.Namespace, r.Name, r.Labels["release"], release, len(r.Spec.Groups))
 		}
 	}
 }
@@ -641,21 +800,41 @@ func labelsMatch(selector, labels map[string]string) bool {
 }
 
 // TestDeploySystemdUnits checks every unit in deploy/systemd with the real
-// systemd-analyze verify: unknown keys, bad values and sections fail. The
-// binaries they start are not installed here, so only that complaint is
-// accepted.
+// systemd-analyze verify: unknown keys, bad values and sections fail it.
+// verify also fails a unit whose ExecStart binary is missing, and the
+// binaries the units start (the exporter in /usr/local/bin, RocketMQ's
+// scripts in /opt/rocketmq/bin) are not installed here, so each unit is
+// verified from a copy whose ExecStart runs the test binary instead; the
+// rest of the unit is as shipped, and verify must pass it silently.
 func TestDeploySystemdUnits(t *testing.T) {
 	analyze := collectortest.RequireTool(t, "systemd-analyze")
 	units, err := filepath.Glob("deploy/systemd/*.service")
 	if err != nil || len(units) < 3 {
 		t.Fatalf("want the exporter's, the name server's and the broker's units, found %v (%v)", units, err)
 	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	execStart := regexp.MustCompile(`(?m)^(ExecStart=[-@:+!]*)/\S+`)
+	dir := t.TempDir()
 	for _, u := range units {
-		out, _ := exec.Command(analyze, "verify", "--man=no", u).CombinedOutput()
-		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			if line != "" && !strings.Contains(line, "is not executable: No such file or directory") {
-				t.Errorf("%s: %s", u, line)
-			}
+		b, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !execStart.Match(b) {
+			t.Errorf("%s: no ExecStart with an absolute path", u)
+			continue
+		}
+		installed := filepath.Join(dir, filepath.Base(u))
+		if err := os.WriteFile(installed, execStart.ReplaceAll(b, []byte("${1}"+self)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(analyze, "verify", "--man=no", installed)
+		cmd.Env = append(os.Environ(), "SYSTEMD_UNIT_PATH="+dir+":")
+		if out, err := cmd.CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) != 0 {
+			t.Errorf("systemd-analyze verify %s: %v\n%s", u, err, out)
 		}
 	}
 }

@@ -60,9 +60,7 @@ var mayBeAbsent = map[string]string{
 func TestPrometheusEndToEnd(t *testing.T) {
 	promBin := collectortest.RequireTool(t, "prometheus")
 	redisBin := collectortest.RequireTool(t, "redis-server")
-	if os.Geteuid() != 0 {
-		t.Fatal("the end-to-end test runs the dns collector, which needs root (CAP_NET_RAW, CAP_BPF, port 53); run it as root, as `make test` and CI do")
-	}
+	collectortest.RequireRoot(t, "the end-to-end test runs the dns collector: CAP_NET_RAW, CAP_BPF, port 53")
 	tmp := t.TempDir()
 
 	redisAddr := startRedisServer(t, redisBin, tmp)

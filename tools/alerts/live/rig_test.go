@@ -18,30 +18,32 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // The rig makes writeback slower than a writer without writing to a disk: a loop device whose
 // backing file is on tmpfs (so the loop's own writes are memory, never dirty pages of their
-// own), a blkio throttle of 1 MiB/s on the loop device in the root blkio cgroup (cgroup v1: the
-// flusher's writeback runs in the root cgroup, so a throttle anywhere else would not slow it),
-// and vm.dirty_bytes / vm.dirty_background_bytes set to 256 / 128 MiB: the default ratios'
+// own), a write throttle of 1 MiB/s on the loop device in a child cgroup the writer joins (blkio
+// on a cgroup v1 host, io.max on a cgroup v2 host: throttle_test.go says which the host gets and
+// why the writer's writeback is slowed on both), and vm.dirty_bytes / vm.dirty_background_bytes
+// set to 256 / 128 MiB: the default ratios'
 // 1 : 2 proportion, the throttle point at 192 MiB, a band of 64 MiB from the background threshold
 // to it. The band is as small as the data written allows (the load writes the band's bottom and
 // then 1 MiB a second: about 450 MiB, all into tmpfs) and as large as the host's other writers
 // require: at 64 / 32 MiB their bursts alone crossed the throttle point. Everything the rig
-// changes is recorded in a state file before it is changed, and undone by undo: at the end of the
-// test, by a guardian process if the test dies (SIGINT, -timeout, SIGKILL), and at the start of
-// the next run if the guardian died too.
+// changes (sysctls, loop device, throttle rule, cgroup, controllers, mounts) is recorded in a
+// state file before it is changed, and undone by undo: at the end of the test, by a guardian
+// process if the test dies (SIGINT, -timeout, SIGKILL), and at the start of the next run if the
+// guardian died too.
 const (
 	// rigDir holds the state file, the loop's backing file and the storage of Prometheus and
 	// Alertmanager, all on tmpfs.
-	rigDir       = "/dev/shm/stall-exporter-live"
-	stateFile    = rigDir + "/state.json"
-	backingFile  = rigDir + "/loop-backing"
-	runDir       = rigDir + "/run"
-	lockFile     = "/dev/shm/stall-exporter-live.lock"
-	throttleFile = "/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device"
-	sysctlDir    = "/proc/sys/vm/"
+	rigDir      = "/dev/shm/stall-exporter-live"
+	stateFile   = rigDir + "/state.json"
+	backingFile = rigDir + "/loop-backing"
+	runDir      = rigDir + "/run"
+	lockFile    = "/dev/shm/stall-exporter-live.lock"
+	sysctlDir   = "/proc/sys/vm/"
 
 	loopSize      = 640 << 20 // bytes; the writer stops (and the test fails) at writeCap, so it never wraps
 	writeCap      = 512 << 20
@@ -77,9 +79,10 @@ var rigSysctls = [][2]string{
 
 // rigState is what the rig has changed, written to stateFile before each change.
 type rigState struct {
-	Sysctls map[string]string `json:"sysctls"` // value before the test, by name under /proc/sys/vm
-	Loop    string            `json:"loop"`    // /dev/loopN
-	DevNum  string            `json:"dev"`     // its MAJ:MIN, the key of the throttle rule
+	Sysctls  map[string]string `json:"sysctls"`            // value before the test, by name under /proc/sys/vm
+	Loop     string            `json:"loop"`               // /dev/loopN
+	DevNum   string            `json:"dev"`                // its MAJ:MIN, the key of the throttle rule
+	Throttle *throttleState    `json:"throttle,omitempty"` // the throttle rule and the cgroup changes it needed
 }
 
 func (s *rigState) save() error {
@@ -94,28 +97,25 @@ func (s *rigState) save() error {
 	return os.Rename(tmp, stateFile)
 }
 
-// rigSupport returns why this host cannot run the rig, or "" when it can.
-func rigSupport() string {
-	if os.Geteuid() != 0 {
-		return "needs root: it writes vm.dirty_bytes, creates a loop device and a blkio throttle"
-	}
-	if _, err := os.Stat(throttleFile); err != nil {
-		return "needs the cgroup v1 blkio controller with throttling (CONFIG_BLK_DEV_THROTTLING) mounted at /sys/fs/cgroup/blkio: " + err.Error()
-	}
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		return "needs loop devices (CONFIG_BLK_DEV_LOOP): " + err.Error()
-	}
-	if err := unix.Access(sysctlDir+"dirty_bytes", unix.W_OK); err != nil {
-		return "cannot write " + sysctlDir + "dirty_bytes (read-only /proc/sys, as in a container): " + err.Error()
-	}
+// requireRig checks what the rig needs under the test policy (a failure under make test, a skip
+// by hand) and returns where the throttle goes.
+func requireRig(t *testing.T) throttlePlan {
+	t.Helper()
+	collectortest.RequireRoot(t, "it writes vm.dirty_bytes, creates a loop device, a write throttle and a cgroup")
+	_, err := os.Stat("/dev/loop-control")
+	collectortest.Require(t, "loop devices (CONFIG_BLK_DEV_LOOP, modprobe loop)", err)
+	collectortest.Require(t, "a writable "+sysctlDir+" (not a container's read-only /proc/sys)", unix.Access(sysctlDir+"dirty_bytes", unix.W_OK))
 	var fs unix.Statfs_t
-	if err := unix.Statfs("/dev/shm", &fs); err != nil || fs.Type != tmpfsMagic {
-		return fmt.Sprintf("needs a tmpfs at /dev/shm for the loop device's backing file (statfs: type %#x, %v)", fs.Type, err)
+	err = unix.Statfs("/dev/shm", &fs)
+	if err == nil && fs.Type != tmpfsMagic {
+		err = fmt.Errorf("/dev/shm is of type %#x", fs.Type)
 	}
-	if _, err := exec.LookPath("losetup"); err != nil {
-		return "needs losetup (util-linux): " + err.Error()
-	}
-	return ""
+	collectortest.Require(t, "a tmpfs at /dev/shm for the loop device's backing file", err)
+	_, err = exec.LookPath("losetup")
+	collectortest.Require(t, "losetup (util-linux)", err)
+	p, err := planThrottle()
+	collectortest.Require(t, "a block write throttle (cgroup v1 blkio, or cgroup2 with the io controller; CONFIG_BLK_DEV_THROTTLING)", err)
+	return p
 }
 
 // rig is the slowed-down loop device, open for buffered writes.
@@ -128,7 +128,7 @@ type rig struct {
 
 // setUpRig takes the lock, undoes what a killed earlier run left, starts the guardian and builds
 // the rig. t.Cleanup undoes it.
-func setUpRig(t *testing.T) *rig {
+func setUpRig(t *testing.T, plan throttlePlan) *rig {
 	t.Helper()
 	r := &rig{}
 	r.lock = takeLock(t)
@@ -195,8 +195,10 @@ func setUpRig(t *testing.T) *rig {
 	if err := r.guard.hold(r.state.Loop); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(throttleFile, []byte(fmt.Sprintf("%s %d", r.state.DevNum, writebackBps)), 0); err != nil {
-		t.Fatalf("blkio throttle on %s: %v", r.state.Loop, err)
+	if err := r.setUpThrottle(plan, r.state.DevNum, writebackBps); errors.Is(err, errPinned) {
+		collectortest.Require(t, cgroupEnv+"=v2 on this host: the io controller, which a blkio v1 hierarchy in use holds", err)
+	} else if err != nil {
+		t.Fatalf("throttling %s: %v", r.state.Loop, err)
 	}
 	// Flush what the host has dirty now, so lowering the limits does not throttle everyone
 	// for the time the disk takes to write it.
@@ -211,8 +213,8 @@ func setUpRig(t *testing.T) *rig {
 	if r.dev, err = os.OpenFile(r.state.Loop, os.O_WRONLY, 0); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("rig: %s (%s) on tmpfs, written back at %d KiB/s; vm.dirty_bytes %d MiB, vm.dirty_background_bytes %d MiB (before: %v)",
-		r.state.Loop, r.state.DevNum, writebackBps>>10, dirtyBytes>>20, dirtyBgBytes>>20, r.state.Sysctls)
+	t.Logf("rig: %s (%s) on tmpfs, written back at %d KiB/s by a %s; vm.dirty_bytes %d MiB, vm.dirty_background_bytes %d MiB (before: %v)",
+		r.state.Loop, r.state.DevNum, writebackBps>>10, plan, dirtyBytes>>20, dirtyBgBytes>>20, r.state.Sysctls)
 	return r
 }
 
@@ -255,8 +257,9 @@ func undoStale() string {
 	return msg
 }
 
-// undo restores the sysctls recorded in the state file, removes the throttle rules and detaches
-// the loop devices of the rig's backing file, and removes the rig's files. It is idempotent, and
+// undo restores the sysctls recorded in the state file, removes the throttle rules and undoes
+// the cgroup changes they needed (undoThrottle), detaches the loop devices of the rig's backing
+// file, and removes the rig's files. It is idempotent, and
 // it is all the guardian runs.
 func undo() []error {
 	var errs []error
@@ -281,12 +284,8 @@ func undo() []error {
 		}
 	}
 	// The throttle first: a detached loop device keeps its rule, and the next user of
-	// /dev/loopN would inherit it.
-	for n := range devNums {
-		if err := os.WriteFile(throttleFile, []byte(n+" 0"), 0); err != nil && !errors.Is(err, unix.ENODEV) {
-			errs = append(errs, fmt.Errorf("removing the throttle of %s: %w", n, err))
-		}
-	}
+	// /dev/loopN in the group would inherit it.
+	errs = append(errs, undoThrottle(st.Throttle, devNums)...)
 	// A _bytes setting of 0 means the matching _ratio was in force: writing the ratio back
 	// zeroes the bytes value, and the other way round.
 	for _, pair := range [][2]string{{"dirty_bytes", "dirty_ratio"}, {"dirty_background_bytes", "dirty_background_ratio"}} {
@@ -319,6 +318,7 @@ func undo() []error {
 			errs = append(errs, err)
 		}
 	}
+	os.Remove(rigDir) // empty now, unless a later run has started
 	return errs
 }
 
@@ -421,7 +421,7 @@ func guardian() int {
 		if b, err := os.ReadFile(stateFile); err == nil {
 			var st rigState
 			if json.Unmarshal(b, &st) == nil && st.DevNum != "" {
-				if err := os.WriteFile(throttleFile, []byte(st.DevNum+" 0"), 0); err != nil && !errors.Is(err, unix.ENODEV) {
+				if err := unthrottle(st.Throttle, st.DevNum); err != nil {
 					errs = append(errs, err)
 				}
 			}
