@@ -398,8 +398,16 @@ func decodeManifests(t *testing.T, name string, data []byte) []any {
 			obj = &corev1.Service{}
 		case "apps/v1 DaemonSet":
 			obj = &appsv1.DaemonSet{}
+		case "v1 ConfigMap":
+			obj = &corev1.ConfigMap{}
 		case "monitoring.coreos.com/v1 PodMonitor":
 			obj = &monitoringv1.PodMonitor{}
+		case "monitoring.coreos.com/v1 ServiceMonitor":
+			obj = &monitoringv1.ServiceMonitor{}
+		case "monitoring.coreos.com/v1 Probe":
+			obj = &monitoringv1.Probe{}
+		case "monitoring.coreos.com/v1 PrometheusRule":
+			obj = &monitoringv1.PrometheusRule{}
 		default:
 			t.Fatalf("%s document %d: unexpected %s %s", name, i, meta.APIVersion, meta.Kind)
 		}
