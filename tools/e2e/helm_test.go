@@ -304,14 +304,51 @@ func TestHelmChart(t *testing.T) {
 	}
 }
 
-// TestKustomizePodSecurity evaluates the kustomize base's pod with the Pod
-// Security Admission library, as TestHelmChart does the chart's: baseline
-// refuses it for its host paths and CAP_SYSLOG, so it needs privileged.
+// TestKustomizePodSecurity evaluates the kustomize base's pod, and its pod
+// with each component switched on, with the Pod Security Admission library
+// as TestHelmChart does the chart's: baseline refuses each for its host
+// paths and capabilities (and the host network's namespace and port), so
+// each needs privileged. The variants are kustomizations of their own over
+// the base and its components, as a user's overlay would be.
 func TestKustomizePodSecurity(t *testing.T) {
-	ds := onlyObject[*appsv1.DaemonSet](t, kustomize(t, "deploy/kubernetes"))
-	want := []string{"hostPath volumes", "non-default capabilities"}
-	if got := podSecurityBaseline(t, ds.Spec.Template); !slices.Equal(got, want) {
-		t.Errorf("Pod Security baseline refuses the kustomize pod for %q, want %q", got, want)
+	// kustomize takes no absolute paths: the overlay and a copy of the base
+	// side by side.
+	tree := t.TempDir()
+	if err := os.CopyFS(filepath.Join(tree, "kubernetes"), os.DirFS("deploy/kubernetes")); err != nil {
+		t.Fatal(err)
+	}
+	const base = "../kubernetes"
+	for _, c := range []struct {
+		components []string
+		want       []string
+	}{
+		{nil, []string{"hostPath volumes", "non-default capabilities"}},
+		{[]string{"hostnetwork"}, []string{"host namespaces", "hostPath volumes", "hostPort", "non-default capabilities"}},
+		{[]string{"dns"}, []string{"host namespaces", "hostPath volumes", "non-default capabilities"}},
+	} {
+		overlay := filepath.Join(tree, "overlay-"+strings.Join(append([]string{"base"}, c.components...), "-"))
+		if err := os.Mkdir(overlay, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		k := map[string]any{"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": []string{base}}
+		var comps []string
+		for _, name := range c.components {
+			comps = append(comps, base+"/"+name)
+		}
+		if comps != nil {
+			k["components"] = comps
+		}
+		b, err := yaml.Marshal(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ds := onlyObject[*appsv1.DaemonSet](t, kustomize(t, overlay))
+		if got := podSecurityBaseline(t, ds.Spec.Template); !slices.Equal(got, c.want) {
+			t.Errorf("components %v: Pod Security baseline refuses the kustomize pod for %q, want %q", c.components, got, c.want)
+		}
 	}
 }
 
