@@ -52,7 +52,11 @@ var updateChartReadme = flag.Bool("update", false, "rewrite the values table of 
 // install in client-only dry-run mode: no API server, default
 // capabilities) and returns the manifest.
 func helmTemplate(vals map[string]any) (string, error) {
-	ch, err := loader.Load(chartDir)
+	return helmTemplateDir(chartDir, vals)
+}
+
+func helmTemplateDir(dir string, vals map[string]any) (string, error) {
+	ch, err := loader.Load(dir)
 	if err != nil {
 		return "", err
 	}
@@ -374,6 +378,49 @@ func TestHelmChartValues(t *testing.T) {
 	}
 }
 
+// TestHelmChartWithoutLinks renders a copy of the chart whose alerts and
+// dashboards links are plain files holding the link's target, as a
+// checkout without symbolic links (git's core.symlinks=false) has them:
+// asked for rules or dashboards, the chart refuses, instead of rendering
+// none.
+func TestHelmChartWithoutLinks(t *testing.T) {
+	dir := t.TempDir()
+	err := filepath.WalkDir(chartDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(chartDir, p)
+		dst := filepath.Join(dir, rel)
+		if d.Type()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(dst, []byte(target), 0o644)
+		}
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := helmTemplateDir(dir, nil); err != nil {
+		t.Errorf("the defaults need neither alerts nor dashboards, yet: %v", err)
+	}
+	for _, key := range []string{"prometheusRules", "dashboards"} {
+		_, err := helmTemplateDir(dir, map[string]any{key: map[string]any{"enabled": true}})
+		if err == nil || !strings.Contains(err.Error(), "symbolic links") {
+			t.Errorf("%s.enabled in a chart without its links: error %v, want one about the links", key, err)
+		}
+	}
+}
+
 // TestHelmChartPackage packages the chart as `helm package` does and loads
 // the archive back: the rule files and dashboards, which the chart holds as
 // symbolic links to alerts/ and dashboards/, are in it with the contents of
@@ -388,6 +435,9 @@ func TestHelmChartPackage(t *testing.T) {
 	ch, err := loader.Load(archive)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fi, err := os.Stat(archive); err == nil {
+		t.Logf("%s: %d bytes", filepath.Base(archive), fi.Size())
 	}
 	inArchive := map[string][]byte{}
 	for _, f := range ch.Files {
