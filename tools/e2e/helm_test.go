@@ -213,6 +213,7 @@ func TestHelmChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	flags := exporterFlags(t)
 
 	for _, c := range chartConfigs {
 		t.Run(strings.TrimSuffix(c.file, "-values.yaml"), func(t *testing.T) {
@@ -258,6 +259,12 @@ func TestHelmChart(t *testing.T) {
 			for _, a := range append([]string{"--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.rootfs=/host/root"}, c.args...) {
 				if !slices.Contains(ctr.Args, a) {
 					t.Errorf("args %v lack %s", ctr.Args, a)
+				}
+			}
+			for _, a := range ctr.Args {
+				name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+				if !flags[name] {
+					t.Errorf("arg %s: the exporter has no flag --%s (README's flag reference)", a, name)
 				}
 			}
 			mounted := map[string]string{}
@@ -306,6 +313,30 @@ func TestHelmChart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// exporterFlags returns the exporter's flags as the README's flag
+// reference lists them (the --help output `make readme-flags` writes there),
+// each boolean one under both of its names (collector.dns, no-collector.dns).
+func exporterFlags(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ref, _ := strings.Cut(string(b), "<!-- flags:begin -->")
+	ref, _, _ = strings.Cut(ref, "<!-- flags:end -->")
+	flags := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+--(\[no-\])?([a-z0-9.-]+)`).FindAllStringSubmatch(ref, -1) {
+		flags[m[2]] = true
+		if m[1] != "" {
+			flags["no-"+m[2]] = true
+		}
+	}
+	if len(flags) < 50 {
+		t.Fatalf("README's flag reference lists %d flags", len(flags))
+	}
+	return flags
 }
 
 // TestKustomizePodSecurity evaluates the kustomize base's pod, and its pod
