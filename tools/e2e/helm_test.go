@@ -387,6 +387,60 @@ func TestKustomizePodSecurity(t *testing.T) {
 	}
 }
 
+// TestHelmChartMatchesKustomize keeps the two Kubernetes paths in step: the
+// chart's container (defaults, and with the dns collector) reads the same
+// host paths at the same places with the same flags, security context and
+// resources as the kustomize base's (and its dns component's).
+func TestHelmChartMatchesKustomize(t *testing.T) {
+	tree := t.TempDir()
+	if err := os.CopyFS(filepath.Join(tree, "kubernetes"), os.DirFS("deploy/kubernetes")); err != nil {
+		t.Fatal(err)
+	}
+	overlay := filepath.Join(tree, "dns")
+	if err := os.Mkdir(overlay, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../kubernetes]\ncomponents: [../kubernetes/dns]\n"
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ values, kustomization string }{
+		{"default-values.yaml", filepath.Join(tree, "kubernetes")},
+		{"dns-values.yaml", overlay},
+	} {
+		chart := onlyObject[*appsv1.DaemonSet](t, renderChart(t, c.values, chartValues(t, c.values))).Spec.Template.Spec
+		kust := onlyObject[*appsv1.DaemonSet](t, kustomize(t, c.kustomization)).Spec.Template.Spec
+		hc, kc := chart.Containers[0], kust.Containers[0]
+		// The chart names the listening port, which service.port sets.
+		args := slices.DeleteFunc(slices.Clone(hc.Args), func(a string) bool { return strings.HasPrefix(a, "--web.listen-address=") })
+		// A strategic-merge patch puts the component's volumes first: the
+		// order means nothing.
+		byName := func(a, b string) int { return strings.Compare(a, b) }
+		for _, m := range [][]corev1.VolumeMount{hc.VolumeMounts, kc.VolumeMounts} {
+			slices.SortFunc(m, func(a, b corev1.VolumeMount) int { return byName(a.Name, b.Name) })
+		}
+		for _, v := range [][]corev1.Volume{chart.Volumes, kust.Volumes} {
+			slices.SortFunc(v, func(a, b corev1.Volume) int { return byName(a.Name, b.Name) })
+		}
+		for _, d := range []struct {
+			what          string
+			chart, kustom any
+		}{
+			{"args", args, kc.Args},
+			{"volume mounts", hc.VolumeMounts, kc.VolumeMounts},
+			{"volumes", chart.Volumes, kust.Volumes},
+			{"security context", hc.SecurityContext, kc.SecurityContext},
+			{"resources", hc.Resources, kc.Resources},
+			{"host network", chart.HostNetwork, kust.HostNetwork},
+			{"DNS policy", chart.DNSPolicy, kust.DNSPolicy},
+		} {
+			if !reflect.DeepEqual(d.chart, d.kustom) {
+				t.Errorf("%s: the chart's %s differ from kustomize's:\n chart     %+v\n kustomize %+v", c.values, d.what, d.chart, d.kustom)
+			}
+		}
+	}
+}
+
 // TestHelmChartValues checks what the values schema and the chart refuse:
 // a misspelt key, a value of the wrong type, an override of an alert that
 // does not exist, a ServiceMonitor or Probe without the Service.
