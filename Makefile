@@ -16,7 +16,7 @@ LDFLAGS   := -s -w -buildid= \
 	-X github.com/prometheus/common/version.BuildDate=$(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y%m%d-%H:%M:%S)
 ARGS      ?=
 
-.PHONY: all build release run test test-short test-deps promtool3 lint fuzz bench bench-capacity golden dashboards prometheusrules clean readme-flags rules rules-doc
+.PHONY: all build release run test test-short test-deps promtool3 lint fuzz bench bench-capacity golden dashboards prometheusrules chart-readme clean readme-flags rules rules-doc
 
 all: build
 
@@ -138,6 +138,11 @@ dashboards:
 ## (tools/prometheusrules; a test fails when they are out of step)
 prometheusrules:
 	cd tools && $(GO) generate ./prometheusrules
+
+## chart-readme: regenerate the values table of deploy/helm/stall-exporter/README.md from the chart's
+## values.yaml (tools/e2e/helm_test.go, which fails while the two differ)
+chart-readme:
+	cd tools && $(GO) test -count=1 -run 'TestHelmChartReadme' ./e2e/ -update
 
 clean:
 	rm -rf $(BINARY) .build dist

@@ -417,8 +417,14 @@ func decodeManifests(t *testing.T, name string, data []byte) []any {
 			obj = &appsv1.DaemonSet{}
 		case "v1 ResourceQuota":
 			obj = &corev1.ResourceQuota{}
+		case "v1 ConfigMap":
+			obj = &corev1.ConfigMap{}
 		case "monitoring.coreos.com/v1 PodMonitor":
 			obj = &monitoringv1.PodMonitor{}
+		case "monitoring.coreos.com/v1 ServiceMonitor":
+			obj = &monitoringv1.ServiceMonitor{}
+		case "monitoring.coreos.com/v1 Probe":
+			obj = &monitoringv1.Probe{}
 		case "monitoring.coreos.com/v1 PrometheusRule":
 			obj = &monitoringv1.PrometheusRule{}
 		default:
