@@ -886,7 +886,8 @@ func chartVersion(t *testing.T) string {
 // TestOneVersion: every place a user or a tool reads the release's version from gives VERSION's:
 // the chart's appVersion and the image tag the chart renders by default, the image tag of the
 // kustomize base, the CHANGELOG's top entry, and the install commands of README.md, docs/*.md and
-// the chart's README (`V=`, the image `ghcr.io/stall-exporter/stall_exporter:<version>`); their
+// the chart's README (`V=`, the image `ghcr.io/stall-exporter/stall_exporter:<version>`, the
+// release's file names, the chart README's "Chart version …, stall_exporter …"); their
 // `helm install … --version` gives the chart's own version, from Chart.yaml.
 func TestOneVersion(t *testing.T) {
 	version := releaseVersion(t)
@@ -928,6 +929,7 @@ func TestOneVersion(t *testing.T) {
 	}{
 		{"V=", regexp.MustCompile(`(?m)^\s*V=(\S*)`), version},
 		{"the image", regexp.MustCompile(regexp.QuoteMeta(image) + `:(\d[^\s` + "`" + `]*)`), version},
+		{"a release file", regexp.MustCompile(`stall_exporter-(\d[\d.]*\d)\.(?:oci\.tar|linux-)`), version},
 		{"helm --version", regexp.MustCompile(`(?m)^\s*helm (?:install|upgrade)\b[^\n]*(?:\\\n[^\n]*)*?--version[ =](\d\S*)`), ch.Metadata.Version},
 	} {
 		for _, doc := range docs {
@@ -944,7 +946,7 @@ func TestOneVersion(t *testing.T) {
 		t.Errorf("%s/README.md says %q, want Chart version %s, stall_exporter %s.", chartDir, chartReadme, ch.Metadata.Version, version)
 	}
 	// The install commands must be found, or this test checks nothing.
-	for _, what := range []string{"V=", "the image", "helm --version"} {
+	for _, what := range []string{"V=", "the image", "a release file", "helm --version"} {
 		if found[what] == 0 {
 			t.Errorf("no %s in the install commands of %v", what, docs)
 		}
