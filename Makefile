@@ -25,7 +25,8 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' -o $(BINARY) .
 
 ## release: the release of VERSION in $(DIST): archives for linux/amd64 and linux/arm64, .deb and .rpm
-## (nfpm, run with `go run`), the multi-arch image as an OCI archive (buildah), sha256sums.txt;
+## (nfpm, run with `go run`), the multi-arch image as an OCI archive (buildah), the Helm chart
+## (tools/chartpackage, helm's packager, run with `go run`), sha256sums.txt;
 ## reproducible (scripts/release.sh; docs/install.md says how to use them)
 DIST ?= dist
 NFPM ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.48.0

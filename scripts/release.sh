@@ -6,6 +6,8 @@
 #   stall-exporter_<version>-1_<arch>.deb, stall-exporter-<version>-1.<x86_64|aarch64>.rpm
 #                                                  (deploy/packages/nfpm.yaml)
 #   stall_exporter-<version>.oci.tar               the linux/amd64 + linux/arm64 image index (Dockerfile)
+#   stall-exporter-<chart version>.tgz             the Helm chart (deploy/helm/stall-exporter), as
+#                                                  helm package writes it (tools/chartpackage)
 #   sha256sums.txt                                 over all of the above
 # for linux/amd64 and linux/arm64. Nothing depends on the machine, the user, the time or the
 # checkout's path: binaries are built with -trimpath and an empty build ID, and every time stamp
@@ -82,6 +84,10 @@ buildah manifest push --quiet --all "$image" "oci:$BUILD/oci:$VERSION"
 buildah rmi --all >/dev/null
 tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner --format=gnu \
   -C "$BUILD/oci" -cf "$DIST/stall_exporter-$VERSION.oci.tar" oci-layout index.json blobs
+
+# The Helm chart, by helm's own packager from the tools module (no helm binary), its entries
+# stamped with SOURCE_DATE_EPOCH; its symbolic links to alerts/ and dashboards/ are followed.
+"$GO" -C tools run ./chartpackage "$PWD/deploy/helm/stall-exporter" "$DIST" >/dev/null
 
 (cd "$DIST" && sha256sum -- * >sha256sums.txt)
 ls -l "$DIST"

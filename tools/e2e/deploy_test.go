@@ -566,8 +566,8 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Fatalf("kustomization.yaml: want one image entry and the namespace (the one place each is set): %v %+v", err, kust)
 	}
 	image := kust.Images[0].NewName + ":" + kust.Images[0].NewTag
-	if image != "ghcr.io/stall-exporter/stall_exporter:0.1.0" {
-		t.Errorf("image %s: want the release's, ghcr.io/stall-exporter/stall_exporter:0.1.0", image)
+	if want := "ghcr.io/stall-exporter/stall_exporter:" + releaseVersion(t); image != want {
+		t.Errorf("image %s: want the release's, %s", image, want)
 	}
 
 	objs := kustomize(t, dir)

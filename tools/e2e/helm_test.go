@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"net/url"
 	"os"
@@ -218,7 +221,7 @@ func TestHelmChart(t *testing.T) {
 			ds := onlyObject[*appsv1.DaemonSet](t, objs)
 			pod := ds.Spec.Template
 			ctr := pod.Spec.Containers[0]
-			if want := "ghcr.io/stall-exporter/stall_exporter:0.1.0"; ctr.Image != want {
+			if want := "ghcr.io/stall-exporter/stall_exporter:" + releaseVersion(t); ctr.Image != want {
 				t.Errorf("image %s, want %s (the chart's appVersion)", ctr.Image, want)
 			}
 			if pod.Spec.HostNetwork != c.hostNetwork {
@@ -439,49 +442,101 @@ func TestHelmChartWithoutLinks(t *testing.T) {
 	}
 }
 
-// TestHelmChartPackage packages the chart as `helm package` does and loads
-// the archive back: the rule files and dashboards, which the chart holds as
-// symbolic links to alerts/ and dashboards/, are in it with the contents of
-// the repository's files, and the replays beside the rules are not.
+// TestHelmChartPackage packages the chart as `make release` does (helm's
+// packager with SOURCE_DATE_EPOCH, tools/chartpackage) and checks the archive
+// (checkChartArchive); TestRelease checks the one in the release.
 func TestHelmChartPackage(t *testing.T) {
+	epoch := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
 	pkg := action.NewPackage()
 	pkg.Destination = t.TempDir()
+	pkg.SourceDateEpoch = &epoch
 	archive, err := pkg.Run(chartDir, nil)
 	if err != nil {
 		t.Fatalf("helm package: %v", err)
 	}
+	checkChartArchive(t, archive, epoch)
+}
+
+// checkChartArchive reads a packaged chart: every entry under stall-exporter/,
+// mode 0644, owner 0, with the time epoch, in a gzip header without name or
+// time; exactly the chart's files, with the rule files and dashboards (which the
+// chart holds as symbolic links to alerts/ and dashboards/) and the licence as
+// the repository's bytes, and neither the replays beside the rules nor ci/;
+// loaded back by helm's loader, Chart.yaml's version and an appVersion of
+// VERSION.
+func checkChartArchive(t *testing.T, archive string, epoch time.Time) {
+	t.Helper()
+	raw := readBytes(t, archive)
+	t.Logf("%s: %d bytes", filepath.Base(archive), len(raw))
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if zr.Name != "" || !zr.ModTime.IsZero() {
+		t.Errorf("gzip header names %q at %v; want neither", zr.Name, zr.ModTime)
+	}
+	inArchive := map[string][]byte{}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, ok := strings.CutPrefix(h.Name, chartRelease+"/")
+		if !ok || h.Typeflag != tar.TypeReg || h.Mode != 0o644 || h.Uid != 0 || h.Gid != 0 || !h.ModTime.Equal(epoch) {
+			t.Errorf("%s: type %c mode %o uid %d gid %d time %v; want a file under %s/, 0644, 0 0, %v",
+				h.Name, h.Typeflag, h.Mode, h.Uid, h.Gid, h.ModTime, chartRelease, epoch)
+		}
+		if inArchive[name], err = io.ReadAll(tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The repository's files the archive must hold, and nothing else.
+	fromRepo := map[string]string{"LICENSE": "LICENSE"}
+	for _, pattern := range []string{"alerts/*.yml", "dashboards/*.json"} {
+		files, _ := filepath.Glob(pattern)
+		if len(files) == 0 {
+			t.Fatalf("no %s to compare with", pattern)
+		}
+		for _, f := range files {
+			fromRepo[f] = f
+		}
+	}
+	for _, f := range []string{".helmignore", "README.md", "values.yaml", "values.schema.json"} {
+		fromRepo[f] = filepath.Join(chartDir, f)
+	}
+	templates, _ := filepath.Glob(filepath.Join(chartDir, "templates", "*"))
+	for _, f := range templates {
+		fromRepo["templates/"+filepath.Base(f)] = f
+	}
+	want := append(slices.Collect(maps.Keys(fromRepo)), "Chart.yaml") // Chart.yaml: helm writes its own from the metadata
+	if got := slices.Sorted(maps.Keys(inArchive)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Errorf("the packaged chart holds %v\nwant %v", got, slices.Sorted(slices.Values(want)))
+	}
+	for name, source := range fromRepo {
+		if got, ok := inArchive[name]; ok && !bytes.Equal(got, readBytes(t, source)) {
+			t.Errorf("%s in the packaged chart is not the repository's %s", name, source)
+		}
+	}
+
 	ch, err := loader.Load(archive)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(archive); err == nil {
-		t.Logf("%s: %d bytes", filepath.Base(archive), fi.Size())
+	src, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	inArchive := map[string][]byte{}
-	for _, f := range ch.Files {
-		inArchive[f.Name] = f.Data
+	if ch.Metadata.Name != chartRelease || ch.Metadata.Version != src.Metadata.Version || ch.Metadata.AppVersion != releaseVersion(t) || ch.Schema == nil {
+		t.Errorf("packaged chart: %s version %s, appVersion %s, schema %d bytes; want %s %s, %s, a schema",
+			ch.Metadata.Name, ch.Metadata.Version, ch.Metadata.AppVersion, len(ch.Schema), chartRelease, src.Metadata.Version, releaseVersion(t))
 	}
-	alertFiles, _ := filepath.Glob("alerts/*.yml")
-	dashboards, _ := filepath.Glob("dashboards/*.json")
-	if len(alertFiles) == 0 || len(dashboards) == 0 {
-		t.Fatal("no alerts/*.yml or dashboards/*.json to compare with")
-	}
-	for _, f := range append(alertFiles, dashboards...) {
-		want, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, ok := inArchive[f]; !ok || !bytes.Equal(got, want) {
-			t.Errorf("%s: in the packaged chart %v, same bytes as the repository's %v", f, ok, bytes.Equal(got, want))
-		}
-	}
-	for name := range inArchive {
-		if strings.HasPrefix(name, "alerts/tests/") || strings.HasPrefix(name, "alerts/testdata/") || strings.HasPrefix(name, "ci/") {
-			t.Errorf("the packaged chart holds %s", name)
-		}
-	}
-	if ch.Metadata.Version != "0.1.0" || ch.Metadata.AppVersion != "0.1.0" || ch.Schema == nil {
-		t.Errorf("packaged chart: version %s, appVersion %s, schema %d bytes", ch.Metadata.Version, ch.Metadata.AppVersion, len(ch.Schema))
+	if !strings.HasSuffix(archive, "/"+chartRelease+"-"+src.Metadata.Version+".tgz") {
+		t.Errorf("%s: want %s-%s.tgz", archive, chartRelease, src.Metadata.Version)
 	}
 }
 

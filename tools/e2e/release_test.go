@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -24,6 +25,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 	"github.com/stall-exporter/stall_exporter/internal/e2etest"
@@ -37,6 +40,7 @@ type release struct {
 	branch             string
 	archive, deb, rpms map[string]string // GOARCH → file name
 	image              string
+	chart              string // the packaged Helm chart
 }
 
 // The packaged files, the same in the .deb and the .rpm (deploy/packages/nfpm.yaml), with the
@@ -92,7 +96,7 @@ func TestRelease(t *testing.T) {
 	for _, tool := range []string{"git", "make", "buildah", "rpm", "dpkg", "ldd", "systemd-analyze"} {
 		collectortest.RequireTool(t, tool)
 	}
-	version := strings.TrimSpace(readText(t, "VERSION"))
+	version := releaseVersion(t)
 	revision := strings.TrimSpace(run(t, ".", "git", "rev-parse", "HEAD"))
 	epoch := strings.TrimSpace(run(t, ".", "git", "log", "-1", "--format=%ct"))
 
@@ -109,6 +113,7 @@ func TestRelease(t *testing.T) {
 	t.Run("deb-install", func(t *testing.T) { checkDebInstall(t, a) })
 	t.Run("rpm-install", func(t *testing.T) { checkRPMInstall(t, a) })
 	t.Run("image", func(t *testing.T) { checkImage(t, a) })
+	t.Run("chart", func(t *testing.T) { checkChartArchive(t, filepath.Join(a.dist, a.chart), a.epoch) })
 }
 
 // makeRelease copies the working tree (tracked and untracked files, not ignored ones) into a
@@ -123,6 +128,7 @@ func makeRelease(t *testing.T, version, revision, epoch, tz string) release {
 		dist: filepath.Join(dir, "dist"), version: version, revision: revision, branch: "release-test",
 		archive: map[string]string{}, deb: map[string]string{}, rpms: map[string]string{},
 		image: "stall_exporter-" + version + ".oci.tar",
+		chart: chartRelease + "-" + chartVersion(t) + ".tgz",
 	}
 	sec, err := strconv.ParseInt(epoch, 10, 64)
 	if err != nil {
@@ -209,7 +215,7 @@ func checkSameBytes(t *testing.T, a, b string) {
 }
 
 func checkChecksums(t *testing.T, r release) {
-	want := []string{r.image}
+	want := []string{r.image, r.chart}
 	for _, m := range []map[string]string{r.archive, r.deb, r.rpms} {
 		for _, n := range m {
 			want = append(want, n)
@@ -859,6 +865,92 @@ func run(t *testing.T, dir, name string, args ...string) string {
 		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, out, stderr.Bytes())
 	}
 	return string(out)
+}
+
+// releaseVersion is VERSION's: the one source of the release's version.
+func releaseVersion(t *testing.T) string {
+	t.Helper()
+	return strings.TrimSpace(readText(t, "VERSION"))
+}
+
+// chartVersion is the chart's own version, from its Chart.yaml.
+func chartVersion(t *testing.T) string {
+	t.Helper()
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch.Metadata.Version
+}
+
+// TestOneVersion: every place a user or a tool reads the release's version from gives VERSION's:
+// the chart's appVersion and the image tag the chart renders by default, the image tag of the
+// kustomize base, the CHANGELOG's top entry, and the install commands of README.md, docs/*.md and
+// the chart's README (`V=`, the image `ghcr.io/stall-exporter/stall_exporter:<version>`, the
+// release's file names, the chart README's "Chart version …, stall_exporter …"); their
+// `helm install … --version` gives the chart's own version, from Chart.yaml.
+func TestOneVersion(t *testing.T) {
+	version := releaseVersion(t)
+	if !regexp.MustCompile(`^\d+\.\d+\.\d+$`).MatchString(version) {
+		t.Fatalf("VERSION holds %q, want a semantic version x.y.z", version)
+	}
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Metadata.AppVersion != version {
+		t.Errorf("%s/Chart.yaml: appVersion %q, want VERSION's %s", chartDir, ch.Metadata.AppVersion, version)
+	}
+	const image = "ghcr.io/stall-exporter/stall_exporter"
+	manifest, err := helmTemplate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chartDS := onlyObject[*appsv1.DaemonSet](t, decodeManifests(t, chartDir, []byte(manifest)))
+	if got := chartDS.Spec.Template.Spec.Containers[0].Image; got != image+":"+version {
+		t.Errorf("the chart's default image is %s, want %s:%s", got, image, version)
+	}
+	kustDS := onlyObject[*appsv1.DaemonSet](t, kustomize(t, "deploy/kubernetes"))
+	if got := kustDS.Spec.Template.Spec.Containers[0].Image; got != image+":"+version {
+		t.Errorf("the kustomize base's image is %s, want %s:%s", got, image, version)
+	}
+	top := regexp.MustCompile(`(?m)^## (\S+) / \d{4}-\d{2}-\d{2}$`).FindStringSubmatch(readText(t, "CHANGELOG.md"))
+	if top == nil || top[1] != version {
+		t.Errorf("CHANGELOG.md's top entry is %q, want ## %s / <date>", top, version)
+	}
+
+	docs, _ := filepath.Glob("docs/*.md")
+	docs = append(docs, "README.md", filepath.Join(chartDir, "README.md"))
+	found := map[string]int{}
+	for _, c := range []struct {
+		what    string
+		pattern *regexp.Regexp
+		want    string
+	}{
+		{"V=", regexp.MustCompile(`(?m)^\s*V=(\S*)`), version},
+		{"the image", regexp.MustCompile(regexp.QuoteMeta(image) + `:(\d[^\s` + "`" + `]*)`), version},
+		{"a release file", regexp.MustCompile(`stall_exporter-(\d[\d.]*\d)\.(?:oci\.tar|linux-)`), version},
+		{"helm --version", regexp.MustCompile(`(?m)^\s*helm (?:install|upgrade)\b[^\n]*(?:\\\n[^\n]*)*?--version[ =](\d\S*)`), ch.Metadata.Version},
+	} {
+		for _, doc := range docs {
+			for _, m := range c.pattern.FindAllStringSubmatch(readText(t, doc), -1) {
+				found[c.what]++
+				if m[1] != c.want {
+					t.Errorf("%s: %s gives %s, want %s", doc, strings.TrimSpace(m[0]), m[1], c.want)
+				}
+			}
+		}
+	}
+	chartReadme := regexp.MustCompile(`Chart version (\S+), stall_exporter (\S+)\.`).FindStringSubmatch(readText(t, filepath.Join(chartDir, "README.md")))
+	if chartReadme == nil || chartReadme[1] != ch.Metadata.Version || chartReadme[2] != version {
+		t.Errorf("%s/README.md says %q, want Chart version %s, stall_exporter %s.", chartDir, chartReadme, ch.Metadata.Version, version)
+	}
+	// The install commands must be found, or this test checks nothing.
+	for _, what := range []string{"V=", "the image", "a release file", "helm --version"} {
+		if found[what] == 0 {
+			t.Errorf("no %s in the install commands of %v", what, docs)
+		}
+	}
 }
 
 func readBytes(t *testing.T, name string) []byte {
