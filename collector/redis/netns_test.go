@@ -64,7 +64,7 @@ func TestIncidentNetns(t *testing.T) {
 	// one: a failure under make test like a missing tool, not a silent skip.
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 		collectortest.Require(t, "network namespaces (`ip netns add` as root, CAP_SYS_ADMIN; not inside an unprivileged container)",
-			fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out))))
+			fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out))))
 	}
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 	hostIf, nsIf := fmt.Sprintf("srh%d", pid%1000000), fmt.Sprintf("srn%d", pid%1000000)

@@ -9,6 +9,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
@@ -51,5 +52,5 @@ func run(args []string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("usage: testsummary stream RAW < events | testsummary report RAW...")
+	return errors.New("usage: testsummary stream RAW < events | testsummary report RAW")
 }

@@ -128,7 +128,7 @@ func planThrottle() (throttlePlan, error) {
 		return throttlePlan{kind: "v1", root: v1.point}, nil
 	}
 	if v2Root == "" {
-		return throttlePlan{}, fmt.Errorf("no blkio throttle (%v) and no cgroup2 mount", v1Err)
+		return throttlePlan{}, fmt.Errorf("no blkio throttle (%w) and no cgroup2 mount", v1Err)
 	}
 	p := throttlePlan{kind: "v2", root: v2Root}
 	if hasController(filepath.Join(v2Root, "cgroup.controllers"), "io") {
@@ -138,7 +138,7 @@ func planThrottle() (throttlePlan, error) {
 		return throttlePlan{}, fmt.Errorf("the io controller is not in %s/cgroup.controllers, and no v1 hierarchy holds it", v2Root)
 	}
 	if force != "v2" {
-		return throttlePlan{}, fmt.Errorf("the io controller is held by the blkio v1 hierarchy at %s, which has no throttling (%v)", v1.point, v1Err)
+		return throttlePlan{}, fmt.Errorf("the io controller is held by the blkio v1 hierarchy at %s, which has no throttling (%w)", v1.point, v1Err)
 	}
 	if p.unmount, err = movableBlkio(*v1, mounts); err != nil {
 		return throttlePlan{}, fmt.Errorf("%s=v2: the io controller is held by the blkio v1 hierarchy at %s, which cannot be handed to cgroup2: %w", cgroupEnv, v1.point, err)
