@@ -22,14 +22,31 @@ import (
 type Config struct {
 	Hosts int
 	Days  int
-	// End is the last hour of data (truncated to the hour); samples are
-	// recorded Offset past each hour, as a rule group's evaluations are.
+	// End is the last hour of data (truncated to the hour); the hourly
+	// roll-ups are recorded Offset past each hour, as a rule group's
+	// evaluations are, and the daily ones DailyLag after them.
 	End    time.Time
 	Offset time.Duration
 	// Millis writes Prometheus text format with millisecond timestamps
 	// (VictoriaMetrics' /api/v1/import/prometheus) instead of OpenMetrics.
 	Millis bool
 }
+
+// DailyLag is how long after the hourly group the generator records the
+// daily one. Prometheus evaluates each group at an offset of its own within
+// its interval (a hash of its name and file), so the daily group never
+// evaluates at the instant the hourly one records; and it must not here:
+// at that instant [1d] holds 25 hourly samples under Prometheus 2, whose
+// ranges include their start, and 24 under Prometheus 3. A generator that
+// took 24 (as it did when it wrote both at the same instant) disagreed with
+// Prometheus 2 whenever the hour 24 hours back was the day's largest —
+// near the diurnal peak, so at 17:00 UTC and not at most other hours.
+// Half an hour apart, [1d] holds the same 24 samples under both.
+const DailyLag = 30 * time.Minute
+
+// Last is the time of the last sample written for cfg: the daily group's
+// last evaluation.
+func (cfg Config) Last() time.Time { return cfg.End.Truncate(time.Hour).Add(cfg.Offset + DailyLag) }
 
 // Planted are the hosts made worst in each section, by instance (and the
 // device, Redis target or broker where a section ranks those).
@@ -107,7 +124,7 @@ func Write(w io.Writer, cfg Config) error {
 	hours := cfg.Days * 24
 	start := end.Add(-time.Duration(hours-1) * time.Hour).Add(cfg.Offset)
 	p := Plant(cfg)
-	g := &gen{cfg: cfg, p: p, start: start, hours: hours, fams: map[string]*family{}}
+	g := &gen{cfg: cfg, p: p, start: start, hours: hours, fams: map[string]*family{}, lag: map[string]time.Duration{}}
 	for i := range cfg.Hosts {
 		g.host(i)
 	}
@@ -122,6 +139,7 @@ type gen struct {
 	hours int
 	fams  map[string]*family
 	order []string
+	lag   map[string]time.Duration // families recorded after the hour's sample
 }
 
 func (g *gen) add(name, labels string, values []float64) {
@@ -327,7 +345,8 @@ func (g *gen) dns(inst, base string, r *rand.Rand) {
 }
 
 // daily adds the rolling daily peaks of the daily group, computed as its
-// rules do: the largest of the last 24 hourly samples.
+// rules do: the largest of the last 24 hourly samples. They are recorded
+// DailyLag after the hour's sample (daily families are written with it).
 func (g *gen) daily() {
 	for _, d := range []struct{ from, to string }{
 		{"instance:stall_vm_dirty_throttle_ratio:max1h", "instance:stall_vm_dirty_throttle_ratio:max1d"},
@@ -335,6 +354,7 @@ func (g *gen) daily() {
 		{"addr:stall_redis_clients_memory_over_max:max1h", "addr:stall_redis_clients_memory_over_max:max1d"},
 		{"broker:stall_rocketmq_commitlog_lock_held_seconds:p99_1h", "broker:stall_rocketmq_commitlog_lock_held_seconds:p99_1h_max1d"},
 	} {
+		g.lag[d.to] = DailyLag
 		for _, s := range g.fams[d.from].series {
 			g.add(d.to, s.labels, g.each(func(k int) float64 {
 				m := math.Inf(-1)
@@ -361,7 +381,7 @@ func (g *gen) write(w io.Writer) error {
 			for k, v := range s.values {
 				bw.WriteString(prefix)
 				bw.WriteString(formatFloat(v))
-				ts := g.at(k).Unix()
+				ts := g.at(k).Add(g.lag[name]).Unix()
 				if g.cfg.Millis {
 					fmt.Fprintf(bw, " %d000\n", ts)
 				} else {
