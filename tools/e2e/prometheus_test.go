@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -66,7 +65,8 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	tmp := t.TempDir()
 
 	redisAddr := startRedisServer(t, redisBin, tmp)
-	brokerAddr, namesrvAddr, logDir := startTestBroker(t, tmp)
+	// A CommitLog lock stall of 1.2 s every 2 s.
+	brokerAddr, namesrvAddr, logDir := e2etest.StartTestBroker(t, tmp, "-stall-every", "2s", "-stall-for", "1200ms")
 	exporterURL := e2etest.StartExporter(t, e2etest.Build(t, "."),
 		"--redis.addr=redis://"+redisAddr,
 		"--redis.client-list.mode=always",
@@ -246,21 +246,16 @@ func rulesWithExpr(rules []alertRule) []alertRule {
 	return out
 }
 
-// startRedisServer runs redis-server on a free loopback port, with a
-// maxmemory (the overview compares client memory with it), some keys (one
-// of 1 MiB for the big-key scan) and a few CLUSTER NODES calls, which a
-// non-cluster server refuses but still counts.
+// startRedisServer runs redis-server with a maxmemory (the overview
+// compares client memory with it), some keys (one of 1 MiB for the big-key
+// scan) and a few CLUSTER NODES calls, which a non-cluster server refuses
+// but still counts.
 func startRedisServer(t *testing.T, bin, dir string) string {
 	t.Helper()
-	addr := e2etest.FreeAddr(t)
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--maxmemory", "64mb", "--protected-mode", "no", "--loglevel", "warning")
-	e2etest.Run(t, "redis-server", cmd)
+	addr := e2etest.StartRedis(t, bin, dir, "--maxmemory", "64mb")
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	ctx := context.Background()
-	collectortest.WaitFor(t, 10*time.Second, "redis-server", func() error { return c.Ping(ctx).Err() })
 	if err := c.Set(ctx, "big", strings.Repeat("x", 1<<20), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -273,27 +268,6 @@ func startRedisServer(t *testing.T, bin, dir string) string {
 		_ = c.Do(ctx, "CLUSTER", "NODES").Err()
 	}
 	return addr
-}
-
-// startTestBroker builds and runs cmd/rocketmq-testbroker: a broker and a
-// name server on free ports, a CommitLog lock stall of 1.2 s every 2 s, and
-// store.log / watermark.log in the returned directory.
-func startTestBroker(t *testing.T, dir string) (broker, namesrv, logDir string) {
-	t.Helper()
-	bin := e2etest.Build(t, "cmd/rocketmq-testbroker")
-	broker, namesrv, logDir = e2etest.FreeAddr(t), e2etest.FreeAddr(t), filepath.Join(dir, "rocketmqlogs")
-	e2etest.Run(t, "rocketmq-testbroker", exec.Command(bin, "-listen", broker, "-namesrv", namesrv,
-		"-stall-every", "2s", "-stall-for", "1200ms", "-log-dir", logDir))
-	for _, a := range []string{broker, namesrv} {
-		collectortest.WaitFor(t, 10*time.Second, "test broker on "+a, func() error {
-			c, err := net.Dial("tcp", a)
-			if err == nil {
-				c.Close()
-			}
-			return err
-		})
-	}
-	return broker, namesrv, logDir
 }
 
 // dnsTraffic waits until the exporter's dns collector captures with eBPF
