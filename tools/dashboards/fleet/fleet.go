@@ -8,13 +8,10 @@
 package fleet
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
-	"sort"
-	"strconv"
 	"time"
 )
 
@@ -102,19 +99,6 @@ func role(i int) string {
 	return "app"
 }
 
-// series is one generated series: its labels (without the name) and a
-// value per hour.
-type series struct {
-	labels string
-	values []float64
-}
-
-// family is one roll-up with all its series.
-type family struct {
-	name   string
-	series []series
-}
-
 // Write generates the fleet into w.
 func Write(w io.Writer, cfg Config) error {
 	if cfg.Hosts < 20 || cfg.Days < 5 {
@@ -124,36 +108,20 @@ func Write(w io.Writer, cfg Config) error {
 	hours := cfg.Days * 24
 	start := end.Add(-time.Duration(hours-1) * time.Hour).Add(cfg.Offset)
 	p := Plant(cfg)
-	g := &gen{cfg: cfg, p: p, start: start, hours: hours, fams: map[string]*family{}, lag: map[string]time.Duration{}}
+	g := &gen{samples: newSamples(start, time.Hour, 6), cfg: cfg, p: p, hours: hours}
 	for i := range cfg.Hosts {
 		g.host(i)
 	}
 	g.daily()
-	return g.write(w)
+	return g.write(w, cfg.Millis)
 }
 
 type gen struct {
+	samples
 	cfg   Config
 	p     Planted
-	start time.Time
 	hours int
-	fams  map[string]*family
-	order []string
-	lag   map[string]time.Duration // families recorded after the hour's sample
 }
-
-func (g *gen) add(name, labels string, values []float64) {
-	f := g.fams[name]
-	if f == nil {
-		f = &family{name: name}
-		g.fams[name] = f
-		g.order = append(g.order, name)
-	}
-	f.series = append(f.series, series{labels, values})
-}
-
-// at returns the time of hour k.
-func (g *gen) at(k int) time.Time { return g.start.Add(time.Duration(k) * time.Hour) }
 
 // diurnal is 1 ± a around a peak at 14:00 UTC.
 func (g *gen) diurnal(k int, a float64) float64 {
@@ -366,34 +334,3 @@ func (g *gen) daily() {
 		}
 	}
 }
-
-func (g *gen) write(w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 1<<20)
-	names := append([]string(nil), g.order...)
-	sort.Strings(names)
-	for _, name := range names {
-		f := g.fams[name]
-		if !g.cfg.Millis {
-			fmt.Fprintf(bw, "# TYPE %s gauge\n", name)
-		}
-		for _, s := range f.series {
-			prefix := name + "{" + s.labels + "} "
-			for k, v := range s.values {
-				bw.WriteString(prefix)
-				bw.WriteString(formatFloat(v))
-				ts := g.at(k).Add(g.lag[name]).Unix()
-				if g.cfg.Millis {
-					fmt.Fprintf(bw, " %d000\n", ts)
-				} else {
-					fmt.Fprintf(bw, " %d\n", ts)
-				}
-			}
-		}
-	}
-	if !g.cfg.Millis {
-		bw.WriteString("# EOF\n")
-	}
-	return bw.Flush()
-}
-
-func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }

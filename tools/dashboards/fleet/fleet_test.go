@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,24 +105,39 @@ func dailyExpr(t *testing.T, group, name string) string {
 // them with a Prometheus that scrapes nothing; it returns its URL.
 func startOnFleet(t *testing.T, promtool, prom string, cfg Config) string {
 	t.Helper()
-	dir := t.TempDir()
-	om := filepath.Join(dir, "fleet.om")
+	data := filepath.Join(t.TempDir(), "data")
+	blocksFrom(t, promtool, data, func(w io.Writer) error { return Write(w, cfg) })
+	_, base := serve(t, prom, data)
+	return base
+}
+
+// blocksFrom writes OpenMetrics with write and turns it into TSDB blocks in
+// data with promtool.
+func blocksFrom(t *testing.T, promtool, data string, write func(io.Writer) error) {
+	t.Helper()
+	om := filepath.Join(t.TempDir(), "series.om")
 	f, err := os.Create(om)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Write(f, cfg); err != nil {
+	if err := write(f); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	data := filepath.Join(dir, "data")
 	if out, err := exec.Command(promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", "--max-block-duration=768h", om, data).CombinedOutput(); err != nil {
 		t.Fatalf("promtool: %v\n%s", err, out)
 	}
 	os.Remove(om)
-	conf := filepath.Join(dir, "prometheus.yml")
+}
+
+// serve runs a Prometheus that scrapes nothing on the blocks in data, with
+// a retention that keeps them however old they are, and returns it and its
+// URL once it is ready.
+func serve(t *testing.T, prom, data string) (*e2etest.Process, string) {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "prometheus.yml")
 	if err := os.WriteFile(conf, []byte("global: {}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -130,5 +146,5 @@ func startOnFleet(t *testing.T, promtool, prom string, cfg Config) string {
 		"--storage.tsdb.retention.time=100y", "--web.listen-address="+addr, "--log.level=warn"))
 	base := "http://" + addr
 	e2etest.Ready(t, 60*time.Second, p, base+"/-/ready")
-	return base
+	return p, base
 }
