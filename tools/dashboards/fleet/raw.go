@@ -70,6 +70,12 @@ type RawPlanted struct {
 	ClusterNodes   float64 // calls per second
 
 	OddSysctlHost string // vm.dirty_ratio 40 and vm.dirty_background_ratio 5, the rest of the fleet 20 and 10
+
+	// Trends the dashboard's forecasts fit a line through, rising steadily
+	// over the whole data so that the daily peaks rise whatever hour the
+	// data ends: on RisingHost the dirty throttle ratio and the broker's
+	// lock holds, on RisingRedisHost the Redis' used and clients' memory.
+	RisingHost, RisingRedisHost string
 }
 
 // Raw is a capture of the exporter's /metrics laid out over days on a few
@@ -124,6 +130,7 @@ func NewRaw(capture io.Reader, cfg RawConfig) (*Raw, error) {
 		FullHost: host(0), Full: span(18, 5, 40*time.Minute), FullRatio: 0.97,
 		ClientsMemory: 300 << 20, PendingClients: 40, ClusterNodes: 20,
 		OddSysctlHost: host(2),
+		RisingHost:    host(0), RisingRedisHost: host(1),
 	}
 	return r, nil
 }
@@ -147,7 +154,16 @@ func (r *Raw) ThrottleRatio(i int, t time.Time) float64 {
 	if host(i) == r.Planted.ThrottledHost && r.Planted.Throttled.has(t) {
 		return r.Planted.ThrottlePeak
 	}
-	return 0.25 + 0.05*float64(i) + 0.1*math.Sin(2*math.Pi*(float64(t.Hour())+float64(t.Minute())/60-8)/24)
+	v := 0.25 + 0.05*float64(i) + 0.1*math.Sin(2*math.Pi*(float64(t.Hour())+float64(t.Minute())/60-8)/24)
+	if host(i) == r.Planted.RisingHost {
+		v += 0.2 * r.progress(t)
+	}
+	return v
+}
+
+// progress is 0 at the first scrape and 1 at the last.
+func (r *Raw) progress(t time.Time) float64 {
+	return float64(t.Sub(r.Start())) / float64(r.cfg.End.Sub(r.Start()))
 }
 
 // RedisUsed is the used memory of host i's Redis against its maxmemory at t.
@@ -155,7 +171,11 @@ func (r *Raw) RedisUsed(i int, t time.Time) float64 {
 	if host(i) == r.Planted.FullHost && r.Planted.Full.has(t) {
 		return r.Planted.FullRatio
 	}
-	return 0.4 + 0.05*float64(i) + 0.05*math.Sin(2*math.Pi*(float64(t.Hour())-8)/24)
+	v := 0.4 + 0.05*float64(i) + 0.05*math.Sin(2*math.Pi*(float64(t.Hour())-8)/24)
+	if host(i) == r.Planted.RisingRedisHost {
+		v += 0.1 * r.progress(t)
+	}
+	return v
 }
 
 // Write writes the raw series as OpenMetrics for promtool.
@@ -351,6 +371,10 @@ func (r *Raw) gaugeCourse(i int, name string, lbls map[string]string, v float64)
 	case "stall_vm_zone_free_bytes":
 		return during(p.ThrottledHost, p.Throttled, p.ZoneHeadroom*r.lowWatermark(lbls))
 	case "stall_redis_clients_memory_bytes":
+		if lbls["type"] == "normal" && host(i) == p.RisingRedisHost {
+			limit := r.gauge("stall_redis_memory_max_bytes")
+			return func(t time.Time) float64 { return v + (0.005+0.015*r.progress(t))*limit }
+		}
 		if lbls["type"] == "normal" {
 			return during(p.FullHost, p.Full, p.ClientsMemory)
 		}
@@ -444,8 +468,11 @@ func (r *Raw) observation(i int, name string, lbls map[string]string) func(time.
 		}
 	case "stall_rocketmq_commitlog_lock_held_sampled_seconds":
 		return func(t time.Time) float64 {
-			if host(i) == p.SlowHost && p.Slow.has(t) {
+			switch {
+			case host(i) == p.SlowHost && p.Slow.has(t):
 				return p.LockHeld
+			case host(i) == p.RisingHost:
+				return 0.001 + 0.2*r.progress(t)
 			}
 			return 0.001
 		}
