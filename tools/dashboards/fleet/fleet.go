@@ -1,10 +1,20 @@
-// Package fleet writes a synthetic fleet's capacity roll-ups (the series of
-// alerts/capacity.yml, hourly, as Prometheus would have recorded them) as
-// OpenMetrics text for `promtool tsdb create-blocks-from openmetrics`, or as
-// Prometheus text with millisecond timestamps for VictoriaMetrics' import.
-// Every host is healthy with daily cycles and noise, except a few planted
-// ones, each worst in one section of the capacity dashboard; the fleet
-// benchmark (scripts/capacity-bench.sh) and TestPlantedHosts read it.
+// Package fleet makes capacity data for the capacity dashboard's tests and
+// benchmark, as OpenMetrics text for `promtool tsdb create-blocks-from
+// openmetrics` (or Prometheus text with millisecond timestamps for
+// VictoriaMetrics' import). Where things are:
+//
+//   - fleet.go: a synthetic fleet's capacity roll-ups (the series of
+//     alerts/capacity.yml, hourly, as Prometheus would have recorded them).
+//     Every host is healthy with daily cycles and noise, except a few
+//     planted ones, each worst in one section of the capacity dashboard;
+//     the fleet benchmark (scripts/capacity-bench.sh) and TestPlantedHosts
+//     read it.
+//   - raw.go: the exporter's own series, laid out over days from one
+//     capture of its /metrics, with planted events (TestRollupsFromRawSeries).
+//   - samples.go: the writer both use.
+//   - eval.go: Evaluate runs every query of the dashboard against a
+//     Prometheus API; check.go: CheckPlanted checks the answers on a
+//     generated fleet.
 package fleet
 
 import (

@@ -219,7 +219,7 @@ func (r *Raw) series(g *samples, i int, f *dto.MetricFamily, m *dto.Metric, scra
 	switch f.GetType() {
 	case dto.MetricType_HISTOGRAM:
 		h := m.GetHistogram()
-		observe := r.observation(i, name, lbls)
+		observe := r.Observation(name, i, lbls)
 		// Cumulative counts per bucket and +Inf (the count; the text
 		// parser also lists it as a bucket), the sum: from the capture,
 		// plus one observation per second since the first scrape.
@@ -275,7 +275,7 @@ func (r *Raw) series(g *samples, i int, f *dto.MetricFamily, m *dto.Metric, scra
 		if !keep(name) {
 			return
 		}
-		rate := r.rate(i, name, lbls)
+		rate := r.Rate(name, i, lbls)
 		total := m.GetCounter().GetValue()
 		g.add(name, labelString(lbls), values(func(k int) float64 {
 			if k > 0 {
@@ -302,16 +302,6 @@ func (r *Raw) series(g *samples, i int, f *dto.MetricFamily, m *dto.Metric, scra
 // it): the captured one unless a course moves it.
 func (r *Raw) Gauge(name string, i int, lbls map[string]string) func(time.Time) float64 {
 	return r.gaugeCourse(i, name, lbls, r.captured(name, lbls))
-}
-
-// Rate is how much host i's counter name{lbls} rises in the second up to t.
-func (r *Raw) Rate(name string, i int, lbls map[string]string) func(time.Time) float64 {
-	return r.rate(i, name, lbls)
-}
-
-// Observation is what host i's histogram name{lbls} observes at second t.
-func (r *Raw) Observation(name string, i int, lbls map[string]string) func(time.Time) float64 {
-	return r.observation(i, name, lbls)
 }
 
 // Buckets are the upper bounds of the captured histogram name, +Inf left out.
@@ -407,8 +397,8 @@ func (r *Raw) lowWatermark(lbls map[string]string) float64 {
 	return 0
 }
 
-// rate is how much a counter rises in the second up to t.
-func (r *Raw) rate(i int, name string, lbls map[string]string) func(time.Time) float64 {
+// Rate is how much host i's counter name{lbls} rises in the second up to t.
+func (r *Raw) Rate(name string, i int, lbls map[string]string) func(time.Time) float64 {
 	p := r.Planted
 	during := func(h string, s Span, planted, otherwise float64) func(time.Time) float64 {
 		return func(t time.Time) float64 {
@@ -445,8 +435,9 @@ func (r *Raw) rate(i int, name string, lbls map[string]string) func(time.Time) f
 	return func(time.Time) float64 { return 0 }
 }
 
-// observation is what a histogram of the sampler observes at second t.
-func (r *Raw) observation(i int, name string, lbls map[string]string) func(time.Time) float64 {
+// Observation is what host i's histogram name{lbls} observes at second t
+// (the sampler's histograms and the broker's lock samples, once a second).
+func (r *Raw) Observation(name string, i int, lbls map[string]string) func(time.Time) float64 {
 	p := r.Planted
 	slow := host(i) == p.SlowHost && lbls["device"] == p.SlowDevice
 	switch name {
