@@ -83,8 +83,11 @@ type RawPlanted struct {
 // captured value unless a course below moves them, counters rise from
 // theirs, and the sampler's histograms observe one value every second (as
 // the 1 s sampler does), so a scrape adds cfg.Scrape's worth of
-// observations. Every course is a function of the time of day and of the
-// planted events, never of the clock.
+// observations. A course is a function of the time of day, of the data's
+// progress and of the planted events, never of the clock; counters and
+// histograms take its value at a scrape for every second since the one
+// before (a course that only changes at scrapes, with spans that start and
+// end on them, is what a per-second one would be).
 type Raw struct {
 	cfg     RawConfig
 	capture map[string]*dto.MetricFamily
@@ -201,6 +204,7 @@ func (r *Raw) Write(w io.Writer) error {
 // series adds what host i's scrapes read of one captured series.
 func (r *Raw) series(g *samples, i int, f *dto.MetricFamily, m *dto.Metric, scrapes []time.Time) {
 	name := f.GetName()
+	seconds := r.cfg.Scrape.Seconds()
 	keep := func(n string) bool { return r.cfg.Keep == nil || r.cfg.Keep(n) }
 	lbls := map[string]string{"job": "stall", "instance": host(i)}
 	for _, l := range m.Label {
@@ -239,13 +243,11 @@ func (r *Raw) series(g *samples, i int, f *dto.MetricFamily, m *dto.Metric, scra
 		sums := make([]float64, len(scrapes))
 		for k, t := range scrapes {
 			if k > 0 {
-				for s := scrapes[k-1].Add(time.Second); !s.After(t); s = s.Add(time.Second) {
-					v := observe(s)
-					sum += v
-					for j := range counts {
-						if j == len(bounds) || v <= bounds[j] {
-							counts[j]++
-						}
+				v := observe(t)
+				sum += v * seconds
+				for j := range counts {
+					if j == len(bounds) || v <= bounds[j] {
+						counts[j] += seconds
 					}
 				}
 			}
@@ -279,9 +281,7 @@ func (r *Raw) series(g *samples, i int, f *dto.MetricFamily, m *dto.Metric, scra
 		total := m.GetCounter().GetValue()
 		g.add(name, labelString(lbls), values(func(k int) float64 {
 			if k > 0 {
-				for s := scrapes[k-1].Add(time.Second); !s.After(scrapes[k]); s = s.Add(time.Second) {
-					total += rate(s)
-				}
+				total += rate(scrapes[k]) * seconds
 			}
 			return total
 		}))
@@ -397,7 +397,8 @@ func (r *Raw) lowWatermark(lbls map[string]string) float64 {
 	return 0
 }
 
-// Rate is how much host i's counter name{lbls} rises in the second up to t.
+// Rate is how much host i's counter name{lbls} rises per second in the
+// scrape interval that ends at t.
 func (r *Raw) Rate(name string, i int, lbls map[string]string) func(time.Time) float64 {
 	p := r.Planted
 	during := func(h string, s Span, planted, otherwise float64) func(time.Time) float64 {
@@ -435,8 +436,9 @@ func (r *Raw) Rate(name string, i int, lbls map[string]string) func(time.Time) f
 	return func(time.Time) float64 { return 0 }
 }
 
-// Observation is what host i's histogram name{lbls} observes at second t
-// (the sampler's histograms and the broker's lock samples, once a second).
+// Observation is what host i's histogram name{lbls} observes every second
+// of the scrape interval that ends at t (the sampler's histograms and the
+// broker's lock samples, once a second).
 func (r *Raw) Observation(name string, i int, lbls map[string]string) func(time.Time) float64 {
 	p := r.Planted
 	slow := host(i) == p.SlowHost && lbls["device"] == p.SlowDevice

@@ -62,15 +62,16 @@ func (c rollupChecker) gaugeMax(at time.Time, f func(time.Time) float64) (float6
 }
 
 // counterDelta is how much a counter rose between the first and the last
-// scrape of the hour up to at, under either range semantics: increase()
-// extrapolates this to the hour, by at most a scrape interval's share.
+// scrape of the hour up to at (Raw.Rate, for every second of each scrape
+// interval), under either range semantics: increase() extrapolates this to
+// the hour, by at most a scrape interval's share.
 func (c rollupChecker) counterDelta(at time.Time, rate func(time.Time) float64) (lo, hi float64) {
 	lo, hi = math.Inf(1), math.Inf(-1)
 	for _, closed := range []bool{false, true} {
 		first, last, _ := c.window(at, time.Hour, closed)
 		var d float64
-		for s := first.Add(time.Second); !s.After(last); s = s.Add(time.Second) {
-			d += rate(s)
+		for s := first.Add(c.raw.cfg.Scrape); !s.After(last); s = s.Add(c.raw.cfg.Scrape) {
+			d += rate(s) * c.raw.cfg.Scrape.Seconds()
 		}
 		lo, hi = min(lo, d), max(hi, d)
 	}
@@ -89,12 +90,12 @@ func (c rollupChecker) quantile(at time.Time, q float64, bounds []float64, obser
 		first, last, _ := c.window(at, time.Hour, closed)
 		counts := make([]float64, len(bounds))
 		var n float64
-		for s := first.Add(time.Second); !s.After(last); s = s.Add(time.Second) {
-			v := observe(s)
-			n++
+		for s := first.Add(c.raw.cfg.Scrape); !s.After(last); s = s.Add(c.raw.cfg.Scrape) {
+			v, w := observe(s), c.raw.cfg.Scrape.Seconds() // the interval's observations
+			n += w
 			for j, b := range bounds {
 				if v <= b {
-					counts[j]++
+					counts[j] += w
 				}
 			}
 		}
