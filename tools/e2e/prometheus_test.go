@@ -55,7 +55,9 @@ var mayBeAbsent = map[string]string{
 // expression. None may fail; every metric they read must be documented in
 // docs/metrics.md (or be recorded by a rule) and served in this run when
 // its collector runs; every dashboard query must return data unless it
-// reads a metric of mayBeAbsent.
+// reads a metric of mayBeAbsent (or a rule's output computed from one), or
+// is a capacity query that needs hours of data or an event
+// (rollupExemption, whose answers TestRollupsFromRawSeries requires).
 func TestPrometheusEndToEnd(t *testing.T) {
 	promBin := collectortest.RequireTool(t, "prometheus")
 	redisBin := collectortest.RequireTool(t, "redis-server")
