@@ -5,6 +5,7 @@
 package e2etest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
@@ -54,7 +57,16 @@ type Process struct {
 	Name   string
 	Pid    int
 	Output *collector.LogBuffer // what it wrote to stdout and stderr so far
+	cmd    *exec.Cmd
 	exited chan error
+}
+
+// Stop kills the process before its test ends and waits until it has exited
+// (a Prometheus must release its TSDB before another one opens it).
+func (p *Process) Stop() {
+	_ = p.cmd.Process.Kill()
+	err := <-p.exited
+	p.exited <- err
 }
 
 // Run starts cmd and kills it when the test ends (or, through Pdeathsig, when the test process
@@ -63,7 +75,7 @@ type Process struct {
 // collector/dns's network-namespace tests do) must not share a test binary with Run.
 func Run(tb testing.TB, name string, cmd *exec.Cmd) *Process {
 	tb.Helper()
-	p := &Process{Name: name, Output: &collector.LogBuffer{}, exited: make(chan error, 1)}
+	p := &Process{Name: name, Output: &collector.LogBuffer{}, cmd: cmd, exited: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p.Output, p.Output
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -140,6 +152,42 @@ func Scrape(tb testing.TB, base string) string {
 		tb.Fatalf("GET /metrics: %s\n%s", resp.Status, b)
 	}
 	return string(b)
+}
+
+// StartRedis runs bin (redis-server) on a free loopback port, without
+// persistence, its files in dir, with further args ("--maxmemory", "64mb"),
+// and returns its host:port once it answers PING.
+func StartRedis(tb testing.TB, bin, dir string, args ...string) string {
+	tb.Helper()
+	addr := FreeAddr(tb)
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--protected-mode", "no", "--loglevel", "warning"}, args...)...)
+	Run(tb, "redis-server", cmd)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	collectortest.WaitFor(tb, 10*time.Second, "redis-server", func() error { return c.Ping(context.Background()).Err() })
+	return addr
+}
+
+// StartTestBroker builds and runs cmd/rocketmq-testbroker with args (its
+// -stall-every, -stall-for): a broker and a name server on free ports,
+// store.log and watermark.log in dir/rocketmqlogs, whose path it returns.
+func StartTestBroker(tb testing.TB, dir string, args ...string) (broker, namesrv, logDir string) {
+	tb.Helper()
+	bin := Build(tb, "cmd/rocketmq-testbroker")
+	broker, namesrv, logDir = FreeAddr(tb), FreeAddr(tb), filepath.Join(dir, "rocketmqlogs")
+	Run(tb, "rocketmq-testbroker", exec.Command(bin, append([]string{"-listen", broker, "-namesrv", namesrv, "-log-dir", logDir}, args...)...))
+	for _, a := range []string{broker, namesrv} {
+		collectortest.WaitFor(tb, 10*time.Second, "test broker on "+a, func() error {
+			c, err := net.Dial("tcp", a)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+	}
+	return broker, namesrv, logDir
 }
 
 // Prometheus is a running Prometheus server.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -38,7 +39,8 @@ type Result struct {
 type Sample struct {
 	Labels map[string]string
 	Value  float64
-	Values []float64 // a range query's values, in time order
+	Values []float64   // a range query's values, in time order
+	Times  []time.Time // the time of each of Values
 }
 
 // Evaluate runs every query of the dashboard at file against the Prometheus
@@ -150,12 +152,17 @@ func query(ctx context.Context, u string, params url.Values) ([]Sample, error) {
 		}
 		smp := Sample{Labels: s.Metric}
 		for _, p := range points {
+			if len(p) != 2 {
+				return nil, fmt.Errorf("point %v", p)
+			}
 			str, _ := p[1].(string)
 			f, err := strconv.ParseFloat(str, 64)
-			if err != nil || len(p) != 2 {
-				return nil, fmt.Errorf("value %v: %w", p, err)
+			ts, ok := p[0].(float64)
+			if err != nil || !ok {
+				return nil, fmt.Errorf("point %v: %w", p, err)
 			}
 			smp.Values = append(smp.Values, f)
+			smp.Times = append(smp.Times, time.UnixMilli(int64(math.Round(ts*1000))).UTC())
 			smp.Value = f
 		}
 		out = append(out, smp)

@@ -1,20 +1,27 @@
-// Package fleet writes a synthetic fleet's capacity roll-ups (the series of
-// alerts/capacity.yml, hourly, as Prometheus would have recorded them) as
-// OpenMetrics text for `promtool tsdb create-blocks-from openmetrics`, or as
-// Prometheus text with millisecond timestamps for VictoriaMetrics' import.
-// Every host is healthy with daily cycles and noise, except a few planted
-// ones, each worst in one section of the capacity dashboard; the fleet
-// benchmark (scripts/capacity-bench.sh) and TestPlantedHosts read it.
+// Package fleet makes capacity data for the capacity dashboard's tests and
+// benchmark, as OpenMetrics text for `promtool tsdb create-blocks-from
+// openmetrics` (or Prometheus text with millisecond timestamps for
+// VictoriaMetrics' import). Where things are:
+//
+//   - fleet.go: a synthetic fleet's capacity roll-ups (the series of
+//     alerts/capacity.yml, hourly, as Prometheus would have recorded them).
+//     Every host is healthy with daily cycles and noise, except a few
+//     planted ones, each worst in one section of the capacity dashboard;
+//     the fleet benchmark (scripts/capacity-bench.sh) and TestPlantedHosts
+//     read it.
+//   - raw.go: the exporter's own series, laid out over days from one
+//     capture of its /metrics, with planted events (TestRollupsFromRawSeries).
+//   - samples.go: the writer both use.
+//   - eval.go: Evaluate runs every query of the dashboard against a
+//     Prometheus API; check.go: CheckPlanted checks the answers on a
+//     generated fleet.
 package fleet
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
-	"sort"
-	"strconv"
 	"time"
 )
 
@@ -22,14 +29,31 @@ import (
 type Config struct {
 	Hosts int
 	Days  int
-	// End is the last hour of data (truncated to the hour); samples are
-	// recorded Offset past each hour, as a rule group's evaluations are.
+	// End is the last hour of data (truncated to the hour); the hourly
+	// roll-ups are recorded Offset past each hour, as a rule group's
+	// evaluations are, and the daily ones DailyLag after them.
 	End    time.Time
 	Offset time.Duration
 	// Millis writes Prometheus text format with millisecond timestamps
 	// (VictoriaMetrics' /api/v1/import/prometheus) instead of OpenMetrics.
 	Millis bool
 }
+
+// DailyLag is how long after the hourly group the generator records the
+// daily one. Prometheus evaluates each group at an offset of its own within
+// its interval (a hash of its name and file), so the daily group never
+// evaluates at the instant the hourly one records; and it must not here:
+// at that instant [1d] holds 25 hourly samples under Prometheus 2, whose
+// ranges include their start, and 24 under Prometheus 3. A generator that
+// took 24 (as it did when it wrote both at the same instant) disagreed with
+// Prometheus 2 whenever the hour 24 hours back was the day's largest —
+// near the diurnal peak, so at 17:00 UTC and not at most other hours.
+// Half an hour apart, [1d] holds the same 24 samples under both.
+const DailyLag = 30 * time.Minute
+
+// Last is the time of the last sample written for cfg: the daily group's
+// last evaluation.
+func (cfg Config) Last() time.Time { return cfg.End.Truncate(time.Hour).Add(cfg.Offset + DailyLag) }
 
 // Planted are the hosts made worst in each section, by instance (and the
 // device, Redis target or broker where a section ranks those).
@@ -85,19 +109,6 @@ func role(i int) string {
 	return "app"
 }
 
-// series is one generated series: its labels (without the name) and a
-// value per hour.
-type series struct {
-	labels string
-	values []float64
-}
-
-// family is one roll-up with all its series.
-type family struct {
-	name   string
-	series []series
-}
-
 // Write generates the fleet into w.
 func Write(w io.Writer, cfg Config) error {
 	if cfg.Hosts < 20 || cfg.Days < 5 {
@@ -107,35 +118,20 @@ func Write(w io.Writer, cfg Config) error {
 	hours := cfg.Days * 24
 	start := end.Add(-time.Duration(hours-1) * time.Hour).Add(cfg.Offset)
 	p := Plant(cfg)
-	g := &gen{cfg: cfg, p: p, start: start, hours: hours, fams: map[string]*family{}}
+	g := &gen{samples: newSamples(start, time.Hour, 6), cfg: cfg, p: p, hours: hours}
 	for i := range cfg.Hosts {
 		g.host(i)
 	}
 	g.daily()
-	return g.write(w)
+	return g.write(w, cfg.Millis)
 }
 
 type gen struct {
+	samples
 	cfg   Config
 	p     Planted
-	start time.Time
 	hours int
-	fams  map[string]*family
-	order []string
 }
-
-func (g *gen) add(name, labels string, values []float64) {
-	f := g.fams[name]
-	if f == nil {
-		f = &family{name: name}
-		g.fams[name] = f
-		g.order = append(g.order, name)
-	}
-	f.series = append(f.series, series{labels, values})
-}
-
-// at returns the time of hour k.
-func (g *gen) at(k int) time.Time { return g.start.Add(time.Duration(k) * time.Hour) }
 
 // diurnal is 1 ± a around a peak at 14:00 UTC.
 func (g *gen) diurnal(k int, a float64) float64 {
@@ -327,7 +323,8 @@ func (g *gen) dns(inst, base string, r *rand.Rand) {
 }
 
 // daily adds the rolling daily peaks of the daily group, computed as its
-// rules do: the largest of the last 24 hourly samples.
+// rules do: the largest of the last 24 hourly samples. They are recorded
+// DailyLag after the hour's sample (daily families are written with it).
 func (g *gen) daily() {
 	for _, d := range []struct{ from, to string }{
 		{"instance:stall_vm_dirty_throttle_ratio:max1h", "instance:stall_vm_dirty_throttle_ratio:max1d"},
@@ -335,6 +332,7 @@ func (g *gen) daily() {
 		{"addr:stall_redis_clients_memory_over_max:max1h", "addr:stall_redis_clients_memory_over_max:max1d"},
 		{"broker:stall_rocketmq_commitlog_lock_held_seconds:p99_1h", "broker:stall_rocketmq_commitlog_lock_held_seconds:p99_1h_max1d"},
 	} {
+		g.lag[d.to] = DailyLag
 		for _, s := range g.fams[d.from].series {
 			g.add(d.to, s.labels, g.each(func(k int) float64 {
 				m := math.Inf(-1)
@@ -346,34 +344,3 @@ func (g *gen) daily() {
 		}
 	}
 }
-
-func (g *gen) write(w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 1<<20)
-	names := append([]string(nil), g.order...)
-	sort.Strings(names)
-	for _, name := range names {
-		f := g.fams[name]
-		if !g.cfg.Millis {
-			fmt.Fprintf(bw, "# TYPE %s gauge\n", name)
-		}
-		for _, s := range f.series {
-			prefix := name + "{" + s.labels + "} "
-			for k, v := range s.values {
-				bw.WriteString(prefix)
-				bw.WriteString(formatFloat(v))
-				ts := g.at(k).Unix()
-				if g.cfg.Millis {
-					fmt.Fprintf(bw, " %d000\n", ts)
-				} else {
-					fmt.Fprintf(bw, " %d\n", ts)
-				}
-			}
-		}
-	}
-	if !g.cfg.Millis {
-		bw.WriteString("# EOF\n")
-	}
-	return bw.Flush()
-}
-
-func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
