@@ -202,7 +202,7 @@ func readRules(t *testing.T) ruleSet {
 	for _, p := range m.Panels {
 		for _, tg := range p.Targets {
 			expr, err := dashboards.Expand(tg.Expr, map[string]string{"__range": "1d", "__range_s": "86400", "__interval": "1h",
-				"job": ".+", "instance": ".+", "top": "10", "group": "job"})
+				"cluster": ".*", "job": ".+", "instance": ".+", "top": "10", "group": "job"})
 			if err != nil {
 				t.Fatal(err)
 			}
