@@ -16,19 +16,20 @@
 #
 #   scripts/live-vm.sh                # RUN: the test's -test.run (^TestDirtyPagesApproach$)
 #   MEMORY_CGROUP=1 scripts/live-vm.sh
-#                                     # also enable the memory controller in the root cgroup, as
-#                                     # systemd does: cgroup writeback on
+#                                     # also enable memory (and pids) in the root cgroup, as systemd
+#                                     # does: the writer's cgroup then has a writeback of its own
 #
 # Needs root and qemu-system-x86 linux-image-amd64 busybox-static (apt-get install). ACCEL is kvm
 # where the CPU shows vmx or svm and /dev/kvm is there, tcg (emulation) otherwise: a /dev/kvm without
 # them, as on a Firecracker VM whose KVM is PVM (kvm_pvm), runs only kernels built as PVM guests,
 # and Debian's hangs in its decompressor. MEM (MiB, 4096) and CPUS (2) size the VM; KERNEL picks the
-# kernel release under /boot (the newest by default). Nothing on this machine is changed but the
-# temporary directory, removed at the end.
+# kernel release under /boot (the newest by default). The VM is stopped after 30 minutes. Nothing
+# on this machine is changed but the temporary directory, removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 
+[ "$(id -u)" = 0 ] || { echo "live-vm: run as root: QEMU serves this machine's / to the VM with its caller's rights" >&2; exit 2; }
 accel=${ACCEL:-tcg} cpu=max
 if [ -z "${ACCEL:-}" ] && [ -w /dev/kvm ] && grep -qwE 'vmx|svm' /proc/cpuinfo; then accel=kvm; fi
 [ "$accel" = kvm ] && cpu=host
@@ -68,7 +69,7 @@ mount -t tmpfs -o size=2g upper /upper && mkdir -p /upper/up /upper/work
 mount -t overlay -o lowerdir=/lower,upperdir=/upper/up,workdir=/upper/work overlay /root
 r=/root
 mount -t proc proc \$r/proc; mount -t sysfs sys \$r/sys; mount -t devtmpfs dev \$r/dev
-mkdir -p \$r/dev/shm \$r/dev/pts; mount -t tmpfs shm \$r/dev/shm; mount -t tmpfs tmp \$r/tmp
+mkdir -p \$r/dev/shm; mount -t tmpfs shm \$r/dev/shm; mount -t tmpfs tmp \$r/tmp
 mount -t cgroup2 cgroup2 \$r/sys/fs/cgroup
 [ "${MEMORY_CGROUP:-}" = 1 ] && echo "+memory +pids" >\$r/sys/fs/cgroup/cgroup.subtree_control
 ip link set lo up
@@ -82,20 +83,21 @@ chroot \$r /usr/bin/env -i PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin
 	HOME=/root GOTOOLCHAIN=local GOPROXY=off STALL_TEST_STRICT=1 STALL_TEST_DISPOSABLE=1 /bin/sh -c \
 	'cd $repo/tools/alerts/live && /run/out/live.test -test.v -test.timeout=20m -test.run="${RUN:-^TestDirtyPagesApproach\$}" 2>&1; echo \$? >/run/out/rc' |
 	tee -a /mnt/test.log
+echo "live-vm: after the test, cgroup2 subtree_control: \$(cat \$r/sys/fs/cgroup/cgroup.subtree_control); child cgroups: \$(cd \$r/sys/fs/cgroup && find . -mindepth 1 -type d)" | tee -a /mnt/test.log
 sync; umount \$r/run/out; umount /mnt
 poweroff -f
 EOF
 chmod +x "$work/initrd/init"
 (cd "$work/initrd" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/initrd.gz"
 
-echo "live-vm: booting $kver ($accel, ${CPUS:-2} CPUs, ${MEM:-4096} MiB); its console goes to $work/console.log" >&2
+echo "live-vm: booting $kver ($accel, ${CPUS:-2} CPUs, ${MEM:-4096} MiB)" >&2
 started=$(date +%s)
-qemu-system-x86_64 -accel "$accel" -cpu "$cpu" -smp "${CPUS:-2}" -m "${MEM:-4096}" -nographic -no-reboot -nic none \
+timeout 30m qemu-system-x86_64 -accel "$accel" -cpu "$cpu" -smp "${CPUS:-2}" -m "${MEM:-4096}" -nographic -no-reboot -nic none \
 	-kernel /boot/vmlinuz-"$kver" -initrd "$work/initrd.gz" \
 	-append "console=ttyS0 cgroup_no_v1=all panic=-1 quiet" \
 	-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
 	-virtfs local,path="$work/out",mount_tag=out,security_model=none \
-	</dev/null >"$work/console.log" 2>&1 || { cat "$work/console.log"; echo "live-vm: qemu failed" >&2; exit 2; }
+	</dev/null >"$work/console.log" 2>&1 || { cat "$work/console.log"; echo "live-vm: qemu failed or timed out" >&2; exit 2; }
 cat "$work/out/test.log" 2>/dev/null || { cat "$work/console.log"; echo "live-vm: the VM wrote no test output" >&2; exit 2; }
 rc=$(cat "$work/out/rc" 2>/dev/null || echo 2)
 echo "live-vm: the test exited $rc after $(($(date +%s) - started)) s in the VM"
