@@ -61,27 +61,31 @@ func main() {
 	os.Exit(run())
 }
 
-func run() int {
-	var (
-		metricsPath = kingpin.Flag("web.telemetry-path", "Path under which to expose metrics.").
-				Default("/metrics").String()
-		maxRequests = kingpin.Flag("web.max-requests", "Maximum number of parallel /metrics requests; 0 disables the limit. /probe has a budget of its own (--web.max-probe-requests), so probes of slow targets cannot starve the host metrics.").
+// The server's flags are declared at package level, as the collectors' are,
+// so kingpin's model holds every flag before Parse: the docs tests check
+// each --flag the docs name against it.
+var (
+	metricsPath = kingpin.Flag("web.telemetry-path", "Path under which to expose metrics.").
+			Default("/metrics").String()
+	maxRequests = kingpin.Flag("web.max-requests", "Maximum number of parallel /metrics requests; 0 disables the limit. /probe has a budget of its own (--web.max-probe-requests), so probes of slow targets cannot starve the host metrics.").
+			Default("40").Int()
+	maxProbeRequests = kingpin.Flag("web.max-probe-requests", "Maximum number of parallel /probe requests; 0 disables the limit.").
 				Default("40").Int()
-		maxProbeRequests = kingpin.Flag("web.max-probe-requests", "Maximum number of parallel /probe requests; 0 disables the limit.").
-					Default("40").Int()
-		maxConnections = kingpin.Flag("web.max-connections", "Maximum number of open HTTP connections; at the limit the longest idle keep-alive connection is closed to make room for a new one (a new one is closed only when all are serving requests). Idle connections are also closed after 2m. 0 disables the limit.").
-				Default("256").Int()
-		procfs = kingpin.Flag("path.procfs", "procfs mount point.").Default("/proc").String()
-		sysfs  = kingpin.Flag("path.sysfs", "sysfs mount point.").Default("/sys").String()
-		rootfs = kingpin.Flag("path.rootfs", "Host root file system mount point (for /dev/kmsg and log directories).").
-			Default("/").String()
-		timeout = kingpin.Flag("collector.timeout",
-			"Per-collector time limit of one scrape; lowered to the Prometheus scrape timeout (header) minus 0.5s when that is shorter.").
-			Default("8s").Duration()
-		logLevel  = kingpin.Flag("log.level", "Only log messages with the given severity or above: debug, info, warn, error.").Default("info").Enum("debug", "info", "warn", "error")
-		logFormat = kingpin.Flag("log.format", "Output format of log messages: logfmt, json.").Default("logfmt").Enum("logfmt", "json")
-		webConfig = kingpinflag.AddFlags(kingpin.CommandLine, defaultListenAddress)
-	)
+	maxConnections = kingpin.Flag("web.max-connections", "Maximum number of open HTTP connections; at the limit the longest idle keep-alive connection is closed to make room for a new one (a new one is closed only when all are serving requests). Idle connections are also closed after 2m. 0 disables the limit.").
+			Default("256").Int()
+	procfs = kingpin.Flag("path.procfs", "procfs mount point.").Default("/proc").String()
+	sysfs  = kingpin.Flag("path.sysfs", "sysfs mount point.").Default("/sys").String()
+	rootfs = kingpin.Flag("path.rootfs", "Host root file system mount point (for /dev/kmsg and log directories).").
+		Default("/").String()
+	timeout = kingpin.Flag("collector.timeout",
+		"Per-collector time limit of one scrape; lowered to the Prometheus scrape timeout (header) minus 0.5s when that is shorter.").
+		Default("8s").Duration()
+	logLevel  = kingpin.Flag("log.level", "Only log messages with the given severity or above: debug, info, warn, error.").Default("info").Enum("debug", "info", "warn", "error")
+	logFormat = kingpin.Flag("log.format", "Output format of log messages: logfmt, json.").Default("logfmt").Enum("logfmt", "json")
+	webConfig = kingpinflag.AddFlags(kingpin.CommandLine, defaultListenAddress)
+)
+
+func run() int {
 	kingpin.Version(version.Print("stall_exporter"))
 	kingpin.HelpFlag.Short('h')
 	kingpin.Parse()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
+	"github.com/stall-exporter/stall_exporter/tools/internal/promtool"
 )
 
 // collected gathers what the checks report, for tests of the checks themselves.
@@ -176,14 +177,14 @@ func TestStrictVersionCatchesUnexpectedAlerts(t *testing.T) {
 			alerts = append(alerts, r.Alert)
 		}
 	}
-	for _, v := range promtoolVersions {
+	for _, v := range promtool.Versions {
 		t.Run(fmt.Sprintf("prometheus%d", v), func(t *testing.T) {
-			promtool := requirePromtool(t, v)
+			bin := promtool.Require(t, v)
 			p := filepath.Join(t.TempDir(), "strict.yml")
 			if err := os.WriteFile(p, strictVersion(t, tf, alerts, v), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			out, err := exec.Command(promtool, "test", "rules", p).CombinedOutput()
+			out, err := exec.Command(bin, "test", "rules", p).CombinedOutput()
 			if err == nil || !strings.Contains(string(out), "RedisClientOutputBuffersGrowing") {
 				t.Errorf("an unasserted alert did not fail the strict replay: %v\n%s", err, out)
 			}

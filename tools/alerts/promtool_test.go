@@ -1,14 +1,8 @@
 package alerts
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
-	"testing"
-
-	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // The replays run under two promtools, because users run both: Prometheus 2 (Debian's promtool,
@@ -23,14 +17,7 @@ import (
 // An assertion holds under both, unless a comment line just above it says
 // "# Prometheus N only: <why>": then it runs under version N alone. Where the two differ (an
 // alert firing one evaluation apart, a value in a description), the replay states both, each
-// pinned as exactly as the other.
-
-// promtoolVersions are the Prometheus major versions every replay runs under.
-var promtoolVersions = []int{2, 3}
-
-// Promtool3Env names the Prometheus 3 promtool: `make promtool3` builds it from the Go module
-// proxy (no release download needed) and the Makefile exports its path in this variable.
-const Promtool3Env = "STALL_PROMTOOL3"
+// pinned as exactly as the other. Package tools/internal/promtool finds each version's promtool.
 
 // onlyComment is the comment that limits an assertion to one version, with the reason.
 var onlyComment = regexp.MustCompile(`(?m)^# Prometheus ([0-9]+) only: \S`)
@@ -43,33 +30,4 @@ func onlyVersion(comment string) int {
 	}
 	v, _ := strconv.Atoi(m[1])
 	return v
-}
-
-var versionLine = regexp.MustCompile(`promtool, version ([0-9]+)\.`)
-
-// requirePromtool returns the promtool of Prometheus major (2: promtool on PATH; 3: the one
-// Promtool3Env names), under the test policy: missing, or of another version, fails the test
-// under make test and skips it elsewhere.
-func requirePromtool(t *testing.T, major int) string {
-	t.Helper()
-	var path string
-	if major == 3 {
-		path = os.Getenv(Promtool3Env)
-		var err error
-		if path == "" {
-			err = fmt.Errorf("%s is not set; `make promtool3` builds one and make test sets it", Promtool3Env)
-		}
-		collectortest.Require(t, "promtool 3", err)
-	} else {
-		path = collectortest.RequireTool(t, "promtool")
-	}
-	out, err := exec.Command(path, "--version").CombinedOutput()
-	if err == nil {
-		m := versionLine.FindSubmatch(out)
-		if m == nil || string(m[1]) != strconv.Itoa(major) {
-			err = fmt.Errorf("%s is not Prometheus %d's: %.80q", path, major, out)
-		}
-	}
-	collectortest.Require(t, fmt.Sprintf("promtool %d", major), err)
-	return path
 }

@@ -24,6 +24,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stall-exporter/stall_exporter/internal/metricsdoc"
+	"github.com/stall-exporter/stall_exporter/tools/internal/promtool"
 	"github.com/stall-exporter/stall_exporter/tools/internal/selectors"
 )
 
@@ -251,10 +252,10 @@ func loadTests(t *testing.T) []testFile {
 // TestPromtoolCheckRules runs `promtool check rules` on every rule file, under each version.
 func TestPromtoolCheckRules(t *testing.T) {
 	files, _ := filepath.Glob("*.yml")
-	for _, v := range promtoolVersions {
+	for _, v := range promtool.Versions {
 		t.Run(fmt.Sprintf("prometheus%d", v), func(t *testing.T) {
-			promtool := requirePromtool(t, v)
-			out, err := exec.Command(promtool, append([]string{"check", "rules"}, files...)...).CombinedOutput()
+			bin := promtool.Require(t, v)
+			out, err := exec.Command(bin, append([]string{"check", "rules"}, files...)...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("promtool check rules: %v\n%s", err, out)
 			}
@@ -276,10 +277,10 @@ func TestPromtoolTestRules(t *testing.T) {
 		}
 	}
 	tests := loadTests(t)
-	for _, v := range promtoolVersions {
+	for _, v := range promtool.Versions {
 		t.Run(fmt.Sprintf("prometheus%d", v), func(t *testing.T) {
 			t.Parallel()
-			promtool := requirePromtool(t, v)
+			bin := promtool.Require(t, v)
 			dir := t.TempDir()
 			for _, tf := range tests {
 				p := filepath.Join(dir, filepath.Base(tf.Path))
@@ -288,7 +289,7 @@ func TestPromtoolTestRules(t *testing.T) {
 				}
 				t.Run(filepath.Base(tf.Path), func(t *testing.T) {
 					t.Parallel()
-					out, err := exec.Command(promtool, "test", "rules", p).CombinedOutput()
+					out, err := exec.Command(bin, "test", "rules", p).CombinedOutput()
 					if err != nil {
 						t.Errorf("promtool %d test rules %s (its Prometheus %d assertions, and every other alert asserted silent): %v\n%s",
 							v, tf.Path, v, err, out)
@@ -387,12 +388,12 @@ func TestTestFileShape(t *testing.T) {
 				t.Errorf("%s: a test group without a name", tf.Path)
 			}
 			for _, a := range g.AlertRuleTest {
-				if a.Only != 0 && !contains(promtoolVersions, a.Only) {
+				if a.Only != 0 && !contains(promtool.Versions, a.Only) {
 					t.Errorf("%s %q: %s at %s is for Prometheus %d only, which the replays do not run under", tf.Path, g.Name, a.Alertname, a.EvalTime, a.Only)
 				}
 			}
 			for _, e := range g.ExprTests {
-				if e.Only != 0 && !contains(promtoolVersions, e.Only) {
+				if e.Only != 0 && !contains(promtool.Versions, e.Only) {
 					t.Errorf("%s %q: an expression test is for Prometheus %d only, which the replays do not run under", tf.Path, g.Name, e.Only)
 				}
 			}
@@ -571,7 +572,7 @@ func TestAlertCoverage(t *testing.T) {
 }
 
 func checkCoverage(t reporter, rules []rule, tests []testFile) {
-	for _, v := range promtoolVersions {
+	for _, v := range promtool.Versions {
 		checkCoverageUnder(versioned{t, v}, rules, forVersion(tests, v))
 	}
 }
@@ -718,7 +719,7 @@ func replayLeads(t reporter, rules []rule, tests []testFile) (rows []leadRow, in
 		}
 		byAlert := map[string]*leadRow{}
 		var order []string
-		for _, v := range promtoolVersions {
+		for _, v := range promtool.Versions {
 			first := map[string]time.Duration{}
 			silentAt := map[string]map[time.Duration]bool{}
 			for _, a := range tf.Groups[0].AlertRuleTest {
@@ -911,16 +912,16 @@ func leadTable(rows []leadRow, incidents map[int]testFile) string {
 func perVersion(fired map[int]time.Duration, text func(time.Duration) string) string {
 	var parts []string
 	same := true
-	for i, v := range promtoolVersions {
+	for i, v := range promtool.Versions {
 		s := "never"
 		if f, ok := fired[v]; ok {
 			s = text(f)
 		}
-		same = same && (i == 0 || fired[v] == fired[promtoolVersions[0]])
+		same = same && (i == 0 || fired[v] == fired[promtool.Versions[0]])
 		parts = append(parts, fmt.Sprintf("%d.x: %s", v, s))
 	}
-	if same && len(fired) == len(promtoolVersions) {
-		return text(fired[promtoolVersions[0]])
+	if same && len(fired) == len(promtool.Versions) {
+		return text(fired[promtool.Versions[0]])
 	}
 	return strings.Join(parts, "; ")
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 	"github.com/stall-exporter/stall_exporter/internal/e2etest"
+	"github.com/stall-exporter/stall_exporter/tools/internal/promtool"
 )
 
 // alertRule is one rule of an alerts/*.yml file, as far as the deploy and
@@ -84,20 +85,25 @@ func podMetaLabels(node string) map[string]any {
 	}
 }
 
-// deployPromConfig returns deploy/prometheus/prometheus.yml adapted to a
-// test run and the scrape jobs it holds. Debian's Prometheus is built
+// The shipped Prometheus configuration, and the Kubernetes job kept apart
+// for Prometheus builds with Kubernetes discovery (pasted under its
+// scrape_configs).
+const (
+	promConfigFile = "deploy/prometheus/prometheus.yml"
+	promK8sJobFile = "deploy/prometheus/kubernetes-job.yml"
+)
+
+// deployPromConfig returns deploy/prometheus/prometheus.yml with the job of
+// kubernetes-job.yml pasted in, adapted to a test run, and the scrape jobs
+// it holds. Debian's Prometheus is built
 // without Kubernetes discovery, so each kubernetes_sd_configs becomes a
 // static target carrying the labels pod discovery would give the
 // exporter's pod: the job's relabeling then runs for real. Everything else
 // (jobs, paths, params, relabeling) is the file's own.
 func deployPromConfig(t *testing.T, s promSetup) (config []byte, jobs []string) {
 	t.Helper()
-	b, err := os.ReadFile("deploy/prometheus/prometheus.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var c map[string]any
-	if err := yaml.Unmarshal(b, &c); err != nil {
+	if err := yaml.Unmarshal(pastedPromConfig(t), &c); err != nil {
 		t.Fatal(err)
 	}
 	if s.interval != "" {
@@ -159,6 +165,25 @@ func deployPromConfig(t *testing.T, s promSetup) (config []byte, jobs []string) 
 	return out, jobs
 }
 
+// pastedPromConfig returns prometheus.yml with kubernetes-job.yml pasted
+// under its scrape_configs, as its comment tells a user to.
+func pastedPromConfig(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(promConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := os.ReadFile(promK8sJobFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const at = "\nscrape_configs:\n"
+	if bytes.Count(b, []byte(at)) != 1 {
+		t.Fatalf("%s has no scrape_configs: line to paste %s under", promConfigFile, promK8sJobFile)
+	}
+	return bytes.Replace(b, []byte(at), append([]byte(at), job...), 1)
+}
+
 // checkKubernetesSD decodes a job's kubernetes_sd_configs strictly into the
 // fields of Prometheus' configuration reference (no promtool here can: see
 // deployPromConfig), and checks that its keep rule selects the DaemonSet's
@@ -213,13 +238,14 @@ const (
 )
 
 // TestDeployConfigs checks the shipped Prometheus and Alertmanager
-// configurations with the real promtool and amtool: syntax, rule files
-// (alerts/*.yml installed as the README and docs/alerts.md say, in
-// rules/stall/ beside prometheus.yml, which the configuration loads as it
-// is), routing by severity for every alert the rules define, and
-// inhibitions that name only those alerts.
+// configurations with the real promtool and amtool: prometheus.yml as it
+// is under Prometheus 2 (Debian's) and 3, with its rule files (alerts/*.yml
+// installed as the README and docs/alerts.md say, in rules/stall/ beside
+// prometheus.yml, which the configuration loads as it is), and with
+// kubernetes-job.yml pasted in under Prometheus 3 (Debian's 2.42 has no
+// Kubernetes discovery); routing by severity for every alert the rules
+// define, and inhibitions that name only those alerts.
 func TestDeployConfigs(t *testing.T) {
-	promtool := collectortest.RequireTool(t, "promtool")
 	files, rules := alertRules(t)
 	etc := t.TempDir() // stands for /etc/prometheus
 	if err := os.MkdirAll(filepath.Join(etc, rulesInstallDir), 0o755); err != nil {
@@ -239,27 +265,43 @@ func TestDeployConfigs(t *testing.T) {
 			t.Errorf("%s does not install the rules with %q (%v)", doc, rulesInstall, err)
 		}
 	}
-	cfg, jobs := deployPromConfig(t, promSetup{})
+	_, jobs := deployPromConfig(t, promSetup{})
 	for _, want := range []string{"stall", "stall-kubernetes", "stall-redis", "stall-rocketmq"} {
 		if !slices.Contains(jobs, want) {
-			t.Errorf("prometheus.yml has no job %s (jobs %v)", want, jobs)
+			t.Errorf("prometheus.yml and kubernetes-job.yml have no job %s (jobs %v)", want, jobs)
 		}
 	}
-	path := filepath.Join(etc, "prometheus.yml")
-	if err := os.WriteFile(path, cfg, 0o644); err != nil {
+	shipped, err := os.ReadFile(promConfigFile)
+	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(promtool, "check", "config", path).CombinedOutput()
-	if err != nil {
-		t.Errorf("promtool check config: %v\n%s\n%s", err, out, cfg)
+	check := func(t *testing.T, name, bin string, cfg []byte) {
+		t.Helper()
+		path := filepath.Join(etc, "prometheus.yml")
+		if err := os.WriteFile(path, cfg, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(bin, "check", "config", path).CombinedOutput()
+		if err != nil {
+			t.Errorf("%s: promtool check config: %v\n%s", name, err, out)
+		}
+		if n := strings.Count(string(out), " rules found"); n != len(files) {
+			t.Errorf("%s: promtool checked %d rule files, want alerts/*.yml's %d:\n%s", name, n, len(files), out)
+		}
 	}
-	if n := strings.Count(string(out), " rules found"); n != len(files) {
-		t.Errorf("promtool checked %d rule files, want alerts/*.yml's %d:\n%s", n, len(files), out)
+	for _, v := range promtool.Versions {
+		t.Run(fmt.Sprintf("prometheus%d", v), func(t *testing.T) {
+			bin := promtool.Require(t, v)
+			check(t, promConfigFile, bin, shipped)
+			if v >= 3 {
+				check(t, promConfigFile+" with "+promK8sJobFile, bin, pastedPromConfig(t))
+			}
+		})
 	}
 
 	amtool := collectortest.RequireTool(t, "amtool")
 	const am = "deploy/prometheus/alertmanager.yml"
-	out, err = exec.Command(amtool, "check-config", am).CombinedOutput()
+	out, err := exec.Command(amtool, "check-config", am).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "SUCCESS") {
 		t.Errorf("amtool check-config: %v\n%s", err, out)
 	}
