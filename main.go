@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -86,7 +87,7 @@ func run() int {
 	kingpin.HelpFlag.Short('h')
 	kingpin.Parse()
 
-	logger := newLogger(*logLevel, *logFormat)
+	logger := newLogger(os.Stderr, *logLevel, *logFormat)
 	if err := checkFlags(*metricsPath, *maxRequests, *maxProbeRequests, *maxConnections, *timeout); err != nil {
 		logger.Error("invalid flags", "err", err)
 		return 1
@@ -119,7 +120,8 @@ func run() int {
 	mux := http.NewServeMux()
 	conns := newConnLimit(*maxConnections, logger)
 	mux.Handle(*metricsPath, newMetricsHandler(entries, *timeout, metricsLimit, logger, conns, metricsLimit, probeLimit))
-	mux.Handle("/probe", newProbeHandler(modules, paths, *timeout, probeLimit, logger))
+	debugLog := func(w io.Writer) *slog.Logger { return newLogger(w, "debug", *logFormat) }
+	mux.Handle("/probe", newProbeHandler(modules, paths, *timeout, probeLimit, logger, debugLog))
 	if *metricsPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "Stall Exporter",
@@ -206,10 +208,11 @@ func warnMissingSysfs(paths collector.Paths, logger *slog.Logger) {
 	}
 }
 
-// newLogger builds the go-kit logger (--log.level, --log.format) and bridges
-// it to log/slog, which exporter-toolkit and the collectors use; the bridge
-// adds time and caller and filters by level.
-func newLogger(levelName, format string) *slog.Logger {
+// newLogger builds the go-kit logger (--log.level, --log.format) writing
+// to w and bridges it to log/slog, which exporter-toolkit and the
+// collectors use; the bridge adds time and caller and filters by level.
+// /probe's debug answers use it too, so they read as the main log does.
+func newLogger(w io.Writer, levelName, format string) *slog.Logger {
 	newKitLogger := kitlog.NewLogfmtLogger
 	if format == "json" {
 		newKitLogger = kitlog.NewJSONLogger
@@ -218,5 +221,5 @@ func newLogger(levelName, format string) *slog.Logger {
 	if err := lvl.UnmarshalText([]byte(levelName)); err != nil {
 		lvl = slog.LevelInfo
 	}
-	return slog.New(slogkit.NewGoKitHandler(newKitLogger(kitlog.NewSyncWriter(os.Stderr)), lvl))
+	return slog.New(slogkit.NewGoKitHandler(newKitLogger(kitlog.NewSyncWriter(w)), lvl))
 }
