@@ -119,25 +119,11 @@ func run() int {
 	// Not http.DefaultServeMux: golang.org/x/net/trace adds /debug/requests to it.
 	mux := http.NewServeMux()
 	conns := newConnLimit(*maxConnections, logger)
-	mux.Handle(*metricsPath, newMetricsHandler(entries, *timeout, metricsLimit, logger, conns, metricsLimit, probeLimit))
 	debugLog := func(w io.Writer) *slog.Logger { return newLogger(w, "debug", *logFormat) }
-	mux.Handle("/probe", newProbeHandler(modules, paths, *timeout, probeLimit, logger, debugLog))
-	if *metricsPath != "/" {
-		landing, err := web.NewLandingPage(web.LandingConfig{
-			Name:        "Stall Exporter",
-			Description: "Early warning signs of latency stalls: page cache, disk await, kernel log, Redis, RocketMQ",
-			Version:     version.Info(),
-			Profiling:   "false", // no net/http/pprof: profile with the benchmarks instead
-			Links: []web.LandingLinks{
-				{Address: *metricsPath, Text: "Metrics"},
-				{Address: "/probe?module=redis&target=", Text: "Probe a remote target (module=redis|rocketmq)"},
-			},
-		})
-		if err != nil {
-			logger.Error("cannot build landing page", "err", err)
-			return 1
-		}
-		mux.Handle("/", landing)
+	probe := newProbeHandler(modules, paths, *timeout, probeLimit, logger, debugLog)
+	if err := routes(mux, *metricsPath, newMetricsHandler(entries, *timeout, metricsLimit, logger, conns, metricsLimit, probeLimit), probe, probe.names); err != nil {
+		logger.Error("cannot build the HTTP routes", "err", err)
+		return 1
 	}
 
 	srv := newServer(mux, conns, logger)
