@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -94,7 +95,7 @@ func newTestServer(s testSetup) testServer {
 	return testServer{
 		entries: entries,
 		metrics: newMetricsHandler(entries, s.timeout, metricsLimit, s.logger, metricsLimit, probeLimit),
-		probe:   newProbeHandler(s.modules, collector.Paths{}, s.timeout, probeLimit, s.logger),
+		probe:   newProbeHandler(s.modules, collector.Paths{}, s.timeout, probeLimit, s.logger, func(w io.Writer) *slog.Logger { return newLogger(w, "debug", "logfmt") }),
 	}
 }
 
@@ -329,7 +330,7 @@ func (m stubModule) Target(target string) (string, func(collector.Config) collec
 	case !strings.Contains(key, ":"):
 		return "", nil, errors.New("want host:port")
 	case key != "good:1" && key != "good:2":
-		return "", nil, fmt.Errorf("%w: %q is not in --stub.allowed", collector.ErrTargetNotAllowed, key)
+		return "", nil, fmt.Errorf("%w: add it to --stub.allowed", collector.ErrTargetNotAllowed)
 	}
 	return key, func(cfg collector.Config) collector.Collector {
 		if m.built != nil {
@@ -375,7 +376,8 @@ func (f *failingProbe) Update(_ context.Context, _ chan<- prometheus.Metric) err
 
 // TestProbeRequests checks /probe's input handling: the module and the
 // target are required, a target is looked at by its module (400 when it
-// is malformed, 403 outside the allowlist, never echoed back), and one
+// is malformed, 403 outside the allowlist with the module's reason, never
+// echoed back), debug is a boolean or a 400, and one
 // collector is kept per module and target key, however the target is
 // spelled.
 func TestProbeRequests(t *testing.T) {
@@ -388,7 +390,13 @@ func TestProbeRequests(t *testing.T) {
 	}{
 		{"module=stub&target=good:1", 200, `stall_test_value{from="probed-good:1"} 1`},
 		{"module=stub&target=stub://good:1", 200, `stall_test_value{from="probed-good:1"} 1`},
-		{"module=stub&target=evil:1", 403, "target not allowed by configuration"},
+		{"module=stub&target=evil:1", 403, "target not allowed by configuration: add it to --stub.allowed"},
+		{"module=stub&target=evil:1&debug=true", 403, "target not allowed by configuration: add it to --stub.allowed"},
+		{"module=stub&target=good:1&debug=1", 200, `Logs for the probe of stub target good:1`},
+		{"module=stub&target=good:1&debug=false", 200, `stall_test_value{from="probed-good:1"} 1`},
+		{"module=stub&target=good:1&debug=yes", 400, "debug must be given once, as true or false"},
+		{"module=stub&target=good:1&debug=", 400, "debug must be given once"},
+		{"module=stub&target=good:1&debug=true&debug=false", 400, "debug must be given once"},
 		{"module=stub&target=evil", 400, "want host:port"},
 		{"module=stub", 400, "exactly one"},
 		{"module=stub&target=", 400, "exactly one"},
@@ -405,8 +413,8 @@ func TestProbeRequests(t *testing.T) {
 			t.Errorf("%.60s: the refused target is echoed back", tc.query)
 		}
 	}
-	if n := built.Load(); n != 1 {
-		t.Errorf("the stub module built %d collectors for one target spelled two ways, want 1", n)
+	if n := built.Load(); n != 2 {
+		t.Errorf("the stub module built %d collectors, want 2: one kept for a target spelled two ways, one for the debug probe", n)
 	}
 	if n := h.targets.Len(); n != 2 {
 		t.Errorf("%d targets kept, want 2 (good:1 of each module)", n)
@@ -476,13 +484,14 @@ type loggingModule struct{ closed *atomic.Int32 }
 
 func (m loggingModule) Target(target string) (string, func(collector.Config) collector.Collector, error) {
 	if target != "good:1" {
-		return "", nil, fmt.Errorf("%w: %q", collector.ErrTargetNotAllowed, target)
+		return "", nil, fmt.Errorf("%w: add it to --logging.allowed", collector.ErrTargetNotAllowed)
 	}
 	return target, func(cfg collector.Config) collector.Collector { return loggingCollector{cfg.Logger, m.closed} }, nil
 }
 
 // TestProbeDebug: &debug=true answers the probe's log lines at debug level
-// (the process logs at info) and its metrics as text, from a collector of
+// (the process logs at info) in the main log's format (logfmt, with caller
+// and time), its own steps among them, and its metrics as text, from a collector of
 // its own that is closed afterwards and never cached; the allowlist holds
 // as without debug.
 func TestProbeDebug(t *testing.T) {
@@ -499,8 +508,11 @@ func TestProbeDebug(t *testing.T) {
 		if !ok {
 			t.Fatalf("no metrics part:\n%s", body)
 		}
-		for _, want := range []string{"Logs for the probe of logging target good:1:", "level=DEBUG msg=\"dialing the target\" probe=logging step=dial",
-			"level=INFO msg=\"target answered\""} {
+		for _, want := range []string{"Logs for the probe of logging target good:1:\nlevel=debug caller=probe.go:",
+			` msg="probe target allowed" module=logging target=good:1 timeout=1s` + "\n",
+			"level=debug caller=handler_test.go:", ` msg="dialing the target" probe=logging step=dial` + "\n",
+			"level=info caller=handler_test.go:", ` msg="target answered" probe=logging step=read` + "\n",
+			` msg="probe finished" module=logging target=good:1 duration=0s metric_families=4` + "\n"} {
 			if !strings.Contains(logs, want) {
 				t.Errorf("the logs part lacks %q:\n%s", want, logs)
 			}
@@ -518,8 +530,9 @@ func TestProbeDebug(t *testing.T) {
 		if n := closed.Load(); n != 1 || h.targets.Len() != 0 {
 			t.Errorf("the debug collector was closed %d times and %d targets are cached; want 1 and 0", n, h.targets.Len())
 		}
-		if rec := serve(h, httptest.NewRequest(http.MethodGet, "/probe?module=logging&target=evil:1&debug=true", nil)); rec.Code != http.StatusForbidden {
-			t.Errorf("a refused target with debug=true: %d, want 403", rec.Code)
+		if rec := serve(h, httptest.NewRequest(http.MethodGet, "/probe?module=logging&target=evil:1&debug=true", nil)); rec.Code != http.StatusForbidden ||
+			!strings.Contains(rec.Body.String(), "--logging.allowed") {
+			t.Errorf("a refused target with debug=true: %d %q, want 403 naming the flag", rec.Code, rec.Body)
 		}
 	})
 }

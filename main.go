@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -90,7 +91,7 @@ func run() int {
 	kingpin.HelpFlag.Short('h')
 	kingpin.Parse()
 
-	logger := newLogger(*logLevel, *logFormat)
+	logger := newLogger(os.Stderr, *logLevel, *logFormat)
 	if err := checkFlags(*metricsPath, *maxRequests, *maxProbeRequests, *maxConnections, *timeout); err != nil {
 		logger.Error("invalid flags", "err", err)
 		return 1
@@ -122,24 +123,11 @@ func run() int {
 	// Not http.DefaultServeMux: golang.org/x/net/trace adds /debug/requests to it.
 	mux := http.NewServeMux()
 	conns := newConnLimit(*maxConnections, logger)
-	mux.Handle(*metricsPath, newMetricsHandler(entries, *timeout, metricsLimit, logger, conns, metricsLimit, probeLimit))
-	mux.Handle("/probe", newProbeHandler(modules, paths, *timeout, probeLimit, logger))
-	if *metricsPath != "/" {
-		landing, err := web.NewLandingPage(web.LandingConfig{
-			Name:        "Stall Exporter",
-			Description: "Early warning signs of latency stalls: page cache, disk await, kernel log, Redis, RocketMQ",
-			Version:     version.Info(),
-			Profiling:   "false", // no net/http/pprof: profile with the benchmarks instead
-			Links: []web.LandingLinks{
-				{Address: *metricsPath, Text: "Metrics"},
-				{Address: "/probe?module=redis&target=", Text: "Probe a remote target (module=redis|rocketmq)"},
-			},
-		})
-		if err != nil {
-			logger.Error("cannot build landing page", "err", err)
-			return 1
-		}
-		mux.Handle("/", landing)
+	debugLog := func(w io.Writer) *slog.Logger { return newLogger(w, "debug", *logFormat) }
+	probe := newProbeHandler(modules, paths, *timeout, probeLimit, logger, debugLog)
+	if err := routes(mux, *metricsPath, newMetricsHandler(entries, *timeout, metricsLimit, logger, conns, metricsLimit, probeLimit), probe, probe.names); err != nil {
+		logger.Error("cannot build the HTTP routes", "err", err)
+		return 1
 	}
 
 	srv := newServer(mux, conns, logger)
@@ -210,10 +198,11 @@ func warnMissingSysfs(paths collector.Paths, logger *slog.Logger) {
 	}
 }
 
-// newLogger builds the go-kit logger (--log.level, --log.format) and bridges
-// it to log/slog, which exporter-toolkit and the collectors use; the bridge
-// adds time and caller and filters by level.
-func newLogger(levelName, format string) *slog.Logger {
+// newLogger builds the go-kit logger (--log.level, --log.format) writing
+// to w and bridges it to log/slog, which exporter-toolkit and the
+// collectors use; the bridge adds time and caller and filters by level.
+// /probe's debug answers use it too, so they read as the main log does.
+func newLogger(w io.Writer, levelName, format string) *slog.Logger {
 	newKitLogger := kitlog.NewLogfmtLogger
 	if format == "json" {
 		newKitLogger = kitlog.NewJSONLogger
@@ -222,5 +211,5 @@ func newLogger(levelName, format string) *slog.Logger {
 	if err := lvl.UnmarshalText([]byte(levelName)); err != nil {
 		lvl = slog.LevelInfo
 	}
-	return slog.New(slogkit.NewGoKitHandler(newKitLogger(kitlog.NewSyncWriter(os.Stderr)), lvl))
+	return slog.New(slogkit.NewGoKitHandler(newKitLogger(kitlog.NewSyncWriter(w)), lvl))
 }

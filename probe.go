@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,14 +37,18 @@ var probeLimits = probecache.Limits{MaxTargets: 1000, Idle: 10 * time.Minute, Ma
 // probeHandler serves /probe?module=<module>&target=<target>: one remote
 // instance scraped on demand, for Prometheus multi-target configurations.
 // The module decides which targets are allowed; a refused target gets 403
-// and no connection is attempted. With &debug=true the answer is, instead
-// of the exposition, the probe's log lines at debug level and its metrics
-// as text, for a person checking a target.
+// with the module's reason (the flag that would allow it, never the
+// allowlist's entries) and no connection is attempted. With &debug=true
+// (or any form strconv.ParseBool reads as true; another value is a 400) the
+// answer is, instead of the exposition, the probe's log lines at debug
+// level in the main log's format and its metrics as text, for a person
+// checking a target.
 type probeHandler struct {
 	scrapeHandler
 	paths    collector.Paths
 	limit    *limiter
 	logger   *slog.Logger
+	debugLog func(io.Writer) *slog.Logger // a logger at debug level in --log.format
 	modules  map[string]collector.ProbeModule
 	names    string                         // "redis|rocketmq", for the 400 answer
 	problems map[string]*collector.Problems // one bad-input counter per module
@@ -51,12 +57,15 @@ type probeHandler struct {
 
 type probeKey struct{ module, target string }
 
-func newProbeHandler(modules map[string]collector.ProbeModule, paths collector.Paths, timeout time.Duration, limit *limiter, logger *slog.Logger) *probeHandler {
+// newProbeHandler serves modules; debugLog makes the logger of a
+// &debug=true probe, writing to the answer's buffer.
+func newProbeHandler(modules map[string]collector.ProbeModule, paths collector.Paths, timeout time.Duration, limit *limiter, logger *slog.Logger, debugLog func(io.Writer) *slog.Logger) *probeHandler {
 	h := &probeHandler{
 		scrapeHandler: newScrapeHandler(timeout, logger),
 		paths:         paths,
 		limit:         limit,
 		logger:        logger,
+		debugLog:      debugLog,
 		modules:       modules,
 		names:         strings.Join(slices.Sorted(maps.Keys(modules)), "|"),
 		problems:      map[string]*collector.Problems{},
@@ -85,23 +94,32 @@ func (h *probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "target longer than 1024 bytes", http.StatusBadRequest)
 		return
 	}
+	debug := false
+	if d := q["debug"]; len(d) > 0 {
+		var err error
+		if debug, err = strconv.ParseBool(d[0]); err != nil || len(d) > 1 {
+			http.Error(w, "debug must be given once, as true or false (or 1, t, T, TRUE, True, 0, f, F, FALSE, False)", http.StatusBadRequest)
+			return
+		}
+	}
 	if !h.limit.acquire(w, r) {
 		return
 	}
 	defer h.limit.release()
 	key, build, err := m.Target(targets[0])
 	if errors.Is(err, collector.ErrTargetNotAllowed) {
-		// The reason names the allowlist flag; the target itself is not
-		// echoed back.
-		h.logger.Debug("probe target refused", "module", module, "err", err)
-		http.Error(w, "target not allowed by configuration", http.StatusForbidden)
+		// The module's reason names the flag that would allow the target;
+		// the target itself is logged, not echoed back. Debug level: a
+		// scanner's requests would otherwise flood the log.
+		h.logger.Debug("probe target refused", "module", module, "target", targets[0], "err", err)
+		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if q.Get("debug") == "true" {
+	if debug {
 		h.debug(w, r, module, key, build)
 		return
 	}
@@ -119,21 +137,30 @@ func (h *probeHandler) newTarget(module, key string, build func(collector.Config
 
 // debug probes the target once with a collector of its own, not the
 // cached one — the same allowlist, reply limits and timeout, but its own
-// connection and a logger at debug level into a buffer — closes it, and
-// answers the log lines and the metrics in the text format. What the
+// connection and a logger at debug level, in the main log's format, into a
+// buffer — closes it, and answers the log lines (the probe's own steps and
+// what the collector logged) and the metrics in the text format. What the
 // collectors log carries no secret (passwords are never logged), so
 // neither does the answer.
 func (h *probeHandler) debug(w http.ResponseWriter, r *http.Request, module, key string, build func(collector.Config) collector.Collector) {
 	logs := &collector.LogBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := h.debugLog(logs)
+	timeout := scrapeTimeout(r, h.timeout)
+	logger.Debug("probe target allowed", "module", module, "target", key, "timeout", timeout)
 	en := h.newTarget(module, key, build, logger, collector.NewProblems(module, logger.With("probe", module)))
 	defer func() { go en.Close() }() // in the background: Close waits for a run that overran its deadline
 
-	ctx, cancel := context.WithTimeout(r.Context(), scrapeTimeout(r, h.timeout))
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	run := newScrapeRun()
 	run.ctx, run.entries = ctx, []*entry{en}
+	start := time.Now()
 	mfs, err := run.gather()
+	args := []any{"module", module, "target", key, "duration", time.Since(start), "metric_families", len(mfs)}
+	if err != nil {
+		args = append(args, "err", err)
+	}
+	logger.Debug("probe finished", args...)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	fmt.Fprintf(w, "Logs for the probe of %s target %s:\n%s\n", module, key, logs.String())
 	if err != nil {

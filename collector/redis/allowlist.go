@@ -92,9 +92,22 @@ func isTargetEntry(e string) bool {
 	return strings.Contains(e, "://") || strings.ContainsAny(e, "@?")
 }
 
-// errProbeSchemeMismatch refuses a /probe target whose scheme differs from
-// the one configured for its address.
-var errProbeSchemeMismatch = fmt.Errorf("%w: the target's scheme differs from the configured one (a /probe target names host:port; scheme, TLS and user come from the configuration)", collector.ErrTargetNotAllowed)
+// The refusals name the flag that would allow the target and the rule it
+// is matched by, never the target (the caller logs it) nor what the
+// allowlist holds. Matching is by the configured strings, normalised
+// (remote.NormalizeHostPort) but never resolved: a name is not the address
+// it resolves to, since resolving at probe time would let whoever controls
+// the name's DNS record choose the host probed (DNS rebinding), and a
+// configured name would silently follow its record's changes. So
+// localhost:6379 configured allows localhost:6379, not 127.0.0.1:6379, and
+// the answer says to probe the spelling that is configured.
+var (
+	// errProbeSchemeMismatch refuses a /probe target whose scheme differs
+	// from the one configured for its address.
+	errProbeSchemeMismatch = fmt.Errorf("%w: the target's scheme differs from the configured one (a /probe target names host:port; scheme, TLS and user come from the configuration)", collector.ErrTargetNotAllowed)
+	errProbeAddressRefused = fmt.Errorf("%w: the address is not in --redis.addr or --redis.probe.allowed-targets and does not match --redis.probe.allowed-targets-regexp; add it to --redis.probe.allowed-targets to allow it. Names and IP addresses are compared as written, never resolved: probe the spelling that is configured (localhost:6379 and 127.0.0.1:6379 are different targets)", collector.ErrTargetNotAllowed)
+	errProbeSocketRefused  = fmt.Errorf("%w: the socket is not in --redis.addr or --redis.probe.allowed-targets (as unix:///path) and does not match --redis.probe.allowed-targets-regexp; add unix:///path to --redis.probe.allowed-targets to allow it (\"*\" never allows a socket)", collector.ErrTargetNotAllowed)
+)
 
 // resolve returns the configured spec for a /probe address: the exact
 // entry, or a spec with the scheme of the entry or regexp that allows it
@@ -108,11 +121,11 @@ func (a *allowlist) resolve(p probeAddress) (*targetSpec, error) {
 		case p.scheme == "unix" && a.pattern.Allows(p.hostPort):
 			u = url.URL{Scheme: "unix", Path: p.hostPort}
 		case p.scheme == "unix":
-			return nil, fmt.Errorf("%w: redis socket %s (see --redis.probe.allowed-targets)", collector.ErrTargetNotAllowed, remote.Shown(p.hostPort))
+			return nil, errProbeSocketRefused
 		case a.plain.Allows(p.hostPort):
 			u.Scheme = "redis"
 		case !a.pattern.Allows(p.hostPort):
-			return nil, fmt.Errorf("%w: redis target %s (see --redis.probe.allowed-targets)", collector.ErrTargetNotAllowed, p.hostPort)
+			return nil, errProbeAddressRefused
 		}
 		var err error
 		if spec, err = parseTarget(u.String(), a.conn); err != nil {

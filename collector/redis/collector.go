@@ -12,6 +12,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,7 +75,23 @@ func newScraper(cfg collector.Config, s settings, addrs []string) (*scraper, err
 			c.bigkeys = append(c.bigkeys, newBigKeyScanner(t, s.bigkeys, cfg))
 		}
 	}
+	logWatched(cfg.Logger, c.targets)
 	return c, nil
+}
+
+// logWatched says at start what the collector will scrape, so that a
+// missing --redis.addr is seen in the log rather than guessed from absent
+// series: the targets' addr labels, which carry no user or password.
+func logWatched(logger *slog.Logger, targets []*target) {
+	if len(targets) == 0 {
+		logger.Info("redis: no targets (--redis.addr); the collector exports no Redis series, /probe is unaffected")
+		return
+	}
+	labels := make([]string, len(targets))
+	for i, t := range targets {
+		labels[i] = t.spec.label
+	}
+	logger.Info("redis: watching", "targets", strings.Join(labels, ","))
 }
 
 // Update implements Collector. With no target it reports ErrNoData. A

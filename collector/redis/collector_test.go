@@ -848,3 +848,26 @@ func TestManyDatabases(t *testing.T) {
 		t.Errorf("4,000 databases: the oversized MEMORY STATS logged %d times, want once:\n%s", n, logs)
 	}
 }
+
+// TestStartupLineSaysWhatIsWatched: building the collector logs its
+// targets by their addr labels (no user, no credential source), or that
+// there is none, at info level.
+func TestStartupLineSaysWhatIsWatched(t *testing.T) {
+	t.Setenv("STALL_TEST_STARTUP_PW", "startup-s3cret")
+	for _, tc := range []struct {
+		addrs []string
+		want  string
+	}{
+		{nil, `level=INFO msg="redis: no targets (--redis.addr); the collector exports no Redis series, /probe is unaffected"` + "\n"},
+		{[]string{"redis://mon@cache-1:6380?password_env=STALL_TEST_STARTUP_PW", "unix:///run/redis.sock"},
+			`level=INFO msg="redis: watching" targets=redis://cache-1:6380,unix:///run/redis.sock` + "\n"},
+	} {
+		logs := &collectortest.LogBuffer{}
+		if _, err := newScraper(collectortest.Config("redis", logs), testSettings(), tc.addrs); err != nil {
+			t.Fatal(err)
+		}
+		if got := logs.String(); !strings.HasSuffix(got, tc.want) || strings.Count(got, "\n") != 1 || strings.Contains(got, "mon@") || strings.Contains(got, "STALL_TEST_STARTUP_PW") {
+			t.Errorf("%q: logged %q, want the one line ending %q", tc.addrs, got, tc.want)
+		}
+	}
+}

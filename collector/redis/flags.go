@@ -162,6 +162,16 @@ func (f *flagValues) settings() (settings, error) {
 		_, set := os.LookupEnv(*f.passwordEnv)
 		check(!set, "--redis.password-env names %s, which is not set in the exporter's environment", *f.passwordEnv)
 	}
+	if *f.passwordFile != "" {
+		// Read at each connection (a rotated password is picked up), but
+		// one that cannot be opened at start is a mistake to report now,
+		// not at the first scrape as a Redis that is down.
+		if pf, err := os.Open(*f.passwordFile); err != nil {
+			errs = append(errs, fmt.Errorf("--redis.password-file: %w", err))
+		} else {
+			_ = pf.Close()
+		}
+	}
 	rate := *f.bigkeysRate
 	check(rate <= 0 || math.IsNaN(rate) || math.IsInf(rate, 0),
 		"--redis.bigkeys.keys-per-second must be a positive number, not %v", rate)

@@ -22,8 +22,9 @@ func parseFlags(args ...string) (settings, error) {
 
 // TestFlagValidation: a negative, zero or non-numeric value of any redis
 // flag refuses the start with an error naming the flag, and so does
-// --redis.password-env naming a variable that is not set: it used to mean
-// "no password".
+// --redis.password-env naming a variable that is not set (it used to mean
+// "no password") and a --redis.password-file that cannot be opened (it was
+// reported at the first scrape, as a Redis that is down).
 func TestFlagValidation(t *testing.T) {
 	t.Setenv("STALL_TEST_PW_SET", "pw")
 	t.Setenv("STALL_TEST_PW_EMPTY", "")
@@ -51,6 +52,7 @@ func TestFlagValidation(t *testing.T) {
 		"--redis.bigkeys.interval=-1h",
 		"--redis.client-group-by=pods",
 		"--redis.password-env=STALL_TEST_PW_UNSET",
+		"--redis.password-file=/nonexistent/stall-test/redis-pw",
 	} {
 		_, err := parseFlags(arg)
 		flag, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
@@ -67,6 +69,9 @@ func TestFlagValidation(t *testing.T) {
 	}
 	if s.clOutThreshold != 2<<20 || s.conn.clientListLimit != 16<<20 || s.bigkeys.minBytes != 1<<20 {
 		t.Errorf("parsed %d %d %d", s.clOutThreshold, s.conn.clientListLimit, s.bigkeys.minBytes)
+	}
+	if _, err := parseFlags("--redis.password-file=" + writeFile(t, t.TempDir(), "pw", "pw\n")); err != nil {
+		t.Errorf("a password file that exists: %v", err)
 	}
 	// A variable that is set but empty is a choice (no password), not a typo.
 	if _, err := parseFlags("--redis.password-env=STALL_TEST_PW_EMPTY"); err != nil {
@@ -141,6 +146,24 @@ func TestStartupErrorsNameTheFlag(t *testing.T) {
 		}
 		if bad {
 			t.Errorf("%q: %q; want it to start with %q, name %q and not %q", c.args, msg, c.wantStart, c.want, c.wantNot)
+		}
+	}
+}
+
+// TestMalformedScheme: a target whose scheme lacks its colon or a slash
+// (redis//host:port, redis:/host:port) is called a malformed URL, not read
+// as host "redis" with an invalid database number, and the message does
+// not quote it (it may hold a password); redis:6379 is a host named redis.
+func TestMalformedScheme(t *testing.T) {
+	for _, raw := range []string{"redis//cache-1:6379", "rediss//u:pw@cache-1:6380", "redis:/cache-1:6379", "UNIX:/run/redis.sock", "cache-1:6379//0"} {
+		_, err := parseTarget(raw, testSettings().conn)
+		if err == nil || !strings.Contains(err.Error(), "malformed URL") || strings.Contains(err.Error(), "cache-1") || strings.Contains(err.Error(), "database") {
+			t.Errorf("%s: %v, want the malformed-URL error", raw, err)
+		}
+	}
+	for _, raw := range []string{"redis:6379", "cache-1:6379/0", "redis://cache-1:6379"} {
+		if _, err := parseTarget(raw, testSettings().conn); err != nil {
+			t.Errorf("%s: %v", raw, err)
 		}
 	}
 }

@@ -69,6 +69,34 @@ func TestProbe(t *testing.T) {
 	}
 }
 
+// TestProbeRefusalSaysWhy: allowlist entries are compared as written,
+// never resolved (DNS rebinding), so a server configured as localhost:PORT
+// is probed under that name and refused as 127.0.0.1:PORT; the refusal
+// names the flag that would allow it and the rule, and neither the
+// target nor the allowlist's entries.
+func TestProbeRefusalSaysWhy(t *testing.T) {
+	const port = "26390"
+	m := newTestProbe(t, testSettings(), []string{"localhost:" + port}, []string{"unix:///run/configured.sock"}, "")
+	if key, _, err := m.Target("localhost:" + port); err != nil || key != "localhost:"+port {
+		t.Fatalf("the configured spelling: %q, %v", key, err)
+	}
+	for _, tc := range []struct{ target, want string }{
+		{"127.0.0.1:" + port, "add it to --redis.probe.allowed-targets to allow it. Names and IP addresses are compared as written, never resolved"},
+		{"unix:///run/other.sock", "add unix:///path to --redis.probe.allowed-targets to allow it"},
+	} {
+		_, _, err := m.Target(tc.target)
+		if !errors.Is(err, collector.ErrTargetNotAllowed) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want refused with %q", tc.target, err, tc.want)
+			continue
+		}
+		for _, leak := range []string{"localhost:" + port, "configured.sock", tc.target} {
+			if strings.Contains(err.Error(), leak) {
+				t.Errorf("%s: the refusal %q quotes %s", tc.target, err, leak)
+			}
+		}
+	}
+}
+
 // TestProbeCannotDowngradeOrChangeUser: with a rediss:// target and a
 // password file configured, a probe that spells redis:// is refused, one
 // naming another ACL user is refused, and a plain host:port is probed over
@@ -252,13 +280,14 @@ func TestProbeDebugEndToEnd(t *testing.T) {
 	}
 	up := get(r.addr)
 	for _, want := range []string{"Logs for the probe of redis target " + r.addr + ":", "Metrics that would have been returned:",
-		`stall_redis_up{addr="redis://` + r.addr + `"} 1`, `stall_scrape_collector_success{collector="redis"} 1`} {
+		`stall_redis_up{addr="redis://` + r.addr + `"} 1`, `stall_scrape_collector_success{collector="redis"} 1`,
+		`level=debug caller=probe.go:`, `msg="probe target allowed" module=redis target=` + r.addr, `msg="probe finished" module=redis target=` + r.addr} {
 		if !strings.Contains(up, want) {
 			t.Errorf("debug answer for a healthy target lacks %q:\n%s", want, up)
 		}
 	}
 	down := get(other.addr)
-	for _, want := range []string{"level=WARN", `stall_redis_up{addr="redis://` + other.addr + `"} 0`, `reason="auth"} 1`} {
+	for _, want := range []string{"level=warn", `stall_redis_up{addr="redis://` + other.addr + `"} 0`, `reason="auth"} 1`} {
 		if !strings.Contains(down, want) {
 			t.Errorf("debug answer for a wrong password lacks %q:\n%s", want, down)
 		}

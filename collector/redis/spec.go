@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -144,8 +145,15 @@ func parseTarget(raw string, s connSettings) (*targetSpec, error) {
 	return spec, nil
 }
 
-// errNotURL never quotes the input, which may hold a password.
-var errNotURL = errors.New("redis target is not a valid URL (scheme://[user@]host:port)")
+// errNotURL and errMalformedScheme never quote the input, which may hold
+// a password.
+var (
+	errNotURL          = errors.New("redis target is not a valid URL (scheme://[user@]host:port)")
+	errMalformedScheme = errors.New(`redis target is a malformed URL: a scheme is followed by "://" (redis://host:port, rediss://host:port, unix:///path), a host:port has no "/"`)
+	// malformedScheme is a target without "://" that begins with a
+	// scheme and a slash (redis:/host); redis:6379 is a host named redis.
+	malformedScheme = regexp.MustCompile(`^(?i:redis|rediss|unix):/`)
+)
 
 // parseTargetURL parses a configured or /probe target as a URL, redis://
 // when it names no scheme (named is false).
@@ -158,6 +166,12 @@ func parseTargetURL(raw string) (u *url.URL, named bool, err error) {
 		return nil, false, errors.New("redis target is not valid UTF-8")
 	}
 	named = strings.Contains(raw, "://")
+	if !named && (strings.Contains(raw, "//") || malformedScheme.MatchString(raw)) {
+		// Read as a host:port, redis//host:port would be host "redis" with
+		// the database "//host:port", which go-redis calls an invalid
+		// database number.
+		return nil, false, errMalformedScheme
+	}
 	if !named {
 		raw = "redis://" + raw
 	}

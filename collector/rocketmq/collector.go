@@ -24,6 +24,8 @@ package rocketmq
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,7 +50,19 @@ func newCollector(cfg collector.Config) (collector.Collector, error) {
 	if err != nil {
 		return nil, err
 	}
+	logWatched(cfg.Logger, opts)
 	return newScraper(cfg, opts), nil
+}
+
+// logWatched says at start what the /metrics collector will poll and
+// follow, so that a missing flag is seen in the log rather than guessed
+// from absent series (a /probe-only exporter says so too).
+func logWatched(logger *slog.Logger, opts options) {
+	if len(opts.Namesrv) == 0 && len(opts.Brokers) == 0 && opts.LogDir == "" {
+		logger.Info("rocketmq: no targets (--rocketmq.namesrv, --rocketmq.broker, --rocketmq.log-dir); the collector exports no broker series, /probe is unaffected")
+		return
+	}
+	logger.Info("rocketmq: watching", "namesrv", strings.Join(opts.Namesrv, ","), "brokers", strings.Join(opts.Brokers, ","), "log_dir", opts.LogDir)
 }
 
 // scraper scrapes a set of brokers and optionally follows the broker logs.

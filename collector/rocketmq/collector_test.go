@@ -458,3 +458,23 @@ func TestParseAddrs(t *testing.T) {
 		t.Errorf("got %q, %v", got, err)
 	}
 }
+
+// TestStartupLineSaysWhatIsWatched: logWatched names the name servers,
+// brokers and log directory the collector will poll and follow, or says
+// there is none, in one info line.
+func TestStartupLineSaysWhatIsWatched(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, `level=INFO msg="rocketmq: no targets (--rocketmq.namesrv, --rocketmq.broker, --rocketmq.log-dir); the collector exports no broker series, /probe is unaffected"` + "\n"},
+		{[]string{"--rocketmq.namesrv=NS-1:9876", "--rocketmq.broker=10.0.0.1:10911", "--rocketmq.broker=10.0.0.2:10911"},
+			`level=INFO msg="rocketmq: watching" namesrv=ns-1:9876 brokers=10.0.0.1:10911,10.0.0.2:10911 log_dir=""` + "\n"},
+	} {
+		logs := &collectortest.LogBuffer{}
+		logWatched(collectortest.Config("rocketmq", logs).Logger, testOptions(t, tc.args...))
+		if got := logs.String(); !strings.HasSuffix(got, tc.want) || strings.Count(got, "\n") != 1 {
+			t.Errorf("%q: logged %q, want the one line ending %q", tc.args, got, tc.want)
+		}
+	}
+}

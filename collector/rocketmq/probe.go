@@ -19,6 +19,12 @@ import (
 // broker whose connection was closed dials again at its next probe, which
 // costs a TCP connect: brokers need no handshake.
 
+// errNotAllowed names the flag that would allow a refused target, not the
+// target (the exporter logs it) nor the allowlist's entries. As for Redis
+// (collector/redis/allowlist.go), names are compared as written and never
+// resolved, which would let a name's DNS record choose the host probed.
+var errNotAllowed = fmt.Errorf("%w: the broker is not in --rocketmq.probe.allowed-targets; add it there to allow it. Names and IP addresses are compared as written, never resolved: probe the spelling that is configured (localhost:10911 and 127.0.0.1:10911 are different targets)", collector.ErrTargetNotAllowed)
+
 // probe builds the /probe module from the --rocketmq.* flags, at start:
 // the allowlist is parsed and the ACL file read once.
 func probe() (collector.ProbeModule, error) {
@@ -39,7 +45,7 @@ func (m probeModule) Target(target string) (string, func(collector.Config) colle
 		return "", nil, fmt.Errorf("target %w", err)
 	}
 	if !m.opts.Allow.Allows(norm) {
-		return "", nil, fmt.Errorf("%w: %s is not in --rocketmq.probe.allowed-targets", collector.ErrTargetNotAllowed, remote.Shown(norm))
+		return "", nil, errNotAllowed
 	}
 	return norm, func(cfg collector.Config) collector.Collector {
 		opts := m.opts

@@ -626,8 +626,8 @@ func TestKubernetesManifests(t *testing.T) {
 	svc := onlyObject[*corev1.Service](t, objs)
 	pod := ds.Spec.Template
 	c := pod.Spec.Containers[0]
-	probesOK := func(p *corev1.Probe) bool {
-		return p != nil && p.HTTPGet != nil && p.HTTPGet.Port.StrVal == "metrics" && p.HTTPGet.Path == "/" && p.TimeoutSeconds >= 2
+	probeOK := func(p *corev1.Probe, path string) bool {
+		return p != nil && p.HTTPGet != nil && p.HTTPGet.Port.StrVal == "metrics" && p.HTTPGet.Path == path && p.TimeoutSeconds >= 2
 	}
 	var noExecute []corev1.Toleration
 	for _, tol := range pod.Spec.Tolerations {
@@ -645,7 +645,7 @@ func TestKubernetesManifests(t *testing.T) {
 		{"nodeSelector kubernetes.io/os: linux", pod.Spec.NodeSelector["kubernetes.io/os"] == "linux"},
 		{"an affinity that keeps off Fargate and virtual-kubelet nodes", keepsOffVirtualNodes(pod.Spec.Affinity)},
 		{fmt.Sprintf("NoSchedule tolerations only, not %+v", noExecute), len(noExecute) == 0 && len(pod.Spec.Tolerations) > 0},
-		{"readiness and liveness probes on the landing page (/)", probesOK(c.ReadinessProbe) && probesOK(c.LivenessProbe)},
+		{"readiness probe on /-/ready, liveness probe on /-/healthy", probeOK(c.ReadinessProbe, "/-/ready") && probeOK(c.LivenessProbe, "/-/healthy")},
 		{"own service account", pod.Spec.ServiceAccountName == sa.Name && sa.Name != "default"},
 		{"no API token mounted", pod.Spec.AutomountServiceAccountToken != nil && !*pod.Spec.AutomountServiceAccountToken},
 		{"not on the host network by default", !pod.Spec.HostNetwork},

@@ -325,8 +325,8 @@ func exporterFlags(t *testing.T) map[string]bool {
 
 // TestHelmChartMatchesKustomize keeps the two Kubernetes paths in step: the
 // chart's container (defaults, and with the dns collector) reads the same
-// host paths at the same places with the same flags, security context and
-// resources as the kustomize base's (and its dns component's).
+// host paths at the same places with the same flags, security context,
+// resources and probes as the kustomize base's (and its dns component's).
 func TestHelmChartMatchesKustomize(t *testing.T) {
 	tree := t.TempDir()
 	if err := os.CopyFS(filepath.Join(tree, "kubernetes"), os.DirFS("deploy/kubernetes")); err != nil {
@@ -369,6 +369,8 @@ func TestHelmChartMatchesKustomize(t *testing.T) {
 			{"resources", hc.Resources, kc.Resources},
 			{"host network", chart.HostNetwork, kust.HostNetwork},
 			{"DNS policy", chart.DNSPolicy, kust.DNSPolicy},
+			{"liveness probe", hc.LivenessProbe, kc.LivenessProbe},
+			{"readiness probe", hc.ReadinessProbe, kc.ReadinessProbe},
 		} {
 			if !reflect.DeepEqual(d.chart, d.kustom) {
 				t.Errorf("%s: the chart's %s differ from kustomize's:\n chart     %+v\n kustomize %+v", c.values, d.what, d.chart, d.kustom)
