@@ -16,7 +16,9 @@ const stateLogInterval = time.Minute
 // changes (at most once a minute: a flapping target cannot flood the
 // log); every other failure at debug level; one info line on recovery.
 // reason is a short word from a fixed set (a down reason, "timeout");
-// the error says the detail. It is safe for concurrent use.
+// the error says the detail. The policy is documented once, for users,
+// in README.md ("Logs"), not appended to each line: the warning says what
+// happened. It is safe for concurrent use.
 type StateLog struct {
 	logger *slog.Logger
 
@@ -44,7 +46,7 @@ func (s *StateLog) Failed(msg, reason string, err error, args ...any) {
 	s.mu.Unlock()
 	args = append(args, "reason", reason, "err", err)
 	if warn {
-		s.logger.Warn(msg+" (logged again when the reason changes, at most once a minute; repeats at debug level)", args...)
+		s.logger.Warn(msg, args...)
 	} else {
 		s.logger.Debug(msg, args...)
 	}

@@ -32,7 +32,7 @@ func lines(buf *bytes.Buffer) []string {
 		if i := strings.Index(msg, " retry_in="); i >= 0 {
 			msg = msg[:i]
 		}
-		out = append(out, level+" "+strings.Trim(strings.SplitN(msg, " (logged again", 2)[0], `"`))
+		out = append(out, level+" "+strings.Trim(msg, `"`))
 	}
 	buf.Reset()
 	return out

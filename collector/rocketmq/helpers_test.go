@@ -114,10 +114,6 @@ func (h logRecords) take() []string {
 	return out
 }
 
-// repeats is what collector.StateLog adds to the warning of a failing
-// state.
-const repeats = " (logged again when the reason changes, at most once a minute; repeats at debug level)"
-
 // pipeOptions are testOptions for a scraper whose connections go to the
 // fake servers of n (tests under testing/synctest).
 func pipeOptions(t testing.TB, n *rocketmqtest.Net, args ...string) options {

@@ -220,7 +220,7 @@ func TestLogMissingDirAppearsLater(t *testing.T) {
 	r.scrape()
 	r.scrape()
 	checkLogs(t, "no directory, three polls", logs.take(), []string{
-		"WARN rocketmq log dir unreadable; nothing is counted from the broker logs until it can be read (logged again when the reason changes, at most once a minute; repeats at debug level) dir=" + r.dir + " reason=missing",
+		"WARN rocketmq log dir unreadable; nothing is counted from the broker logs until it can be read dir=" + r.dir + " reason=missing",
 	})
 	os.MkdirAll(r.dir, 0o755)
 	r.append("store.log", lineLock)
@@ -231,7 +231,7 @@ func TestLogMissingDirAppearsLater(t *testing.T) {
 	r.scrape()
 	// watermark.log is still missing: its own state, logged once.
 	checkLogs(t, "the directory appears with store.log only", logs.take(), []string{
-		"WARN rocketmq log file cannot be read; its lines are not counted until it can (logged again when the reason changes, at most once a minute; repeats at debug level) file=" + filepath.Join(r.dir, "watermark.log") + " reason=missing",
+		"WARN rocketmq log file cannot be read; its lines are not counted until it can file=" + filepath.Join(r.dir, "watermark.log") + " reason=missing",
 		"INFO rocketmq log dir readable again dir=" + r.dir,
 	})
 	r.append("watermark.log", "")

@@ -158,7 +158,7 @@ stall_rocketmq_up{broker="`+b.Addr()+`",broker_id="",rocketmq_cluster=""} 1
 `)
 	}
 	checkLogs(t, "config refused twice", h.take(), []string{
-		"WARN rocketmq broker refused GET_BROKER_CONFIG: access denied (ACL); stall_rocketmq_broker_config_* are absent until the account may read the config" + repeats + " broker=" + b.Addr() + " reason=permission",
+		"WARN rocketmq broker refused GET_BROKER_CONFIG: access denied (ACL); stall_rocketmq_broker_config_* are absent until the account may read the config broker=" + b.Addr() + " reason=permission",
 	})
 	// Allowed again: the config is read and labels the broker.
 	got, _ := scrape(t, c, "stall_rocketmq_up")
