@@ -28,12 +28,24 @@ import (
 // FreeAddr returns a 127.0.0.1 address no one listens on at the moment of the call.
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	return FreeAddrs(tb, 1)[0]
+}
+
+// FreeAddrs is n distinct free loopback addresses: every listener stays open
+// until all are chosen, so the kernel cannot hand the same port out twice
+// (two FreeAddr calls in a row can, once the first listener is closed).
+func FreeAddrs(tb testing.TB, n int) []string {
+	tb.Helper()
+	addrs := make([]string, n)
+	for i := range addrs {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer l.Close()
+		addrs[i] = l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs
 }
 
 // Build compiles the command at pkg (relative to the repository's top directory, "." for the
@@ -176,7 +188,8 @@ func StartRedis(tb testing.TB, bin, dir string, args ...string) string {
 func StartTestBroker(tb testing.TB, dir string, args ...string) (broker, namesrv, logDir string) {
 	tb.Helper()
 	bin := Build(tb, "cmd/rocketmq-testbroker")
-	broker, namesrv, logDir = FreeAddr(tb), FreeAddr(tb), filepath.Join(dir, "rocketmqlogs")
+	addrs := FreeAddrs(tb, 2)
+	broker, namesrv, logDir = addrs[0], addrs[1], filepath.Join(dir, "rocketmqlogs")
 	Run(tb, "rocketmq-testbroker", exec.Command(bin, append([]string{"-listen", broker, "-namesrv", namesrv, "-log-dir", logDir}, args...)...))
 	for _, a := range []string{broker, namesrv} {
 		collectortest.WaitFor(tb, 10*time.Second, "test broker on "+a, func() error {
