@@ -43,6 +43,7 @@ var mayBeAbsent = map[string]string{
 	"stall_redis_client_output_buffer_limit_disconnections_total": "Redis 7.4+; Debian 12 ships 7.0",
 	"stall_kernel_hung_task_detected_total":                       "kernel 6.11+",
 	"stall_redis_down_reason":                                     "only while a Redis target is down; this run's Redis answers",
+	"stall_rocketmq_down_reason":                                  "only while a broker is down; this run's test broker answers",
 }
 
 // TestPrometheusEndToEnd runs the real exporter against a real redis-server
