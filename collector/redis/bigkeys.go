@@ -299,5 +299,5 @@ func bigKeyLabel(key string, hash bool) string {
 		sum := sha256.Sum256([]byte(key))
 		return "sha256:" + hex.EncodeToString(sum[:8])
 	}
-	return collector.LabelValue(key, collector.MaxLabelBytes)
+	return collector.Label(key)
 }

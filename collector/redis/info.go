@@ -140,7 +140,7 @@ func (t *target) refreshConfig(ctx context.Context) error {
 func (t *target) sendInfo(ch chan<- prometheus.Metric, in replies.Info, ms replies.MemoryStats) {
 	l := t.spec.label
 	if v := in.Fields["redis_version"]; v != "" {
-		infoDesc.Send(ch, 1, l, labelValue(v), labelValue(in.Fields["role"]))
+		infoDesc.Send(ch, 1, l, collector.Label(v), collector.Label(in.Fields["role"]))
 	}
 	for _, f := range infoMetrics {
 		if v, ok := t.infoNumber(in, f.field); ok {
@@ -172,7 +172,7 @@ func (t *target) sendInfo(ch chan<- prometheus.Metric, in replies.Info, ms repli
 	}
 	seen := make(map[string]bool, len(in.Commands))
 	for _, c := range in.Commands {
-		name := labelValue(c.Name)
+		name := collector.Label(c.Name)
 		if seen[name] {
 			continue // a proxy that repeats commandstats would duplicate series
 		}
@@ -200,10 +200,6 @@ func (t *target) infoNumber(in replies.Info, key string) (float64, bool) {
 	}
 	return v, true
 }
-
-// labelValue makes a value from the server a valid label value of at
-// most collector.MaxLabelBytes (+ "…").
-func labelValue(s string) string { return collector.LabelValue(s, collector.MaxLabelBytes) }
 
 func (t *target) sendConfig(ch chan<- prometheus.Metric) {
 	l := t.spec.label

@@ -135,15 +135,12 @@ func (c *scraper) readConfig(ctx context.Context, b *broker) {
 // config (brokerClusterName, brokerName, brokerId); the address stands in
 // for a missing name.
 func labelsFromConfig(cfg map[string]string, addr string) [3]string {
-	l := [3]string{labelValue(cfg["brokerClusterName"]), labelValue(cfg["brokerName"]), labelValue(cfg["brokerId"])}
+	l := [3]string{collector.Label(cfg["brokerClusterName"]), collector.Label(cfg["brokerName"]), collector.Label(cfg["brokerId"])}
 	if l[1] == "" {
-		l[1] = labelValue(addr)
+		l[1] = collector.Label(addr)
 	}
 	return l
 }
-
-// labelValue makes a string from a broker or name server a safe label value.
-func labelValue(s string) string { return collector.LabelValue(s, collector.MaxLabelBytes) }
 
 // sendState sends what is kept between scrapes; b.mu must be held.
 func (b *broker) sendState(ch chan<- prometheus.Metric) {
@@ -166,7 +163,7 @@ func (b *broker) sendState(ch chan<- prometheus.Metric) {
 	if b.config != nil {
 		vals := append([]string(nil), lv...)
 		for _, k := range configKeys {
-			vals = append(vals, labelValue(b.config[k]))
+			vals = append(vals, collector.Label(b.config[k]))
 		}
 		configInfoDesc.Send(ch, 1, vals...)
 		for _, m := range configMillis {

@@ -94,7 +94,7 @@ func newScraper(cfg collector.Config, opts options) *scraper {
 		}
 	}
 	for _, a := range opts.Brokers {
-		c.brokers[brokerKey{direct: a}] = c.newBroker(a, true, [3]string{"", labelValue(a), ""})
+		c.brokers[brokerKey{direct: a}] = c.newBroker(a, true, [3]string{"", collector.Label(a), ""})
 	}
 	if opts.LogDir != "" {
 		c.logs = newLogFollower(cfg.Paths.Root(opts.LogDir), cfg.Problems, cfg.Logger)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
@@ -27,7 +28,7 @@ type brokerKey struct {
 func (k brokerKey) String() string { return strings.Join(k.labels[:], "/") }
 
 func discoveredKey(ba remoting.BrokerAddr) brokerKey {
-	return brokerKey{labels: [3]string{labelValue(ba.Cluster), labelValue(ba.Name), strconv.FormatInt(ba.ID, 10)}}
+	return brokerKey{labels: [3]string{collector.Label(ba.Cluster), collector.Label(ba.Name), strconv.FormatInt(ba.ID, 10)}}
 }
 
 // knownBrokers returns the brokers to scrape, sorted by address, then key,

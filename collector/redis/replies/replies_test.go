@@ -203,7 +203,7 @@ func TestClientListReservedAndLongNames(t *testing.T) {
 			t.Errorf("group name of %d bytes (valid UTF-8: %v)", len(g.Name), utf8.ValidString(g.Name))
 		}
 	}
-	cut := collector.LabelValue(long, collector.MaxLabelBytes)
+	cut := collector.Label(long)
 	for name, want := range map[string]Group{
 		"other" + LiteralSuffix: {Clients: 1, OutputBufferBytes: 47000000},
 		"none" + LiteralSuffix:  {Clients: 1, OutputBufferBytes: 3000},
