@@ -5,8 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -128,4 +132,22 @@ func TestRetry(t *testing.T) {
 			t.Errorf("Retry returned %v after it started, want at cancel (30s)", took)
 		}
 	})
+}
+
+// ReadReason names a failed read the one way for every collector.
+func TestReadReason(t *testing.T) {
+	dir := t.TempDir()
+	_, missing := os.ReadFile(filepath.Join(dir, "absent"))
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{missing, "missing"},
+		{&fs.PathError{Op: "open", Path: "/proc/vmstat", Err: fs.ErrPermission}, "permission"},
+		{fmt.Errorf("poll: %w", syscall.EIO), "unreadable"},
+	} {
+		if got := collector.ReadReason(tc.err); got != tc.want {
+			t.Errorf("ReadReason(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
 }

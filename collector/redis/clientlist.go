@@ -91,12 +91,13 @@ func (t *target) maybeClientList(ctx context.Context, in replies.Info, ms replie
 	}
 	st := t.agg.Finish()
 	t.problems.Add("redis_client_list", st.Malformed, errors.New("CLIENT LIST line or field not in field=value form, or longer than 64 KiB"))
-	if st.Untracked > 0 && !t.untrackedLogged {
-		t.untrackedLogged = true
-		t.logger.Info(fmt.Sprintf("CLIENT LIST has more than %d distinct client groups or commands: clients of later ones without pending output are counted in group=\"other\", "+
+	if st.Untracked == 0 {
+		t.untracked.OK("CLIENT LIST's client groups and commands are all tracked again: exported client counts are exact")
+	} else {
+		t.untracked.Failed(fmt.Sprintf("CLIENT LIST has more than %d distinct client groups or commands: clients of later ones without pending output are counted in group=\"other\", "+
 			"so exported client counts may be low; past %d with pending output the smallest are moved to \"other\" (the top groups are exact unless a group's clients are scattered; totals stay exact); "+
 			"--redis.client-group-by=pool groups pods and numbered workers", replies.MaxGroups, 2*replies.MaxGroups),
-			"untracked_clients", st.Untracked)
+			"too_many_groups", nil, "untracked_clients", st.Untracked)
 	}
 	t.cl = clientListResult{
 		have: true, triggered: triggered, at: start, duration: took,

@@ -34,14 +34,14 @@ type target struct {
 	inSetup atomic.Bool        // a new connection is authenticating (newClient)
 
 	// Guarded by sem.
-	client          *redis.Client // nil until the next scrape needs it (dropConn)
-	major, minor    int           // server version, 0.0 until known
-	noMemoryStats   bool
-	cfg             configCache
-	scrapes         uint64
-	agg             replies.Aggregator
-	cl              clientListResult
-	untrackedLogged bool // CLIENT LIST had more than replies.MaxGroups groups
+	client        *redis.Client // nil until the next scrape needs it (dropConn)
+	major, minor  int           // server version, 0.0 until known
+	noMemoryStats bool
+	cfg           configCache
+	scrapes       uint64
+	agg           replies.Aggregator
+	cl            clientListResult
+	untracked     *collector.StateLog // CLIENT LIST having more than replies.MaxGroups groups
 	// commands logs CLIENT LIST, CONFIG GET and MEMORY STATS being refused,
 	// by cmd label (Failing is stall_redis_command_refused); nil for a
 	// command never refused.
@@ -51,15 +51,16 @@ type target struct {
 func newTarget(spec *targetSpec, s settings, cfg collector.Config) *target {
 	logger := cfg.Logger.With("addr", spec.label)
 	return &target{
-		spec:     spec,
-		clStream: resplimit.NewStream(spec.clientListLimit, "client", "list"),
-		s:        s,
-		logger:   logger,
-		problems: cfg.Problems,
-		down:     collector.NewStateLog(logger),
-		sem:      make(chan struct{}, 1),
-		agg:      replies.Aggregator{GroupBy: s.groupBy, TopK: s.topK},
-		commands: map[string]*collector.StateLog{},
+		spec:      spec,
+		clStream:  resplimit.NewStream(spec.clientListLimit, "client", "list"),
+		s:         s,
+		logger:    logger,
+		problems:  cfg.Problems,
+		down:      collector.NewStateLog(logger),
+		untracked: collector.NewStateLog(logger),
+		sem:       make(chan struct{}, 1),
+		agg:       replies.Aggregator{GroupBy: s.groupBy, TopK: s.topK},
+		commands:  map[string]*collector.StateLog{},
 	}
 }
 

@@ -22,7 +22,8 @@ type broker struct {
 	client *remoting.Client
 	direct bool // from --rocketmq.broker or /probe: labels come from its config
 
-	unlistedSince time.Time // when the name servers stopped listing it; guarded by the scraper's mu
+	unlistedSince time.Time           // when the name servers stopped listing it; guarded by the scraper's mu
+	listing       *collector.StateLog // its leaving and returning to the name servers' list
 
 	mu            sync.Mutex
 	labels        [3]string

@@ -72,20 +72,20 @@ type scraper struct {
 	logs *logFollower
 
 	mu            sync.Mutex
-	brokers       map[brokerKey]*broker // discovered by cluster, name and id; named directly by address
-	sharedAddrs   map[string]string     // addresses announced for several brokers, as last logged
-	namesrvs      map[string]*namesrv   // by address
-	lastDiscovery time.Time             // start of the last discovery round
-	discovered    bool                  // some round got an answer
-	discovering   chan struct{}         // closed when the running round ends; nil when none runs
-	ready         chan struct{}         // closed at the running round's first answer or its end
-	roundWaited   bool                  // a scrape has waited for the running round
-	roundFailed   bool                  // no name server answered the last finished round
+	brokers       map[brokerKey]*broker          // discovered by cluster, name and id; named directly by address
+	sharedAddrs   map[string]*collector.StateLog // by address and the brokers announced there, while several are
+	namesrvs      map[string]*namesrv            // by address
+	lastDiscovery time.Time                      // start of the last discovery round
+	discovered    bool                           // some round got an answer
+	discovering   chan struct{}                  // closed when the running round ends; nil when none runs
+	ready         chan struct{}                  // closed at the running round's first answer or its end
+	roundWaited   bool                           // a scrape has waited for the running round
+	roundFailed   bool                           // no name server answered the last finished round
 }
 
 func newScraper(cfg collector.Config, opts options) *scraper {
 	c := &scraper{cfg: cfg, opts: opts,
-		brokers: map[brokerKey]*broker{}, sharedAddrs: map[string]string{}, namesrvs: map[string]*namesrv{}}
+		brokers: map[brokerKey]*broker{}, sharedAddrs: map[string]*collector.StateLog{}, namesrvs: map[string]*namesrv{}}
 	for _, addr := range opts.Namesrv {
 		c.namesrvs[addr] = &namesrv{
 			client: remoting.NewClient(addr, remoting.Options{Timeout: opts.Timeout, MaxFrame: opts.MaxFrame,
@@ -109,6 +109,7 @@ func (c *scraper) newBroker(addr string, direct bool, labels [3]string) *broker 
 		lockCounts: make([]uint64, len(lockBounds)+1),
 		keyErrors:  map[string]uint64{},
 		state:      collector.NewStateLog(logger), configState: collector.NewStateLog(logger),
+		listing: collector.NewStateLog(logger),
 	}
 	b.client = remoting.NewClient(addr, remoting.Options{Timeout: c.opts.Timeout, MaxFrame: c.opts.MaxFrame,
 		Budget: replyBudget(c.opts.MaxFrame), OnBudget: func() { b.budgetRefused.Add(1) },
