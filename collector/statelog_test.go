@@ -151,3 +151,20 @@ func TestReadReason(t *testing.T) {
 		}
 	}
 }
+
+// Delay doubles from Min for each failure in a row and stops at Max, also
+// when Min is above it.
+func TestBackoffDelay(t *testing.T) {
+	b := collector.Backoff{Min: 2 * time.Second, Max: 30 * time.Second}
+	var got []time.Duration
+	for n := 1; n <= 6; n++ {
+		got = append(got, b.Delay(n))
+	}
+	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Delay(1..6) = %v, want %v", got, want)
+	}
+	if d := (collector.Backoff{Min: time.Minute, Max: 30 * time.Second}).Delay(1); d != 30*time.Second {
+		t.Errorf("Delay(1) with Min above Max = %v, want Max", d)
+	}
+}
