@@ -33,9 +33,9 @@ func (t *target) clientListDue(in replies.Info, ms replies.MemoryStats) (run, tr
 	case "always":
 		return true, false
 	}
-	if v, ok := in.Float("client_recent_max_output_buffer"); ok && v >= float64(t.s.clOutThreshold) {
+	if v, ok := t.infoNumber(in, "client_recent_max_output_buffer"); ok && v >= float64(t.s.clOutThreshold) {
 		triggered = true
-	} else if v, ok := in.Float("client_longest_output_list"); ok && v > 0 {
+	} else if v, ok := t.infoNumber(in, "client_longest_output_list"); ok && v > 0 {
 		// Before 5.0 the only hint is the longest reply list, in nodes;
 		// one node can hold a whole multi-megabyte reply (incident 7 had
 		// oll=1), so any queued reply is worth a look.
@@ -43,7 +43,7 @@ func (t *target) clientListDue(in replies.Info, ms replies.MemoryStats) (run, tr
 	}
 	clientsMem, ok := ms.ClientsNormal, ms.HasClients
 	if !ok {
-		clientsMem, ok = in.Float("mem_clients_normal")
+		clientsMem, ok = t.infoNumber(in, "mem_clients_normal")
 	}
 	if ok && clientsMem >= float64(t.s.clClientsMemThr) {
 		triggered = true

@@ -66,7 +66,7 @@ func infoField(t testing.TB, c *redis.Client, section, key string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := replies.ParseInfo(s).Float(key)
+	v, _, _ := replies.ParseInfo(s).Number(key)
 	return v
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,7 +12,6 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 	"github.com/stall-exporter/stall_exporter/collector/redis/resplimit"
-	"github.com/stall-exporter/stall_exporter/collector/remote"
 )
 
 // info sends INFO (with commandstats) in one round trip and parses it.
@@ -129,7 +126,10 @@ func (t *target) refreshConfig(ctx context.Context) error {
 	}
 	if mm != nil && mm.Err() == nil {
 		if v, ok := mm.Val()["maxmemory"]; ok {
-			if n, err := replies.ParseMemory(v); err == nil {
+			n, err := replies.ParseMemory(v)
+			if err != nil {
+				t.problems.Add("redis_config_maxmemory", 1, fmt.Errorf("CONFIG GET maxmemory: %w", err))
+			} else {
 				t.cfg.maxmemory, t.cfg.hasMaxmemory = float64(n), true
 			}
 		}
@@ -182,23 +182,16 @@ func (t *target) sendInfo(ch chan<- prometheus.Metric, in replies.Info, ms repli
 	}
 }
 
-// infoNumber reads a numeric INFO field ("12.50%" of a *_perc is 12.5).
-// An absent field is not an error (versions differ); one that is not a
-// number is counted as bad input.
+// infoNumber reads a numeric INFO field (replies.Info.Number): an absent
+// field is not an error (versions differ); one that is not a number is
+// counted as bad input.
 func (t *target) infoNumber(in replies.Info, key string) (float64, bool) {
-	s, ok := in.Fields[key]
-	if !ok {
-		return 0, false
-	}
-	if strings.HasSuffix(key, "_perc") {
-		s = strings.TrimSuffix(s, "%")
-	}
-	v, err := strconv.ParseFloat(s, 64)
+	v, present, err := in.Number(key)
 	if err != nil {
-		t.problems.Add("redis_info_value", 1, fmt.Errorf("INFO %s is not a number: %s", key, remote.Shown(s)))
+		t.problems.Add("redis_info_value", 1, err)
 		return 0, false
 	}
-	return v, true
+	return v, present
 }
 
 func (t *target) sendConfig(ch chan<- prometheus.Metric) {
