@@ -171,7 +171,7 @@ func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) err
 		if err == nil {
 			return nil
 		}
-		if downReason(after.error) == reasonProtocol {
+		if downReason(after.error) == remote.ReasonProtocol {
 			t.problems.Add("redis_reply", 1, after.error)
 		}
 		t.logger.Debug("redis scrape incomplete", "err", after.error)
@@ -185,7 +185,7 @@ func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) err
 	reason := downReason(err)
 	upDesc.Send(ch, 0, l)
 	downReasonDesc.Send(ch, 1, l, reason)
-	if reason == reasonProtocol {
+	if reason == remote.ReasonProtocol {
 		t.problems.Add("redis_reply", 1, err)
 	}
 	if !isErrorReply(err) {
@@ -273,9 +273,9 @@ func (t *target) commandAnswered(cmd string, err error) {
 	case err == nil:
 		l.OK("redis target answers "+cmd+" again", "cmd", cmd)
 	case errors.Is(err, resplimit.ErrTooLarge):
-		l.Failed("redis target's "+cmd+" reply is over the 1 MiB reply limit: "+memoryStatsTooLarge, reasonTooLarge, err, "cmd", cmd)
+		l.Failed("redis target's "+cmd+" reply is over the 1 MiB reply limit: "+memoryStatsTooLarge, remote.ReasonTooLarge, err, "cmd", cmd)
 	default:
-		l.Failed("redis target refused "+cmd+": "+refusedEffects[cmd], reasonErrorReply, err, "cmd", cmd)
+		l.Failed("redis target refused "+cmd+": "+refusedEffects[cmd], remote.ReasonErrorReply, err, "cmd", cmd)
 	}
 }
 

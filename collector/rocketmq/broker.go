@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
 
@@ -114,11 +115,11 @@ func (c *scraper) readConfig(ctx context.Context, b *broker) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var re *remoting.ResponseError
-	if errors.As(err, &re) && responseReason(re) == reasonPermission {
+	if errors.As(err, &re) && responseReason(re) == remote.ReasonPermission {
 		// The account may read runtime info but not the config: the
 		// config series and incident 3's alert are missing, so say so.
 		b.configState.Failed("rocketmq broker refused GET_BROKER_CONFIG: access denied (ACL); stall_rocketmq_broker_config_* are absent until the account may read the config",
-			reasonPermission, err)
+			remote.ReasonPermission, err)
 		return
 	}
 	if err != nil {
