@@ -31,7 +31,7 @@ func init() {
 	collector.Register("dns",
 		"DNS lookups, latency, failures and the processes making them, from port-53 packets (AF_PACKET) and eBPF or /proc",
 		false, func(cfg collector.Config) (collector.Collector, error) {
-			o, err := flags.validated()
+			o, err := flags.validate()
 			if err != nil {
 				return nil, err
 			}

@@ -46,7 +46,7 @@ func newCollector(cfg collector.Config) (collector.Collector, error) { return fl
 
 // collector builds the /metrics collector; every error names its flag.
 func (f *flagValues) collector(cfg collector.Config) (*scraper, error) {
-	s, err := f.settings()
+	s, err := f.validate()
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ type target struct {
 	inSetup atomic.Bool        // a new connection is authenticating (newClient)
 
 	// Guarded by sem.
-	client        *redis.Client // nil until the next scrape needs it (dropConn)
+	client        *redis.Client // nil until the next scrape needs it (closeIdle)
 	major, minor  int           // server version, 0.0 until known
 	noMemoryStats bool
 	cfg           configCache
@@ -71,9 +71,9 @@ func (t *target) close() {
 	t.closeClient()
 }
 
-// dropConn closes the target's connection unless a scrape is using it,
+// closeIdle closes the target's connection unless a scrape is using it,
 // and reports whether it did.
-func (t *target) dropConn() bool {
+func (t *target) closeIdle() bool {
 	select {
 	case t.sem <- struct{}{}:
 	default:
@@ -139,13 +139,17 @@ func (t *target) run(ctx context.Context) ([]prometheus.Metric, error) {
 		}
 		close(collected)
 	}()
-	err := t.runLocked(ctx, buf)
+	err := t.lockAndScrape(ctx, buf)
 	close(buf)
 	<-collected
 	return metrics, err
 }
 
-func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) error {
+// lockAndScrape takes the target (sem) for one scrape, or gives up when
+// ctx ends first (the target is closing), connects when no client is
+// open, scrapes, and sends up, the down reason and the scrape's own
+// metrics whatever the outcome.
+func (t *target) lockAndScrape(ctx context.Context, ch chan<- prometheus.Metric) error {
 	l := t.spec.label
 	select {
 	case t.sem <- struct{}{}:

@@ -46,7 +46,7 @@ func init() {
 // newCollector builds the collector from the --rocketmq.* flags; a bad
 // flag value is an error: the exporter refuses to start.
 func newCollector(cfg collector.Config) (collector.Collector, error) {
-	opts, err := flags.metricsOptions()
+	opts, err := flags.validateMetrics()
 	if err != nil {
 		return nil, err
 	}
@@ -142,14 +142,14 @@ func replyBudget(maxFrame int) *remote.Budget {
 	return b
 }
 
-// dropConns closes the connections of the brokers and name servers that
+// closeIdle closes the connections of the brokers and name servers that
 // no request is using, keeping everything else, and reports whether it
 // closed them all; the next scrape dials again. /probe calls it
 // (probecache Hooks.DropConn) for brokers it has not probed lately.
-func (c *scraper) dropConns() bool {
+func (c *scraper) closeIdle() bool {
 	all := true
 	for _, cl := range c.clients() {
-		all = cl.DropIdle() && all
+		all = cl.CloseIdle() && all
 	}
 	return all
 }
