@@ -2,6 +2,7 @@ package redis
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -73,9 +74,15 @@ func downReason(err error) string {
 }
 
 // isGoRedisParseError reports a reply that passed resplimit's lexer but
-// not go-redis' parser (":abc" for an integer): go-redis returns these as
-// text without a type or sentinel (internal/proto/reader.go).
+// not go-redis' parser: go-redis returns these without a type or sentinel
+// of its own (internal/proto/reader.go), as text ("redis: can't parse int
+// reply" for an array where an integer is due) or as strconv's error (":abc"
+// where an integer is due). seam_test.go pins both.
 func isGoRedisParseError(err error) bool {
+	var numErr *strconv.NumError
+	if errors.As(err, &numErr) {
+		return true
+	}
 	msg := err.Error()
 	return strings.Contains(msg, "redis: can't parse") || strings.Contains(msg, "redis: invalid reply")
 }
