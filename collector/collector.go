@@ -1,14 +1,3 @@
-// Package collector is stall_exporter's collector framework: the registry
-// of collectors and /probe modules, metric declaration (NewMetric,
-// Declare*), bad-input counting (Problems), mount points (Paths), label
-// values from outside (LabelValue), scrape deadlines and the logging of
-// failing states (StateLog, Retry). The collectors are packages beneath it
-// (host, redis, rocketmq, dns), imported by main for their init, which
-// calls Register (and RegisterProbe); each declares its own flags
-// (--<collector>.<option>) and implements Update. The exporter turns each
-// name into a --[no-]collector.<name> flag, wraps every Update with a
-// timeout and the stall_scrape_collector_* self-metrics, and starts the
-// background loop of a Runner.
 package collector
 
 import (

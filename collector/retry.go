@@ -6,10 +6,21 @@ import (
 	"time"
 )
 
-// Backoff is the wait between two attempts of a background reader: Min
-// after the first failure, doubling after each further one up to Max, and
-// Min again once an attempt got its source open.
+// Backoff is the wait between two attempts of background work (a reader
+// of a source, a periodic pass, a sample of a remote target): Min after the
+// first failure, doubling after each further one up to Max, and Min again
+// after a success (Retry: once an attempt got its source open).
 type Backoff struct{ Min, Max time.Duration }
+
+// Delay is the wait after the n-th failure in a row (n >= 1): Min doubled
+// n-1 times, at most Max.
+func (b Backoff) Delay(n int) time.Duration {
+	d := b.Min
+	for i := 1; i < n && d < b.Max; i++ {
+		d *= 2
+	}
+	return min(d, b.Max)
+}
 
 // ErrStop, returned (possibly wrapped) by a Retry attempt, ends the loop:
 // the source will never work on this host (a kernel whose /dev/kmsg
@@ -25,17 +36,19 @@ var ErrStop = errors.New("the source cannot work on this host")
 // attempt logs what only it knows (what a first open means, what is
 // lost). An attempt whose error wraps ErrStop ends the loop.
 func Retry(ctx context.Context, b Backoff, state *StateLog, what string, attempt func(ctx context.Context, opened func()) error) {
-	wait := b.Min
+	failures := 0
 	for ctx.Err() == nil {
 		open := false
 		err := attempt(ctx, func() {
 			open = true
-			wait = b.Min
+			failures = 0
 			state.OK(what + " open again")
 		})
 		if ctx.Err() != nil || errors.Is(err, ErrStop) {
 			return
 		}
+		failures++
+		wait := b.Delay(failures)
 		if open {
 			state.Failed(what+" stopped; reopening with backoff", "read", err, "retry_in", wait)
 		} else {
@@ -44,7 +57,6 @@ func Retry(ctx context.Context, b Backoff, state *StateLog, what string, attempt
 		if !Sleep(ctx, wait) {
 			return
 		}
-		wait = min(2*wait, b.Max)
 	}
 }
 

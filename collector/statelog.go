@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"errors"
+	"io/fs"
 	"log/slog"
 	"sync"
 	"time"
@@ -33,8 +35,9 @@ type StateLog struct {
 func NewStateLog(logger *slog.Logger) *StateLog { return &StateLog{logger: logger} }
 
 // Failed records a failure: msg says what failed and what it costs
-// ("redis target refused the connection"), reason why, err the detail,
-// args more key-value pairs.
+// ("redis target refused the connection"), reason why, err the detail
+// (nil when msg and reason say it all: a state, not an error), args more
+// key-value pairs.
 func (s *StateLog) Failed(msg, reason string, err error, args ...any) {
 	now := time.Now()
 	s.mu.Lock()
@@ -44,7 +47,10 @@ func (s *StateLog) Failed(msg, reason string, err error, args ...any) {
 		s.warnedReason, s.warnedAt = reason, now
 	}
 	s.mu.Unlock()
-	args = append(args, "reason", reason, "err", err)
+	args = append(args, "reason", reason)
+	if err != nil {
+		args = append(args, "err", err)
+	}
 	if warn {
 		s.logger.Warn(msg, args...)
 	} else {
@@ -69,4 +75,17 @@ func (s *StateLog) Failing() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.failing
+}
+
+// ReadReason is the StateLog reason of a file or directory that cannot be
+// read: "missing" (it does not exist), "permission" (the exporter may not
+// read it), or "unreadable" (any other error).
+func ReadReason(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "missing"
+	case errors.Is(err, fs.ErrPermission):
+		return "permission"
+	}
+	return "unreadable"
 }

@@ -5,8 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -128,4 +132,39 @@ func TestRetry(t *testing.T) {
 			t.Errorf("Retry returned %v after it started, want at cancel (30s)", took)
 		}
 	})
+}
+
+// ReadReason names a failed read the one way for every collector.
+func TestReadReason(t *testing.T) {
+	dir := t.TempDir()
+	_, missing := os.ReadFile(filepath.Join(dir, "absent"))
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{missing, "missing"},
+		{&fs.PathError{Op: "open", Path: "/proc/vmstat", Err: fs.ErrPermission}, "permission"},
+		{fmt.Errorf("poll: %w", syscall.EIO), "unreadable"},
+	} {
+		if got := collector.ReadReason(tc.err); got != tc.want {
+			t.Errorf("ReadReason(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// Delay doubles from Min for each failure in a row and stops at Max, also
+// when Min is above it.
+func TestBackoffDelay(t *testing.T) {
+	b := collector.Backoff{Min: 2 * time.Second, Max: 30 * time.Second}
+	var got []time.Duration
+	for n := 1; n <= 6; n++ {
+		got = append(got, b.Delay(n))
+	}
+	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Delay(1..6) = %v, want %v", got, want)
+	}
+	if d := (collector.Backoff{Min: time.Minute, Max: 30 * time.Second}).Delay(1); d != 30*time.Second {
+		t.Errorf("Delay(1) with Min above Max = %v, want Max", d)
+	}
 }

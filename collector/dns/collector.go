@@ -17,7 +17,6 @@ package dns
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -33,7 +32,7 @@ func init() {
 	collector.Register("dns",
 		"DNS lookups, latency, failures and the processes making them, from port-53 packets (AF_PACKET) and eBPF or /proc",
 		false, func(cfg collector.Config) (collector.Collector, error) {
-			o, err := flags.validated()
+			o, err := flags.validate()
 			if err != nil {
 				return nil, err
 			}
@@ -265,11 +264,7 @@ func (c *Collector) capture(ctx context.Context, opened func()) error {
 // safeHandle counts one packet; a panic (a bug, never expected) skips the
 // packet and is counted and logged once instead of ending the exporter.
 func (c *Collector) safeHandle(b []byte, ts int64) {
-	defer func() {
-		if r := recover(); r != nil {
-			c.cfg.Problems.Add("dns_panic", 1, fmt.Errorf("handling a captured packet panicked: %v", r))
-		}
-	}()
+	defer c.cfg.Problems.Recover("dns_panic", "handling a captured packet")
 	c.tr.handle(b, ts)
 }
 

@@ -26,7 +26,7 @@ func testOptions(t testing.TB, args ...string) options {
 	if _, err := app.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	o, err := f.validated()
+	o, err := f.validate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestFlagsRefuseBadValues(t *testing.T) {
 		if _, err := app.Parse([]string{tc.arg}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.validated(); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := f.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want %q", tc.arg, err, tc.want)
 		}
 	}

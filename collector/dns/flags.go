@@ -62,10 +62,10 @@ func registerFlags(app *kingpin.Application) *options {
 	return o
 }
 
-// validated returns the options if the flag values are valid; every
+// validate returns the options if the flag values are valid; every
 // refusal names its flag, so a bad command line stops the exporter at
 // start with a clear message.
-func (o *options) validated() (options, error) {
+func (o *options) validate() (options, error) {
 	var errs []error
 	check := func(bad bool, format string, args ...any) {
 		if bad {

@@ -43,7 +43,7 @@ func newProcessTable(size int, idle time.Duration) *processTable {
 // entry returns the counts of process k, admitting it if there is room
 // (or an idle process to replace), else the "other" counts.
 func (p *processTable) entry(k processKey) *processCount {
-	k = processKey{collector.LabelValue(k.comm, collector.MaxLabelBytes), collector.LabelValue(k.main, proclabel.MaxMainLen), collector.LabelValue(k.cgroup, proclabel.MaxCgroupLen)}
+	k = processKey{collector.Label(k.comm), collector.LabelValue(k.main, proclabel.MaxMainLen), collector.LabelValue(k.cgroup, proclabel.MaxCgroupLen)}
 	if k.comm == "" || k.comm == "other" { // a process named "other" is indistinguishable from the remainder
 		return &p.other
 	}

@@ -77,9 +77,9 @@ type settings struct {
 	sysctlRefresh       time.Duration // 0: read every scrape
 }
 
-// settings validates the flag values. Every refusal names its flag, so a
+// validate checks the flag values. Every refusal names its flag, so a
 // bad command line stops the exporter at start with a clear message.
-func (f *flagValues) settings() (settings, error) {
+func (f *flagValues) validate() (settings, error) {
 	var errs []error
 	check := func(bad bool, format string, args ...any) {
 		if bad {
@@ -118,7 +118,7 @@ func (f *flagValues) settings() (settings, error) {
 // missing file is a state of the collector, not a reason not to start.
 func register[C collector.Collector](name, description string, build func(collector.Config, settings) C) {
 	collector.Register(name, description, true, func(cfg collector.Config) (collector.Collector, error) {
-		s, err := flags.settings()
+		s, err := flags.validate()
 		if err != nil {
 			return nil, err
 		}

@@ -25,7 +25,7 @@ func parseSettings(args ...string) (settings, error) {
 	if _, err := app.Parse(args); err != nil {
 		return settings{}, err
 	}
-	return f.settings()
+	return f.validate()
 }
 
 // testSettings is parseSettings for a command line that must be valid.

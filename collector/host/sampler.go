@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"log/slog"
 	"math"
 	"slices"
 	"sync"
@@ -75,18 +73,17 @@ func init() {
 type sampler struct {
 	interval time.Duration
 	problems *collector.Problems
-	logger   *slog.Logger
 	// The scrape-time vmstat and diskstats collectors share the sources
 	// and the filter (source.go).
 	vmSrc, diskSrc     *procSource
 	filter             *deviceFilter
 	vmState, diskState *collector.StateLog
+	thresholds         *collector.StateLog // /proc/vmstat without the dirty thresholds
 
 	vmBuf, diskBuf []byte
 	vm             VMStat
 	devs           []*samplerDevice
 	gen            uint64
-	noThresholds   bool
 
 	hasThrottle atomic.Bool // the kernel reported the dirty thresholds at least once
 	// The last tick's read errors, for Update: a sampler that cannot read
@@ -118,12 +115,12 @@ func newSampler(cfg collector.Config, s settings) *sampler {
 	return &sampler{
 		interval:         s.samplerInterval,
 		problems:         cfg.Problems,
-		logger:           cfg.Logger,
 		vmSrc:            sourceAt(cfg.Paths.Proc("vmstat")),
 		diskSrc:          sourceAt(cfg.Paths.Proc("diskstats")),
 		filter:           deviceFilterFor(cfg.Paths, s.devices),
 		vmState:          collector.NewStateLog(cfg.Logger.With("path", cfg.Paths.Proc("vmstat"))),
 		diskState:        collector.NewStateLog(cfg.Logger.With("path", cfg.Paths.Proc("diskstats"))),
+		thresholds:       collector.NewStateLog(cfg.Logger.With("path", cfg.Paths.Proc("vmstat"))),
 		vmBuf:            make([]byte, 0, 16<<10),
 		diskBuf:          make([]byte, 0, 16<<10),
 		await:            samplerAwait.HistogramVec(),
@@ -183,22 +180,10 @@ func (s *sampler) finishTick(start time.Time) {
 	}
 }
 
-// readReason is the StateLog reason of a failed read: a missing file, a
-// refused one, or any other error.
-func readReason(err error) string {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return "missing"
-	case errors.Is(err, fs.ErrPermission):
-		return "permission"
-	}
-	return "read"
-}
-
 // sampleVM samples one read of /proc/vmstat (err: the read failed).
 func (s *sampler) sampleVM(data []byte, err error) {
 	if err != nil {
-		s.vmState.Failed("sampler cannot read /proc/vmstat; the dirty throttle ratio is not sampled until it can", readReason(err), err)
+		s.vmState.Failed("sampler cannot read /proc/vmstat; the dirty throttle ratio is not sampled until it can", collector.ReadReason(err), err)
 		return
 	}
 	s.vmState.OK("sampler reads /proc/vmstat again")
@@ -206,13 +191,10 @@ func (s *sampler) sampleVM(data []byte, err error) {
 	s.problems.Add("sampler_vmstat_line", bad, ferr)
 	r, ok := s.vm.ThrottleRatio()
 	if !ok {
-		if !s.noThresholds {
-			s.logger.Info("/proc/vmstat lacks nr_dirty, nr_writeback or the dirty thresholds (or they are 0); the dirty throttle ratio is not sampled")
-			s.noThresholds = true
-		}
+		s.thresholds.Failed("/proc/vmstat lacks nr_dirty, nr_writeback or the dirty thresholds (or they are 0); the dirty throttle ratio is not sampled", "no_thresholds", nil)
 		return
 	}
-	s.noThresholds = false
+	s.thresholds.OK("/proc/vmstat reports the dirty thresholds again; the dirty throttle ratio is sampled")
 	s.hasThrottle.Store(true)
 	s.throttle.Observe(r)
 	if r >= 1 {
@@ -224,7 +206,7 @@ func (s *sampler) sampleVM(data []byte, err error) {
 // read failed).
 func (s *sampler) sampleDisks(data []byte, err error, now time.Time) {
 	if err != nil {
-		s.diskState.Failed("sampler cannot read /proc/diskstats; disk await and utilization are not sampled until it can", readReason(err), err)
+		s.diskState.Failed("sampler cannot read /proc/diskstats; disk await and utilization are not sampled until it can", collector.ReadReason(err), err)
 		for _, d := range s.devs {
 			d.valid = false // the next good read is a new baseline
 		}

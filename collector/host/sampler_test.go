@@ -564,3 +564,28 @@ func BenchmarkSamplerRunLoop(b *testing.B) {
 	b.ReportMetric(float64(used.Nanoseconds())/n, "cpu-ns/tick")
 	b.ReportMetric(100*used.Seconds()/n, "%core@1s")
 }
+
+// TestSamplerNoThresholds: a /proc/vmstat without the dirty thresholds is
+// a failing state (collector.StateLog): one warning over several ticks, no
+// throttle sample, and an info line once the thresholds appear.
+func TestSamplerNoThresholds(t *testing.T) {
+	var logs collectortest.LogBuffer
+	s := newSampler(testConfig(t, "sampler", t.TempDir(), "", &logs), testSettings(t))
+	for range 3 {
+		s.sampleVM([]byte("nr_dirty 10\nnr_writeback 5\n"), nil)
+	}
+	if n := strings.Count(logs.String(), `level=WARN msg="/proc/vmstat lacks nr_dirty, nr_writeback or the dirty thresholds`); n != 1 ||
+		!strings.Contains(logs.String(), "reason=no_thresholds") {
+		t.Errorf("%d warnings after three ticks without thresholds, want 1 with reason=no_thresholds:\n%s", n, logs.String())
+	}
+	if _, ok := histogramOf(t, s, "stall_vm_dirty_throttle_ratio_sampled", ""); ok {
+		t.Error("throttle ratio sampled without thresholds")
+	}
+	s.sampleVM([]byte("nr_dirty 10\nnr_writeback 5\nnr_dirty_threshold 100\nnr_dirty_background_threshold 50\n"), nil)
+	if !strings.Contains(logs.String(), `level=INFO msg="/proc/vmstat reports the dirty thresholds again; the dirty throttle ratio is sampled"`) {
+		t.Errorf("no recovery logged:\n%s", logs.String())
+	}
+	if n := observations(t, s, "stall_vm_dirty_throttle_ratio_sampled", ""); n != 1 {
+		t.Errorf("%d throttle ratio samples after the thresholds appeared, want 1", n)
+	}
+}

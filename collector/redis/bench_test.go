@@ -22,9 +22,9 @@ func redisCounters(b *testing.B, c *redis.Client) (cmds, in, out float64, replyL
 		b.Fatal(err)
 	}
 	in0 := replies.ParseInfo(s)
-	cmds, _ = in0.Float("total_commands_processed")
-	in, _ = in0.Float("total_net_input_bytes")
-	out, _ = in0.Float("total_net_output_bytes")
+	cmds, _, _ = in0.Number("total_commands_processed")
+	in, _, _ = in0.Number("total_net_input_bytes")
+	out, _, _ = in0.Number("total_net_output_bytes")
 	return cmds, in, out, len(s)
 }
 

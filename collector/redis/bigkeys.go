@@ -98,10 +98,18 @@ func (b *bigKeyScanner) send(ch chan<- prometheus.Metric) {
 	bigKeysScannedDesc.Send(ch, float64(b.scanned), l)
 }
 
+// bigKeysBackoff is the wait after failed passes in a row (never longer
+// than --redis.bigkeys.interval): a pass that failed on a timeout or a
+// closed connection is tried again soon, one that keeps failing once a
+// minute.
+var bigKeysBackoff = collector.Backoff{Min: 10 * time.Second, Max: time.Minute}
+
 // run scans until ctx ends: a pass, then --redis.bigkeys.interval of
-// rest. A failed pass is tried again within a minute; a server that cannot
-// be scanned (before 4.0, or MEMORY USAGE refused) stops the scanner.
+// rest. A failed pass is tried again with bigKeysBackoff; a server that
+// cannot be scanned (before 4.0, or MEMORY USAGE refused) stops the
+// scanner.
 func (b *bigKeyScanner) run(ctx context.Context) {
+	failures := 0
 	for {
 		err := b.pass(ctx)
 		if ctx.Err() != nil {
@@ -113,9 +121,11 @@ func (b *bigKeyScanner) run(ctx context.Context) {
 		}
 		wait := b.s.interval
 		if err != nil {
-			b.state.Failed("big-key scan stopped; retrying within a minute", downReason(err), err)
-			wait = min(wait, time.Minute)
+			failures++
+			wait = min(wait, bigKeysBackoff.Delay(failures))
+			b.state.Failed("big-key scan stopped; retrying with backoff", downReason(err), err, "retry_in", wait)
 		} else {
+			failures = 0
 			b.state.OK("big-key scan completes again")
 		}
 		if !collector.Sleep(ctx, wait) {
@@ -299,5 +309,5 @@ func bigKeyLabel(key string, hash bool) string {
 		sum := sha256.Sum256([]byte(key))
 		return "sha256:" + hex.EncodeToString(sum[:8])
 	}
-	return collector.LabelValue(key, collector.MaxLabelBytes)
+	return collector.Label(key)
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -163,6 +165,51 @@ func testBigKeysRateLimit(t *testing.T) {
 	}
 	if n := len(slices.DeleteFunc(srv.Commands(), func(c string) bool { return !strings.HasPrefix(c, "memory usage") })); n != 30 {
 		t.Errorf("%d MEMORY USAGE sent, want 30", n)
+	}
+}
+
+// TestBigKeysBackoff: failed passes in a row are tried again after
+// bigKeysBackoff (10 s, doubling to a minute), and the state is warned
+// once. In a synctest bubble against a fake server whose INFO keyspace
+// fails, so the times are the scanner's alone.
+func TestBigKeysBackoff(t *testing.T) { synctest.Test(t, testBigKeysBackoff) }
+
+func testBigKeysBackoff(t *testing.T) {
+	start := time.Now()
+	var mu sync.Mutex
+	var at []time.Duration // when each pass asked INFO keyspace, after start
+	srv := redistest.NewPipe(redistest.Replies{
+		"info": redistest.Bulk("redis_version:7.0.15\r\nrole:master\r\n"),
+		"info keyspace": func(w io.Writer) error {
+			mu.Lock()
+			at = append(at, time.Since(start))
+			mu.Unlock()
+			_, err := io.WriteString(w, "-ERR keyspace unavailable\r\n")
+			return err
+		},
+	})
+	s := testSettings()
+	s.bigkeys.enabled = true
+	s.bigkeys.interval = time.Hour
+	var logs collectortest.LogBuffer
+	c := newPipeScraper(t, s, collectortest.Config("redis", &logs), srv)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		c.bigkeys[0].run(ctx)
+		close(done)
+	}()
+	time.Sleep(200 * time.Second)
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	want := []time.Duration{0, 10 * time.Second, 30 * time.Second, 70 * time.Second, 130 * time.Second, 190 * time.Second}
+	if fmt.Sprint(at) != fmt.Sprint(want) {
+		t.Errorf("failed passes at %v, want %v (10 s, then doubling to a minute)", at, want)
+	}
+	if n := strings.Count(logs.String(), `level=WARN msg="big-key scan stopped; retrying with backoff"`); n != 1 {
+		t.Errorf("%d warnings for six failed passes, want 1:\n%s", n, logs.String())
 	}
 }
 

@@ -33,9 +33,9 @@ func (t *target) clientListDue(in replies.Info, ms replies.MemoryStats) (run, tr
 	case "always":
 		return true, false
 	}
-	if v, ok := in.Float("client_recent_max_output_buffer"); ok && v >= float64(t.s.clOutThreshold) {
+	if v, ok := t.infoNumber(in, "client_recent_max_output_buffer"); ok && v >= float64(t.s.clOutThreshold) {
 		triggered = true
-	} else if v, ok := in.Float("client_longest_output_list"); ok && v > 0 {
+	} else if v, ok := t.infoNumber(in, "client_longest_output_list"); ok && v > 0 {
 		// Before 5.0 the only hint is the longest reply list, in nodes;
 		// one node can hold a whole multi-megabyte reply (incident 7 had
 		// oll=1), so any queued reply is worth a look.
@@ -43,7 +43,7 @@ func (t *target) clientListDue(in replies.Info, ms replies.MemoryStats) (run, tr
 	}
 	clientsMem, ok := ms.ClientsNormal, ms.HasClients
 	if !ok {
-		clientsMem, ok = in.Float("mem_clients_normal")
+		clientsMem, ok = t.infoNumber(in, "mem_clients_normal")
 	}
 	if ok && clientsMem >= float64(t.s.clClientsMemThr) {
 		triggered = true
@@ -91,12 +91,13 @@ func (t *target) maybeClientList(ctx context.Context, in replies.Info, ms replie
 	}
 	st := t.agg.Finish()
 	t.problems.Add("redis_client_list", st.Malformed, errors.New("CLIENT LIST line or field not in field=value form, or longer than 64 KiB"))
-	if st.Untracked > 0 && !t.untrackedLogged {
-		t.untrackedLogged = true
-		t.logger.Info(fmt.Sprintf("CLIENT LIST has more than %d distinct client groups or commands: clients of later ones without pending output are counted in group=\"other\", "+
+	if st.Untracked == 0 {
+		t.untracked.OK("CLIENT LIST's client groups and commands are all tracked again: exported client counts are exact")
+	} else {
+		t.untracked.Failed(fmt.Sprintf("CLIENT LIST has more than %d distinct client groups or commands: clients of later ones without pending output are counted in group=\"other\", "+
 			"so exported client counts may be low; past %d with pending output the smallest are moved to \"other\" (the top groups are exact unless a group's clients are scattered; totals stay exact); "+
 			"--redis.client-group-by=pool groups pods and numbered workers", replies.MaxGroups, 2*replies.MaxGroups),
-			"untracked_clients", st.Untracked)
+			"too_many_groups", nil, "untracked_clients", st.Untracked)
 	}
 	t.cl = clientListResult{
 		have: true, triggered: triggered, at: start, duration: took,

@@ -1,11 +1,3 @@
-// Package redis is the redis collector. It scrapes every --redis.addr target
-// on /metrics and any allowed target on /probe?module=redis. Every series
-// carries an addr label ("redis://host:port", never credentials) so that
-// several targets on one /metrics page never collide; docs/redis.md explains
-// the choice.
-//
-// It registers the "redis" collector and /probe module in its init, so main
-// only imports it.
 package redis
 
 import (
@@ -46,7 +38,7 @@ func newCollector(cfg collector.Config) (collector.Collector, error) { return fl
 
 // collector builds the /metrics collector; every error names its flag.
 func (f *flagValues) collector(cfg collector.Config) (*scraper, error) {
-	s, err := f.settings()
+	s, err := f.validate()
 	if err != nil {
 		return nil, err
 	}

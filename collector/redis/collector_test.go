@@ -66,7 +66,7 @@ func infoField(t testing.TB, c *redis.Client, section, key string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := replies.ParseInfo(s).Float(key)
+	v, _, _ := replies.ParseInfo(s).Number(key)
 	return v
 }
 
@@ -651,12 +651,12 @@ func TestDownReasons(t *testing.T) {
 		"redis://" + redistest.Start(t, redistest.Replies{"info": info}).Addr + "?password_file=" + filepath.Join(t.TempDir(), "missing"): reasonPwFile,
 		"redis://127.0.0.1:" + port + "?password_env=STALL_TEST_WRONG_PW":                                                                 reasonAuth,
 		"redis://localhost:" + port:                                    reasonAuth, // no password sent
-		"unix://noinfo@" + sock + "?password_env=STALL_TEST_NOINFO_PW": reasonPermission,
+		"unix://noinfo@" + sock + "?password_env=STALL_TEST_NOINFO_PW": remote.ReasonPermission,
 		"redis://127.0.0.1:" + strconv.Itoa(freePort(t)):               remote.ReasonRefused,
 		"unix://" + filepath.Join(t.TempDir(), "no.sock"):              remote.ReasonRefused,
 		"rediss://" + tl.Addr().String():                               remote.ReasonTLS,
 		"redis://" + loading.Addr:                                      reasonLoading,
-		"redis://" + http.Addr:                                         reasonProtocol,
+		"redis://" + http.Addr:                                         remote.ReasonProtocol,
 		"redis://no-such-host.invalid:6379":                            remote.ReasonDNS,
 	}
 	var addrs []string

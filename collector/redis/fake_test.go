@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,7 +28,8 @@ type oldVersion struct {
 	cmdstats   string // INFO commandstats; "": INFO takes no argument (2.4)
 	memStats   string // raw RESP reply of MEMORY STATS, "": unknown command
 	clientList string
-	noSetName  bool // before 2.6.9: CLIENT has only LIST and KILL
+	noSetName  bool   // before 2.6.9: CLIENT has only LIST and KILL
+	maxmemory  string // CONFIG GET maxmemory; "": 3221225472
 }
 
 func readFixtureFile(t *testing.T, name string) string {
@@ -62,7 +64,7 @@ func (v oldVersion) start(t *testing.T) *redistest.Server {
 	r := redistest.Replies{
 		"info":                                  redistest.Bulk(v.info),
 		"config get client-output-buffer-limit": redistest.Array("client-output-buffer-limit", "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"),
-		"config get maxmemory":                  redistest.Array("maxmemory", "3221225472"),
+		"config get maxmemory":                  redistest.Array("maxmemory", cmp.Or(v.maxmemory, "3221225472")),
 		"client list":                           redistest.Bulk(v.clientList),
 		// 2.4's INFO has arity 1.
 		"info commandstats": redistest.Raw("-ERR wrong number of arguments for 'info' command\r\n"),
@@ -270,4 +272,37 @@ func TestHostileReplies(t *testing.T) {
 	}
 	res.Must(t, "stall_redis_client_group_output_buffer_bytes", "group", "bad\uFFFDname")
 	res.Must(t, "stall_redis_client_output_buffer_by_command_bytes", "cmd", "g\uFFFDet")
+}
+
+// TestUnreadableNumbers: an INFO number and a CONFIG GET maxmemory that
+// do not parse are each counted as bad input, their series left out; a
+// percentage INFO writes with its sign ("12.50%") is read.
+func TestUnreadableNumbers(t *testing.T) {
+	v := fixtureVersion(t, "info-2.8.txt", "", "clientlist-2.8.txt")
+	v.info = strings.Replace(v.info, "connected_clients:103", "connected_clients:lots", 1) + "used_memory_dataset_perc:12.50%\r\n"
+	v.maxmemory = "3 gigabytes"
+	f := v.start(t)
+	cfg := collectortest.Config("redis", nil)
+	c := newTestScraper(t, testSettings(), cfg, f.Addr)
+	// The first scrape reads CONFIG (cached for --redis.config-refresh-interval
+	// after it), the second INFO only.
+	var counts []uint64
+	var res collectortest.Result
+	for range 2 {
+		if res = collectortest.Scrape(t, c, 3*time.Second); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		counts = append(counts, cfg.Problems.Count())
+	}
+	if !f.Sent("config get maxmemory") || fmt.Sprint(counts) != "[2 3]" {
+		t.Errorf("problems counted after each scrape %v, want [2 3] (connected_clients and maxmemory, then connected_clients)", counts)
+	}
+	for _, name := range []string{"stall_redis_clients_connected", "stall_redis_memory_max_bytes"} {
+		if v, ok := res.Get(name); ok {
+			t.Errorf("%s = %v from a value that is not a number", name, v)
+		}
+	}
+	if v := res.Must(t, "stall_redis_memory_dataset_ratio"); v != 0.125 {
+		t.Errorf("dataset ratio %v from used_memory_dataset_perc:12.50%%, want 0.125", v)
+	}
 }

@@ -143,8 +143,8 @@ func (b *byteSize) String() string { return units.Base2Bytes(b.n).String() }
 // several hundred clients (about 300 bytes each).
 const minReplyLimit = 256 << 10
 
-// settings validates the flag values; every refusal names its flag.
-func (f *flagValues) settings() (settings, error) {
+// validate checks the flag values; every refusal names its flag.
+func (f *flagValues) validate() (settings, error) {
 	var errs []error
 	check := func(bad bool, format string, args ...any) {
 		if bad {

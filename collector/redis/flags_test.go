@@ -17,7 +17,7 @@ func parseFlags(args ...string) (settings, error) {
 	if _, err := app.Parse(args); err != nil {
 		return settings{}, err
 	}
-	return f.settings()
+	return f.validate()
 }
 
 // TestFlagValidation: a negative, zero or non-numeric value of any redis

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stall-exporter/stall_exporter/collector/redis/redistest"
 	"github.com/stall-exporter/stall_exporter/collector/redis/resplimit"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
@@ -42,9 +43,9 @@ func TestHostileReplySize(t *testing.T) {
 		reason    string
 		oversized float64
 	}{
-		{"800 MB bulk string", redistest.Raw("$838860800\r\n"), reasonTooLarge, 3}, // then silence
-		{"100M-element array", redistest.Raw("*100000000\r\n"), reasonTooLarge, 3},
-		{"endless status line", endless, reasonProtocol, 0},
+		{"800 MB bulk string", redistest.Raw("$838860800\r\n"), remote.ReasonTooLarge, 3}, // then silence
+		{"100M-element array", redistest.Raw("*100000000\r\n"), remote.ReasonTooLarge, 3},
+		{"endless status line", endless, remote.ReasonProtocol, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -71,7 +72,7 @@ func TestHostileReplySize(t *testing.T) {
 			if v := res.Must(t, "stall_redis_oversized_replies_total"); v != c.oversized {
 				t.Errorf("oversized replies %v, want %v", v, c.oversized)
 			}
-			if c.reason == reasonProtocol && cfg.Problems.Count() == 0 {
+			if c.reason == remote.ReasonProtocol && cfg.Problems.Count() == 0 {
 				t.Error("a malformed reply is not counted in stall_collector_parse_errors_total")
 			}
 			collectortest.WaitFor(t, 10*time.Second, "the server to see its connections closed", func() error {

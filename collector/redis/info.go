@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,7 +12,6 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 	"github.com/stall-exporter/stall_exporter/collector/redis/resplimit"
-	"github.com/stall-exporter/stall_exporter/collector/remote"
 )
 
 // info sends INFO (with commandstats) in one round trip and parses it.
@@ -129,7 +126,10 @@ func (t *target) refreshConfig(ctx context.Context) error {
 	}
 	if mm != nil && mm.Err() == nil {
 		if v, ok := mm.Val()["maxmemory"]; ok {
-			if n, err := replies.ParseMemory(v); err == nil {
+			n, err := replies.ParseMemory(v)
+			if err != nil {
+				t.problems.Add("redis_config_maxmemory", 1, fmt.Errorf("CONFIG GET maxmemory: %w", err))
+			} else {
 				t.cfg.maxmemory, t.cfg.hasMaxmemory = float64(n), true
 			}
 		}
@@ -140,7 +140,7 @@ func (t *target) refreshConfig(ctx context.Context) error {
 func (t *target) sendInfo(ch chan<- prometheus.Metric, in replies.Info, ms replies.MemoryStats) {
 	l := t.spec.label
 	if v := in.Fields["redis_version"]; v != "" {
-		infoDesc.Send(ch, 1, l, labelValue(v), labelValue(in.Fields["role"]))
+		infoDesc.Send(ch, 1, l, collector.Label(v), collector.Label(in.Fields["role"]))
 	}
 	for _, f := range infoMetrics {
 		if v, ok := t.infoNumber(in, f.field); ok {
@@ -172,7 +172,7 @@ func (t *target) sendInfo(ch chan<- prometheus.Metric, in replies.Info, ms repli
 	}
 	seen := make(map[string]bool, len(in.Commands))
 	for _, c := range in.Commands {
-		name := labelValue(c.Name)
+		name := collector.Label(c.Name)
 		if seen[name] {
 			continue // a proxy that repeats commandstats would duplicate series
 		}
@@ -182,28 +182,17 @@ func (t *target) sendInfo(ch chan<- prometheus.Metric, in replies.Info, ms repli
 	}
 }
 
-// infoNumber reads a numeric INFO field ("12.50%" of a *_perc is 12.5).
-// An absent field is not an error (versions differ); one that is not a
-// number is counted as bad input.
+// infoNumber reads a numeric INFO field (replies.Info.Number): an absent
+// field is not an error (versions differ); one that is not a number is
+// counted as bad input.
 func (t *target) infoNumber(in replies.Info, key string) (float64, bool) {
-	s, ok := in.Fields[key]
-	if !ok {
-		return 0, false
-	}
-	if strings.HasSuffix(key, "_perc") {
-		s = strings.TrimSuffix(s, "%")
-	}
-	v, err := strconv.ParseFloat(s, 64)
+	v, present, err := in.Number(key)
 	if err != nil {
-		t.problems.Add("redis_info_value", 1, fmt.Errorf("INFO %s is not a number: %s", key, remote.Shown(s)))
+		t.problems.Add("redis_info_value", 1, err)
 		return 0, false
 	}
-	return v, true
+	return v, present
 }
-
-// labelValue makes a value from the server a valid label value of at
-// most collector.MaxLabelBytes (+ "…").
-func labelValue(s string) string { return collector.LabelValue(s, collector.MaxLabelBytes) }
 
 func (t *target) sendConfig(ch chan<- prometheus.Metric) {
 	l := t.spec.label

@@ -28,7 +28,7 @@ func newProbe() (collector.ProbeModule, error) {
 // and the allowlist of --redis.addr and --redis.probe.*; every error names
 // its flag.
 func (f *flagValues) probe() (*probeModule, error) {
-	s, err := f.settings()
+	s, err := f.validate()
 	if err != nil {
 		return nil, err
 	}
@@ -74,4 +74,4 @@ func (p probeCollector) Close() error {
 }
 
 // CloseIdle implements collector.IdleCloser.
-func (p probeCollector) CloseIdle() bool { return p.t.dropConn() }
+func (p probeCollector) CloseIdle() bool { return p.t.closeIdle() }

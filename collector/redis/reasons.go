@@ -2,6 +2,7 @@ package redis
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -11,36 +12,35 @@ import (
 )
 
 // Why a target is down: the reason label of stall_redis_down_reason, a
-// fixed set: Redis' own reasons here, and the network's (remote.Reason*:
-// refused, timeout, dns, tls, network).
+// fixed set: remote's vocabulary (remote.Reason*: refused, timeout, dns,
+// tls, network; permission is NOPERM to INFO, busy is BUSY (a script or
+// function running), error_reply another error reply to INFO, protocol a
+// peer that does not speak RESP or an empty INFO, reply_too_large a reply
+// over --redis.max-reply-bytes for CLIENT LIST and replyLimit for the
+// others, reply_memory a large reply without room in replyBudget), and
+// Redis' own reasons here.
 const (
-	reasonAuth       = "auth"            // AUTH/HELLO refused (any error reply), or a password required
-	reasonPwFile     = "password_file"   // the target's password file cannot be read: a local error
-	reasonPermission = "permission"      // the ACL user may not run INFO (NOPERM)
-	reasonTooLarge   = "reply_too_large" // a reply over its limit (--redis.max-reply-bytes for CLIENT LIST, replyLimit for the others)
-	reasonBudget     = "reply_memory"    // a large reply found no room in replyBudget before the deadline
-	reasonProtocol   = "protocol"        // the peer does not speak RESP (or sent an empty INFO)
-	reasonLoading    = "loading"         // LOADING: the server is loading its dataset
-	reasonBusy       = "busy"            // BUSY: a script or function is running
-	reasonErrorReply = "error_reply"     // another error reply to INFO
+	reasonAuth    = "auth"          // AUTH/HELLO refused (any error reply), or a password required
+	reasonPwFile  = "password_file" // the target's password file cannot be read: a local error
+	reasonLoading = "loading"       // LOADING: the server is loading its dataset
 )
 
 // downMessages are the log lines for a target going down, by reason.
 var downMessages = map[string]string{
-	reasonAuth:           "redis target refused authentication: check the ACL user and the password source",
-	reasonPwFile:         "cannot read the password file of the redis target: a local configuration error (check the path and the exporter's permissions); the target was not asked",
-	reasonPermission:     "redis user may not run INFO (NOPERM)",
-	remote.ReasonRefused: "redis target refused the connection",
-	remote.ReasonTimeout: "redis target not answering within the time limit",
-	remote.ReasonDNS:     "redis target host name does not resolve",
-	remote.ReasonTLS:     "redis target TLS handshake failed (certificate, CA, server name, or a port that does not speak TLS)",
-	reasonTooLarge:       "redis target announced a reply over its size limit (1 MiB; CLIENT LIST: --redis.max-reply-bytes); connection dropped",
-	reasonBudget:         "redis target's large reply found no room in the process-wide reply memory budget (8 MiB held at once by all targets) before its deadline; connection dropped",
-	reasonProtocol:       "redis target does not speak the Redis protocol",
-	reasonLoading:        "redis target is loading its dataset",
-	reasonBusy:           "redis target is busy running a script",
-	reasonErrorReply:     "redis target answered INFO with an error",
-	remote.ReasonNetwork: "redis target connection failed",
+	reasonAuth:               "redis target refused authentication: check the ACL user and the password source",
+	reasonPwFile:             "cannot read the password file of the redis target: a local configuration error (check the path and the exporter's permissions); the target was not asked",
+	remote.ReasonPermission:  "redis user may not run INFO (NOPERM)",
+	remote.ReasonRefused:     "redis target refused the connection",
+	remote.ReasonTimeout:     "redis target not answering within the time limit",
+	remote.ReasonDNS:         "redis target host name does not resolve",
+	remote.ReasonTLS:         "redis target TLS handshake failed (certificate, CA, server name, or a port that does not speak TLS)",
+	remote.ReasonTooLarge:    "redis target announced a reply over its size limit (1 MiB; CLIENT LIST: --redis.max-reply-bytes); connection dropped",
+	remote.ReasonReplyMemory: "redis target's large reply found no room in the process-wide reply memory budget (8 MiB held at once by all targets) before its deadline; connection dropped",
+	remote.ReasonProtocol:    "redis target does not speak the Redis protocol",
+	reasonLoading:            "redis target is loading its dataset",
+	remote.ReasonBusy:        "redis target is busy running a script",
+	remote.ReasonErrorReply:  "redis target answered INFO with an error",
+	remote.ReasonNetwork:     "redis target connection failed",
 }
 
 var (
@@ -54,11 +54,11 @@ func downReason(err error) string {
 	var re redis.Error
 	switch {
 	case errors.Is(err, resplimit.ErrTooLarge):
-		return reasonTooLarge
+		return remote.ReasonTooLarge
 	case errors.Is(err, remote.ErrBudget):
-		return reasonBudget
+		return remote.ReasonReplyMemory
 	case errors.Is(err, resplimit.ErrProtocol):
-		return reasonProtocol
+		return remote.ReasonProtocol
 	case errors.Is(err, errAuthRefused):
 		return reasonAuth
 	case errors.As(err, &re) && !errors.Is(err, redis.Nil):
@@ -68,15 +68,21 @@ func downReason(err error) string {
 	case errors.Is(err, errPlainTextPort), errors.Is(err, errTLSHandshake):
 		return remote.ReasonTLS
 	case isGoRedisParseError(err):
-		return reasonProtocol
+		return remote.ReasonProtocol
 	}
 	return remote.NetworkReason(err)
 }
 
 // isGoRedisParseError reports a reply that passed resplimit's lexer but
-// not go-redis' parser (":abc" for an integer): go-redis returns these as
-// text without a type or sentinel (internal/proto/reader.go).
+// not go-redis' parser: go-redis returns these without a type or sentinel
+// of its own (internal/proto/reader.go), as text ("redis: can't parse int
+// reply" for an array where an integer is due) or as strconv's error (":abc"
+// where an integer is due). seam_test.go pins both.
 func isGoRedisParseError(err error) bool {
+	var numErr *strconv.NumError
+	if errors.As(err, &numErr) {
+		return true
+	}
 	msg := err.Error()
 	return strings.Contains(msg, "redis: can't parse") || strings.Contains(msg, "redis: invalid reply")
 }
@@ -94,11 +100,11 @@ func errorReplyReason(msg string) string {
 		strings.Contains(lower, "invalid username-password pair"):         // 6.0 AUTH
 		return reasonAuth
 	case code == "NOPERM":
-		return reasonPermission
+		return remote.ReasonPermission
 	case code == "LOADING":
 		return reasonLoading
 	case code == "BUSY":
-		return reasonBusy
+		return remote.ReasonBusy
 	}
-	return reasonErrorReply
+	return remote.ReasonErrorReply
 }

@@ -150,7 +150,7 @@ func testSettings() settings {
 	if _, err := app.Parse(nil); err != nil {
 		panic(err)
 	}
-	s, err := f.settings()
+	s, err := f.validate()
 	if err != nil {
 		panic(err)
 	}

@@ -34,14 +34,14 @@ type target struct {
 	inSetup atomic.Bool        // a new connection is authenticating (newClient)
 
 	// Guarded by sem.
-	client          *redis.Client // nil until the next scrape needs it (dropConn)
-	major, minor    int           // server version, 0.0 until known
-	noMemoryStats   bool
-	cfg             configCache
-	scrapes         uint64
-	agg             replies.Aggregator
-	cl              clientListResult
-	untrackedLogged bool // CLIENT LIST had more than replies.MaxGroups groups
+	client        *redis.Client // nil until the next scrape needs it (closeIdle)
+	major, minor  int           // server version, 0.0 until known
+	noMemoryStats bool
+	cfg           configCache
+	scrapes       uint64
+	agg           replies.Aggregator
+	cl            clientListResult
+	untracked     *collector.StateLog // CLIENT LIST having more than replies.MaxGroups groups
 	// commands logs CLIENT LIST, CONFIG GET and MEMORY STATS being refused,
 	// by cmd label (Failing is stall_redis_command_refused); nil for a
 	// command never refused.
@@ -51,15 +51,16 @@ type target struct {
 func newTarget(spec *targetSpec, s settings, cfg collector.Config) *target {
 	logger := cfg.Logger.With("addr", spec.label)
 	return &target{
-		spec:     spec,
-		clStream: resplimit.NewStream(spec.clientListLimit, "client", "list"),
-		s:        s,
-		logger:   logger,
-		problems: cfg.Problems,
-		down:     collector.NewStateLog(logger),
-		sem:      make(chan struct{}, 1),
-		agg:      replies.Aggregator{GroupBy: s.groupBy, TopK: s.topK},
-		commands: map[string]*collector.StateLog{},
+		spec:      spec,
+		clStream:  resplimit.NewStream(spec.clientListLimit, "client", "list"),
+		s:         s,
+		logger:    logger,
+		problems:  cfg.Problems,
+		down:      collector.NewStateLog(logger),
+		untracked: collector.NewStateLog(logger),
+		sem:       make(chan struct{}, 1),
+		agg:       replies.Aggregator{GroupBy: s.groupBy, TopK: s.topK},
+		commands:  map[string]*collector.StateLog{},
 	}
 }
 
@@ -70,9 +71,9 @@ func (t *target) close() {
 	t.closeClient()
 }
 
-// dropConn closes the target's connection unless a scrape is using it,
+// closeIdle closes the target's connection unless a scrape is using it,
 // and reports whether it did.
-func (t *target) dropConn() bool {
+func (t *target) closeIdle() bool {
 	select {
 	case t.sem <- struct{}{}:
 	default:
@@ -138,13 +139,17 @@ func (t *target) run(ctx context.Context) ([]prometheus.Metric, error) {
 		}
 		close(collected)
 	}()
-	err := t.runLocked(ctx, buf)
+	err := t.lockAndScrape(ctx, buf)
 	close(buf)
 	<-collected
 	return metrics, err
 }
 
-func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) error {
+// lockAndScrape takes the target (sem) for one scrape, or gives up when
+// ctx ends first (the target is closing), connects when no client is
+// open, scrapes, and sends up, the down reason and the scrape's own
+// metrics whatever the outcome.
+func (t *target) lockAndScrape(ctx context.Context, ch chan<- prometheus.Metric) error {
 	l := t.spec.label
 	select {
 	case t.sem <- struct{}{}:
@@ -170,7 +175,7 @@ func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) err
 		if err == nil {
 			return nil
 		}
-		if downReason(after.error) == reasonProtocol {
+		if downReason(after.error) == remote.ReasonProtocol {
 			t.problems.Add("redis_reply", 1, after.error)
 		}
 		t.logger.Debug("redis scrape incomplete", "err", after.error)
@@ -184,7 +189,7 @@ func (t *target) runLocked(ctx context.Context, ch chan<- prometheus.Metric) err
 	reason := downReason(err)
 	upDesc.Send(ch, 0, l)
 	downReasonDesc.Send(ch, 1, l, reason)
-	if reason == reasonProtocol {
+	if reason == remote.ReasonProtocol {
 		t.problems.Add("redis_reply", 1, err)
 	}
 	if !isErrorReply(err) {
@@ -272,9 +277,9 @@ func (t *target) commandAnswered(cmd string, err error) {
 	case err == nil:
 		l.OK("redis target answers "+cmd+" again", "cmd", cmd)
 	case errors.Is(err, resplimit.ErrTooLarge):
-		l.Failed("redis target's "+cmd+" reply is over the 1 MiB reply limit: "+memoryStatsTooLarge, reasonTooLarge, err, "cmd", cmd)
+		l.Failed("redis target's "+cmd+" reply is over the 1 MiB reply limit: "+memoryStatsTooLarge, remote.ReasonTooLarge, err, "cmd", cmd)
 	default:
-		l.Failed("redis target refused "+cmd+": "+refusedEffects[cmd], reasonErrorReply, err, "cmd", cmd)
+		l.Failed("redis target refused "+cmd+": "+refusedEffects[cmd], remote.ReasonErrorReply, err, "cmd", cmd)
 	}
 }
 

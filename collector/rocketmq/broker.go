@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
 
@@ -22,7 +23,8 @@ type broker struct {
 	client *remoting.Client
 	direct bool // from --rocketmq.broker or /probe: labels come from its config
 
-	unlistedSince time.Time // when the name servers stopped listing it; guarded by the scraper's mu
+	unlistedSince time.Time           // when the name servers stopped listing it; guarded by the scraper's mu
+	listing       *collector.StateLog // its leaving and returning to the name servers' list
 
 	mu            sync.Mutex
 	labels        [3]string
@@ -113,11 +115,11 @@ func (c *scraper) readConfig(ctx context.Context, b *broker) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var re *remoting.ResponseError
-	if errors.As(err, &re) && responseReason(re) == reasonPermission {
+	if errors.As(err, &re) && responseReason(re) == remote.ReasonPermission {
 		// The account may read runtime info but not the config: the
 		// config series and incident 3's alert are missing, so say so.
 		b.configState.Failed("rocketmq broker refused GET_BROKER_CONFIG: access denied (ACL); stall_rocketmq_broker_config_* are absent until the account may read the config",
-			reasonPermission, err)
+			remote.ReasonPermission, err)
 		return
 	}
 	if err != nil {
@@ -135,15 +137,12 @@ func (c *scraper) readConfig(ctx context.Context, b *broker) {
 // config (brokerClusterName, brokerName, brokerId); the address stands in
 // for a missing name.
 func labelsFromConfig(cfg map[string]string, addr string) [3]string {
-	l := [3]string{labelValue(cfg["brokerClusterName"]), labelValue(cfg["brokerName"]), labelValue(cfg["brokerId"])}
+	l := [3]string{collector.Label(cfg["brokerClusterName"]), collector.Label(cfg["brokerName"]), collector.Label(cfg["brokerId"])}
 	if l[1] == "" {
-		l[1] = labelValue(addr)
+		l[1] = collector.Label(addr)
 	}
 	return l
 }
-
-// labelValue makes a string from a broker or name server a safe label value.
-func labelValue(s string) string { return collector.LabelValue(s, collector.MaxLabelBytes) }
 
 // sendState sends what is kept between scrapes; b.mu must be held.
 func (b *broker) sendState(ch chan<- prometheus.Metric) {
@@ -166,7 +165,7 @@ func (b *broker) sendState(ch chan<- prometheus.Metric) {
 	if b.config != nil {
 		vals := append([]string(nil), lv...)
 		for _, k := range configKeys {
-			vals = append(vals, labelValue(b.config[k]))
+			vals = append(vals, collector.Label(b.config[k]))
 		}
 		configInfoDesc.Send(ch, 1, vals...)
 		for _, m := range configMillis {

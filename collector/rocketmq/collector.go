@@ -46,7 +46,7 @@ func init() {
 // newCollector builds the collector from the --rocketmq.* flags; a bad
 // flag value is an error: the exporter refuses to start.
 func newCollector(cfg collector.Config) (collector.Collector, error) {
-	opts, err := flags.metricsOptions()
+	opts, err := flags.validateMetrics()
 	if err != nil {
 		return nil, err
 	}
@@ -72,20 +72,20 @@ type scraper struct {
 	logs *logFollower
 
 	mu            sync.Mutex
-	brokers       map[brokerKey]*broker // discovered by cluster, name and id; named directly by address
-	sharedAddrs   map[string]string     // addresses announced for several brokers, as last logged
-	namesrvs      map[string]*namesrv   // by address
-	lastDiscovery time.Time             // start of the last discovery round
-	discovered    bool                  // some round got an answer
-	discovering   chan struct{}         // closed when the running round ends; nil when none runs
-	ready         chan struct{}         // closed at the running round's first answer or its end
-	roundWaited   bool                  // a scrape has waited for the running round
-	roundFailed   bool                  // no name server answered the last finished round
+	brokers       map[brokerKey]*broker          // discovered by cluster, name and id; named directly by address
+	sharedAddrs   map[string]*collector.StateLog // by address and the brokers announced there, while several are
+	namesrvs      map[string]*namesrv            // by address
+	lastDiscovery time.Time                      // start of the last discovery round
+	discovered    bool                           // some round got an answer
+	discovering   chan struct{}                  // closed when the running round ends; nil when none runs
+	ready         chan struct{}                  // closed at the running round's first answer or its end
+	roundWaited   bool                           // a scrape has waited for the running round
+	roundFailed   bool                           // no name server answered the last finished round
 }
 
 func newScraper(cfg collector.Config, opts options) *scraper {
 	c := &scraper{cfg: cfg, opts: opts,
-		brokers: map[brokerKey]*broker{}, sharedAddrs: map[string]string{}, namesrvs: map[string]*namesrv{}}
+		brokers: map[brokerKey]*broker{}, sharedAddrs: map[string]*collector.StateLog{}, namesrvs: map[string]*namesrv{}}
 	for _, addr := range opts.Namesrv {
 		c.namesrvs[addr] = &namesrv{
 			client: remoting.NewClient(addr, remoting.Options{Timeout: opts.Timeout, MaxFrame: opts.MaxFrame,
@@ -94,7 +94,7 @@ func newScraper(cfg collector.Config, opts options) *scraper {
 		}
 	}
 	for _, a := range opts.Brokers {
-		c.brokers[brokerKey{direct: a}] = c.newBroker(a, true, [3]string{"", labelValue(a), ""})
+		c.brokers[brokerKey{direct: a}] = c.newBroker(a, true, [3]string{"", collector.Label(a), ""})
 	}
 	if opts.LogDir != "" {
 		c.logs = newLogFollower(cfg.Paths.Root(opts.LogDir), cfg.Problems, cfg.Logger)
@@ -109,6 +109,7 @@ func (c *scraper) newBroker(addr string, direct bool, labels [3]string) *broker 
 		lockCounts: make([]uint64, len(lockBounds)+1),
 		keyErrors:  map[string]uint64{},
 		state:      collector.NewStateLog(logger), configState: collector.NewStateLog(logger),
+		listing: collector.NewStateLog(logger),
 	}
 	b.client = remoting.NewClient(addr, remoting.Options{Timeout: c.opts.Timeout, MaxFrame: c.opts.MaxFrame,
 		Budget: replyBudget(c.opts.MaxFrame), OnBudget: func() { b.budgetRefused.Add(1) },
@@ -141,14 +142,14 @@ func replyBudget(maxFrame int) *remote.Budget {
 	return b
 }
 
-// dropConns closes the connections of the brokers and name servers that
+// closeIdle closes the connections of the brokers and name servers that
 // no request is using, keeping everything else, and reports whether it
 // closed them all; the next scrape dials again. /probe calls it
 // (probecache Hooks.DropConn) for brokers it has not probed lately.
-func (c *scraper) dropConns() bool {
+func (c *scraper) closeIdle() bool {
 	all := true
 	for _, cl := range c.clients() {
-		all = cl.DropIdle() && all
+		all = cl.CloseIdle() && all
 	}
 	return all
 }

@@ -94,10 +94,10 @@ const (
 // broker's runtime info is 2–5 KB and its config tens of KB.
 const defaultMaxFrame = 4 << 20
 
-// options checks the flag values and returns the settings every collector
+// validate checks the flag values and returns the settings every collector
 // of this package shares, /metrics' and /probe's: all but the targets
 // (the log directory is cleared). Every error names its flag.
-func (f *flagValues) options() (options, error) {
+func (f *flagValues) validate() (options, error) {
 	opts := f.opts
 	opts.LogDir = ""
 	err := opts.validate()
@@ -115,10 +115,10 @@ func (f *flagValues) options() (options, error) {
 	return opts, nil
 }
 
-// metricsOptions are options with the /metrics collector's targets: the
+// validateMetrics is validate with the /metrics collector's targets: the
 // name servers, the brokers named directly, the log directory.
-func (f *flagValues) metricsOptions() (options, error) {
-	opts, err := f.options()
+func (f *flagValues) validateMetrics() (options, error) {
+	opts, err := f.validate()
 	if err != nil {
 		return opts, err
 	}

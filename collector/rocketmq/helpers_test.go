@@ -60,7 +60,7 @@ func parseFlags(t testing.TB, args ...string) *flagValues {
 // args.
 func testOptions(t testing.TB, args ...string) options {
 	t.Helper()
-	opts, err := parseFlags(t, args...).metricsOptions()
+	opts, err := parseFlags(t, args...).validateMetrics()
 	if err != nil {
 		t.Fatal(err)
 	}

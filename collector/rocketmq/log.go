@@ -3,7 +3,6 @@ package rocketmq
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"log/slog"
 	"math"
 	"path/filepath"
@@ -187,25 +186,16 @@ func (l *logFollower) poll() {
 		case errors.Is(err, logfollow.ErrNoDir):
 			dirErr = err
 		case err != nil:
-			lf.state.Failed("rocketmq log file cannot be read; its lines are not counted until it can", fileReason(err), err)
+			lf.state.Failed("rocketmq log file cannot be read; its lines are not counted until it can", collector.ReadReason(err), err)
 		default:
 			lf.state.OK("rocketmq log file read again")
 		}
 	}
 	if dirErr != nil {
-		l.dirState.Failed("rocketmq log dir unreadable; nothing is counted from the broker logs until it can be read", fileReason(dirErr), dirErr)
+		l.dirState.Failed("rocketmq log dir unreadable; nothing is counted from the broker logs until it can be read", collector.ReadReason(dirErr), dirErr)
 	} else {
 		l.dirState.OK("rocketmq log dir readable again")
 	}
-}
-
-// fileReason is the StateLog reason of a file or directory that cannot be
-// read.
-func fileReason(err error) string {
-	if errors.Is(err, fs.ErrNotExist) {
-		return "missing"
-	}
-	return "unreadable"
 }
 
 func (l *logFollower) send(ch chan<- prometheus.Metric) {

@@ -28,7 +28,7 @@ var errNotAllowed = fmt.Errorf("%w: the broker is not in --rocketmq.probe.allowe
 // probe builds the /probe module from the --rocketmq.* flags, at start:
 // the allowlist is parsed and the ACL file read once.
 func probe() (collector.ProbeModule, error) {
-	opts, err := flags.options()
+	opts, err := flags.validate()
 	if err != nil {
 		return nil, err
 	}
@@ -69,4 +69,4 @@ func (p probeCollector) Close() error {
 }
 
 // CloseIdle implements collector.IdleCloser.
-func (p probeCollector) CloseIdle() bool { return p.s.dropConns() }
+func (p probeCollector) CloseIdle() bool { return p.s.closeIdle() }

@@ -10,34 +10,30 @@ import (
 )
 
 // Why a broker is down: the reason label of stall_rocketmq_down_reason, a
-// fixed set, as for stall_redis_down_reason.
-const (
-	reasonPermission  = "permission"      // the broker's ACL refused the request (NO_PERMISSION, or its ACL hook threw)
-	reasonBusy        = "busy"            // SYSTEM_BUSY: flow control or a full admin pool
-	reasonUnsupported = "unsupported"     // REQUEST_CODE_NOT_SUPPORTED: not a broker (a 5.x Proxy, a name server)
-	reasonErrorReply  = "error_reply"     // another error code (SYSTEM_ERROR with an exception)
-	reasonProtocol    = "protocol"        // bytes that are not a remoting reply, or a frame cut short
-	reasonTooLarge    = "reply_too_large" // a frame over --rocketmq.max-frame-bytes
-	reasonMemory      = "reply_memory"    // a frame found no room in replyBudget before the deadline
-	// and the network's own reasons (remote.NetworkReason): refused (the
-	// broker process is gone), timeout (no answer within --rocketmq.timeout
-	// or the scrape's timeout), dns, network.
-)
+// fixed set, as for stall_redis_down_reason: remote's vocabulary (the
+// network's: refused when the broker process is gone, timeout past
+// --rocketmq.timeout or the scrape's timeout, dns, network; permission is
+// NO_PERMISSION or an ACL hook that threw, busy SYSTEM_BUSY (flow control
+// or a full admin pool), error_reply another error code, protocol bytes
+// that are not a remoting reply or a frame cut short, reply_too_large a
+// frame over --rocketmq.max-frame-bytes, reply_memory a frame without
+// room in replyBudget), and RocketMQ's own reason here.
+const reasonUnsupported = "unsupported" // REQUEST_CODE_NOT_SUPPORTED: not a broker (a 5.x Proxy, a name server)
 
 // downMessages are the warnings logged when a broker goes down, by reason.
 var downMessages = map[string]string{
-	reasonPermission:     "rocketmq broker refused GET_BROKER_RUNTIME_INFO: access denied (ACL); check --rocketmq.acl-file and the account's permissions on the broker",
-	reasonBusy:           "rocketmq broker answered GET_BROKER_RUNTIME_INFO with SYSTEM_BUSY",
-	reasonUnsupported:    "rocketmq broker does not support GET_BROKER_RUNTIME_INFO (REQUEST_CODE_NOT_SUPPORTED): is this a broker's remoting port, not a Proxy or name server?",
-	reasonErrorReply:     "rocketmq broker answered GET_BROKER_RUNTIME_INFO with an error",
-	reasonProtocol:       "rocketmq broker sent a reply that is not a remoting frame",
-	reasonTooLarge:       "rocketmq broker sent a reply frame over --rocketmq.max-frame-bytes",
-	reasonMemory:         "rocketmq broker's reply found no room in the exporter-wide budget of reply frames read at once (many large replies at the same time)",
-	remote.ReasonRefused: "rocketmq broker refused the connection (is the broker process running?)",
-	remote.ReasonTimeout: "rocketmq broker not answering within --rocketmq.timeout",
-	remote.ReasonDNS:     "rocketmq broker host name does not resolve",
-	remote.ReasonTLS:     "rocketmq broker connection failed in TLS",
-	remote.ReasonNetwork: "rocketmq broker connection failed",
+	remote.ReasonPermission:  "rocketmq broker refused GET_BROKER_RUNTIME_INFO: access denied (ACL); check --rocketmq.acl-file and the account's permissions on the broker",
+	remote.ReasonBusy:        "rocketmq broker answered GET_BROKER_RUNTIME_INFO with SYSTEM_BUSY",
+	reasonUnsupported:        "rocketmq broker does not support GET_BROKER_RUNTIME_INFO (REQUEST_CODE_NOT_SUPPORTED): is this a broker's remoting port, not a Proxy or name server?",
+	remote.ReasonErrorReply:  "rocketmq broker answered GET_BROKER_RUNTIME_INFO with an error",
+	remote.ReasonProtocol:    "rocketmq broker sent a reply that is not a remoting frame",
+	remote.ReasonTooLarge:    "rocketmq broker sent a reply frame over --rocketmq.max-frame-bytes",
+	remote.ReasonReplyMemory: "rocketmq broker's reply found no room in the exporter-wide budget of reply frames read at once (many large replies at the same time)",
+	remote.ReasonRefused:     "rocketmq broker refused the connection (is the broker process running?)",
+	remote.ReasonTimeout:     "rocketmq broker not answering within --rocketmq.timeout",
+	remote.ReasonDNS:         "rocketmq broker host name does not resolve",
+	remote.ReasonTLS:         "rocketmq broker connection failed in TLS",
+	remote.ReasonNetwork:     "rocketmq broker connection failed",
 }
 
 // downReason classifies a failed GET_BROKER_RUNTIME_INFO.
@@ -47,11 +43,11 @@ func downReason(err error) string {
 	case errors.As(err, &re):
 		return responseReason(re)
 	case errors.Is(err, remoting.ErrFrameTooLarge):
-		return reasonTooLarge
+		return remote.ReasonTooLarge
 	case errors.Is(err, remote.ErrBudget):
-		return reasonMemory
+		return remote.ReasonReplyMemory
 	case remoting.IsBadReply(err):
-		return reasonProtocol
+		return remote.ReasonProtocol
 	}
 	return remote.NetworkReason(err)
 }
@@ -68,15 +64,15 @@ var aclExceptions = []string{"AclException", "AuthenticationException", "Authori
 func responseReason(re *remoting.ResponseError) string {
 	switch re.Code {
 	case remoting.NoPermission:
-		return reasonPermission
+		return remote.ReasonPermission
 	case remoting.SystemBusy:
-		return reasonBusy
+		return remote.ReasonBusy
 	case remoting.RequestCodeNotSupported:
 		return reasonUnsupported
 	case remoting.SystemError:
 		if slices.ContainsFunc(aclExceptions, func(e string) bool { return strings.Contains(re.Remark, e) }) {
-			return reasonPermission
+			return remote.ReasonPermission
 		}
 	}
-	return reasonErrorReply
+	return remote.ReasonErrorReply
 }

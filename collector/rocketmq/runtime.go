@@ -169,8 +169,8 @@ func lookup(kv map[string]string, keys []string) (string, string, bool) {
 // emitRuntime turns one runtime-info table into metrics (runtimeKeys);
 // b.mu must be held.
 func (b *broker) emitRuntime(ch chan<- prometheus.Metric, kv map[string]string, now time.Time, problems *collector.Problems) {
-	b.version = labelValue(kv["brokerVersionDesc"])
-	infoDesc.Send(ch, 1, append(b.labels[:3:3], b.version, labelValue(b.addr))...)
+	b.version = collector.Label(kv["brokerVersionDesc"])
+	infoDesc.Send(ch, 1, append(b.labels[:3:3], b.version, collector.Label(b.addr))...)
 	e := runtimeEmitter{b: b, ch: ch, lv: b.labels[:], now: now}
 	for _, k := range runtimeKeys {
 		key, raw, ok := lookup(kv, k.keys)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
 
@@ -34,11 +35,13 @@ func (c *scraper) Run(ctx context.Context) {
 
 // sampleOnce polls every known broker once, each bounded by the sample
 // interval. A broker that fails is skipped for a backoff of 2^n intervals
-// (up to 30 s) so a dead broker is not redialled every second.
+// after its n-th failure in a row (up to 30 s) so a dead broker is not
+// redialled every second.
 func (c *scraper) sampleOnce(ctx context.Context) {
 	c.refreshTopology(false)
 	brokers := c.knownBrokers()
 	interval := c.opts.SampleInterval
+	backoff := collector.Backoff{Min: 2 * interval, Max: 30 * time.Second}
 	var wg sync.WaitGroup
 	for _, b := range brokers {
 		b.mu.Lock()
@@ -63,8 +66,7 @@ func (c *scraper) sampleOnce(ctx context.Context) {
 				}
 				b.sampleErrors++
 				b.sampleFails++
-				backoff := interval << min(b.sampleFails, 5)
-				b.nextSample = now.Add(min(backoff, 30*time.Second))
+				b.nextSample = now.Add(backoff.Delay(b.sampleFails))
 				return
 			}
 			b.sampleFails, b.nextSample = 0, time.Time{}

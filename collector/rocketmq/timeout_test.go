@@ -205,7 +205,7 @@ func TestFailuresLoggedOnTransitions(t *testing.T) {
 func TestInvalidFlags(t *testing.T) {
 	valid := []string{"--rocketmq.probe.allowed-targets=10.0.0.0/24", "--rocketmq.probe.allowed-targets=*",
 		"--rocketmq.probe.allowed-targets=host", "--rocketmq.probe.allowed-targets=h:10911", "--rocketmq.broker=127.0.0.1:10911"}
-	if _, err := parseFlags(t, valid...).metricsOptions(); err != nil {
+	if _, err := parseFlags(t, valid...).validateMetrics(); err != nil {
 		t.Fatalf("valid flags refused: %v", err)
 	}
 	for _, tc := range []struct {
@@ -229,7 +229,7 @@ func TestInvalidFlags(t *testing.T) {
 		{"missing ACL file", "--rocketmq.acl-file=/nonexistent/acl", "--rocketmq.acl-file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseFlags(t, append(valid, tc.arg)...).metricsOptions()
+			_, err := parseFlags(t, append(valid, tc.arg)...).validateMetrics()
 			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one starting with %s", err, tc.want)
 			}

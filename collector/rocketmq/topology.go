@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 )
@@ -27,7 +28,7 @@ type brokerKey struct {
 func (k brokerKey) String() string { return strings.Join(k.labels[:], "/") }
 
 func discoveredKey(ba remoting.BrokerAddr) brokerKey {
-	return brokerKey{labels: [3]string{labelValue(ba.Cluster), labelValue(ba.Name), strconv.FormatInt(ba.ID, 10)}}
+	return brokerKey{labels: [3]string{collector.Label(ba.Cluster), collector.Label(ba.Name), strconv.FormatInt(ba.ID, 10)}}
 }
 
 // knownBrokers returns the brokers to scrape, sorted by address, then key,
@@ -66,17 +67,15 @@ func (c *scraper) markUnlisted(found map[brokerKey]bool, atAddr map[string][]str
 		switch {
 		case b.direct:
 		case found[k]:
-			if !b.unlistedSince.IsZero() {
-				b.unlistedSince = time.Time{}
-				c.cfg.Logger.Info("rocketmq broker listed by the name servers again", "broker", b.addr, "id", k.String())
-			}
+			b.unlistedSince = time.Time{}
+			b.listing.OK("rocketmq broker listed by the name servers again", "id", k.String())
 		case len(atAddr[b.addr]) > 0:
 			c.dropBroker(k, b, "its address is now announced for another broker")
 		case b.unlistedSince.IsZero():
 			b.unlistedSince = now
 			if c.opts.UnlistedRetention > 0 {
-				c.cfg.Logger.Warn("rocketmq broker no longer listed by the name servers (it unregistered, or its connection to them closed: a broker that stops does both); still scraped, stall_rocketmq_up 0 while it does not answer, until --rocketmq.unlisted-broker-retention runs out",
-					"broker", b.addr, "id", k.String(), "retention", c.opts.UnlistedRetention)
+				b.listing.Failed("rocketmq broker no longer listed by the name servers (it unregistered, or its connection to them closed: a broker that stops does both); still scraped, stall_rocketmq_up 0 while it does not answer, until --rocketmq.unlisted-broker-retention runs out",
+					"unlisted", nil, "id", k.String(), "retention", c.opts.UnlistedRetention)
 			}
 		}
 	}
@@ -140,23 +139,34 @@ func (c *scraper) addBrokers(found []remoting.BrokerAddr) {
 	}
 }
 
-// logSharedAddrs warns, once per address and set of brokers, when the name
-// servers announce several brokers at one address (a master and its slave,
-// say, by a configuration mistake or a NAT): each keeps its own series, but
-// all are read from the one process listening there. c.mu must be held.
+// logSharedAddrs warns when the name servers announce several brokers at
+// one address (a master and its slave, say, by a configuration mistake or
+// a NAT): each keeps its own series, but all are read from the one process
+// listening there. Each address and set of brokers is one state of its own
+// (a StateLog): a new set warns again, and a set no longer announced logs
+// its end. c.mu must be held.
 func (c *scraper) logSharedAddrs(atAddr map[string][]string) {
-	maps.DeleteFunc(c.sharedAddrs, func(addr, _ string) bool { return len(atAddr[addr]) < 2 })
+	now := map[string]bool{}
 	for addr, ids := range atAddr {
 		if len(ids) < 2 {
 			continue
 		}
 		slices.Sort(ids)
 		desc := strings.Join(ids, ", ")
-		if c.sharedAddrs[addr] == desc {
-			continue
+		key := addr + " " + desc
+		now[key] = true
+		s, ok := c.sharedAddrs[key]
+		if !ok {
+			s = collector.NewStateLog(c.cfg.Logger.With("address", addr, "brokers", desc))
+			c.sharedAddrs[key] = s
 		}
-		c.sharedAddrs[addr] = desc
-		c.cfg.Logger.Warn("rocketmq name servers announce several brokers at one address; each keeps its own series (cluster/broker/broker_id), but all are read from the one process listening there",
-			"address", addr, "brokers", desc)
+		s.Failed("rocketmq name servers announce several brokers at one address; each keeps its own series (cluster/broker/broker_id), but all are read from the one process listening there",
+			"shared_address", nil)
+	}
+	for key, s := range c.sharedAddrs {
+		if !now[key] {
+			s.OK("rocketmq name servers no longer announce these brokers at one address")
+			delete(c.sharedAddrs, key)
+		}
 	}
 }

@@ -152,3 +152,39 @@ func TestUnlistedRetentionZero(t *testing.T) {
 		}
 	})
 }
+
+// TestSharedAddrLog: several brokers announced at one address are a
+// failing state of that address and set (collector.StateLog): one warning
+// naming both, nothing at info while the rounds repeat it, and when the
+// set changes an info line for the old set and a warning for the new one;
+// an address announced for one broker again ends it.
+func TestSharedAddrLog(t *testing.T) {
+	cfg := collectortest.Config("rocketmq", nil)
+	logs := recordLogs(&cfg)
+	c := newScraper(cfg, testOptions(t))
+	round := func(atAddr map[string][]string) []string {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.logSharedAddrs(atAddr)
+		return logs.take()
+	}
+	const warn = "WARN rocketmq name servers announce several brokers at one address; each keeps its own series (cluster/broker/broker_id), but all are read from the one process listening there"
+	const ended = "INFO rocketmq name servers no longer announce these brokers at one address"
+	for i, tc := range []struct {
+		atAddr map[string][]string
+		want   []string
+	}{
+		{map[string][]string{"10.0.0.1:10911": {"c/a/1", "c/a/0"}, "10.0.0.2:10911": {"c/b/0"}},
+			[]string{warn + " address=10.0.0.1:10911 brokers=c/a/0, c/a/1 reason=shared_address"}},
+		{map[string][]string{"10.0.0.1:10911": {"c/a/0", "c/a/1"}}, nil},
+		{map[string][]string{"10.0.0.1:10911": {"c/a/0", "c/a/1", "c/a/2"}}, []string{
+			warn + " address=10.0.0.1:10911 brokers=c/a/0, c/a/1, c/a/2 reason=shared_address",
+			ended + " address=10.0.0.1:10911 brokers=c/a/0, c/a/1"}},
+		{map[string][]string{"10.0.0.1:10911": {"c/a/0"}}, []string{ended + " address=10.0.0.1:10911 brokers=c/a/0, c/a/1, c/a/2"}},
+		{map[string][]string{"10.0.0.1:10911": {"c/a/0"}}, nil},
+	} {
+		if got := round(tc.atAddr); strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+			t.Errorf("round %d logged\n%s\nwant\n%s", i+1, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+		}
+	}
+}

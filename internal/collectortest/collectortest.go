@@ -3,7 +3,9 @@
 // log buffer, a listener that never answers, one Update run as decoded
 // samples (Scrape) or as the text exposition a Prometheus server reads
 // (Expose), the policy for prerequisites (policy.go) and for
-// waiting (WaitFor, Advance). Package collector's own tests cannot use it.
+// waiting (WaitFor, Advance). It imports package collector, so that
+// package's internal tests cannot use it; its external tests (package
+// collector_test, statelog_test.go) do.
 package collectortest
 
 import (

@@ -62,7 +62,7 @@ func label(s string) string {
 	case OtherGroup, NoneGroup:
 		return s + LiteralSuffix
 	}
-	return collector.LabelValue(s, collector.MaxLabelBytes)
+	return collector.Label(s)
 }
 
 // Group is one aggregate of clients: a client group or a last command.

@@ -1,9 +1,11 @@
 package replies
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/stall-exporter/stall_exporter/collector/remote"
 	"github.com/stall-exporter/stall_exporter/internal/scan"
 )
 
@@ -133,15 +135,21 @@ func kv(list, key string) string {
 	return ""
 }
 
-// Float returns a numeric field; ok is false when it is absent or not a
-// number.
-func (in Info) Float(key string) (v float64, ok bool) {
+// Number reads a numeric field, the one reader of INFO's numbers: a plain
+// number, or a percentage as INFO writes its *_perc fields ("12.50%" is
+// 12.5). present is false for an absent field, which is not an error
+// (versions differ); err says why a present one is not a number, for the
+// caller to count as bad input.
+func (in Info) Number(key string) (v float64, present bool, err error) {
 	s, present := in.Fields[key]
 	if !present {
-		return 0, false
+		return 0, false, nil
 	}
-	v, err := strconv.ParseFloat(s, 64)
-	return v, err == nil
+	v, err = strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+	if err != nil {
+		return 0, true, fmt.Errorf("INFO %s is not a number: %s", key, remote.Shown(s))
+	}
+	return v, true, nil
 }
 
 // Version returns redis_version ("7.2.4") as major, minor: 7, 2; 0, 0 when

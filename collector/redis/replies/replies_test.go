@@ -203,7 +203,7 @@ func TestClientListReservedAndLongNames(t *testing.T) {
 			t.Errorf("group name of %d bytes (valid UTF-8: %v)", len(g.Name), utf8.ValidString(g.Name))
 		}
 	}
-	cut := collector.LabelValue(long, collector.MaxLabelBytes)
+	cut := collector.Label(long)
 	for name, want := range map[string]Group{
 		"other" + LiteralSuffix: {Clients: 1, OutputBufferBytes: 47000000},
 		"none" + LiteralSuffix:  {Clients: 1, OutputBufferBytes: 3000},
@@ -260,7 +260,7 @@ func TestInfoFixtures(t *testing.T) {
 		t.Errorf("version %d.%d", ma, mi)
 	}
 	for _, k := range []string{"connected_clients", "client_recent_max_output_buffer", "mem_clients_normal", "total_net_output_bytes", "maxmemory", "evicted_clients"} {
-		if _, ok := in.Float(k); !ok {
+		if _, ok, err := in.Number(k); !ok || err != nil {
 			t.Errorf("7.0: %s missing", k)
 		}
 	}
@@ -273,7 +273,7 @@ func TestInfoFixtures(t *testing.T) {
 	if ma, mi := in.Version(); ma != 2 || mi != 4 || in.Malformed != 0 || len(in.Commands) != 0 {
 		t.Errorf("2.4: version %d.%d malformed %d commands %d", ma, mi, in.Malformed, len(in.Commands))
 	}
-	if v, _ := in.Float("connected_clients"); v != 3 || len(in.Keyspace) != 1 || in.Keyspace[0].Keys != 2 {
+	if v, _, _ := in.Number("connected_clients"); v != 3 || len(in.Keyspace) != 1 || in.Keyspace[0].Keys != 2 {
 		t.Errorf("2.4: clients %v keyspace %+v", v, in.Keyspace)
 	}
 
@@ -281,7 +281,7 @@ func TestInfoFixtures(t *testing.T) {
 	if ma, mi := in.Version(); ma != 2 || mi != 8 {
 		t.Errorf("2.8 version %d.%d", ma, mi)
 	}
-	if v, _ := in.Float("client_longest_output_list"); v != 320 {
+	if v, _, _ := in.Number("client_longest_output_list"); v != 320 {
 		t.Errorf("2.8 client_longest_output_list %v", v)
 	}
 	if len(in.Keyspace) != 2 || in.Keyspace[1] != (DBStat{Index: 3, Keys: 5}) {
@@ -295,7 +295,7 @@ func TestInfoFixtures(t *testing.T) {
 	}
 
 	in = ParseInfo(readFixture(t, "info-4.0.txt"))
-	if v, _ := in.Float("total_net_output_bytes"); v != 9e10 {
+	if v, _, _ := in.Number("total_net_output_bytes"); v != 9e10 {
 		t.Errorf("4.0 output bytes %v", v)
 	}
 
@@ -303,7 +303,7 @@ func TestInfoFixtures(t *testing.T) {
 	if !hasCommand(in, "cluster|nodes", 250000, 187500000) || !hasCommand(in, "client|list", 10, 9000) {
 		t.Errorf("7.4 commandstats %+v", in.Commands)
 	}
-	if v, _ := in.Float("client_output_buffer_limit_disconnections"); v != 7 {
+	if v, _, _ := in.Number("client_output_buffer_limit_disconnections"); v != 7 {
 		t.Errorf("7.4 disconnections %v", v)
 	}
 	if len(in.Replicas) != 1 || in.Replicas[0].IP != "2001:db8::20" {
@@ -767,5 +767,24 @@ func BenchmarkParseInfo(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		ParseInfo(s)
+	}
+}
+
+// Number is the one reader of INFO's numbers: a percentage with its sign,
+// an absent field (not an error), and a value that is not a number (an
+// error naming the field).
+func TestInfoNumber(t *testing.T) {
+	in := ParseInfo("used_memory_dataset_perc:12.50%\r\nused_memory:1048576\r\nconnected_clients:lots\r\n")
+	if v, ok, err := in.Number("used_memory_dataset_perc"); v != 12.5 || !ok || err != nil {
+		t.Errorf("12.50%% read as %v, %v, %v", v, ok, err)
+	}
+	if v, ok, err := in.Number("used_memory"); v != 1048576 || !ok || err != nil {
+		t.Errorf("used_memory read as %v, %v, %v", v, ok, err)
+	}
+	if _, ok, err := in.Number("evicted_clients"); ok || err != nil {
+		t.Errorf("an absent field read as present %v, %v", ok, err)
+	}
+	if _, ok, err := in.Number("connected_clients"); !ok || err == nil || !strings.Contains(err.Error(), `connected_clients is not a number: "lots"`) {
+		t.Errorf("connected_clients:lots read as %v, %v", ok, err)
 	}
 }

@@ -46,7 +46,7 @@ type Options struct {
 
 // Client talks to one broker or name server over one reused TCP connection.
 // Requests are serialised on that connection; any transport or framing
-// error closes it, as DropIdle does, and the next request dials again. It
+// error closes it, as CloseIdle does, and the next request dials again. It
 // is safe for concurrent use.
 type Client struct {
 	addr string
@@ -241,11 +241,11 @@ func (c *Client) ctxErr(ctx context.Context, err error) error {
 
 const connBuffer = 4 << 10 // a connection's read buffer
 
-// DropIdle closes the connection unless a request is using it, and reports
+// CloseIdle closes the connection unless a request is using it, and reports
 // whether it did (or there was none); the client stays usable and its next
 // request dials again. /probe calls it for brokers probed long ago, so that
 // an idle cached broker costs no socket.
-func (c *Client) DropIdle() bool {
+func (c *Client) CloseIdle() bool {
 	select {
 	case c.sem <- struct{}{}:
 	default:

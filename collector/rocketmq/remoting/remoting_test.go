@@ -596,7 +596,7 @@ func TestBudget(t *testing.T) {
 	}
 }
 
-// DropIdle closes an idle connection and the next request dials again; it
+// CloseIdle closes an idle connection and the next request dials again; it
 // leaves a connection in use alone.
 func TestDropIdle(t *testing.T) {
 	b := newBroker(t)
@@ -605,11 +605,11 @@ func TestDropIdle(t *testing.T) {
 	if _, err := c.RuntimeInfo(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if !c.DropIdle() {
-		t.Error("DropIdle of an idle client = false")
+	if !c.CloseIdle() {
+		t.Error("CloseIdle of an idle client = false")
 	}
 	if _, err := c.RuntimeInfo(context.Background()); err != nil {
-		t.Fatalf("after DropIdle: %v", err)
+		t.Fatalf("after CloseIdle: %v", err)
 	}
 	if a := b.Accepted(); a != 2 {
 		t.Errorf("%d connections accepted, want 2", a)
@@ -624,10 +624,10 @@ func TestDropIdle(t *testing.T) {
 		}
 		return nil
 	})
-	if c.DropIdle() {
-		t.Error("DropIdle during a request = true")
+	if c.CloseIdle() {
+		t.Error("CloseIdle during a request = true")
 	}
 	if err := <-done; err != nil {
-		t.Errorf("the request DropIdle left alone: %v", err)
+		t.Errorf("the request CloseIdle left alone: %v", err)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestLabelValue(t *testing.T) {
@@ -63,46 +61,14 @@ func FuzzLabelValue(f *testing.F) {
 	})
 }
 
-func TestPathsRerooting(t *testing.T) {
-	p := Paths{Procfs: "/host/proc", Sysfs: "/host/sys", Rootfs: "/host"}
-	if got := p.Proc("pressure", "io"); got != "/host/proc/pressure/io" {
-		t.Errorf("Proc = %s", got)
+// Label is LabelValue at MaxLabelBytes: a peer's 200-byte name is cut to
+// 128 bytes and marked.
+func TestLabel(t *testing.T) {
+	long := strings.Repeat("k", 200)
+	if got, want := Label(long), strings.Repeat("k", MaxLabelBytes)+"…"; got != want {
+		t.Errorf("Label(200 bytes) = %q, want %q", got, want)
 	}
-	if got := p.Sys("class", "block"); got != "/host/sys/class/block" {
-		t.Errorf("Sys = %s", got)
+	if got := Label("get\x00"); got != "get\uFFFD" {
+		t.Errorf("Label(%q) = %q", "get\x00", got)
 	}
-	if got := p.Root("/dev/kmsg"); got != "/host/dev/kmsg" {
-		t.Errorf("Root = %s", got)
-	}
-	if got := (Paths{Rootfs: "/"}).Root("/dev/kmsg"); got != "/dev/kmsg" {
-		t.Errorf("Root with / = %s", got)
-	}
-}
-
-func TestDeclareDocumentsAndBuilds(t *testing.T) {
-	h := DeclareHistogram("test_declared_seconds", "A test histogram.", []float64{1, 2}, "device")
-	found := false
-	for _, m := range Documented() {
-		if m.Name == "stall_test_declared_seconds" {
-			found = m.Type == "histogram" && len(m.Labels) == 1 && m.Labels[0] == "device"
-		}
-	}
-	if !found {
-		t.Errorf("DeclareHistogram did not document stall_test_declared_seconds as a histogram by device: %v", Documented())
-	}
-	v := h.HistogramVec()
-	v.WithLabelValues("sda").Observe(1.5)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(v)
-	mfs, err := reg.Gather()
-	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "stall_test_declared_seconds" || mfs[0].GetHelp() != "A test histogram." ||
-		mfs[0].GetMetric()[0].GetHistogram().GetSampleCount() != 1 {
-		t.Errorf("built vector gathers as %v, %v", mfs, err)
-	}
-	defer func() {
-		if recover() == nil {
-			t.Error("building a declared histogram as a counter did not panic")
-		}
-	}()
-	h.CounterVec()
 }
