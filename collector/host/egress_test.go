@@ -20,22 +20,30 @@ import (
 func newNetnsEgress(t testing.TB, ns *testNetns, args ...string) *egressCollector {
 	t.Helper()
 	c := newEgressCollector(collectortest.Config("egress", nil), testSettings(t, args...))
-	var r *rtnlConn
-	var e *ethtoolConn
-	var err error
-	ns.do(func() { r, e, err = openEgressSockets() })
-	if err != nil {
-		t.Fatal(err)
+	c.open = func() (e *ethtoolConn, err error) {
+		ns.do(func() { e, err = openEthtool() })
+		return e, err
 	}
-	c.open = func() (*rtnlConn, *ethtoolConn, error) { return r, e, nil }
+	c.links.open = netnsRTNL(ns)
 	t.Cleanup(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.rtnl != nil {
-			c.reset(nil)
+		if c.eth != nil {
+			c.eth.Close()
+		}
+		if c.links.conn != nil {
+			c.links.conn.Close()
 		}
 	})
 	return c
+}
+
+// netnsRTNL opens rtnetlink sockets in ns.
+func netnsRTNL(ns *testNetns) func() (*rtnlConn, error) {
+	return func() (r *rtnlConn, err error) {
+		ns.do(func() { r, err = openRTNL() })
+		return r, err
+	}
 }
 
 // TestEgressNetns checks the collector against ip -s link and tc -s qdisc
@@ -213,17 +221,12 @@ func TestEgressManyInterfaces(t *testing.T) {
 		t.Errorf("%d problems counted, want %d (the interfaces left out)", got, want)
 	}
 
-	n := newNetSampler(c.filter, time.Second)
-	n.open = func() (*rtnlConn, error) {
-		var r *rtnlConn
-		var err error
-		ns.do(func() { r, err = openRTNL() })
-		return r, err
-	}
+	n := newNetSampler(c.links.filter, time.Second)
+	n.links.open = netnsRTNL(ns)
 	t0 := time.Now()
 	for i := range 2 {
-		if bad, first, err := n.sample(t0.Add(time.Duration(i) * time.Second)); err != nil || bad != 0 {
-			t.Fatalf("sampler tick %d: %v (%d bad, %v)", i, err, bad, first)
+		if r, err := n.sample(t0.Add(time.Duration(i) * time.Second)); err != nil || r.bad != 0 {
+			t.Fatalf("sampler tick %d: %v (%+v)", i, err, r)
 		}
 	}
 	if got := countSeries(n.rate); got != 50 {
@@ -253,7 +256,7 @@ func TestEgressInterfaceGone(t *testing.T) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.dumpLinks(); err != nil {
+	if _, err := c.links.read(time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	clear(c.nics) // the drivers are asked again, as for interfaces new since the last scrape
@@ -280,17 +283,12 @@ func TestEgressInterfaceGone(t *testing.T) {
 }
 
 // TestEgressSamplerNetns: the sampler's observation is the bytes ip -s
-// link counted between two ticks over the time between them.
+// link counted between two ticks over the time between them. Not
+// parallel: testing.AllocsPerRun refuses to run beside other tests.
 func TestEgressSamplerNetns(t *testing.T) {
-	t.Parallel()
 	p := egressNetns(t)
 	n := newNetSampler(netDeviceFilterFor(testSettings(t).netDevices), time.Second)
-	n.open = func() (*rtnlConn, error) {
-		var r *rtnlConn
-		var err error
-		p.ns.do(func() { r, err = openRTNL() })
-		return r, err
-	}
+	n.links.open = netnsRTNL(p.ns)
 	// Unconnected, so the peer's port-unreachable answers are not write
 	// errors.
 	var conn net.PacketConn
@@ -310,7 +308,7 @@ func TestEgressSamplerNetns(t *testing.T) {
 	var before uint64
 	collectortest.WaitFor(t, 10*time.Second, "a counter that holds still around the first tick", func() error {
 		before = p.ns.linkStats(p.dev).Stats64.Tx.Bytes
-		if _, _, err := n.sample(t0); err != nil {
+		if _, err := n.sample(t0); err != nil {
 			return err
 		}
 		if after := p.ns.linkStats(p.dev).Stats64.Tx.Bytes; after != before {
@@ -330,7 +328,7 @@ func TestEgressSamplerNetns(t *testing.T) {
 		return nil
 	})
 	after := p.ns.linkStats(p.dev).Stats64.Tx.Bytes
-	if _, _, err := n.sample(t0.Add(2 * time.Second)); err != nil {
+	if _, err := n.sample(t0.Add(2 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if again := p.ns.linkStats(p.dev).Stats64.Tx.Bytes; again != after {
@@ -349,6 +347,17 @@ func TestEgressSamplerNetns(t *testing.T) {
 	}
 	if got := countSeries(n.rate); got != 1 {
 		t.Errorf("%d interfaces sampled, want 1 (lo excluded)", got)
+	}
+	// The steady state (no new interface, no name refresh due) allocates
+	// nothing: the sampler runs it every second.
+	now := t0.Add(2 * time.Second)
+	if a := testing.AllocsPerRun(10, func() {
+		now = now.Add(time.Second)
+		if _, err := n.sample(now); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Errorf("%v allocations per tick", a)
 	}
 }
 
