@@ -31,6 +31,9 @@ type linkTable struct {
 	cur     []netStatsSample // scratch of a read
 	links   []egressLink     // scratch of a name dump
 	namesAt time.Time        // the last name dump
+	// linkOnly: the kernel has no RTM_GETSTATS (before 4.7), so every
+	// read is a link dump.
+	linkOnly bool
 }
 
 // netIface is one interface of a linkTable. A renamed interface, or one
@@ -65,7 +68,9 @@ type linkRead struct {
 }
 
 // read dumps the interfaces' counters (and their names when needed) at
-// now. On error the socket is closed and reopened at the next read.
+// now. On error the socket is closed and reopened at the next read. An
+// interface listed by the counters' dump but not by the name dump before
+// it (created in between) waits for the next read.
 func (t *linkTable) read(now time.Time) (r linkRead, err error) {
 	if t.conn == nil {
 		if t.conn, err = t.open(); err != nil {
@@ -73,25 +78,14 @@ func (t *linkTable) read(now time.Time) (r linkRead, err error) {
 		}
 	}
 	t.cur = t.cur[:0]
-	unknown := false
-	intr, err := t.conn.Dump(unix.RTM_GETSTATS, dumpStatsHdr, func(typ uint16, body []byte) error {
-		if typ != unix.RTM_NEWSTATS {
-			return nil
-		}
-		idx, s, perr := parseStatsMessage(body)
-		if perr != nil {
-			r.addBad(perr)
-			return nil
-		}
-		if t.byIdx[idx] == nil {
-			unknown = true
-		}
-		t.cur = append(t.cur, netStatsSample{index: idx, stats: s})
-		return nil
-	})
-	r.interrupted = intr
-	if err == nil && (unknown || now.Sub(t.namesAt) >= linkNamesEvery || now.Before(t.namesAt)) {
-		err = t.readNames(now, &r)
+	if t.linkOnly {
+		err = t.readNames(now, &r, true)
+	} else if err = t.readStats(now, &r); errors.Is(err, unix.EOPNOTSUPP) {
+		// A kernel before 4.7 has no RTM_GETSTATS: the link dump, which
+		// carries IFLA_STATS64 since 2.6.35, from now on.
+		t.linkOnly = true
+		t.cur = t.cur[:0]
+		err = t.readNames(now, &r, true)
 	}
 	if err != nil {
 		t.conn.Close()
@@ -116,6 +110,35 @@ func (t *linkTable) read(now time.Time) (r linkRead, err error) {
 	return r, nil
 }
 
+// readStats fills t.cur from an RTM_GETSTATS dump, and reads the names
+// first when an interface is unknown or they are due.
+func (t *linkTable) readStats(now time.Time, r *linkRead) error {
+	unknown := false
+	intr, err := t.conn.Dump(unix.RTM_GETSTATS, dumpStatsHdr, func(typ uint16, body []byte) error {
+		if typ != unix.RTM_NEWSTATS {
+			return nil
+		}
+		idx, s, perr := parseStatsMessage(body)
+		if perr != nil {
+			r.addBad(perr)
+			return nil
+		}
+		if t.byIdx[idx] == nil {
+			unknown = true
+		}
+		t.cur = append(t.cur, netStatsSample{index: idx, stats: s})
+		return nil
+	})
+	r.interrupted = r.interrupted || intr
+	if err != nil {
+		return fmt.Errorf("link statistics dump: %w", err)
+	}
+	if unknown || now.Sub(t.namesAt) >= linkNamesEvery || now.Before(t.namesAt) {
+		return t.readNames(now, r, false)
+	}
+	return nil
+}
+
 func (r *linkRead) addBad(err error) {
 	if r.bad++; r.first == nil {
 		r.first = err
@@ -123,8 +146,9 @@ func (r *linkRead) addBad(err error) {
 }
 
 // readNames dumps the links for their names and decides which interfaces
-// are exported (netDeviceFilter.choose).
-func (t *linkTable) readNames(now time.Time, r *linkRead) error {
+// are exported (netDeviceFilter.choose); withStats also fills t.cur from
+// the dump's IFLA_STATS64 (kernels without RTM_GETSTATS).
+func (t *linkTable) readNames(now time.Time, r *linkRead, withStats bool) error {
 	t.links = t.links[:0]
 	intr, err := t.conn.Dump(unix.RTM_GETLINK, dumpLinksHdr, func(typ uint16, body []byte) error {
 		if typ != unix.RTM_NEWLINK {
@@ -142,6 +166,9 @@ func (t *linkTable) readNames(now time.Time, r *linkRead) error {
 			name = string(l.Name)
 		}
 		t.links = append(t.links, egressLink{index: l.Index, name: name})
+		if withStats && l.HasStats {
+			t.cur = append(t.cur, netStatsSample{index: l.Index, stats: l.Stats})
+		}
 		return nil
 	})
 	if intr {

@@ -132,6 +132,21 @@ func TestEgressNetns(t *testing.T) {
 			t.Errorf("%s{device=%q,kind=tbf} = %v, tc -s qdisc says %d", name, dev, got, v)
 		}
 	}
+	// A kernel before 4.7 (no RTM_GETSTATS) gets the same counters from
+	// the link dump.
+	c.links.linkOnly = true
+	old := scrape(t, c)
+	if old.Err != nil {
+		t.Fatal(old.Err)
+	}
+	for name := range want {
+		if got, was := old.Must(t, name, "device", dev), res.Must(t, name, "device", dev); got != was {
+			t.Errorf("%s from the link dump: %v, from RTM_GETSTATS: %v", name, got, was)
+		}
+	}
+	if got := ns.linkStats(dev); got != link {
+		t.Fatalf("counters moved during the test: %+v → %+v", link, got)
+	}
 	// Loopback is excluded by default; veth has ethtool statistics but no
 	// allowance counters, so no allowance series.
 	for _, m := range res.Metrics {
