@@ -48,9 +48,9 @@ func BenchmarkEgress(b *testing.B) {
 			b.ReportMetric(float64(msgs), "messages")
 		})
 	}
-	for _, max := range []int{64, 4096} {
-		b.Run(fmt.Sprintf("scrape/max-devices=%d", max), func(b *testing.B) {
-			c := newNetnsEgress(b, ns, fmt.Sprintf("--egress.max-devices=%d", max))
+	for _, bound := range []int{64, 4096} {
+		b.Run(fmt.Sprintf("scrape/max-devices=%d", bound), func(b *testing.B) {
+			c := newNetnsEgress(b, ns, fmt.Sprintf("--egress.max-devices=%d", bound))
 			ch := make(chan prometheus.Metric, 16<<10)
 			update := func() {
 				if err := c.Update(b.Context(), ch); err != nil {
@@ -68,8 +68,8 @@ func BenchmarkEgress(b *testing.B) {
 			}
 			reportCPU(b, cpu, 15*time.Second)
 		})
-		b.Run(fmt.Sprintf("sampler-tick/max-devices=%d", max), func(b *testing.B) {
-			n := newNetSampler(netDeviceFilterFor(testSettings(b, fmt.Sprintf("--egress.max-devices=%d", max)).netDevices), time.Second)
+		b.Run(fmt.Sprintf("sampler-tick/max-devices=%d", bound), func(b *testing.B) {
+			n := newNetSampler(netDeviceFilterFor(testSettings(b, fmt.Sprintf("--egress.max-devices=%d", bound)).netDevices), time.Second)
 			n.links.open = netnsRTNL(ns)
 			now := time.Now()
 			tick := func() {

@@ -2,6 +2,7 @@ package host
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -52,7 +53,8 @@ func (n *testNetns) run(args ...string) []byte {
 	out, err := exec.Command(args[0], args[1:]...).Output()
 	if err != nil {
 		msg := ""
-		if ee, ok := err.(*exec.ExitError); ok {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
 			msg = string(ee.Stderr)
 		}
 		n.t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, msg)
