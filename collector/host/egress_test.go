@@ -374,6 +374,19 @@ func TestEgressSamplerNetns(t *testing.T) {
 	}); a != 0 {
 		t.Errorf("%v allocations per tick", a)
 	}
+	// A renamed interface keeps its index: at the next name dump (once a
+	// minute) its series goes and one of the new name comes.
+	p.ns.batch([]string{"link set " + p.dev + " down", "link set " + p.dev + " name stallren0", "link set stallren0 up"})
+	if _, err := n.sample(now.Add(linkNamesEvery)); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := range n.devs {
+		names = append(names, i.name)
+	}
+	if got := countSeries(n.rate); got != 1 || len(names) != 1 || names[0] != "stallren0" {
+		t.Errorf("after the rename: %d series, interfaces %v; want stallren0 alone", got, names)
+	}
 }
 
 // countSeries is the number of series c collects.
