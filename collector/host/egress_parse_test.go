@@ -239,3 +239,21 @@ func TestAllowanceStatsENA(t *testing.T) {
 		t.Errorf("names cut after bw_out: %v", idx)
 	}
 }
+
+// TestNetlinkErrno: the kernel's NLMSG_ERROR (a negative errno) is an
+// error that errors.Is recognises: EOPNOTSUPP is how a kernel before 4.7
+// refuses RTM_GETSTATS, which switches a linkTable to link dumps.
+func TestNetlinkErrno(t *testing.T) {
+	body := make([]byte, 4+unix.NLMSG_HDRLEN)
+	errno := -int32(unix.EOPNOTSUPP)
+	binary.NativeEndian.PutUint32(body, uint32(errno))
+	if err := netlinkErrno(body); !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("got %v, want EOPNOTSUPP", err)
+	}
+	if err := netlinkErrno(make([]byte, 4)); err == nil {
+		t.Error("an acknowledgement (errno 0) in a dump: no error")
+	}
+	if err := netlinkErrno([]byte{1}); !errors.Is(err, errNetlinkShort) {
+		t.Errorf("short nlmsgerr: %v", err)
+	}
+}

@@ -200,6 +200,45 @@ func TestEthtoolVeth(t *testing.T) {
 	if n := c.problems.Count(); n != 0 {
 		t.Errorf("%d problems", n)
 	}
+	// The whole exposition, allowance series included, passes promtool's
+	// lint and a pedantic registry.
+	exp := collectortest.Expose(t, t.Context(), c)
+	if exp.Err != nil {
+		t.Fatal(exp.Err)
+	}
+	collectortest.CheckMetrics(t, exp.Text)
+}
+
+// TestEgressMQ: a multiqueue interface under mq is one series set, the
+// root's (the kernel sums the queues' qdiscs into it), kind mq; its
+// per-queue children are not exported.
+func TestEgressMQ(t *testing.T) {
+	t.Parallel()
+	collectortest.RequireTool(t, "tc")
+	ns := newTestNetns(t, "q")
+	ns.batch([]string{"link add stallmq0 numtxqueues 4 type veth peer name stallmq1 numtxqueues 4", "link set stallmq0 up", "link set stallmq1 up"})
+	ns.run("tc", "-n", ns.name, "qdisc", "add", "dev", "stallmq0", "root", "handle", "1:", "mq")
+	c := newNetnsEgress(t, ns)
+	res := scrape(t, c)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	q := ns.rootQdisc("stallmq0")
+	if q.Kind != "mq" {
+		t.Fatalf("tc shows root %q on stallmq0", q.Kind)
+	}
+	if got := res.Must(t, "stall_qdisc_backlog_bytes", "device", "stallmq0", "kind", "mq"); got != float64(q.Backlog) {
+		t.Errorf("mq backlog %v, tc says %d", got, q.Backlog)
+	}
+	n := 0
+	for _, m := range res.Metrics {
+		if m.Name == "stall_qdisc_dropped_total" && m.Labels["device"] == "stallmq0" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d qdisc series sets for stallmq0, want 1 (the mq root)", n)
+	}
 }
 
 // TestEgressManyInterfaces: 1,000 interfaces (500 veth pairs, as on a
