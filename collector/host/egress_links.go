@@ -16,10 +16,13 @@ const linkNamesEvery = time.Minute
 // read by the egress collector at each scrape and by the sampler at each
 // tick. A read is one RTM_GETSTATS dump (rtnl_link_stats64 alone, about
 // 220 bytes per interface); the names come from an RTM_GETLINK dump (a
-// kilobyte and more per interface, ten times the kernel's work) only when
-// an unknown interface appears and every linkNamesEvery. After the first
-// read, a read with no new interface allocates nothing. Not safe for
-// concurrent use.
+// kilobyte and more per interface, fifteen times the kernel's work) only
+// when an unknown interface appears and every linkNamesEvery. After the
+// first read, a read with no new interface allocates nothing. Not safe
+// for concurrent use: the scrape and the sampler each have their own,
+// unlike the /proc sources they share (source.go), because a read costs
+// 0.3 ms of CPU at 1,000 interfaces (docs/benchmarks.md) and the qdisc
+// dump that follows the scrape's needs a socket of its own anyway.
 type linkTable struct {
 	filter *netDeviceFilter
 	open   func() (*rtnlConn, error) // tests open it in a namespace

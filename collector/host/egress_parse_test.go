@@ -170,6 +170,17 @@ func FuzzEgressNetlink(f *testing.F) {
 	f.Add(nlMsg(unix.RTM_NEWQDISC, 0, 1, qdiscBody(2, tcHRoot, "mq", qdiscStats{Backlog: 3})))
 	f.Add(nlMsg(unix.NLMSG_ERROR, 0, 1, []byte{0xea, 0xff, 0xff, 0xff}))
 	f.Fuzz(func(t *testing.T, dgram []byte) {
+		// The same bytes as an ETHTOOL_GSTRINGS and GSTATS reply: indexes
+		// only inside the names given, values only inside the data.
+		idx := findAllowanceStats("ena", dgram, len(dgram)/ethGStringLen+2)
+		for _, x := range idx {
+			if (x.index+1)*ethGStringLen > len(dgram) {
+				t.Fatalf("index %d outside %d bytes of names", x.index, len(dgram))
+			}
+		}
+		if v := appendStatValues(nil, dgram, idx); len(v) != len(idx) {
+			t.Fatalf("%d values for %d indexes", len(v), len(idx))
+		}
 		for b, n := dgram, 0; len(b) > 0 && n < 1000; n++ {
 			m, rest, err := nextNetlinkMessage(b)
 			if err != nil {
