@@ -22,16 +22,18 @@ import (
 
 // benchScrape measures one full scrape of the host collectors (vmstat,
 // sysctl, zoneinfo, meminfo, pressure, diskstats) as /metrics runs them
-// (each under the exporter's deadline wrapper, gathered by a registry), on
+// (each through its entry, grouped and gathered as a request does), on
 // the given procfs/sysfs, without the HTTP and encoding of a request.
 func benchScrape(b *testing.B, procfs, sysfs string, only []string) {
-	run := newScrapeRun()
-	run.ctx, run.entries = context.Background(), newEntries(hostBuilt(b, procfs, sysfs, only...), slog.New(slog.DiscardHandler))
+	s := newScraper(nil, scrapeTimeout{limit: 10 * time.Second}, slog.New(slog.DiscardHandler))
+	entries := newEntries(hostBuilt(b, procfs, sysfs, only...), slog.New(slog.DiscardHandler))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := run.gather(); err != nil {
+		_, done, err := s.gather(context.Background(), entries)
+		if err != nil {
 			b.Fatal(err)
 		}
+		done()
 	}
 }
 

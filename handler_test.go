@@ -92,10 +92,11 @@ func newTestServer(s testSetup) testServer {
 	metricsLimit := newLimiter("metrics", "--web.max-requests", s.maxRequests, s.logger)
 	probeLimit := newLimiter("probe", "--web.max-probe-requests", s.maxProbeRequests, s.logger)
 	entries := newEntries(s.built, s.logger)
+	deadline := scrapeTimeout{limit: s.timeout, offset: 500 * time.Millisecond}
 	return testServer{
 		entries: entries,
-		metrics: newMetricsHandler(entries, s.timeout, metricsLimit, s.logger, metricsLimit, probeLimit),
-		probe:   newProbeHandler(s.modules, collector.Paths{}, s.timeout, probeLimit, s.logger, func(w io.Writer) *slog.Logger { return newLogger(w, "debug", "logfmt") }),
+		metrics: newMetricsHandler(entries, ownMetrics(metricsLimit, probeLimit), metricsLimit, deadline, s.logger),
+		probe:   newProbeHandler(s.modules, collector.Paths{}, deadline, probeLimit, s.logger, func(w io.Writer) *slog.Logger { return newLogger(w, "debug", "logfmt") }),
 	}
 }
 
@@ -209,27 +210,31 @@ func TestSlowCollectorDoesNotBlockOthers(t *testing.T) {
 }
 
 // TestScrapeTimeoutHeader: Prometheus' scrape timeout lowers the
-// collectors' limit to the header less 0.5 s (at least 0.1 s), never
-// raises it past the flag, and a bad header is ignored.
+// collectors' limit to the header less --web.timeout-offset (at least
+// 0.1 s), never raises it past --collector.timeout, and a bad header is
+// ignored.
 func TestScrapeTimeoutHeader(t *testing.T) {
 	for _, tc := range []struct {
 		header string
-		flag   time.Duration
+		offset time.Duration
 		want   time.Duration
 	}{
-		{"", 8 * time.Second, 8 * time.Second},
-		{"10", 8 * time.Second, 8 * time.Second},
-		{"5", 8 * time.Second, 4500 * time.Millisecond},
-		{"0.2", 8 * time.Second, 100 * time.Millisecond},
-		{"garbage", 8 * time.Second, 8 * time.Second},
-		{"-3", 8 * time.Second, 8 * time.Second},
+		{"", 500 * time.Millisecond, 8 * time.Second},
+		{"10", 500 * time.Millisecond, 8 * time.Second},
+		{"5", 500 * time.Millisecond, 4500 * time.Millisecond},
+		{"5", 2 * time.Second, 3 * time.Second},
+		{"5", 0, 5 * time.Second},
+		{"8.2", 0, 8 * time.Second},
+		{"0.2", 500 * time.Millisecond, 100 * time.Millisecond},
+		{"garbage", 500 * time.Millisecond, 8 * time.Second},
+		{"-3", 500 * time.Millisecond, 8 * time.Second},
 	} {
 		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		if tc.header != "" {
 			r.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", tc.header)
 		}
-		if got := scrapeTimeout(r, tc.flag); got != tc.want {
-			t.Errorf("header %q flag %v: got %v, want %v", tc.header, tc.flag, got, tc.want)
+		if got := (scrapeTimeout{limit: 8 * time.Second, offset: tc.offset}).of(r); got != tc.want {
+			t.Errorf("header %q offset %v: got %v, want %v", tc.header, tc.offset, got, tc.want)
 		}
 	}
 }

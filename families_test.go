@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -89,13 +90,13 @@ func TestConstFamiliesAsRegistry(t *testing.T) {
 	}
 }
 
-// TestScrapeRunMerge: what the grouping does not know (a histogram, a
+// TestGatherMerge: what the grouping does not know (a histogram, a
 // counter vector, a descriptor not made by collector.NewMetric) goes
 // through the registry, and the result is one sorted list: a family of the
 // same name, HELP and type as a constant one is merged with it; one that
 // disagrees keeps the registry's metrics and reports the constant ones; a
 // histogram sent on a gauge's descriptor is refused and the rest served.
-func TestScrapeRunMerge(t *testing.T) {
+func TestGatherMerge(t *testing.T) {
 	hist := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "stall_test_seconds", Help: "A histogram.", Buckets: []float64{1}})
 	hist.Observe(0.5)
 	sameName := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stall_exporter_requests_refused_total",
@@ -105,9 +106,9 @@ func TestScrapeRunMerge(t *testing.T) {
 		prometheus.CounterValue, 9)
 	c := replay{refusedDesc.New(1, "metrics"), hist, sameName.WithLabelValues("other"), connsEvictedDesc.New(4), otherHelp,
 		prometheus.MustNewConstHistogram(scrapeSuccessDesc.Desc, 1, 1, map[float64]uint64{1: 1}, "sent as a histogram")}
-	run := newScrapeRun()
-	run.ctx, run.entries = context.Background(), newEntries(testBuilt(c), slog.New(slog.DiscardHandler))
-	mfs, err := run.gather()
+	s := newScraper(nil, scrapeTimeout{limit: time.Second}, slog.New(slog.DiscardHandler))
+	mfs, done, err := s.gather(context.Background(), newEntries(testBuilt(c), slog.New(slog.DiscardHandler)))
+	defer done()
 
 	var names []string
 	for _, mf := range mfs {
