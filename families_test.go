@@ -139,3 +139,34 @@ func TestGatherMerge(t *testing.T) {
 		t.Errorf("errors %v, want the disagreeing family and the histogram", err)
 	}
 }
+
+// TestScratchBackThroughDone: a scrape's scratch (its metric arrays and
+// grouping) goes back to the pool only through the gatherer's done, after
+// promhttp has encoded the families; a scrape that has not called done yet
+// does not share it with the next.
+func TestScratchBackThroughDone(t *testing.T) {
+	s := newScraper(nil, scrapeTimeout{limit: time.Second}, slog.New(slog.DiscardHandler))
+	entries := newEntries(testBuilt(replay{connsEvictedDesc.New(3)}), slog.New(slog.DiscardHandler))
+	first, done1, err := s.gather(context.Background(), entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, done2, _ := s.gather(context.Background(), entries)
+	if len(s.free) != 0 {
+		t.Fatalf("%d scratches in the pool before done", len(s.free))
+	}
+	done1()
+	done2()
+	if len(s.free) != 2 {
+		t.Fatalf("%d scratches in the pool after both dones, want 2", len(s.free))
+	}
+	var evicted float64
+	for _, mf := range first {
+		if mf.GetName() == "stall_exporter_idle_connections_evicted_total" {
+			evicted = mf.Metric[0].GetCounter().GetValue()
+		}
+	}
+	if evicted != 3 {
+		t.Errorf("the first scrape's families after done: evicted %v, want 3", evicted)
+	}
+}
