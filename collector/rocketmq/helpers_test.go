@@ -13,24 +13,7 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/remoting"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
-	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
-
-// scrape runs one Update and returns the sample lines (no HELP/TYPE) of
-// the named families, in text exposition format.
-func scrape(t testing.TB, c collector.Collector, families ...string) (string, error) {
-	t.Helper()
-	e := collectortest.Expose(t, context.Background(), c)
-	return e.Families(families...), e.Err
-}
-
-func expect(t *testing.T, got, want string) {
-	t.Helper()
-	want = strings.TrimLeft(want, "\n")
-	if got != want {
-		t.Errorf("metrics differ\n--- got\n%s--- want\n%s", got, want)
-	}
-}
 
 // startBroker starts a fake broker on a loopback port, closed when the
 // test ends.

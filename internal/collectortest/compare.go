@@ -1,0 +1,111 @@
+package collectortest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/stall-exporter/stall_exporter/collector"
+)
+
+// Compare runs c.Update once (through a pedantic registry, as Expose does)
+// and compares the named families with want, with client_golang's
+// testutil.GatherAndCompare, as node_exporter compares its fixtures: the
+// failure is a diff of the two expositions. want holds sample lines in the
+// text format, in any order, with leading and trailing blank lines
+// trimmed; HELP and TYPE lines are taken from the families the collector
+// sent (TestMetricsDoc checks those against docs/metrics.md), so want
+// compares values and labels, and a family of the wrong type or one
+// missing from either side fails. It returns what Update returned.
+func Compare(t testing.TB, c collector.Collector, want string, families ...string) error {
+	t.Helper()
+	e, mfs := gather(t, context.Background(), c)
+	if err := CompareFamilies(mfs, want, families...); err != nil {
+		t.Errorf("%v\n(Update returned %v)", err, e.Err)
+	}
+	return e.Err
+}
+
+// CompareFamilies compares the named families of mfs (gathered, or
+// parsed from an exposition) with want, sample lines as for Compare.
+func CompareFamilies(mfs []*dto.MetricFamily, want string, families ...string) error {
+	var head strings.Builder
+	help := strings.NewReplacer(`\`, `\\`, "\n", `\n`)
+	for _, mf := range mfs {
+		if slices.Contains(families, mf.GetName()) {
+			fmt.Fprintf(&head, "# HELP %s %s\n# TYPE %s %s\n", mf.GetName(), help.Replace(mf.GetHelp()),
+				mf.GetName(), strings.ToLower(mf.GetType().String()))
+		}
+	}
+	expected := head.String() + strings.Trim(want, "\n") + "\n"
+	got := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return mfs, nil })
+	return testutil.GatherAndCompare(got, strings.NewReader(expected), families...)
+}
+
+// gather runs c.Update once under ctx through a pedantic registry, failing
+// the test on inconsistent or duplicate series (a scrape drops them).
+func gather(t testing.TB, ctx context.Context, c collector.Collector) (*Exposition, []*dto.MetricFamily) {
+	t.Helper()
+	e := &Exposition{}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(adapter{c: c, ctx: ctx, e: e})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	return e, mfs
+}
+
+// Logs records what a logger writes, for tests that assert on logging: the
+// one recorder of the tests (text format, without the time). It is safe for
+// concurrent use.
+type Logs struct{ buf LogBuffer }
+
+// NewLogs returns a recorder and a logger writing to it at level and above.
+func NewLogs(level slog.Level) (*Logs, *slog.Logger) {
+	l := &Logs{}
+	return l, slog.New(slog.NewTextHandler(&l.buf, &slog.HandlerOptions{Level: level,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}}))
+}
+
+// String is every line logged so far.
+func (l *Logs) String() string { return l.buf.String() }
+
+// Count returns how many lines have the level (debug, info, warn, error)
+// and contain every part.
+func (l *Logs) Count(level string, parts ...string) int {
+	n := 0
+	for line := range strings.SplitSeq(l.buf.String(), "\n") {
+		ok := strings.Contains(line, "level="+strings.ToUpper(level)+" ")
+		for _, p := range parts {
+			ok = ok && strings.Contains(line, p)
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
+// ProcessCPU is this process's user and system CPU time so far
+// (getrusage), which other processes on a shared machine do not inflate
+// the way they inflate wall time; benchmarks report it per operation.
+func ProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
