@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // benchScrape measures one full scrape of the host collectors (vmstat,
@@ -93,13 +93,13 @@ func benchHandler(b *testing.B, h http.Handler, req *http.Request) {
 		b.Fatalf("status %d", w.code)
 	}
 	b.ReportAllocs()
-	start := cpuTime()
+	start := collectortest.ProcessCPU()
 	for b.Loop() {
 		clear(w.h)
 		w.n = 0
 		h.ServeHTTP(w, req)
 	}
-	b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((collectortest.ProcessCPU()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(w.n), "resp-B")
 }
 
@@ -163,12 +163,6 @@ func BenchmarkHTTPScrapeDisks(b *testing.B) {
 			benchHandler(b, h, prometheusRequest(true))
 		})
 	}
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkProcessCollector is client_golang's process collector (the nine

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -341,10 +340,10 @@ func BenchmarkRuntimeInfoDecode(b *testing.B) {
 	now := time.Unix(1_800_000_000, 0)
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := collectortest.ProcessCPU()
 	b.ResetTimer()
 	defer func() {
-		b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64((collectortest.ProcessCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}()
 	for i := 0; i < b.N; i++ {
 		cmd, err := remoting.ReadCommand(bytes.NewReader(frame), 0)
@@ -425,12 +424,6 @@ func vmRSS(b *testing.B) int64 {
 	}
 	b.Fatal("no VmRSS in /proc/self/status")
 	return 0
-}
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkLogLine: one store.log [NOTIFYME] line and one

@@ -155,13 +155,13 @@ func BenchmarkSample(b *testing.B) {
 	ctx := context.Background()
 	c.sampleOnce(ctx) // dial outside the measurement
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := collectortest.ProcessCPU()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		c.sampleOnce(ctx)
 	}
 	b.StopTimer()
-	cpu := processCPU() - cpu0
+	cpu := collectortest.ProcessCPU() - cpu0
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e9*100, "%core@1s")
 }

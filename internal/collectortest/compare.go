@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/stall-exporter/stall_exporter/collector"
 )
@@ -47,7 +51,10 @@ func CompareFamilies(mfs []*dto.MetricFamily, want string, families ...string) e
 		}
 	}
 	expected := head.String() + strings.Trim(want, "\n") + "\n"
-	got := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return mfs, nil })
+	// testutil sorts the expected families by name, and compares the
+	// gathered ones in the order they come.
+	sorted := slices.SortedFunc(slices.Values(mfs), func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	got := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return sorted, nil })
 	return testutil.GatherAndCompare(got, strings.NewReader(expected), families...)
 }
 
@@ -108,4 +115,70 @@ func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Parse decodes a text exposition (the body of a /metrics or /probe
+// answer) into a Result, for the tests that read single values of an HTTP
+// answer with Get and Must; a histogram or summary becomes its _bucket or
+// quantile, _sum and _count series. An exposition that does not parse
+// fails the test.
+func Parse(t testing.TB, exposition string) Result {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	byName, err := parser.TextToMetricFamilies(strings.NewReader(exposition))
+	if err != nil {
+		t.Fatalf("parsing the exposition: %v", err)
+	}
+	var r Result
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		for _, m := range byName[name].GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			add := func(suffix string, v float64, extra ...string) {
+				l := maps.Clone(labels)
+				for i := 0; i+1 < len(extra); i += 2 {
+					l[extra[i]] = extra[i+1]
+				}
+				r.Metrics = append(r.Metrics, Sample{Name: name + suffix, Labels: l, Value: v})
+			}
+			switch {
+			case m.Gauge != nil:
+				add("", m.GetGauge().GetValue())
+			case m.Counter != nil:
+				add("", m.GetCounter().GetValue())
+			case m.Untyped != nil:
+				add("", m.GetUntyped().GetValue())
+			case m.Histogram != nil:
+				for _, b := range m.GetHistogram().GetBucket() {
+					add("_bucket", float64(b.GetCumulativeCount()), "le", strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64))
+				}
+				add("_sum", m.GetHistogram().GetSampleSum())
+				add("_count", float64(m.GetHistogram().GetSampleCount()))
+			case m.Summary != nil:
+				for _, q := range m.GetSummary().GetQuantile() {
+					add("", q.GetValue(), "quantile", strconv.FormatFloat(q.GetQuantile(), 'g', -1, 64))
+				}
+				add("_sum", m.GetSummary().GetSampleSum())
+				add("_count", float64(m.GetSummary().GetSampleCount()))
+			}
+		}
+	}
+	return r
+}
+
+// CompareExposition compares the named families of a text exposition (the
+// body of a /metrics or /probe answer) with want, sample lines as for
+// Compare, failing the test with a diff when they differ.
+func CompareExposition(t testing.TB, exposition, want string, families ...string) {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	byName, err := parser.TextToMetricFamilies(strings.NewReader(exposition))
+	if err != nil {
+		t.Fatalf("parsing the exposition: %v", err)
+	}
+	if err := CompareFamilies(slices.Collect(maps.Values(byName)), want, families...); err != nil {
+		t.Error(err)
+	}
 }

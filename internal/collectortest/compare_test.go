@@ -90,3 +90,35 @@ func TestProcessCPU(t *testing.T) {
 		t.Errorf("CPU time moved by %v over 200,000 hashes (%x)", d, sum[:4])
 	}
 }
+
+// TestParse: an HTTP answer's exposition decodes into the samples Get and
+// Must read, a histogram into its buckets, sum and count.
+func TestParse(t *testing.T) {
+	r := Parse(t, `# TYPE stall_test_bytes gauge
+stall_test_bytes{device="sda"} 1.5
+stall_test_bytes{device="sdb"} 2
+# TYPE stall_test_seconds histogram
+stall_test_seconds_bucket{le="1"} 2
+stall_test_seconds_bucket{le="+Inf"} 3
+stall_test_seconds_sum 4.5
+stall_test_seconds_count 3
+`)
+	for _, tc := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"stall_test_bytes", []string{"device", "sdb"}, 2},
+		{"stall_test_seconds_bucket", []string{"le", "1"}, 2},
+		{"stall_test_seconds_bucket", []string{"le", "+Inf"}, 3},
+		{"stall_test_seconds_sum", nil, 4.5},
+		{"stall_test_seconds_count", nil, 3},
+	} {
+		if got := r.Must(t, tc.name, tc.labels...); got != tc.want {
+			t.Errorf("%s%v = %v, want %v", tc.name, tc.labels, got, tc.want)
+		}
+	}
+	if v, ok := r.Get("stall_test_bytes", "device", "sdc"); ok {
+		t.Errorf("sdc = %v, want absent", v)
+	}
+}
