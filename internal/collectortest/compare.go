@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -72,32 +73,46 @@ func gather(t testing.TB, ctx context.Context, c collector.Collector) (*Expositi
 	return e, mfs
 }
 
-// Logs records what a logger writes, for tests that assert on logging: the
-// one recorder of the tests (text format, without the time). It is safe for
-// concurrent use.
-type Logs struct{ buf LogBuffer }
-
-// NewLogs returns a recorder and a logger writing to it at level and above.
-func NewLogs(level slog.Level) (*Logs, *slog.Logger) {
-	l := &Logs{}
-	return l, slog.New(slog.NewTextHandler(&l.buf, &slog.HandlerOptions{Level: level,
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		}}))
+// Logs records what a logger logs, one record a line, "LEVEL message
+// key=value …" (no time, values unquoted), for tests that assert on logging:
+// the tests' one recorder. It is safe for concurrent use.
+type Logs struct {
+	mu    sync.Mutex
+	lines []string
+	taken int // lines returned by Take so far
 }
 
-// String is every line logged so far.
-func (l *Logs) String() string { return l.buf.String() }
+// NewLogs returns a recorder and a logger recording into it at level and
+// above.
+func NewLogs(level slog.Level) (*Logs, *slog.Logger) {
+	l := &Logs{}
+	return l, slog.New(logsHandler{logs: l, level: level})
+}
 
-// Count returns how many lines have the level (debug, info, warn, error)
-// and contain every part.
+// String is every record so far, one a line.
+func (l *Logs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// Take returns the records logged since the last Take.
+func (l *Logs) Take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := slices.Clone(l.lines[l.taken:])
+	l.taken = len(l.lines)
+	return out
+}
+
+// Count returns how many records have the level (debug, info, warn,
+// error) and contain every part.
 func (l *Logs) Count(level string, parts ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	n := 0
-	for line := range strings.SplitSeq(l.buf.String(), "\n") {
-		ok := strings.Contains(line, "level="+strings.ToUpper(level)+" ")
+	for _, line := range l.lines {
+		ok := strings.HasPrefix(line, strings.ToUpper(level)+" ")
 		for _, p := range parts {
 			ok = ok && strings.Contains(line, p)
 		}
@@ -107,6 +122,39 @@ func (l *Logs) Count(level string, parts ...string) int {
 	}
 	return n
 }
+
+// logsHandler is the slog.Handler of a Logs; groups are flattened.
+type logsHandler struct {
+	logs  *Logs
+	level slog.Level
+	attrs []slog.Attr
+}
+
+func (h logsHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+
+func (h logsHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Level.String() + " " + r.Message)
+	add := func(a slog.Attr) bool {
+		b.WriteString(" " + a.Key + "=" + a.Value.String())
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	h.logs.mu.Lock()
+	h.logs.lines = append(h.logs.lines, b.String())
+	h.logs.mu.Unlock()
+	return nil
+}
+
+func (h logsHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	h.attrs = append(slices.Clip(h.attrs), as...)
+	return h
+}
+
+func (h logsHandler) WithGroup(string) slog.Handler { return h }
 
 // ProcessCPU is this process's user and system CPU time so far
 // (getrusage), which other processes on a shared machine do not inflate
