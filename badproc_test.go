@@ -14,9 +14,9 @@ import (
 
 // scrapeHost runs the host collectors on procfs/sysfs through the real
 // metrics handler and returns the samples.
-func scrapeHost(t *testing.T, procfs, sysfs string) map[string]float64 {
+func scrapeHost(t *testing.T, procfs, sysfs string) collectortest.Result {
 	t.Helper()
-	return samples(t, get(t, hostHandler(t, procfs, sysfs), "/metrics").Body.String())
+	return collectortest.Parse(t, get(t, hostHandler(t, procfs, sysfs), "/metrics").Body.String())
 }
 
 // TestWrongProcfs: a --path.procfs without the files every Linux has is a
@@ -29,7 +29,7 @@ func TestWrongProcfs(t *testing.T) {
 		"vmstat": 0, "meminfo": 0, "diskstats": 0, "sysctl": 0,
 		"pressure": 1, "zoneinfo": 1,
 	} {
-		if got := s[`stall_scrape_collector_success{collector="`+c+`"}`]; got != want {
+		if got := s.Must(t, "stall_scrape_collector_success", "collector", c); got != want {
 			t.Errorf("%s success = %v on an empty procfs, want %v", c, got, want)
 		}
 	}
@@ -46,11 +46,11 @@ func TestWrongProcfsSampler(t *testing.T) {
 		startRunners(ctx, srv.entries)
 		collectortest.Advance(2500 * time.Millisecond) // two ticks at the default --sampler.interval=1s
 		synctest.Wait()
-		s := samples(t, get(t, srv.metrics, "/metrics").Body.String())
-		if s["stall_sampler_ticks_total"] < 2 {
-			t.Errorf("%v sampler ticks in 2.5 s", s["stall_sampler_ticks_total"])
+		s := collectortest.Parse(t, get(t, srv.metrics, "/metrics").Body.String())
+		if n := s.Must(t, "stall_sampler_ticks_total"); n < 2 {
+			t.Errorf("%v sampler ticks in 2.5 s", n)
 		}
-		if got := s[`stall_scrape_collector_success{collector="sampler"}`]; got != 0 {
+		if got := s.Must(t, "stall_scrape_collector_success", "collector", "sampler"); got != 0 {
 			t.Errorf("sampler success = %v on an empty procfs, want 0", got)
 		}
 		cancel()
@@ -83,22 +83,22 @@ func TestGarbageProcfs(t *testing.T) {
 	// vmstat: "nr_writeback -1" and the 1 MiB line without a value; the junk
 	// line has a name vmstat does not use, so it is skipped unvalidated.
 	for c, wantErrs := range map[string]float64{"vmstat": 2, "meminfo": 1, "diskstats": 1, "zoneinfo": 1, "pressure": 1, "sysctl": 1} {
-		if got := s[`stall_collector_parse_errors_total{collector="`+c+`"}`]; got != wantErrs {
+		if got := s.Must(t, "stall_collector_parse_errors_total", "collector", c); got != wantErrs {
 			t.Errorf("%s parse errors = %v, want %v", c, got, wantErrs)
 		}
 	}
 	// vmstat keeps its good lines: nr_dirty 5 pages, no writeback (its line was bad).
-	if _, ok := s["stall_vm_dirty_bytes"]; !ok {
+	if _, ok := s.Get("stall_vm_dirty_bytes"); !ok {
 		t.Error("vmstat dropped its good lines")
 	}
-	if _, ok := s["stall_vm_writeback_bytes"]; ok {
+	if _, ok := s.Get("stall_vm_writeback_bytes"); ok {
 		t.Error("a malformed nr_writeback line produced a value")
 	}
 	// diskstats keeps the device before the bad line; pressure keeps memory.
-	if s[`stall_disk_reads_completed_total{device="sda"}`] != 1 {
+	if s.Must(t, "stall_disk_reads_completed_total", "device", "sda") != 1 {
 		t.Error("diskstats dropped the good line before the bad one")
 	}
-	if s[`stall_pressure_stalled_seconds_total{resource="memory",scope="full"}`] != 1 {
+	if s.Must(t, "stall_pressure_stalled_seconds_total", "resource", "memory", "scope", "full") != 1 {
 		t.Error("pressure dropped memory because io was malformed")
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,20 +17,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // benchScrape measures one full scrape of the host collectors (vmstat,
 // sysctl, zoneinfo, meminfo, pressure, diskstats) as /metrics runs them
-// (each under the exporter's deadline wrapper, gathered by a registry), on
+// (each through its entry, grouped and gathered as a request does), on
 // the given procfs/sysfs, without the HTTP and encoding of a request.
 func benchScrape(b *testing.B, procfs, sysfs string, only []string) {
-	run := newScrapeRun()
-	run.ctx, run.entries = context.Background(), newEntries(hostBuilt(b, procfs, sysfs, only...), slog.New(slog.DiscardHandler))
+	s := newScraper(nil, scrapeTimeout{limit: 10 * time.Second}, slog.New(slog.DiscardHandler))
+	entries := newEntries(hostBuilt(b, procfs, sysfs, only...), slog.New(slog.DiscardHandler))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := run.gather(); err != nil {
+		_, done, err := s.gather(context.Background(), entries)
+		if err != nil {
 			b.Fatal(err)
 		}
+		done()
 	}
 }
 
@@ -91,13 +93,13 @@ func benchHandler(b *testing.B, h http.Handler, req *http.Request) {
 		b.Fatalf("status %d", w.code)
 	}
 	b.ReportAllocs()
-	start := cpuTime()
+	start := collectortest.ProcessCPU()
 	for b.Loop() {
 		clear(w.h)
 		w.n = 0
 		h.ServeHTTP(w, req)
 	}
-	b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((collectortest.ProcessCPU()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(w.n), "resp-B")
 }
 
@@ -161,12 +163,6 @@ func BenchmarkHTTPScrapeDisks(b *testing.B) {
 			benchHandler(b, h, prometheusRequest(true))
 		})
 	}
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkProcessCollector is client_golang's process collector (the nine

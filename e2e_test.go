@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -139,68 +135,38 @@ func toSet(s string) map[string]bool {
 	return m
 }
 
-var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$`)
-
-// samples parses an exposition into "name{labels}" → value.
-func samples(t *testing.T, exposition string) map[string]float64 {
-	t.Helper()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(strings.NewReader(exposition))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		if l == "" || l[0] == '#' {
-			continue
-		}
-		m := sampleLine.FindStringSubmatch(l)
-		if m == nil {
-			t.Fatalf("unparsable exposition line %q", l)
-		}
-		v, err := strconv.ParseFloat(m[3], 64)
-		if err != nil {
-			t.Fatalf("line %q: %v", l, err)
-		}
-		out[m[1]+m[2]] = v
-	}
-	return out
-}
-
 // TestRealProc runs the binary on this machine's real /proc and /sys, as
 // `make run` does, and checks the signals the README promises.
 func TestRealProc(t *testing.T) {
 	bin := e2etest.Build(t, ".")
 	url := e2etest.StartExporter(t, bin, disableOthers()...).URL
-	s := samples(t, e2etest.Scrape(t, url))
+	s := collectortest.Parse(t, e2etest.Scrape(t, url))
 	for _, c := range []string{"vmstat", "meminfo", "diskstats", "sysctl"} {
-		if s[fmt.Sprintf(`stall_scrape_collector_success{collector=%q}`, c)] != 1 {
+		if s.Must(t, "stall_scrape_collector_success", "collector", c) != 1 {
 			t.Errorf("collector %s failed on real /proc", c)
 		}
 	}
-	th := s["stall_vm_dirty_threshold_bytes"]
-	bg := s["stall_vm_dirty_background_threshold_bytes"]
+	th := s.Must(t, "stall_vm_dirty_threshold_bytes")
+	bg := s.Must(t, "stall_vm_dirty_background_threshold_bytes")
 	if th <= 0 || bg <= 0 || bg > th {
 		t.Errorf("thresholds: dirty %v, background %v; want 0 < background <= dirty", th, bg)
 	}
-	if total := s["stall_memory_total_bytes"]; th >= total {
+	if total := s.Must(t, "stall_memory_total_bytes"); th >= total {
 		t.Errorf("dirty threshold %v not below MemTotal %v", th, total)
 	}
-	if r, ok := s["stall_vm_dirty_throttle_ratio"]; !ok || r < 0 {
+	if r, ok := s.Get("stall_vm_dirty_throttle_ratio"); !ok || r < 0 {
 		t.Errorf("throttle ratio %v (present %v)", r, ok)
 	}
-	if s[`stall_vm_sysctl{name="vm.dirty_ratio"}`]+s[`stall_vm_sysctl{name="vm.dirty_bytes"}`] == 0 {
+	ratio, _ := s.Get("stall_vm_sysctl", "name", "vm.dirty_ratio")
+	bytes, _ := s.Get("stall_vm_sysctl", "name", "vm.dirty_bytes")
+	if ratio+bytes == 0 {
 		t.Error("neither vm.dirty_ratio nor vm.dirty_bytes exported")
 	}
-	disks := 0
-	for k := range s {
-		if strings.HasPrefix(k, "stall_disk_io_time_seconds_total{") {
-			disks++
-		}
-	}
-	if disks == 0 {
+	if _, ok := s.Get("stall_disk_io_time_seconds_total"); !ok {
 		t.Error("no block device exported from /proc/diskstats")
 	}
 	if _, err := os.Stat("/proc/pressure/memory"); err == nil {
-		if _, ok := s[`stall_pressure_stalled_seconds_total{resource="memory",scope="some"}`]; !ok {
+		if _, ok := s.Get("stall_pressure_stalled_seconds_total", "resource", "memory", "scope", "some"); !ok {
 			t.Error("/proc/pressure/memory exists but no PSI memory series")
 		}
 	}

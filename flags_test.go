@@ -30,6 +30,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--web.max-connections=-1"}, "--web.max-connections=-1 must be 0 (no limit) or positive"},
 		{[]string{"--sysctl.refresh-interval=-1m"}, "--sysctl.refresh-interval=-1m0s must be 0 (every scrape) or positive"},
 		{[]string{"--collector.timeout=0s"}, "--collector.timeout=0s must be positive"},
+		{[]string{"--web.timeout-offset=-1s"}, "--web.timeout-offset=-1s must be 0 or positive"},
 		{[]string{"--no-collector.redis", "--redis.probe.allowed-targets-regexp=("}, "--redis.probe.allowed-targets-regexp"},
 		{[]string{"--no-collector.redis", "--redis.probe.allowed-targets=redis://h:99999"}, "--redis.probe.allowed-targets"},
 		{[]string{"--no-collector.rocketmq", "--rocketmq.probe.allowed-targets=10.0.0.0/99"}, "--rocketmq.probe.allowed-targets"},

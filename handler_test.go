@@ -92,10 +92,11 @@ func newTestServer(s testSetup) testServer {
 	metricsLimit := newLimiter("metrics", "--web.max-requests", s.maxRequests, s.logger)
 	probeLimit := newLimiter("probe", "--web.max-probe-requests", s.maxProbeRequests, s.logger)
 	entries := newEntries(s.built, s.logger)
+	deadline := scrapeTimeout{limit: s.timeout, offset: 500 * time.Millisecond}
 	return testServer{
 		entries: entries,
-		metrics: newMetricsHandler(entries, s.timeout, metricsLimit, s.logger, metricsLimit, probeLimit),
-		probe:   newProbeHandler(s.modules, collector.Paths{}, s.timeout, probeLimit, s.logger, func(w io.Writer) *slog.Logger { return newLogger(w, "debug", "logfmt") }),
+		metrics: newMetricsHandler(entries, ownMetrics(metricsLimit, probeLimit), metricsLimit, deadline, s.logger),
+		probe:   newProbeHandler(s.modules, collector.Paths{}, deadline, probeLimit, s.logger, func(w io.Writer) *slog.Logger { return newLogger(w, "debug", "logfmt") }),
 	}
 }
 
@@ -135,30 +136,6 @@ func get(t *testing.T, h http.Handler, url string, header ...string) *httptest.R
 	return rec
 }
 
-// logLines keeps the lines of a logger at level and above, for tests that
-// count log lines by level.
-type logLines struct{ collectortest.LogBuffer }
-
-func newLogLines(level slog.Level) (*logLines, *slog.Logger) {
-	l := &logLines{}
-	return l, slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: level}))
-}
-
-// count returns how many lines have the level and contain every part.
-func (l *logLines) count(level string, parts ...string) int {
-	n := 0
-	for line := range strings.SplitSeq(l.String(), "\n") {
-		ok := strings.Contains(line, "level="+level)
-		for _, p := range parts {
-			ok = ok && strings.Contains(line, p)
-		}
-		if ok {
-			n++
-		}
-	}
-	return n
-}
-
 // TestSlowCollectorDoesNotBlockOthers: a collector that ignores its
 // context is cut off at the scrape's deadline, reported as failed, its
 // late samples dropped; a failing, a panicking and a no-data collector are
@@ -176,60 +153,65 @@ func TestSlowCollectorDoesNotBlockOthers(t *testing.T) {
 		h := newTestServer(testSetup{built: built, timeout: timeout}).metrics
 
 		start := time.Now()
-		got := samples(t, serve(h, httptest.NewRequest(http.MethodGet, "/metrics", nil)).Body.String())
+		body := serve(h, httptest.NewRequest(http.MethodGet, "/metrics", nil)).Body.String()
 		if took := time.Since(start); took != timeout {
 			t.Errorf("the scrape took %v, want the collectors' timeout %v", took, timeout)
 		}
-		want := map[string]float64{
-			`stall_scrape_collector_success{collector="slow"}`:   0,
-			`stall_scrape_collector_success{collector="fast"}`:   1,
-			`stall_scrape_collector_success{collector="broken"}`: 0,
-			`stall_scrape_collector_success{collector="absent"}`: 1,
-			`stall_scrape_collector_success{collector="buggy"}`:  0,
-			`stall_test_value{from="fast"}`:                      1,
-			`stall_test_value{from="slow"}`:                      1, // sent before it blocked
-		}
-		for k, v := range want {
-			if g, ok := got[k]; !ok || g != v {
-				t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
-			}
-		}
-		if _, ok := got[`stall_test_value{from="slow-late"}`]; ok {
-			t.Error("a sample sent after the timeout reached the scrape")
-		}
+		// What a collector sent before it failed, panicked or ran out of
+		// time is kept; what the slow one sends after its timeout is not.
+		collectortest.CompareExposition(t, body, `
+stall_scrape_collector_success{collector="absent"} 1
+stall_scrape_collector_success{collector="broken"} 0
+stall_scrape_collector_success{collector="buggy"} 0
+stall_scrape_collector_success{collector="fast"} 1
+stall_scrape_collector_success{collector="slow"} 0
+stall_test_value{from="absent"} 1
+stall_test_value{from="broken"} 1
+stall_test_value{from="buggy"} 1
+stall_test_value{from="fast"} 1
+stall_test_value{from="slow"} 1
+`, "stall_scrape_collector_success", "stall_test_value")
 
-		got = samples(t, serve(h, httptest.NewRequest(http.MethodGet, "/metrics", nil)).Body.String())
+		body = serve(h, httptest.NewRequest(http.MethodGet, "/metrics", nil)).Body.String()
 		if n := slow.started.Load(); n != 1 {
 			t.Errorf("stuck collector was started %d times, want 1", n)
 		}
-		if got[`stall_scrape_collector_success{collector="slow"}`] != 0 || got[`stall_scrape_collector_success{collector="fast"}`] != 1 {
-			t.Errorf("second scrape: %v", got)
-		}
+		collectortest.CompareExposition(t, body, `
+stall_scrape_collector_success{collector="absent"} 1
+stall_scrape_collector_success{collector="broken"} 0
+stall_scrape_collector_success{collector="buggy"} 0
+stall_scrape_collector_success{collector="fast"} 1
+stall_scrape_collector_success{collector="slow"} 0
+`, "stall_scrape_collector_success")
 	})
 }
 
 // TestScrapeTimeoutHeader: Prometheus' scrape timeout lowers the
-// collectors' limit to the header less 0.5 s (at least 0.1 s), never
-// raises it past the flag, and a bad header is ignored.
+// collectors' limit to the header less --web.timeout-offset (at least
+// 0.1 s), never raises it past --collector.timeout, and a bad header is
+// ignored.
 func TestScrapeTimeoutHeader(t *testing.T) {
 	for _, tc := range []struct {
 		header string
-		flag   time.Duration
+		offset time.Duration
 		want   time.Duration
 	}{
-		{"", 8 * time.Second, 8 * time.Second},
-		{"10", 8 * time.Second, 8 * time.Second},
-		{"5", 8 * time.Second, 4500 * time.Millisecond},
-		{"0.2", 8 * time.Second, 100 * time.Millisecond},
-		{"garbage", 8 * time.Second, 8 * time.Second},
-		{"-3", 8 * time.Second, 8 * time.Second},
+		{"", 500 * time.Millisecond, 8 * time.Second},
+		{"10", 500 * time.Millisecond, 8 * time.Second},
+		{"5", 500 * time.Millisecond, 4500 * time.Millisecond},
+		{"5", 2 * time.Second, 3 * time.Second},
+		{"5", 0, 5 * time.Second},
+		{"8.2", 0, 8 * time.Second},
+		{"0.2", 500 * time.Millisecond, 100 * time.Millisecond},
+		{"garbage", 500 * time.Millisecond, 8 * time.Second},
+		{"-3", 500 * time.Millisecond, 8 * time.Second},
 	} {
 		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		if tc.header != "" {
 			r.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", tc.header)
 		}
-		if got := scrapeTimeout(r, tc.flag); got != tc.want {
-			t.Errorf("header %q flag %v: got %v, want %v", tc.header, tc.flag, got, tc.want)
+		if got := (scrapeTimeout{limit: 8 * time.Second, offset: tc.offset}).of(r); got != tc.want {
+			t.Errorf("header %q offset %v: got %v, want %v", tc.header, tc.offset, got, tc.want)
 		}
 	}
 }
@@ -278,7 +260,7 @@ func TestRequestContextReachesCollectors(t *testing.T) {
 // (they were once neither logged nor counted).
 func TestRefusalsCountedAndLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lines, logger := newLogLines(slog.LevelDebug)
+		lines, logger := collectortest.NewLogs(slog.LevelDebug)
 		block := make(chan struct{})
 		slow := &fakeCollector{name: "slow", block: block}
 		h := newTestServer(testSetup{built: testBuilt(slow), timeout: 5 * time.Minute, maxRequests: 1, maxProbeRequests: 1, logger: logger}).metrics
@@ -294,12 +276,12 @@ func TestRefusalsCountedAndLogged(t *testing.T) {
 			}
 		}
 		refuse(50)
-		if n := lines.count("WARN", "refusing requests", "handler=metrics"); n != 1 {
+		if n := lines.Count("WARN", "refusing requests", "handler=metrics"); n != 1 {
 			t.Errorf("%d log lines for 50 refusals within a minute, want 1", n)
 		}
 		collectortest.Advance(refusalLogInterval)
 		refuse(1)
-		if n := lines.count("WARN", "refusing requests", "count_since_last_line=50"); n != 1 {
+		if n := lines.Count("WARN", "refusing requests", "count_since_last_line=50"); n != 1 {
 			t.Errorf("the second line does not sum up the 49 unlogged refusals and this one:\n%s", lines.String())
 		}
 		close(block)
@@ -429,7 +411,7 @@ func TestProbeRequests(t *testing.T) {
 func TestProbeFailuresLoggedOnce(t *testing.T) {
 	c := &failingProbe{}
 	c.fail.Store(true)
-	lines, logger := newLogLines(slog.LevelDebug)
+	lines, logger := collectortest.NewLogs(slog.LevelDebug)
 	h := newTestProbeHandler(logger, map[string]collector.ProbeModule{"failing": stubModule{c: c}})
 	probe := func(target string) string {
 		rec := serve(h, httptest.NewRequest(http.MethodGet, "/probe?module=failing&target="+target, nil))
@@ -444,19 +426,19 @@ func TestProbeFailuresLoggedOnce(t *testing.T) {
 		}
 	}
 	probe("good:2")
-	if n := lines.count("WARN", "collector failed", "target=good:1"); n != 1 {
+	if n := lines.Count("WARN", "collector failed", "target=good:1"); n != 1 {
 		t.Errorf("%d warn lines for 100 failures of one target, want 1", n)
 	}
-	if n := lines.count("DEBUG", "collector failed", "target=good:1"); n != 99 {
+	if n := lines.Count("DEBUG", "collector failed", "target=good:1"); n != 99 {
 		t.Errorf("%d debug lines for the repeats, want 99", n)
 	}
-	if n := lines.count("WARN", "collector failed", "target=good:2"); n != 1 {
+	if n := lines.Count("WARN", "collector failed", "target=good:2"); n != 1 {
 		t.Errorf("%d warn lines for a second target, want 1", n)
 	}
 	c.fail.Store(false)
 	probe("good:1")
 	probe("good:1")
-	if n := lines.count("INFO", "collector recovered", "target=good:1"); n != 1 {
+	if n := lines.Count("INFO", "collector recovered", "target=good:1"); n != 1 {
 		t.Errorf("%d info lines for the recovery, want 1", n)
 	}
 }
@@ -496,7 +478,7 @@ func (m loggingModule) Target(target string) (string, func(collector.Config) col
 // as without debug.
 func TestProbeDebug(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lines, logger := newLogLines(slog.LevelInfo)
+		lines, logger := collectortest.NewLogs(slog.LevelInfo)
 		closed := &atomic.Int32{}
 		h := newTestProbeHandler(logger, map[string]collector.ProbeModule{"logging": loggingModule{closed}})
 		rec := serve(h, httptest.NewRequest(http.MethodGet, "/probe?module=logging&target=good:1&debug=true", nil))
@@ -523,7 +505,7 @@ func TestProbeDebug(t *testing.T) {
 				t.Errorf("the metrics part lacks %q:\n%s", want, metrics)
 			}
 		}
-		if n := lines.count("DEBUG", "dialing"); n != 0 {
+		if n := lines.Count("DEBUG", "dialing"); n != 0 {
 			t.Error("the debug probe's lines went to the process log")
 		}
 		synctest.Wait()

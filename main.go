@@ -79,8 +79,11 @@ var (
 	rootfs = kingpin.Flag("path.rootfs", "Host root file system mount point (for /dev/kmsg and log directories).").
 		Default("/").String()
 	timeout = kingpin.Flag("collector.timeout",
-		"Per-collector time limit of one scrape; lowered to the Prometheus scrape timeout (header) minus 0.5s when that is shorter.").
+		"Per-collector time limit of one scrape; lowered to the Prometheus scrape timeout (header) minus --web.timeout-offset when that is shorter.").
 		Default("8s").Duration()
+	timeoutOffset = kingpin.Flag("web.timeout-offset",
+		"Time left between the end of the collectors' time limit and Prometheus' scrape timeout (the X-Prometheus-Scrape-Timeout-Seconds header), to encode and send the answer.").
+		Default("500ms").Duration()
 	logLevel  = kingpin.Flag("log.level", "Only log messages with the given severity or above: debug, info, warn, error.").Default("info").Enum("debug", "info", "warn", "error")
 	logFormat = kingpin.Flag("log.format", "Output format of log messages: logfmt, json.").Default("logfmt").Enum("logfmt", "json")
 	webConfig = kingpinflag.AddFlags(kingpin.CommandLine, defaultListenAddress)
@@ -92,7 +95,7 @@ func run() int {
 	kingpin.Parse()
 
 	logger := newLogger(os.Stderr, *logLevel, *logFormat)
-	if err := checkFlags(*metricsPath, *maxRequests, *maxProbeRequests, *maxConnections, *timeout); err != nil {
+	if err := checkFlags(*metricsPath, *maxRequests, *maxProbeRequests, *maxConnections, *timeout, *timeoutOffset); err != nil {
 		logger.Error("invalid flags", "err", err)
 		return 1
 	}
@@ -120,12 +123,15 @@ func run() int {
 
 	metricsLimit := newLimiter("metrics", "--web.max-requests", *maxRequests, logger)
 	probeLimit := newLimiter("probe", "--web.max-probe-requests", *maxProbeRequests, logger)
+	conns := newConnLimit(*maxConnections, logger)
+	own := ownMetrics(metricsLimit, probeLimit, conns)
+	deadline := scrapeTimeout{limit: *timeout, offset: *timeoutOffset}
+	metrics := newMetricsHandler(entries, own, metricsLimit, deadline, logger)
+	debugLog := func(w io.Writer) *slog.Logger { return newLogger(w, "debug", *logFormat) }
+	probe := newProbeHandler(modules, paths, deadline, probeLimit, logger, debugLog)
 	// Not http.DefaultServeMux: golang.org/x/net/trace adds /debug/requests to it.
 	mux := http.NewServeMux()
-	conns := newConnLimit(*maxConnections, logger)
-	debugLog := func(w io.Writer) *slog.Logger { return newLogger(w, "debug", *logFormat) }
-	probe := newProbeHandler(modules, paths, *timeout, probeLimit, logger, debugLog)
-	if err := routes(mux, *metricsPath, newMetricsHandler(entries, *timeout, metricsLimit, logger, conns, metricsLimit, probeLimit), probe, probe.names); err != nil {
+	if err := routes(mux, *metricsPath, metrics, probe, probe.names); err != nil {
 		logger.Error("cannot build the HTTP routes", "err", err)
 		return 1
 	}
@@ -169,7 +175,7 @@ func newServer(h http.Handler, conns *connLimit, logger *slog.Logger) *http.Serv
 // checkFlags refuses flag values that would otherwise panic at the first
 // request (a path without a leading slash, one that collides with /probe)
 // or silently mean something else (a negative limit).
-func checkFlags(metricsPath string, maxRequests, maxProbeRequests, maxConnections int, timeout time.Duration) error {
+func checkFlags(metricsPath string, maxRequests, maxProbeRequests, maxConnections int, timeout, timeoutOffset time.Duration) error {
 	switch {
 	case !strings.HasPrefix(metricsPath, "/"):
 		return fmt.Errorf("--web.telemetry-path=%s must start with /", metricsPath)
@@ -183,6 +189,8 @@ func checkFlags(metricsPath string, maxRequests, maxProbeRequests, maxConnection
 		return fmt.Errorf("--web.max-connections=%d must be 0 (no limit) or positive", maxConnections)
 	case timeout <= 0:
 		return fmt.Errorf("--collector.timeout=%s must be positive", timeout)
+	case timeoutOffset < 0:
+		return fmt.Errorf("--web.timeout-offset=%s must be 0 or positive", timeoutOffset)
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ var probeLimits = probecache.Limits{MaxTargets: 1000, Idle: 10 * time.Minute, Ma
 // level in the main log's format and its metrics as text, for a person
 // checking a target.
 type probeHandler struct {
-	scrapeHandler
+	scraper
 	paths    collector.Paths
 	limit    *limiter
 	logger   *slog.Logger
@@ -59,17 +59,17 @@ type probeKey struct{ module, target string }
 
 // newProbeHandler serves modules; debugLog makes the logger of a
 // &debug=true probe, writing to the answer's buffer.
-func newProbeHandler(modules map[string]collector.ProbeModule, paths collector.Paths, timeout time.Duration, limit *limiter, logger *slog.Logger, debugLog func(io.Writer) *slog.Logger) *probeHandler {
+func newProbeHandler(modules map[string]collector.ProbeModule, paths collector.Paths, timeout scrapeTimeout, limit *limiter, logger *slog.Logger, debugLog func(io.Writer) *slog.Logger) *probeHandler {
 	h := &probeHandler{
-		scrapeHandler: newScrapeHandler(timeout, logger),
-		paths:         paths,
-		limit:         limit,
-		logger:        logger,
-		debugLog:      debugLog,
-		modules:       modules,
-		names:         strings.Join(slices.Sorted(maps.Keys(modules)), "|"),
-		problems:      map[string]*collector.Problems{},
-		targets:       probecache.New[probeKey, *entry](probeLimits),
+		scraper:  newScraper(nil, timeout, logger),
+		paths:    paths,
+		limit:    limit,
+		logger:   logger,
+		debugLog: debugLog,
+		modules:  modules,
+		names:    strings.Join(slices.Sorted(maps.Keys(modules)), "|"),
+		problems: map[string]*collector.Problems{},
+		targets:  probecache.New[probeKey, *entry](probeLimits),
 	}
 	for m := range modules {
 		h.problems[m] = collector.NewProblems(m, logger.With("probe", m))
@@ -145,17 +145,16 @@ func (h *probeHandler) newTarget(module, key string, build func(collector.Config
 func (h *probeHandler) debug(w http.ResponseWriter, r *http.Request, module, key string, build func(collector.Config) collector.Collector) {
 	logs := &collector.LogBuffer{}
 	logger := h.debugLog(logs)
-	timeout := scrapeTimeout(r, h.timeout)
+	timeout := h.timeout.of(r)
 	logger.Debug("probe target allowed", "module", module, "target", key, "timeout", timeout)
 	en := h.newTarget(module, key, build, logger, collector.NewProblems(module, logger.With("probe", module)))
 	defer func() { go en.Close() }() // in the background: Close waits for a run that overran its deadline
 
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	run := newScrapeRun()
-	run.ctx, run.entries = ctx, []*entry{en}
 	start := time.Now()
-	mfs, err := run.gather()
+	mfs, done, err := h.gather(ctx, []*entry{en})
+	defer done()
 	args := []any{"module", module, "target", key, "duration", time.Since(start), "metric_families", len(mfs)}
 	if err != nil {
 		args = append(args, "err", err)

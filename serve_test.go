@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -126,30 +127,26 @@ func TestConcurrentScrapes(t *testing.T) {
 // build info) with values that describe this process.
 func TestSelfMetrics(t *testing.T) {
 	fix := "collector/host/fixtures/linux-6.8"
-	s := samples(t, get(t, hostHandler(t, fix+"/proc", fix+"/sys"), "/metrics").Body.String())
+	s := collectortest.Parse(t, get(t, hostHandler(t, fix+"/proc", fix+"/sys"), "/metrics").Body.String())
 	for _, name := range []string{
 		"process_cpu_seconds_total", "process_open_fds", "process_max_fds", "process_virtual_memory_bytes",
 		"process_virtual_memory_max_bytes", "process_resident_memory_bytes", "process_start_time_seconds",
 		"process_network_receive_bytes_total", "process_network_transmit_bytes_total",
 		"go_goroutines", "go_memstats_heap_alloc_bytes",
 	} {
-		if _, ok := s[name]; !ok {
+		if _, ok := s.Get(name); !ok {
 			t.Errorf("%s missing", name)
 		}
 	}
-	if start := s["process_start_time_seconds"]; math.Abs(start-float64(time.Now().Unix())) > 3600 {
+	if start := s.Must(t, "process_start_time_seconds"); math.Abs(start-float64(time.Now().Unix())) > 3600 {
 		t.Errorf("process_start_time_seconds = %v, not within the last hour", start)
 	}
-	if s["process_resident_memory_bytes"] < 1<<20 || s["process_open_fds"] < 3 || s["go_goroutines"] < 1 {
-		t.Errorf("implausible self metrics: rss %v, fds %v, goroutines %v",
-			s["process_resident_memory_bytes"], s["process_open_fds"], s["go_goroutines"])
+	rss, fds, goroutines := s.Must(t, "process_resident_memory_bytes"), s.Must(t, "process_open_fds"), s.Must(t, "go_goroutines")
+	if rss < 1<<20 || fds < 3 || goroutines < 1 {
+		t.Errorf("implausible self metrics: rss %v, fds %v, goroutines %v", rss, fds, goroutines)
 	}
-	found := false
-	for k := range s {
-		found = found || strings.HasPrefix(k, "stall_exporter_build_info{")
-	}
-	if !found {
-		t.Error("stall_exporter_build_info missing")
+	if v := s.Must(t, "stall_exporter_build_info", "goos", runtime.GOOS); v != 1 {
+		t.Errorf("stall_exporter_build_info = %v, want 1", v)
 	}
 }
 
@@ -202,7 +199,7 @@ func (pipeAddr) String() string  { return "pipe" }
 // 21,000 idle connections once took 408 MB and every file descriptor.)
 func TestConnectionLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lines, logger := newLogLines(slog.LevelDebug)
+		lines, logger := collectortest.NewLogs(slog.LevelDebug)
 		conns := newConnLimit(2, logger)
 		release := make(chan struct{})
 		srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -275,10 +272,10 @@ func TestConnectionLimit(t *testing.T) {
 		if got := evictedRefused(); got != [2]uint64{1, 1} {
 			t.Errorf("evicted, refused %v; want 1 and 1", got)
 		}
-		if n := lines.count("WARN", "closing the longest idle", "--web.max-connections"); n != 1 {
+		if n := lines.Count("WARN", "closing the longest idle", "--web.max-connections"); n != 1 {
 			t.Errorf("%d warnings about evicted idle connections, want 1", n)
 		}
-		if n := lines.count("WARN", "closing new connections", "--web.max-connections"); n != 1 {
+		if n := lines.Count("WARN", "closing new connections", "--web.max-connections"); n != 1 {
 			t.Errorf("%d warnings about refused connections, want 1", n)
 		}
 	})

@@ -1,11 +1,12 @@
 package dns
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // BenchmarkHandle measures the per-packet path — parse IP/UDP, parse the DNS
@@ -36,7 +37,7 @@ func BenchmarkHandle(b *testing.B) {
 	ts := int64(0)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := collectortest.ProcessCPU()
 	for i := 0; i < b.N; i++ {
 		ts += 1000
 		tr.handle(pkts[i%len(pkts)], ts)
@@ -44,17 +45,10 @@ func BenchmarkHandle(b *testing.B) {
 			tr.expire(ts)
 		}
 	}
-	cpu := processCPU() - cpu0
+	cpu := collectortest.ProcessCPU() - cpu0
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "packets/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	if tr.problems.Count() != 0 {
 		b.Fatalf("%d parse problems", tr.problems.Count())
 	}
-}
-
-// processCPU is the user+system CPU time of this process so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

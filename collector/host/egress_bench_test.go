@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // BenchmarkEgress is one scrape of the egress collector and one sampler
@@ -36,7 +38,7 @@ func BenchmarkEgress(b *testing.B) {
 			}
 			defer r.Close()
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := collectortest.ProcessCPU()
 			msgs := 0
 			for b.Loop() {
 				msgs = 0
@@ -62,7 +64,7 @@ func BenchmarkEgress(b *testing.B) {
 			}
 			update() // sockets, buffers and driver lookups
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := collectortest.ProcessCPU()
 			for b.Loop() {
 				update()
 			}
@@ -80,7 +82,7 @@ func BenchmarkEgress(b *testing.B) {
 			}
 			tick()
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := collectortest.ProcessCPU()
 			for b.Loop() {
 				tick()
 			}

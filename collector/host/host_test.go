@@ -4,7 +4,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -95,19 +94,10 @@ func scrape(t testing.TB, c collector.Collector) collectortest.Result {
 	return collectortest.Scrape(t, c, 10*time.Second)
 }
 
-// processCPU is the process's user+system CPU time (getrusage), which other
-// processes on a shared machine do not inflate the way they inflate wall
-// time; the benchmarks report it.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // reportCPU adds cpu-ns/op since start and, for an operation done once
 // per period, the share of one core it costs.
 func reportCPU(b *testing.B, start time.Duration, period time.Duration) {
-	per := float64(processCPU()-start) / float64(b.N)
+	per := float64(collectortest.ProcessCPU()-start) / float64(b.N)
 	b.ReportMetric(per, "cpu-ns/op")
 	if period > 0 {
 		b.ReportMetric(100*per/float64(period), "%core@"+period.String())

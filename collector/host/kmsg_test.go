@@ -744,7 +744,7 @@ func BenchmarkKmsgHandle(b *testing.B) {
 	}
 	b.ReportAllocs()
 	seq := uint64(0)
-	cpu := processCPU()
+	cpu := collectortest.ProcessCPU()
 	for b.Loop() {
 		k.haveSeq = false // every record is "new"
 		k.handle(recs[seq%4])
@@ -760,7 +760,7 @@ func BenchmarkKmsgReadDevice(b *testing.B) {
 	k := newBenchKmsg(b, nil)
 	buf := make([]byte, kmsgBufSize)
 	records := 0
-	cpu := processCPU()
+	cpu := collectortest.ProcessCPU()
 	for b.Loop() {
 		fd, err := syscall.Open("/dev/kmsg", syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 		if err != nil {

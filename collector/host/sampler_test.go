@@ -509,7 +509,7 @@ func BenchmarkSamplerTick(b *testing.B) {
 	s := newSampler(testConfig(b, "sampler", "/proc", "/sys", nil), testSettings(b))
 	s.tick()
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := collectortest.ProcessCPU()
 	for b.Loop() {
 		s.tick()
 	}
@@ -568,9 +568,9 @@ func BenchmarkSamplerRunLoop(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
-	before, cpu := ticks(), processCPU()
+	before, cpu := ticks(), collectortest.ProcessCPU()
 	time.Sleep(time.Duration(b.N) * interval) // real time: the ticker's wake-ups are what is measured
-	used, n := processCPU()-cpu, ticks()-before
+	used, n := collectortest.ProcessCPU()-cpu, ticks()-before
 	cancel()
 	<-done
 	b.ReportMetric(float64(used.Nanoseconds())/n, "cpu-ns/tick")

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
 // BenchmarkSupervisionScan is one uncached scan of this machine's real
@@ -31,7 +33,7 @@ func BenchmarkSupervisionScan(b *testing.B) {
 			for _, mode := range []string{"warm", "cold"} {
 				b.Run(mode, func(b *testing.B) {
 					b.ReportAllocs()
-					cpu := processCPU()
+					cpu := collectortest.ProcessCPU()
 					var s *supervisionScan
 					for b.Loop() {
 						if mode == "cold" {
@@ -57,7 +59,7 @@ func BenchmarkSupervisionReadEveryStat(b *testing.B) {
 	startIdleProcesses(b, 1000)
 	c, _ := newTestSupervision(b, "/proc")
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := collectortest.ProcessCPU()
 	for b.Loop() {
 		procs, err := c.fs.AllProcs()
 		if err != nil {

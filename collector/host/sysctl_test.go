@@ -8,39 +8,27 @@ import (
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
-// sysctlValues scrapes c: tunable name → value.
-func sysctlValues(t *testing.T, c *sysctlCollector) map[string]float64 {
-	t.Helper()
-	r := scrape(t, c)
-	if r.Err != nil {
-		t.Fatal(r.Err)
-	}
-	out := map[string]float64{}
-	for _, m := range r.Metrics {
-		out[m.Labels["name"]] = m.Value
-	}
-	return out
-}
-
 // TestSysctlRefresh: values are reused within the refresh interval and
 // re-read after it, so a changed tunable shows up within one interval.
 func TestSysctlRefresh(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		proc := writeFiles(t, t.TempDir(), map[string]string{"sys/vm/dirty_ratio": "20\n", "sys/vm/swappiness": "60\n"})
 		c := build(t, newSysctlCollector, "sysctl", proc, "")
-		got := sysctlValues(t, c)
-		if len(got) != 2 || got["vm.dirty_ratio"] != 20 || got["vm.swappiness"] != 60 {
-			t.Fatalf("first read: %v", got)
-		}
+		collectortest.Compare(t, c, `
+stall_vm_sysctl{name="vm.dirty_ratio"} 20
+stall_vm_sysctl{name="vm.swappiness"} 60
+`, "stall_vm_sysctl")
 		writeFiles(t, proc, map[string]string{"sys/vm/dirty_ratio": "5\n"})
 		collectortest.Advance(59 * time.Second)
-		if got := sysctlValues(t, c); got["vm.dirty_ratio"] != 20 {
-			t.Errorf("within the interval: dirty_ratio %v, want the cached 20", got["vm.dirty_ratio"])
-		}
+		collectortest.Compare(t, c, `
+stall_vm_sysctl{name="vm.dirty_ratio"} 20
+stall_vm_sysctl{name="vm.swappiness"} 60
+`, "stall_vm_sysctl") // within the interval: the cached value
 		collectortest.Advance(time.Second)
-		if got := sysctlValues(t, c); got["vm.dirty_ratio"] != 5 {
-			t.Errorf("after the interval: dirty_ratio %v, want 5", got["vm.dirty_ratio"])
-		}
+		collectortest.Compare(t, c, `
+stall_vm_sysctl{name="vm.dirty_ratio"} 5
+stall_vm_sysctl{name="vm.swappiness"} 60
+`, "stall_vm_sysctl") // after it: read again
 	})
 }
 

@@ -1,6 +1,7 @@
 package rocketmq
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"testing/synctest"
@@ -33,30 +34,28 @@ func TestReplyBudget(t *testing.T) {
 		cs := pipeScraper(t, collectortest.Config("rocketmq", nil), &n, "--rocketmq.broker="+stalled.Addr(), frame, "--rocketmq.timeout=1s")
 		cv := pipeScraper(t, collectortest.Config("rocketmq", nil), &n, "--rocketmq.broker="+victim.Addr(), frame, "--rocketmq.timeout=300ms")
 		done := make(chan struct{})
-		go func() { defer close(done); scrape(t, cs) }()
+		go func() { defer close(done); collectortest.Expose(t, context.Background(), cs) }()
 		synctest.Wait()
 		if n := budget.InUse(); n != 64<<10 {
 			t.Fatalf("the stalled announcement holds %d bytes of the budget, want 64 KiB", n)
 		}
-		start := time.Now()
-		got, _ := scrape(t, cv, "stall_rocketmq_up", "stall_rocketmq_down_reason", "stall_rocketmq_reply_budget_refusals_total")
-		if took := time.Since(start); took != 300*time.Millisecond {
-			t.Errorf("the refused scrape took %s, want its 300 ms timeout", took)
-		}
 		lv := `{broker="` + victim.Addr() + `",broker_id="",rocketmq_cluster=""`
-		expect(t, got, `
+		start := time.Now()
+		collectortest.Compare(t, cv, `
 stall_rocketmq_down_reason{broker="`+victim.Addr()+`",broker_id="",reason="reply_memory",rocketmq_cluster=""} 1
 stall_rocketmq_reply_budget_refusals_total`+lv+`} 1
 stall_rocketmq_up`+lv+`} 0
-`)
+`, "stall_rocketmq_up", "stall_rocketmq_down_reason", "stall_rocketmq_reply_budget_refusals_total")
+		if took := time.Since(start); took != 300*time.Millisecond {
+			t.Errorf("the refused scrape took %s, want its 300 ms timeout", took)
+		}
 		<-done
 		if n := budget.InUse(); n != 0 {
 			t.Errorf("%d bytes of the budget still taken after every request ended", n)
 		}
-		got, _ = scrape(t, cv, "stall_rocketmq_up", "stall_rocketmq_reply_budget_refusals_total")
-		expect(t, got, `
+		collectortest.Compare(t, cv, `
 stall_rocketmq_reply_budget_refusals_total`+lv+`} 1
 stall_rocketmq_up`+lv+`} 1
-`)
+`, "stall_rocketmq_up", "stall_rocketmq_reply_budget_refusals_total")
 	})
 }

@@ -2,6 +2,7 @@ package rocketmq
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,7 +10,6 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +23,7 @@ import (
 
 func TestNothingConfiguredIsNoData(t *testing.T) {
 	c := newScraper(collectortest.Config("rocketmq", nil), testOptions(t))
-	if _, err := scrape(t, c); !errors.Is(err, collector.ErrNoData) {
+	if err := collectortest.Expose(t, context.Background(), c).Err; !errors.Is(err, collector.ErrNoData) {
 		t.Errorf("err = %v, want ErrNoData", err)
 	}
 }
@@ -48,20 +48,7 @@ func TestNamesrvDiscovery49(t *testing.T) {
 
 	cfg := collectortest.Config("rocketmq", nil)
 	c := newScraper(cfg, testOptions(t, "--rocketmq.namesrv="+ns.Addr(), "--rocketmq.namesrv=127.0.0.1:1", "--rocketmq.timeout=1s"))
-	got, err := scrape(t, c,
-		"stall_rocketmq_up", "stall_rocketmq_namesrv_up", "stall_rocketmq_commitlog_lock_held_seconds",
-		"stall_rocketmq_flush_pending_bytes", "stall_rocketmq_transient_store_pool_enabled",
-		"stall_rocketmq_transient_store_buffers_available", "stall_rocketmq_commitlog_disk_ratio",
-		"stall_rocketmq_put_latency_seconds", "stall_rocketmq_put_messages_total", "stall_rocketmq_put_failures_total",
-		"stall_rocketmq_send_queue_head_wait_seconds", "stall_rocketmq_put_latency_window_percentile_seconds",
-		"stall_rocketmq_broker_config_info", "stall_rocketmq_broker_config_send_queue_wait_timeout_seconds",
-		"stall_rocketmq_runtime_info_errors_total")
-	// The refused name server makes the collector fail (success 0, as for
-	// a redis target that is down); every broker is still reported.
-	if err == nil || !strings.Contains(err.Error(), "name server 127.0.0.1:1:") || strings.Contains(err.Error(), "broker ") {
-		t.Errorf("err = %v, want only the refused name server", err)
-	}
-	expect(t, got, `
+	err = collectortest.Compare(t, c, `
 stall_rocketmq_broker_config_info{broker="broker-a",broker_fast_failure_enable="true",broker_id="0",broker_role="ASYNC_MASTER",fast_fail_if_no_buffer_in_store_pool="false",flush_disk_type="ASYNC_FLUSH",rocketmq_cluster="DefaultCluster",transfer_msg_by_heap="false",transient_store_pool_enable="false",use_reentrant_lock_when_put_message="true",warm_maped_file_enable="true"} 1
 stall_rocketmq_broker_config_info{broker="broker-a",broker_fast_failure_enable="true",broker_id="1",broker_role="SLAVE",fast_fail_if_no_buffer_in_store_pool="false",flush_disk_type="ASYNC_FLUSH",rocketmq_cluster="DefaultCluster",transfer_msg_by_heap="false",transient_store_pool_enable="false",use_reentrant_lock_when_put_message="true",warm_maped_file_enable="true"} 1
 stall_rocketmq_broker_config_send_queue_wait_timeout_seconds{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster"} 0.2
@@ -118,12 +105,23 @@ stall_rocketmq_transient_store_pool_enabled{broker="broker-a",broker_id="0",rock
 stall_rocketmq_transient_store_pool_enabled{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster"} 0
 stall_rocketmq_up{broker="broker-a",broker_id="0",rocketmq_cluster="DefaultCluster"} 1
 stall_rocketmq_up{broker="broker-a",broker_id="1",rocketmq_cluster="DefaultCluster"} 1
-`)
+`, "stall_rocketmq_up", "stall_rocketmq_namesrv_up", "stall_rocketmq_commitlog_lock_held_seconds",
+		"stall_rocketmq_flush_pending_bytes", "stall_rocketmq_transient_store_pool_enabled",
+		"stall_rocketmq_transient_store_buffers_available", "stall_rocketmq_commitlog_disk_ratio",
+		"stall_rocketmq_put_latency_seconds", "stall_rocketmq_put_messages_total",
+		"stall_rocketmq_put_failures_total", "stall_rocketmq_send_queue_head_wait_seconds",
+		"stall_rocketmq_put_latency_window_percentile_seconds", "stall_rocketmq_broker_config_info",
+		"stall_rocketmq_broker_config_send_queue_wait_timeout_seconds", "stall_rocketmq_runtime_info_errors_total")
+	// The refused name server makes the collector fail (success 0, as for
+	// a redis target that is down); every broker is still reported.
+	if err == nil || !strings.Contains(err.Error(), "name server 127.0.0.1:1:") || strings.Contains(err.Error(), "broker ") {
+		t.Errorf("err = %v, want only the refused name server", err)
+	}
 	if n := cfg.Problems.Count(); n != 0 {
 		t.Errorf("%d problems on a clean 4.9.7 reply", n)
 	}
 	// A second scrape reuses the connections and the cached config.
-	if _, err := scrape(t, c, "stall_rocketmq_up"); err == nil || strings.Contains(err.Error(), "broker ") {
+	if err := collectortest.Expose(t, context.Background(), c).Err; err == nil || strings.Contains(err.Error(), "broker ") {
 		t.Errorf("second scrape: err = %v, want only the refused name server", err)
 	}
 	for name, b := range map[string]*rocketmqtest.Broker{"master": master, "slave": slave} {
@@ -165,14 +163,7 @@ func TestDirectBroker5(t *testing.T) {
 	b.SetBinary(true)
 	cfg := collectortest.Config("rocketmq", nil)
 	c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+b.Addr()))
-	got, err := scrape(t, c, "stall_rocketmq_flush_pending_bytes", "stall_rocketmq_commit_pending_bytes",
-		"stall_rocketmq_transient_store_pool_enabled", "stall_rocketmq_transient_store_buffers_available",
-		"stall_rocketmq_messages_per_second", "stall_rocketmq_broker_config_page_cache_busy_timeout_seconds",
-		"stall_rocketmq_runtime_info_errors_total")
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect(t, got, `
+	err := collectortest.Compare(t, c, `
 stall_rocketmq_broker_config_page_cache_busy_timeout_seconds{broker="broker-5",broker_id="0",rocketmq_cluster="c5"} 1
 stall_rocketmq_commit_pending_bytes{broker="broker-5",broker_id="0",rocketmq_cluster="c5"} 262144
 stall_rocketmq_flush_pending_bytes{broker="broker-5",broker_id="0",rocketmq_cluster="c5"} 1.610612736e+09
@@ -193,7 +184,13 @@ stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="put",rock
 stall_rocketmq_messages_per_second{broker="broker-5",broker_id="0",op="put",rocketmq_cluster="c5",window="60s"} 790.1
 stall_rocketmq_transient_store_buffers_available{broker="broker-5",broker_id="0",rocketmq_cluster="c5"} 3
 stall_rocketmq_transient_store_pool_enabled{broker="broker-5",broker_id="0",rocketmq_cluster="c5"} 1
-`)
+`, "stall_rocketmq_flush_pending_bytes", "stall_rocketmq_commit_pending_bytes",
+		"stall_rocketmq_transient_store_pool_enabled", "stall_rocketmq_transient_store_buffers_available",
+		"stall_rocketmq_messages_per_second", "stall_rocketmq_broker_config_page_cache_busy_timeout_seconds",
+		"stall_rocketmq_runtime_info_errors_total")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if n := cfg.Problems.Count(); n != 0 {
 		t.Errorf("%d problems on a clean 5.x reply (brokerVersion is gone in 5.3.3+ and must not count)", n)
 	}
@@ -215,22 +212,21 @@ func TestBadKeysCostOneMetricEach(t *testing.T) {
 	families := []string{"stall_rocketmq_up", "stall_rocketmq_commitlog_lock_held_seconds", "stall_rocketmq_send_queue_size",
 		"stall_rocketmq_send_queue_capacity", "stall_rocketmq_put_latency_seconds", "stall_rocketmq_commitlog_disk_ratio",
 		"stall_rocketmq_flush_pending_bytes", "stall_rocketmq_runtime_info_errors_total"}
-	got, err := scrape(t, c, append(families, "stall_rocketmq_messages_per_second")...)
-	if err != nil {
-		t.Fatal(err)
+	e := collectortest.Expose(t, context.Background(), c)
+	if e.Err != nil {
+		t.Fatal(e.Err)
 	}
-	if !strings.Contains(got, `stall_rocketmq_messages_per_second{broker="b",broker_id="0",op="put",rocketmq_cluster="c",window="10s"} 12.5`) ||
+	if got := e.Families("stall_rocketmq_messages_per_second"); !strings.Contains(got, `stall_rocketmq_messages_per_second{broker="b",broker_id="0",op="put",rocketmq_cluster="c",window="10s"} 12.5`) ||
 		strings.Contains(got, `op="put",window="60s"`) {
 		t.Errorf("early empty putTps tokens: %s", got)
 	}
-	got, _ = scrape(t, c, families...)
-	expect(t, got, `
+	collectortest.Compare(t, c, `
 stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="pageCacheLockTimeMills",rocketmq_cluster="c"} 2
 stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="remainHowManyDataToFlush",rocketmq_cluster="c"} 2
 stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="sendThreadPoolQueueSize",rocketmq_cluster="c"} 2
 stall_rocketmq_send_queue_capacity{broker="b",broker_id="0",rocketmq_cluster="c"} 10000
 stall_rocketmq_up{broker="b",broker_id="0",rocketmq_cluster="c"} 1
-`)
+`, families...)
 	if n := cfg.Problems.Count(); n != 6 {
 		t.Errorf("problems = %d, want 6 (3 keys × 2 scrapes)", n)
 	}
@@ -245,10 +241,11 @@ func TestBrokerFaults(t *testing.T) {
 	c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+b.Addr(), "--rocketmq.timeout=300ms"))
 	up := func() string {
 		t.Helper()
-		got, err := scrape(t, c, "stall_rocketmq_up")
+		e := collectortest.Expose(t, context.Background(), c)
+		got := e.Families("stall_rocketmq_up")
 		v := strings.TrimSpace(got[strings.LastIndex(got, " "):])
-		if (err == nil) != (v == "1") {
-			t.Errorf("up %s but err = %v", v, err)
+		if (e.Err == nil) != (v == "1") {
+			t.Errorf("up %s but err = %v", v, e.Err)
 		}
 		return v
 	}
@@ -285,12 +282,11 @@ func TestACLFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "acl")
 	os.WriteFile(p, []byte("accessKey=exporter\nsecretKey=s3cret\n"), 0o600)
 	opts := testOptions(t, "--rocketmq.acl-file="+p, "--rocketmq.broker="+b.Addr())
-	got, _ := scrape(t, newScraper(collectortest.Config("rocketmq", nil), opts), "stall_rocketmq_up")
-	expect(t, got, `
+	collectortest.Compare(t, newScraper(collectortest.Config("rocketmq", nil), opts), `
 stall_rocketmq_up{broker="b",broker_id="",rocketmq_cluster=""} 1
-`)
+`, "stall_rocketmq_up")
 	opts.Credentials = nil
-	got, _ = scrape(t, newScraper(collectortest.Config("rocketmq", nil), opts), "stall_rocketmq_up")
+	got := collectortest.Expose(t, context.Background(), newScraper(collectortest.Config("rocketmq", nil), opts)).Families("stall_rocketmq_up")
 	if !strings.HasSuffix(got, "} 0\n") {
 		t.Errorf("unsigned requests to an ACL broker: %s", got)
 	}
@@ -344,10 +340,10 @@ func BenchmarkRuntimeInfoDecode(b *testing.B) {
 	now := time.Unix(1_800_000_000, 0)
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := collectortest.ProcessCPU()
 	b.ResetTimer()
 	defer func() {
-		b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64((collectortest.ProcessCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}()
 	for i := 0; i < b.N; i++ {
 		cmd, err := remoting.ReadCommand(bytes.NewReader(frame), 0)
@@ -395,7 +391,7 @@ func BenchmarkStalledAnnouncers(b *testing.B) {
 		runtime.ReadMemStats(&m0)
 		rss0 := vmRSS(b)
 		done := make(chan struct{})
-		go func() { scrape(b, c); close(done) }()
+		go func() { collectortest.Expose(b, context.Background(), c); close(done) }()
 		// The announcements are read and the clients wait, each with a
 		// first 64 KiB chunk of the frame taken from the reply budget.
 		collectortest.WaitFor(b, 10*time.Second, "five clients waiting for their frames", func() error {
@@ -428,12 +424,6 @@ func vmRSS(b *testing.B) int64 {
 	}
 	b.Fatal("no VmRSS in /proc/self/status")
 	return 0
-}
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkLogLine: one store.log [NOTIFYME] line and one

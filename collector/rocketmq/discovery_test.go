@@ -23,33 +23,30 @@ func TestTopologyChangesAndNamesrvOutage(t *testing.T) {
 			remoting.BrokerAddr{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}, remoting.BrokerAddr{Cluster: "c", Name: "b", ID: 0, Addr: b.Addr()})
 		c := pipeScraper(t, collectortest.Config("rocketmq", nil), &n, "--rocketmq.namesrv="+ns.Addr(),
 			"--rocketmq.discovery-interval=30s", "--rocketmq.unlisted-broker-retention=0s")
-		got, _ := scrape(t, c, "stall_rocketmq_up")
-		expect(t, got, `
+		collectortest.Compare(t, c, `
 stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
 stall_rocketmq_up{broker="b",broker_id="0",rocketmq_cluster="c"} 1
-`)
+`, "stall_rocketmq_up")
 		// Broker b leaves the topology; within the interval nobody asks.
 		ns.SetBrokers([]remoting.BrokerAddr{{Cluster: "c", Name: "a", ID: 0, Addr: a.Addr()}})
 		collectortest.Advance(29 * time.Second)
-		if got, _ := scrape(t, c, "stall_rocketmq_up"); strings.Count(got, "\n") != 2 {
+		if got := collectortest.Expose(t, context.Background(), c).Families("stall_rocketmq_up"); strings.Count(got, "\n") != 2 {
 			t.Errorf("within the discovery interval:\n%s", got)
 		}
 		collectortest.Advance(2 * time.Second)
-		got, _ = scrape(t, c, "stall_rocketmq_up")
-		expect(t, got, `
+		collectortest.Compare(t, c, `
 stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
-`)
+`, "stall_rocketmq_up")
 		// The name server goes away: broker a is still scraped.
 		ns.Inject(rocketmqtest.Reset, rocketmqtest.Reset) // the reused connection, then the one retry
 		collectortest.Advance(31 * time.Second)
-		got, err := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_namesrv_up")
+		err := collectortest.Compare(t, c, `
+stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 0
+stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
+`, "stall_rocketmq_up", "stall_rocketmq_namesrv_up")
 		if err == nil || !strings.Contains(err.Error(), "name server "+ns.Addr()) {
 			t.Errorf("err = %v, want the name server's failure", err)
 		}
-		expect(t, got, `
-stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 0
-stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
-`)
 		if n := ns.RequestCount(remoting.GetBrokerClusterInfo); n != 4 {
 			t.Errorf("%d cluster-info requests, want 4 (the failed discovery was sent twice: reused connection, then a fresh one)", n)
 		}
@@ -69,7 +66,7 @@ func TestNamesrvBadRepliesCounted(t *testing.T) {
 		c := pipeScraper(t, cfg, &n, "--rocketmq.namesrv="+ns.Addr(), "--rocketmq.timeout=1s", "--rocketmq.discovery-interval=30s")
 		scrapeAndEndRound := func() string {
 			t.Helper()
-			got, _ := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_namesrv_up")
+			got := collectortest.Expose(t, context.Background(), c).Families("stall_rocketmq_up", "stall_rocketmq_namesrv_up")
 			endRound(c)
 			return got
 		}
@@ -108,14 +105,13 @@ func TestBrokersSharingAnAddress(t *testing.T) {
 		c := pipeScraper(t, cfg, &n, "--rocketmq.namesrv="+ns.Addr(), "--rocketmq.timeout=1s", "--rocketmq.discovery-interval=30s",
 			"--rocketmq.unlisted-broker-retention=0s")
 		for range 2 {
-			got, _ := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_broker_info")
-			expect(t, got, `
+			collectortest.Compare(t, c, `
 stall_rocketmq_broker_info{address="`+b.Addr()+`",broker="broker-a",broker_id="0",rocketmq_cluster="c",version="V4_9_7"} 1
 stall_rocketmq_broker_info{address="`+b.Addr()+`",broker="broker-a",broker_id="1",rocketmq_cluster="c",version="V4_9_7"} 1
 stall_rocketmq_up{broker="broker-a",broker_id="0",rocketmq_cluster="c"} 1
 stall_rocketmq_up{broker="broker-a",broker_id="1",rocketmq_cluster="c"} 1
 stall_rocketmq_up{broker="broker-b",broker_id="0",rocketmq_cluster="c"} 0
-`)
+`, "stall_rocketmq_up", "stall_rocketmq_broker_info")
 			collectortest.Advance(31 * time.Second) // the second scrape runs a new round: logged only once
 		}
 		var shared []string
@@ -131,7 +127,7 @@ stall_rocketmq_up{broker="broker-b",broker_id="0",rocketmq_cluster="c"} 0
 		// The slave moves to an address of its own: same series, new address.
 		b2 := pipeBroker(t, &n, "10.0.0.3:10911", rocketmqtest.Runtime5(), "")
 		ns.SetBrokers([]remoting.BrokerAddr{{Cluster: "c", Name: "broker-a", ID: 0, Addr: b.Addr()}, {Cluster: "c", Name: "broker-a", ID: 1, Addr: b2.Addr()}})
-		got, _ := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_broker_info")
+		got := collectortest.Expose(t, context.Background(), c).Families("stall_rocketmq_up", "stall_rocketmq_broker_info")
 		for _, want := range []string{
 			`stall_rocketmq_broker_info{address="` + b.Addr() + `",broker="broker-a",broker_id="0",rocketmq_cluster="c",version="V4_9_7"} 1`,
 			`stall_rocketmq_broker_info{address="` + b2.Addr() + `",broker="broker-a",broker_id="1",rocketmq_cluster="c",version="V5_3_3"} 1`,
@@ -186,7 +182,7 @@ func TestEmptyTopologyIsNoError(t *testing.T) {
 	if r.Err != nil {
 		t.Errorf("err = %v", r.Err)
 	}
-	expect(t, r.Families("stall_rocketmq_namesrv_up", "stall_rocketmq_up"), `
+	r.Compare(t, `
 stall_rocketmq_namesrv_up{namesrv="`+ns.Addr()+`"} 1
-`)
+`, "stall_rocketmq_namesrv_up", "stall_rocketmq_up")
 }

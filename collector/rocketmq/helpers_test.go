@@ -1,11 +1,8 @@
 package rocketmq
 
 import (
-	"context"
 	"log/slog"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -15,22 +12,6 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq/rocketmqtest"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
-
-// scrape runs one Update and returns the sample lines (no HELP/TYPE) of
-// the named families, in text exposition format.
-func scrape(t testing.TB, c collector.Collector, families ...string) (string, error) {
-	t.Helper()
-	e := collectortest.Expose(t, context.Background(), c)
-	return e.Families(families...), e.Err
-}
-
-func expect(t *testing.T, got, want string) {
-	t.Helper()
-	want = strings.TrimLeft(want, "\n")
-	if got != want {
-		t.Errorf("metrics differ\n--- got\n%s--- want\n%s", got, want)
-	}
-}
 
 // startBroker starts a fake broker on a loopback port, closed when the
 // test ends.
@@ -67,52 +48,19 @@ func testOptions(t testing.TB, args ...string) options {
 	return opts
 }
 
-// logRecords is a slog handler that keeps every record at info and above
-// as "LEVEL message key=value …", the logger's own attributes first.
-type logRecords struct {
-	mu    *sync.Mutex
-	recs  *[]string
-	attrs []slog.Attr
-}
+// logRecords are the records of a test's collector logger
+// (collectortest.Logs, "LEVEL message key=value …").
+type logRecords struct{ *collectortest.Logs }
 
-// recordLogs makes cfg's logger keep its records in the returned handler.
+// recordLogs makes cfg's logger keep its records at info level and above.
 func recordLogs(cfg *collector.Config) logRecords {
-	h := logRecords{mu: &sync.Mutex{}, recs: new([]string)}
-	cfg.Logger = slog.New(h)
-	return h
+	logs, logger := collectortest.NewLogs(slog.LevelInfo)
+	cfg.Logger = logger
+	return logRecords{logs}
 }
-
-func (h logRecords) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
-func (h logRecords) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Level.String() + " " + r.Message)
-	add := func(a slog.Attr) bool {
-		b.WriteString(" " + a.Key + "=" + a.Value.String())
-		return true
-	}
-	for _, a := range h.attrs {
-		add(a)
-	}
-	r.Attrs(add)
-	h.mu.Lock()
-	*h.recs = append(*h.recs, b.String())
-	h.mu.Unlock()
-	return nil
-}
-func (h logRecords) WithAttrs(a []slog.Attr) slog.Handler {
-	h.attrs = append(slices.Clip(h.attrs), a...)
-	return h
-}
-func (h logRecords) WithGroup(string) slog.Handler { return h }
 
 // take returns the records kept since the last take.
-func (h logRecords) take() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := *h.recs
-	*h.recs = nil
-	return out
-}
+func (l logRecords) take() []string { return l.Take() }
 
 // pipeOptions are testOptions for a scraper whose connections go to the
 // fake servers of n (tests under testing/synctest).

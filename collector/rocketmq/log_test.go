@@ -1,6 +1,7 @@
 package rocketmq
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,14 +55,16 @@ func (r *logRig) append(file string, lines ...string) {
 	}
 }
 
-func (r *logRig) scrape(families ...string) string {
+// scrape polls the logs and scrapes once, failing the test when the
+// scrape fails.
+func (r *logRig) scrape() collectortest.Exposition {
 	r.t.Helper()
 	r.c.logs.poll()
-	got, err := scrape(r.t, r.c, families...)
-	if err != nil {
-		r.t.Fatal(err)
+	e := collectortest.Expose(r.t, context.Background(), r.c)
+	if e.Err != nil {
+		r.t.Fatal(e.Err)
 	}
-	return got
+	return e
 }
 
 const (
@@ -89,11 +92,9 @@ func TestLogEventsFromTheEnd(t *testing.T) {
 		"2024-05-06 14:23:03 INFO WaterMark - [WATERMARK] Pull Queue Size: 3 SlowTimeMills: 0\n",
 		"2024-05-06 14:23:03 INFO WaterMark - [WATERMARK] LitePull Queue Size: 0 SlowTimeMills: 0\n",
 		"2024-05-06 14:23:03 INFO WaterMark - [WATERMARK] Weird Queue Size: 1 SlowTimeMills: 5\n")
-	got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_lock_held_seconds", "stall_rocketmq_log_put_slow_seconds",
-		"stall_rocketmq_log_mapped_file_create_seconds", "stall_rocketmq_log_lines_total", "stall_rocketmq_log_last_line_timestamp_seconds",
-		"stall_rocketmq_log_queue_size")
 	// 2024-05-06 14:23:03 GMT+8 = 06:23:03 UTC = 1714976583.
-	expect(t, got, `
+
+	r.scrape().Compare(t, `
 stall_rocketmq_log_events_total{event="lock_slow"} 2
 stall_rocketmq_log_events_total{event="mapped_file_slow"} 1
 stall_rocketmq_log_events_total{event="page_cache_busy"} 0
@@ -144,8 +145,10 @@ stall_rocketmq_log_queue_size{pool="lite_pull"} 0
 stall_rocketmq_log_queue_size{pool="other"} 1
 stall_rocketmq_log_queue_size{pool="pull"} 3
 stall_rocketmq_log_queue_size{pool="send"} 812
-`)
-	got = r.scrape("stall_rocketmq_log_put_latency_seconds", "stall_rocketmq_log_queue_head_wait_seconds")
+`, "stall_rocketmq_log_events_total", "stall_rocketmq_log_lock_held_seconds", "stall_rocketmq_log_put_slow_seconds",
+		"stall_rocketmq_log_mapped_file_create_seconds", "stall_rocketmq_log_lines_total", "stall_rocketmq_log_last_line_timestamp_seconds",
+		"stall_rocketmq_log_queue_size")
+	got := r.scrape().Families("stall_rocketmq_log_put_latency_seconds", "stall_rocketmq_log_queue_head_wait_seconds")
 	for _, want := range []string{
 		`stall_rocketmq_log_put_latency_seconds_bucket{le="0.01"} 45`,
 		`stall_rocketmq_log_put_latency_seconds_bucket{le="4"} 48`,
@@ -180,8 +183,7 @@ func TestLogRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.append("store.log", lineLocks)
-	got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_rotations_total", "stall_rocketmq_log_lines_total")
-	expect(t, got, `
+	r.scrape().Compare(t, `
 stall_rocketmq_log_events_total{event="lock_slow"} 3
 stall_rocketmq_log_events_total{event="mapped_file_slow"} 0
 stall_rocketmq_log_events_total{event="page_cache_busy"} 0
@@ -192,7 +194,7 @@ stall_rocketmq_log_lines_total{file="store.log"} 3
 stall_rocketmq_log_lines_total{file="watermark.log"} 0
 stall_rocketmq_log_rotations_total{file="store.log"} 1
 stall_rocketmq_log_rotations_total{file="watermark.log"} 0
-`)
+`, "stall_rocketmq_log_events_total", "stall_rocketmq_log_rotations_total", "stall_rocketmq_log_lines_total")
 	if n := r.cfg.Problems.Count(); n != 1 {
 		t.Errorf("problems = %d, want 1 (the line cut short by the rotation)", n)
 	}
@@ -203,7 +205,7 @@ stall_rocketmq_log_rotations_total{file="watermark.log"} 0
 	os.Rename(filepath.Join(r.dir, "store.log"), filepath.Join(r.dir, "otherdays", "store.1.log"))
 	r.c.logs.poll() // no store.log right now: keep reading the renamed one
 	r.append("store.log", lineMapped)
-	got = r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_rotations_total")
+	got := r.scrape().Families("stall_rocketmq_log_events_total", "stall_rocketmq_log_rotations_total")
 	if !strings.Contains(got, `{event="put_slow"} 1`) || !strings.Contains(got, `{event="mapped_file_slow"} 1`) ||
 		!strings.Contains(got, `stall_rocketmq_log_rotations_total{file="store.log"} 2`) {
 		t.Errorf("after the archive rotation:\n%s", got)
@@ -224,7 +226,7 @@ func TestLogMissingDirAppearsLater(t *testing.T) {
 	})
 	os.MkdirAll(r.dir, 0o755)
 	r.append("store.log", lineLock)
-	got := r.scrape("stall_rocketmq_log_events_total")
+	got := r.scrape().Families("stall_rocketmq_log_events_total")
 	if !strings.Contains(got, `{event="lock_slow"} 1`) {
 		t.Errorf("events:\n%s", got)
 	}
@@ -251,7 +253,7 @@ func TestLogMalformedLine(t *testing.T) {
 	r.start()
 	r.append("store.log", "2024-05-06 14:22:05 WARN t - [NOTIFYME]putMessage in lock cost time(ms)=abc, bodyLength=1\n",
 		"2024-05-06 14:22:05 INFO t - [PAGECACHERT] TotalPut 1, PutMessageDistributeTime [<=0ms]:1\n", lineLock)
-	got := r.scrape("stall_rocketmq_log_events_total")
+	got := r.scrape().Families("stall_rocketmq_log_events_total")
 	if !strings.Contains(got, `{event="lock_slow"} 1`) || !strings.Contains(got, `{event="pagecache_rt"} 0`) {
 		t.Errorf("events:\n%s", got)
 	}
@@ -274,8 +276,7 @@ func TestLogOldSpellings(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.append("store.log", string(data))
-	got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_lines_total")
-	expect(t, got, `
+	r.scrape().Compare(t, `
 stall_rocketmq_log_events_total{event="lock_slow"} 3
 stall_rocketmq_log_events_total{event="mapped_file_slow"} 1
 stall_rocketmq_log_events_total{event="page_cache_busy"} 0
@@ -284,8 +285,8 @@ stall_rocketmq_log_events_total{event="put_slow"} 3
 stall_rocketmq_log_events_total{event="transient_store_pool_exhausted"} 0
 stall_rocketmq_log_lines_total{file="store.log"} 8
 stall_rocketmq_log_lines_total{file="watermark.log"} 0
-`)
-	got = r.scrape("stall_rocketmq_log_put_slow_seconds", "stall_rocketmq_log_lock_held_seconds", "stall_rocketmq_log_mapped_file_create_seconds")
+`, "stall_rocketmq_log_events_total", "stall_rocketmq_log_lines_total")
+	got := r.scrape().Families("stall_rocketmq_log_put_slow_seconds", "stall_rocketmq_log_lock_held_seconds", "stall_rocketmq_log_mapped_file_create_seconds")
 	for _, want := range []string{
 		`stall_rocketmq_log_put_slow_seconds_bucket{le="1"} 1`, // 812 ms
 		`stall_rocketmq_log_put_slow_seconds_bucket{le="3"} 2`, // 1195 ms
@@ -314,7 +315,7 @@ func TestLogPageCacheBusy(t *testing.T) {
 	r.append("store.log",
 		"2024-05-06 14:22:05 WARN SendMessageThread_1 - [NOTIFYME]page cache is busy, CPUBusyFlag=false, OSPageCacheBusyFlag=true, lock time(ms)=1250\n",
 		"2024-05-06 14:22:06 WARN SendMessageThread_2 - [NOTIFYME]page cache is busy, CPUBusyFlag=true, OSPageCacheBusyFlag=false, lock time(ms)=\n")
-	got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_page_cache_busy_lock_held_seconds", "stall_rocketmq_log_lock_held_seconds")
+	got := r.scrape().Families("stall_rocketmq_log_events_total", "stall_rocketmq_log_page_cache_busy_lock_held_seconds", "stall_rocketmq_log_lock_held_seconds")
 	for _, want := range []string{
 		`stall_rocketmq_log_events_total{event="page_cache_busy"} 1`,
 		`stall_rocketmq_log_events_total{event="lock_slow"} 0`,
@@ -423,10 +424,9 @@ stall_rocketmq_log_queue_size{pool="send"} 3
 				}
 				r.append(f+".log", string(data))
 			}
-			got := r.scrape("stall_rocketmq_log_events_total", "stall_rocketmq_log_last_line_timestamp_seconds",
+			r.scrape().Compare(t, tc.want, "stall_rocketmq_log_events_total", "stall_rocketmq_log_last_line_timestamp_seconds",
 				"stall_rocketmq_log_lines_total", "stall_rocketmq_log_queue_size")
-			expect(t, got, tc.want)
-			got = r.scrape("stall_rocketmq_log_lock_held_seconds", "stall_rocketmq_log_mapped_file_create_seconds",
+			got := r.scrape().Families("stall_rocketmq_log_lock_held_seconds", "stall_rocketmq_log_mapped_file_create_seconds",
 				"stall_rocketmq_log_put_latency_seconds", "stall_rocketmq_log_queue_head_wait_seconds", "stall_rocketmq_log_put_slow_seconds")
 			for _, w := range tc.extra {
 				if !strings.Contains(got, w+"\n") {

@@ -38,11 +38,7 @@ func TestImpossibleValuesAreBadInput(t *testing.T) {
 		"stall_rocketmq_put_latency_window_percentile_seconds", "stall_rocketmq_put_messages_total",
 		"stall_rocketmq_send_queue_size", "stall_rocketmq_broker_config_send_queue_wait_timeout_seconds",
 		"stall_rocketmq_runtime_info_errors_total"}
-	got, err := scrape(t, c, families...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect(t, got, `
+	err := collectortest.Compare(t, c, `
 stall_rocketmq_put_latency_window_percentile_seconds{broker="b",broker_id="0",percentile="99.9",rocketmq_cluster="c"} 4.8
 stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="pageCacheLockTimeMills",rocketmq_cluster="c"} 1
 stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="pullThreadPoolQueueHeadWaitTimeMills",rocketmq_cluster="c"} 1
@@ -52,7 +48,10 @@ stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="putMessag
 stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="sendThreadPoolQueueHeadWaitTimeMills",rocketmq_cluster="c"} 1
 stall_rocketmq_runtime_info_errors_total{broker="b",broker_id="0",key="sendThreadPoolQueueSize",rocketmq_cluster="c"} 1
 stall_rocketmq_up{broker="b",broker_id="0",rocketmq_cluster="c"} 1
-`)
+`, families...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if n := cfg.Problems.Count(); n != 7 {
 		t.Errorf("problems = %d, want 7 (one per impossible key)", n)
 	}

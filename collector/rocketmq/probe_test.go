@@ -1,6 +1,7 @@
 package rocketmq
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -71,11 +72,10 @@ func TestProbeTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_broker_info")
-	expect(t, got, `
+	collectortest.Compare(t, c, `
 stall_rocketmq_broker_info{address="`+b.Addr()+`",broker="`+b.Addr()+`",broker_id="",rocketmq_cluster="",version="V4_9_7"} 1
 stall_rocketmq_up{broker="`+b.Addr()+`",broker_id="",rocketmq_cluster=""} 1
-`)
+`, "stall_rocketmq_up", "stall_rocketmq_broker_info")
 }
 
 // A probed broker is labelled from its config, and the module signs its
@@ -95,10 +95,9 @@ func TestProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := scrape(t, c, "stall_rocketmq_up")
-	expect(t, got, `
+	collectortest.Compare(t, c, `
 stall_rocketmq_up{broker="probed",broker_id="0",rocketmq_cluster="c"} 1
-`)
+`, "stall_rocketmq_up")
 }
 
 // Under a probe cache with the exporter's limits (main's probeLimits: 64
@@ -131,7 +130,7 @@ func TestProbeBoundsConnections(t *testing.T) {
 	for i := range brokers {
 		brokers[i] = startBroker(t, rocketmqtest.Runtime49(), "brokerName=b\n")
 		c := probe(brokers[i].Addr())
-		if got, _ := scrape(t, c, "stall_rocketmq_up"); !strings.HasSuffix(got, "} 1\n") {
+		if got := collectortest.Expose(t, context.Background(), c).Families("stall_rocketmq_up"); !strings.HasSuffix(got, "} 1\n") {
 			t.Fatalf("broker %d: %q, want up 1", i, got)
 		}
 		if i == 0 {
@@ -162,7 +161,7 @@ func TestProbeBoundsConnections(t *testing.T) {
 	if c := probe(brokers[0].Addr()); c != first {
 		t.Error("the broker that lost its connection is a new collector: its state is gone")
 	}
-	if got, _ := scrape(t, first, "stall_rocketmq_up"); !strings.HasSuffix(got, "} 1\n") {
+	if got := collectortest.Expose(t, context.Background(), first).Families("stall_rocketmq_up"); !strings.HasSuffix(got, "} 1\n") {
 		t.Errorf("after its connection was closed: %q, want up 1", got)
 	}
 	if n := brokers[0].Accepted(); n != 2 {
@@ -176,7 +175,7 @@ func TestProbeBoundsConnections(t *testing.T) {
 	brokers[1].Inject(rocketmqtest.Announce)
 	c := probe(brokers[1].Addr())
 	before := cfg.Problems.Count()
-	got, _ := scrape(t, c, "stall_rocketmq_down_reason")
+	got := collectortest.Expose(t, context.Background(), c).Families("stall_rocketmq_down_reason")
 	if !strings.Contains(got, `reason="reply_too_large",rocketmq_cluster=""} 1`) {
 		t.Errorf("a 16 MiB frame: %q, want reason reply_too_large", got)
 	}

@@ -59,11 +59,10 @@ func TestDownReasons(t *testing.T) {
 			cfg := collectortest.Config("rocketmq", nil)
 			h := recordLogs(&cfg)
 			c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+addr, "--rocketmq.timeout=500ms"))
-			got, err := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_down_reason")
-			expect(t, got, `
+			err := collectortest.Compare(t, c, `
 stall_rocketmq_down_reason{broker="`+addr+`",broker_id="",reason="`+tc.reason+`",rocketmq_cluster=""} 1
 stall_rocketmq_up{broker="`+addr+`",broker_id="",rocketmq_cluster=""} 0
-`)
+`, "stall_rocketmq_up", "stall_rocketmq_down_reason")
 			if err == nil || !strings.Contains(err.Error(), tc.reason) {
 				t.Errorf("err = %v, want it to name the reason %s", err, tc.reason)
 			}
@@ -90,7 +89,7 @@ func TestDownReasonFollowsTheBroker(t *testing.T) {
 		defer c.close()
 		reasons := func() string {
 			t.Helper()
-			got, _ := scrape(t, c, "stall_rocketmq_down_reason")
+			got := collectortest.Expose(t, context.Background(), c).Families("stall_rocketmq_down_reason")
 			collectortest.Advance(15 * time.Second)
 			return got
 		}
@@ -149,22 +148,20 @@ func TestConfigRefusedByACL(t *testing.T) {
 	c := newScraper(cfg, testOptions(t, "--rocketmq.broker="+b.Addr()))
 	for range 2 {
 		b.Inject(rocketmqtest.None, rocketmqtest.ErrorReply) // runtime info answered, config refused
-		got, err := scrape(t, c, "stall_rocketmq_up", "stall_rocketmq_down_reason", "stall_rocketmq_broker_config_info")
+		err := collectortest.Compare(t, c, `
+stall_rocketmq_up{broker="`+b.Addr()+`",broker_id="",rocketmq_cluster=""} 1
+`, "stall_rocketmq_up", "stall_rocketmq_down_reason", "stall_rocketmq_broker_config_info")
 		if err != nil {
 			t.Errorf("err = %v; a refused config read does not fail the broker", err)
 		}
-		expect(t, got, `
-stall_rocketmq_up{broker="`+b.Addr()+`",broker_id="",rocketmq_cluster=""} 1
-`)
 	}
 	checkLogs(t, "config refused twice", h.take(), []string{
 		"WARN rocketmq broker refused GET_BROKER_CONFIG: access denied (ACL); stall_rocketmq_broker_config_* are absent until the account may read the config broker=" + b.Addr() + " reason=permission",
 	})
 	// Allowed again: the config is read and labels the broker.
-	got, _ := scrape(t, c, "stall_rocketmq_up")
-	expect(t, got, `
+	collectortest.Compare(t, c, `
 stall_rocketmq_up{broker="b",broker_id="0",rocketmq_cluster="c"} 1
-`)
+`, "stall_rocketmq_up")
 	checkLogs(t, "config allowed again", h.take(), []string{"INFO rocketmq broker answers GET_BROKER_CONFIG again broker=" + b.Addr()})
 }
 
@@ -186,10 +183,10 @@ func TestPeerTextBounded(t *testing.T) {
 	h := recordLogs(&cfg)
 	c := newScraper(cfg, testOptions(t, "--rocketmq.namesrv="+ns.Addr()))
 	e := collectortest.Expose(t, context.Background(), c)
-	expect(t, e.Families("stall_rocketmq_up", "stall_rocketmq_broker_info"), `
+	e.Compare(t, `
 stall_rocketmq_broker_info{address="`+good.Addr()+`",broker="a",broker_id="0",rocketmq_cluster="c",version="V4_9_7`+"\uFFFD\uFFFD"+`[0m"} 1
 stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
-`)
+`, "stall_rocketmq_up", "stall_rocketmq_broker_info")
 	if strings.ContainsRune(e.Text, 0) {
 		t.Error("the exposition carries a NUL")
 	}

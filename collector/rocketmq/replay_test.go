@@ -55,7 +55,7 @@ func TestIncident1ReplayIsWhatTheCollectorExports(t *testing.T) {
 				b.Close()            // SIGHUP: the JVM exits ...
 				r.ns.SetBrokers(nil) // ... and its shutdown hook unregisters it
 			}
-			out := r.scrape("stall_rocketmq_up")
+			out := r.scrape().Families("stall_rocketmq_up")
 			v := "_"
 			if _, val, ok := strings.Cut(strings.TrimSpace(out), `broker="broker-c",broker_id="0",rocketmq_cluster="DefaultCluster"} `); ok {
 				v = val

@@ -33,11 +33,7 @@ func TestLockSampler(t *testing.T) {
 			b.Set("pageCacheLockTimeMills", ms)
 			tick()
 		}
-		got, err := scrape(t, c, "stall_rocketmq_commitlog_lock_held_sampled_seconds", "stall_rocketmq_lock_samples_failed_total")
-		if err != nil {
-			t.Fatal(err)
-		}
-		expect(t, got, `
+		err := collectortest.Compare(t, c, `
 stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",rocketmq_cluster="c",le="0"} 2
 stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",rocketmq_cluster="c",le="0.005"} 3
 stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="0",rocketmq_cluster="c",le="0.01"} 3
@@ -53,7 +49,10 @@ stall_rocketmq_commitlog_lock_held_sampled_seconds_bucket{broker="b",broker_id="
 stall_rocketmq_commitlog_lock_held_sampled_seconds_sum{broker="b",broker_id="0",rocketmq_cluster="c"} 17.023
 stall_rocketmq_commitlog_lock_held_sampled_seconds_count{broker="b",broker_id="0",rocketmq_cluster="c"} 7
 stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",rocketmq_cluster="c"} 0
-`)
+`, "stall_rocketmq_commitlog_lock_held_sampled_seconds", "stall_rocketmq_lock_samples_failed_total")
+		if err != nil {
+			t.Fatal(err)
+		}
 
 		b.Inject(rocketmqtest.Reset, rocketmqtest.Reset) // the reused connection, then the one retry on a fresh one
 		tick()
@@ -62,7 +61,7 @@ stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",rocketmq_clust
 			t.Errorf("%d runtime-info requests, want 10 (7 samples + 1 scrape + 1 failed sample, sent twice: reused connection, then a fresh one; the backed-off tick sends none)", n)
 		}
 		tick()
-		got, _ = scrape(t, c, "stall_rocketmq_lock_samples_failed_total", "stall_rocketmq_commitlog_lock_held_sampled_seconds")
+		got := collectortest.Expose(t, context.Background(), c).Families("stall_rocketmq_lock_samples_failed_total", "stall_rocketmq_commitlog_lock_held_sampled_seconds")
 		if !strings.Contains(got, `stall_rocketmq_lock_samples_failed_total{broker="b",broker_id="0",rocketmq_cluster="c"} 1`) ||
 			!strings.Contains(got, `_count{broker="b",broker_id="0",rocketmq_cluster="c"} 8`) {
 			t.Errorf("after a failed and a recovered sample:\n%s", got)
@@ -95,7 +94,7 @@ func TestScrapeEndsSamplerBackoff(t *testing.T) {
 		if n := b.RequestCount(remoting.GetBrokerRuntimeInfo); n != 6 {
 			t.Fatalf("%d samples sent, want 6: the tick within the backoff sent one", n)
 		}
-		if got, _ := scrape(t, c, "stall_rocketmq_up"); !strings.HasSuffix(got, "} 1\n") {
+		if got := collectortest.Expose(t, context.Background(), c).Families("stall_rocketmq_up"); !strings.HasSuffix(got, "} 1\n") {
 			t.Fatalf("scrape: %s", got)
 		}
 		before := b.RequestCount(remoting.GetBrokerRuntimeInfo)
@@ -120,7 +119,7 @@ func TestRunStopsOnCancel(t *testing.T) {
 		go func() { c.Run(ctx); close(done) }()
 		for range 6 {
 			collectortest.Advance(5 * time.Millisecond)
-			scrape(t, c, "stall_rocketmq_up") // runs while the tick's sample does
+			collectortest.Expose(t, context.Background(), c) // runs while the tick's sample does
 		}
 		synctest.Wait()
 		if n := b.RequestCount(remoting.GetBrokerRuntimeInfo); n != 12 {
@@ -133,7 +132,7 @@ func TestRunStopsOnCancel(t *testing.T) {
 		default:
 			t.Fatal("Run did not return after cancel")
 		}
-		got, _ := scrape(t, c, "stall_rocketmq_commitlog_lock_held_sampled_seconds")
+		got := collectortest.Expose(t, context.Background(), c).Families("stall_rocketmq_commitlog_lock_held_sampled_seconds")
 		if !strings.Contains(got, `stall_rocketmq_commitlog_lock_held_sampled_seconds_count{broker="b",broker_id="",rocketmq_cluster=""} 6`) {
 			t.Errorf("want 6 samples:\n%s", got)
 		}
@@ -156,13 +155,13 @@ func BenchmarkSample(b *testing.B) {
 	ctx := context.Background()
 	c.sampleOnce(ctx) // dial outside the measurement
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := collectortest.ProcessCPU()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		c.sampleOnce(ctx)
 	}
 	b.StopTimer()
-	cpu := processCPU() - cpu0
+	cpu := collectortest.ProcessCPU() - cpu0
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e9*100, "%core@1s")
 }

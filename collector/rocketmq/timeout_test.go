@@ -26,11 +26,11 @@ func TestSilentBrokerCostsOneBudget(t *testing.T) {
 		c := pipeScraper(t, collectortest.Config("rocketmq", nil), &n,
 			"--rocketmq.broker="+good.Addr(), "--rocketmq.broker="+silent, "--rocketmq.broker=10.0.0.3:10911", "--rocketmq.timeout=1s")
 		r := collectortest.Expose(t, context.Background(), c)
-		expect(t, r.Families("stall_rocketmq_up"), `
+		r.Compare(t, `
 stall_rocketmq_up{broker="10.0.0.2:10911",broker_id="",rocketmq_cluster=""} 0
 stall_rocketmq_up{broker="10.0.0.3:10911",broker_id="",rocketmq_cluster=""} 0
 stall_rocketmq_up{broker="good",broker_id="0",rocketmq_cluster="c"} 1
-`)
+`, "stall_rocketmq_up")
 		if r.Elapsed != timeout {
 			t.Errorf("scrape took %v, want one --rocketmq.timeout (%v)", r.Elapsed, timeout)
 		}
@@ -60,10 +60,10 @@ func TestScrapeEndsBeforeContextDeadline(t *testing.T) {
 		if !r.InTime || r.Elapsed != 720*time.Millisecond {
 			t.Errorf("Update returned after %v (in time: %v), want 720 ms: 800 ms less a tenth", r.Elapsed, r.InTime)
 		}
-		expect(t, r.Families("stall_rocketmq_up"), `
+		r.Compare(t, `
 stall_rocketmq_up{broker="10.0.0.2:10911",broker_id="",rocketmq_cluster=""} 0
 stall_rocketmq_up{broker="good",broker_id="0",rocketmq_cluster="c"} 1
-`)
+`, "stall_rocketmq_up")
 	})
 }
 
@@ -79,18 +79,18 @@ func TestSilentNamesrvKeepsBrokerLabels(t *testing.T) {
 		const timeout = time.Second
 		c := pipeScraper(t, collectortest.Config("rocketmq", nil), &n, "--rocketmq.namesrv="+ns, "--rocketmq.broker="+good.Addr(), "--rocketmq.timeout=1s")
 		r := collectortest.Expose(t, context.Background(), c)
-		expect(t, r.Families("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), `
+		r.Compare(t, `
 stall_rocketmq_up{broker="good",broker_id="0",rocketmq_cluster="c"} 1
-`)
+`, "stall_rocketmq_up", "stall_rocketmq_namesrv_up")
 		if r.Elapsed != timeout/2 {
 			t.Errorf("first scrape took %v, want half of --rocketmq.timeout (%v)", r.Elapsed, timeout)
 		}
 		endRound(c) // the discovery round times out
 		r = collectortest.Expose(t, context.Background(), c)
-		expect(t, r.Families("stall_rocketmq_up", "stall_rocketmq_namesrv_up"), `
+		r.Compare(t, `
 stall_rocketmq_namesrv_up{namesrv="`+ns+`"} 0
 stall_rocketmq_up{broker="good",broker_id="0",rocketmq_cluster="c"} 1
-`)
+`, "stall_rocketmq_up", "stall_rocketmq_namesrv_up")
 		if r.Elapsed != 0 {
 			t.Errorf("scrape after the name server failed took %v, want no wait for it", r.Elapsed)
 		}
@@ -280,7 +280,7 @@ func TestFailedConfigReadKeepsLabels(t *testing.T) {
 stall_rocketmq_up{broker="direct",broker_id="2",rocketmq_cluster="c"} 1
 `
 		r := collectortest.Expose(t, context.Background(), c)
-		expect(t, r.Families("stall_rocketmq_up"), want)
+		r.Compare(t, want, "stall_rocketmq_up")
 		collectortest.Advance(59 * time.Second)
 		collectortest.Expose(t, context.Background(), c)
 		if n := b.RequestCount(remoting.GetBrokerConfig); n != 1 {
@@ -289,7 +289,7 @@ stall_rocketmq_up{broker="direct",broker_id="2",rocketmq_cluster="c"} 1
 		collectortest.Advance(time.Second)
 		b.Inject(rocketmqtest.None, rocketmqtest.Reset, rocketmqtest.Reset) // runtime info answers, the config re-read (and its retry) is reset
 		r = collectortest.Expose(t, context.Background(), c)
-		expect(t, r.Families("stall_rocketmq_up"), want)
+		r.Compare(t, want, "stall_rocketmq_up")
 		if r.Err != nil {
 			t.Errorf("err = %v; a failed config read is not a failed broker", r.Err)
 		}
@@ -305,7 +305,7 @@ stall_rocketmq_up{broker="direct",broker_id="2",rocketmq_cluster="c"} 1
 		b.Inject(rocketmqtest.None, rocketmqtest.Truncated)
 		before := cfg.Problems.Count()
 		r = collectortest.Expose(t, context.Background(), c)
-		expect(t, r.Families("stall_rocketmq_up"), want)
+		r.Compare(t, want, "stall_rocketmq_up")
 		if d := cfg.Problems.Count() - before; d != 1 {
 			t.Errorf("truncated config reply: %d problems counted, want 1", d)
 		}

@@ -1,6 +1,7 @@
 package rocketmq
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -40,13 +41,13 @@ func (r *unlistedRig) broker(addr string) *rocketmqtest.Broker {
 }
 
 // scrape scrapes once, waits for the discovery round it started, lets
-// 15 s pass and returns the families.
-func (r *unlistedRig) scrape(families ...string) string {
+// 15 s pass and returns the exposition.
+func (r *unlistedRig) scrape() collectortest.Exposition {
 	r.t.Helper()
-	got, _ := scrape(r.t, r.c, families...)
+	e := collectortest.Expose(r.t, context.Background(), r.c)
 	endRound(r.c)
 	collectortest.Advance(15 * time.Second)
-	return got
+	return e
 }
 
 // A broker that dies unregisters from the name servers at once (its
@@ -63,11 +64,11 @@ func TestUnlistedBrokerKeptForRetention(t *testing.T) {
 		bb := remoting.BrokerAddr{Cluster: "c", Name: "b", ID: 0, Addr: b.Addr()}
 		r.ns.SetBrokers([]remoting.BrokerAddr{ba, bb})
 		start := time.Now()
-		up := func() string { return r.scrape("stall_rocketmq_up", "stall_rocketmq_down_reason") }
-		expect(t, up(), `
+		families := []string{"stall_rocketmq_up", "stall_rocketmq_down_reason"}
+		r.scrape().Compare(t, `
 stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
 stall_rocketmq_up{broker="b",broker_id="0",rocketmq_cluster="c"} 1
-`)
+`, families...)
 		// b dies, and the name server stops listing it.
 		b.Close()
 		r.ns.SetBrokers([]remoting.BrokerAddr{ba})
@@ -79,13 +80,13 @@ stall_rocketmq_up{broker="b",broker_id="0",rocketmq_cluster="c"} 0
 		// Died at 15 s, unlisted from the round at 30 s; kept until 10m30s.
 		for time.Since(start) < 10*time.Minute+30*time.Second {
 			at := time.Since(start)
-			if got := up(); got != strings.TrimLeft(down, "\n") {
+			if got := r.scrape().Families(families...); got != strings.TrimLeft(down, "\n") {
 				t.Fatalf("scrape at %s: got\n%s", at, got)
 			}
 		}
-		expect(t, up(), `
+		r.scrape().Compare(t, `
 stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
-`)
+`, families...)
 		checkLogs(t, "b unlisted, then dropped", r.logs.take(), []string{
 			"WARN " + downMessages[remote.ReasonRefused] + ";",
 			"WARN rocketmq broker no longer listed by the name servers",
@@ -111,18 +112,18 @@ func TestUnlistedBrokerAliveOrRenamed(t *testing.T) {
 		r.scrape()
 		r.ns.SetBrokers([]remoting.BrokerAddr{ba})
 		for range 4 {
-			expect(t, r.scrape("stall_rocketmq_up"), `
+			r.scrape().Compare(t, `
 stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
 stall_rocketmq_up{broker="a",broker_id="1",rocketmq_cluster="c"} 1
-`)
+`, "stall_rocketmq_up")
 		}
 		r.ns.SetBrokers([]remoting.BrokerAddr{ba, bs})
 		r.scrape()
 		collectortest.Advance(2 * time.Hour)
-		expect(t, r.scrape("stall_rocketmq_up"), `
+		r.scrape().Compare(t, `
 stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
 stall_rocketmq_up{broker="a",broker_id="1",rocketmq_cluster="c"} 1
-`)
+`, "stall_rocketmq_up")
 		checkLogs(t, "unlisted, listed again", r.logs.take(), []string{
 			"WARN rocketmq broker no longer listed by the name servers",
 			"INFO rocketmq broker listed by the name servers again broker=" + s.Addr() + " id=c/a/1",
@@ -131,9 +132,9 @@ stall_rocketmq_up{broker="a",broker_id="1",rocketmq_cluster="c"} 1
 		a.Close()
 		r.ns.SetBrokers([]remoting.BrokerAddr{{Cluster: "c", Name: "a", ID: 0, Addr: s.Addr()}})
 		r.scrape()
-		expect(t, r.scrape("stall_rocketmq_up"), `
+		r.scrape().Compare(t, `
 stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
-`)
+`, "stall_rocketmq_up")
 	})
 }
 
@@ -147,7 +148,7 @@ func TestUnlistedRetentionZero(t *testing.T) {
 		r.scrape()
 		r.ns.SetBrokers(nil)
 		r.scrape()
-		if got := strings.TrimSpace(r.scrape("stall_rocketmq_up")); got != "" {
+		if got := strings.TrimSpace(r.scrape().Families("stall_rocketmq_up")); got != "" {
 			t.Errorf("retention 0: %s", got)
 		}
 	})

@@ -157,6 +157,8 @@ type Exposition struct {
 	Err     error  // what Update returned
 	Elapsed time.Duration
 	InTime  bool // Update returned before ctx ended
+
+	families []*dto.MetricFamily // as gathered, for Compare
 }
 
 // Expose runs c.Update once under ctx through a pedantic registry, failing
@@ -164,13 +166,7 @@ type Exposition struct {
 // returns the text exposition.
 func Expose(t testing.TB, ctx context.Context, c collector.Collector) Exposition {
 	t.Helper()
-	var e Exposition
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(adapter{c: c, ctx: ctx, e: &e})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
+	e, mfs := gather(t, ctx, c)
 	var buf bytes.Buffer
 	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
 	for _, mf := range mfs {
@@ -179,7 +175,17 @@ func Expose(t testing.TB, ctx context.Context, c collector.Collector) Exposition
 		}
 	}
 	e.Text = buf.String()
-	return e
+	e.families = mfs
+	return *e
+}
+
+// Compare compares the named families of e with want, sample lines as for
+// the package's Compare, failing the test with a diff when they differ.
+func (e Exposition) Compare(t testing.TB, want string, families ...string) {
+	t.Helper()
+	if err := CompareFamilies(e.families, want, families...); err != nil {
+		t.Errorf("%v\n(Update returned %v)", err, e.Err)
+	}
 }
 
 // adapter lets a registry gather one Collector under a given context.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -89,13 +90,13 @@ func TestConstFamiliesAsRegistry(t *testing.T) {
 	}
 }
 
-// TestScrapeRunMerge: what the grouping does not know (a histogram, a
+// TestGatherMerge: what the grouping does not know (a histogram, a
 // counter vector, a descriptor not made by collector.NewMetric) goes
 // through the registry, and the result is one sorted list: a family of the
 // same name, HELP and type as a constant one is merged with it; one that
 // disagrees keeps the registry's metrics and reports the constant ones; a
 // histogram sent on a gauge's descriptor is refused and the rest served.
-func TestScrapeRunMerge(t *testing.T) {
+func TestGatherMerge(t *testing.T) {
 	hist := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "stall_test_seconds", Help: "A histogram.", Buckets: []float64{1}})
 	hist.Observe(0.5)
 	sameName := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "stall_exporter_requests_refused_total",
@@ -105,9 +106,9 @@ func TestScrapeRunMerge(t *testing.T) {
 		prometheus.CounterValue, 9)
 	c := replay{refusedDesc.New(1, "metrics"), hist, sameName.WithLabelValues("other"), connsEvictedDesc.New(4), otherHelp,
 		prometheus.MustNewConstHistogram(scrapeSuccessDesc.Desc, 1, 1, map[float64]uint64{1: 1}, "sent as a histogram")}
-	run := newScrapeRun()
-	run.ctx, run.entries = context.Background(), newEntries(testBuilt(c), slog.New(slog.DiscardHandler))
-	mfs, err := run.gather()
+	s := newScraper(nil, scrapeTimeout{limit: time.Second}, slog.New(slog.DiscardHandler))
+	mfs, done, err := s.gather(context.Background(), newEntries(testBuilt(c), slog.New(slog.DiscardHandler)))
+	defer done()
 
 	var names []string
 	for _, mf := range mfs {
@@ -136,5 +137,36 @@ func TestScrapeRunMerge(t *testing.T) {
 	var errs prometheus.MultiError
 	if !errors.As(err, &errs) || len(errs) != 2 {
 		t.Errorf("errors %v, want the disagreeing family and the histogram", err)
+	}
+}
+
+// TestScratchBackThroughDone: a scrape's scratch (its metric arrays and
+// grouping) goes back to the pool only through the gatherer's done, after
+// promhttp has encoded the families; a scrape that has not called done yet
+// does not share it with the next.
+func TestScratchBackThroughDone(t *testing.T) {
+	s := newScraper(nil, scrapeTimeout{limit: time.Second}, slog.New(slog.DiscardHandler))
+	entries := newEntries(testBuilt(replay{connsEvictedDesc.New(3)}), slog.New(slog.DiscardHandler))
+	first, done1, err := s.gather(context.Background(), entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, done2, _ := s.gather(context.Background(), entries)
+	if len(s.free) != 0 {
+		t.Fatalf("%d scratches in the pool before done", len(s.free))
+	}
+	done1()
+	done2()
+	if len(s.free) != 2 {
+		t.Fatalf("%d scratches in the pool after both dones, want 2", len(s.free))
+	}
+	var evicted float64
+	for _, mf := range first {
+		if mf.GetName() == "stall_exporter_idle_connections_evicted_total" {
+			evicted = mf.Metric[0].GetCounter().GetValue()
+		}
+	}
+	if evicted != 3 {
+		t.Errorf("the first scrape's families after done: evicted %v, want 3", evicted)
 	}
 }

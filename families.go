@@ -2,89 +2,15 @@ package main
 
 import (
 	"cmp"
-	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/stall-exporter/stall_exporter/collector"
 )
-
-// scrapeRun is the collectors of one request, run concurrently under the
-// request's context, as the unchecked prometheus.Collector of a registry of
-// its own (Describe sends nothing: what each collector exports depends on
-// the host and the target), beside the handler's static collectors
-// (registering client_golang's Go collector costs more than gathering it,
-// so a run is kept for later requests with its registry, its handler and
-// the arrays of its metrics). The registry gathers only what consts cannot
-// group: client_golang's own metrics (histograms, counter vectors). Not
-// safe for concurrent use.
-type scrapeRun struct {
-	ctx     context.Context
-	entries []*entry
-	reg     *prometheus.Registry
-	handler http.Handler          // promhttp's, with the run as its gatherer
-	slots   [][]prometheus.Metric // each entry's metrics, arrays kept between requests
-	consts  constFamilies
-}
-
-// newScrapeRun returns a run registered in a new registry with static.
-func newScrapeRun(static ...prometheus.Collector) *scrapeRun {
-	r := &scrapeRun{reg: prometheus.NewRegistry()}
-	r.reg.MustRegister(r)
-	r.reg.MustRegister(static...)
-	return r
-}
-
-func (*scrapeRun) Describe(chan<- *prometheus.Desc) {}
-
-func (r *scrapeRun) Collect(ch chan<- prometheus.Metric) {
-	if n := len(r.entries); len(r.slots) < n {
-		r.slots = append(r.slots, make([][]prometheus.Metric, n-len(r.slots))...)
-	}
-	var wg sync.WaitGroup
-	for i, en := range r.entries {
-		wg.Go(func() { en.run(r.ctx, &r.slots[i]) })
-	}
-	wg.Wait()
-	for i := range r.entries {
-		for _, m := range r.slots[i] {
-			if !r.consts.add(m) {
-				ch <- m
-			}
-		}
-		clear(r.slots[i]) // drop the metrics, keep the array
-		r.slots[i] = r.slots[i][:0]
-	}
-}
-
-// gather gathers the run's registry and returns every family: the
-// registry's and the constant ones, merged. The error lists what a
-// registry would have refused (a series sent twice, descriptors of one
-// name that disagree); that is left out.
-func (r *scrapeRun) gather() ([]*dto.MetricFamily, error) {
-	r.consts.reset()
-	theirs, err := r.reg.Gather()
-	var errs prometheus.MultiError
-	if err != nil && !errors.As(err, &errs) {
-		errs = prometheus.MultiError{err}
-	}
-	mfs := r.consts.families(theirs)
-	return mfs, append(errs, r.consts.errs...).MaybeUnwrap()
-}
-
-// Gather implements prometheus.TransactionalGatherer for promhttp. The
-// families are allocated for this request, so there is nothing to release.
-func (r *scrapeRun) Gather() ([]*dto.MetricFamily, func(), error) {
-	mfs, err := r.gather()
-	return mfs, func() {}, err
-}
 
 // constFamilies groups the constant metrics of one scrape (those made by
 // collector.Metric) into the families a prometheus.Registry would gather
@@ -165,21 +91,24 @@ func hasValueOf(m *dto.Metric, t dto.MetricType) bool {
 	}
 }
 
-// families returns ours and theirs (a registry's) in one list sorted by
-// name, each family's metrics sorted and without repeated series. A name
-// in both keeps the registry's family, with our metrics added when HELP and
-// type agree (else ours are reported and dropped).
-func (g *constFamilies) families(theirs []*dto.MetricFamily) []*dto.MetricFamily {
-	for _, b := range theirs {
-		if a := g.byName[b.GetName()]; a != nil && len(a.Metric) > 0 {
-			if a.GetHelp() != b.GetHelp() || a.GetType() != b.GetType() {
-				g.errs = append(g.errs, fmt.Errorf("%s: %d metrics disagree with the HELP or type of the family gathered by the registry; dropped",
-					a.GetName(), len(a.Metric)))
-			} else {
-				b.Metric = append(b.Metric, a.Metric...)
+// families returns ours and theirs (what registries gathered) in one list
+// sorted by name, each family's metrics sorted and without repeated
+// series. A name in more than one list keeps the family of the last
+// registry, with the metrics of the others added when HELP and type agree
+// (else theirs are reported and dropped).
+func (g *constFamilies) families(theirs ...[]*dto.MetricFamily) []*dto.MetricFamily {
+	for _, list := range theirs {
+		for _, b := range list {
+			if a := g.byName[b.GetName()]; a != nil && len(a.Metric) > 0 {
+				if a.GetHelp() != b.GetHelp() || a.GetType() != b.GetType() {
+					g.errs = append(g.errs, fmt.Errorf("%s: %d metrics disagree with the HELP or type of the family gathered by the registry; dropped",
+						a.GetName(), len(a.Metric)))
+				} else {
+					b.Metric = append(b.Metric, a.Metric...)
+				}
 			}
+			g.byName[b.GetName()] = b
 		}
-		g.byName[b.GetName()] = b
 	}
 	out := make([]*dto.MetricFamily, 0, len(g.byName))
 	for _, mf := range g.byName {
