@@ -513,3 +513,25 @@ func memoryTempDir(t testing.TB) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
+
+// BenchmarkCgroupSamplerTick is the sampler's work per tick for two
+// watched cgroups, one with a memory.max (cgroupHost, on a disk file
+// system: the pread of memory.stat and memory.current, not the kernel's
+// generation of them).
+func BenchmarkCgroupSamplerTick(b *testing.B) {
+	proc, _ := cgroupHost(b)
+	watchedAt(proc).publish([]watchedCgroup{
+		{service: serviceBroker, v2Path: podContainer},
+		{service: serviceRedis, v2Path: "/system.slice/redis-server.service"},
+	})
+	c := newCgroupSampler(testConfig(b, "sampler", proc, "", nil), testSettings(b))
+	var v VMStat
+	ParseVMStat(readFile(b, filepath.Join(proc, "vmstat")), &v)
+	c.tick(&v)
+	start := processCPU()
+	b.ReportAllocs()
+	for b.Loop() {
+		c.tick(&v)
+	}
+	reportCPU(b, start, 1e9)
+}
