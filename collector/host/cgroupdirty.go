@@ -119,8 +119,8 @@ func (c *cgroupDirtyCollector) Update(_ context.Context, ch chan<- prometheus.Me
 	w := walkCgroups(l, c.maxReads, &c.reader)
 	c.problems.Add("cgroup_memory_stat_line", w.bad, w.badErr)
 	cgroupDirtyReads.Send(ch, float64(w.reads))
-	if _, ok := w.read["/"]; !ok && w.reads <= 2 && len(w.read) == 0 && w.err != nil {
-		return fmt.Errorf("reading %s: %w", l.root, w.err)
+	if len(w.read) == 0 && w.err != nil {
+		return fmt.Errorf("reading %s: %w", l.root, w.err) // nothing could be read
 	}
 
 	named := c.choose(l, w)
@@ -191,8 +191,8 @@ func (c *cgroupDirtyCollector) choose(l cgroupLayout, w *cgroupWalk) []*cgroupSe
 	var watchedPaths []string
 	for _, wc := range list {
 		p := wc.path(l.v2)
-		if p == "" {
-			continue
+		if p == "" || p == "/" {
+			continue // the root cgroup is the host's: stall_vm_*
 		}
 		n := w.read[p]
 		if n == nil {
