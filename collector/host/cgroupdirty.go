@@ -111,7 +111,7 @@ func (c *cgroupDirtyCollector) Update(_ context.Context, ch chan<- prometheus.Me
 	if c.layout == nil {
 		l, err := findMemoryCgroups(c.mountinfo)
 		if err != nil {
-			return fmt.Errorf("%w: no memory cgroup hierarchy: %v", collector.ErrNoData, err)
+			return fmt.Errorf("%w: no memory cgroup hierarchy: %w", collector.ErrNoData, err)
 		}
 		c.layout = &l
 	}
@@ -274,7 +274,7 @@ func (c *cgroupDirtyCollector) hostState() (hostDirtyState, bool) {
 		return hostDirtyState{}, false
 	}
 	var v VMStat
-	ParseVMStat(data, &v) // malformed lines are counted by the vmstat collector
+	_, _ = ParseVMStat(data, &v) // malformed lines are counted by the vmstat collector
 	sys, ok := c.sysctls.get()
 	if !ok {
 		return hostDirtyState{}, false

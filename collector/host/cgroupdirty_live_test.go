@@ -132,8 +132,11 @@ func TestCgroupDirtyWatchesSupervision(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	collectortest.WaitFor(t, 10*time.Second, "redis-server to run in its cgroup", func() error {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
-		if err != nil || string(b) != "redis-server\n" {
-			return fmt.Errorf("comm %q, %v", b, err)
+		if err != nil {
+			return err
+		}
+		if string(b) != "redis-server\n" {
+			return fmt.Errorf("comm %q", b)
 		}
 		return nil
 	})

@@ -127,7 +127,7 @@ func (c *cgroupSampler) sample(e *cgroupSampled, host hostDirtyState) bool {
 		}
 		return false
 	}
-	ParseMemStat(e.buf, &c.stat) // the scrape counts malformed lines
+	_, _ = ParseMemStat(e.buf, &c.stat) // the scrape counts malformed lines (its walk reads the watched cgroups too)
 	lim, ok := host.limits(&c.stat, e.levels, c.pageSize)
 	if !ok {
 		return true

@@ -251,9 +251,11 @@ func walkCgroups(l cgroupLayout, maxReads int, r *memStatReader) *cgroupWalk {
 	return w
 }
 
-// readNode reads n's memory.stat; false when it cannot (removed, or the
-// root of a v2 hierarchy, which has no memory.stat before 6.x kernels… or
-// a layout without dirty fields).
+// readNode reads n's memory.stat; false when it cannot: the cgroup was
+// removed, it is the root of a v2 hierarchy on a kernel that gives the
+// root no memory.stat, or the layout has no dirty fields (v1 before 4.2).
+// A malformed line is counted in w.bad; an error other than a removal is
+// kept in w.err.
 func (w *cgroupWalk) readNode(l cgroupLayout, n *cgroupDirtyNode, r *memStatReader) bool {
 	w.reads++
 	bad, perr, err := r.read(l.root+n.path, &n.stat)
