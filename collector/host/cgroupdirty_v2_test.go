@@ -70,6 +70,7 @@ func TestCgroupDirtyV2Throttle(t *testing.T) {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	_ = exec.Command("modprobe", "ext4").Run() // a module in Debian's kernel; built in elsewhere
 	run("mount", "-t", "ext4", dev, mnt)
 	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
 	var st syscall.Stat_t
@@ -115,6 +116,8 @@ func TestCgroupDirtyV2Throttle(t *testing.T) {
 	var (
 		maxRatio, hostAtMax float64
 		pausedSeen          bool
+		pollsAfter          int     // polls since the writer was first seen paused
+		peak, peakThresh    float64 // the highest dirty + writeback bytes, and the threshold then
 		buf                 []byte
 		v                   VMStat
 	)
@@ -130,23 +133,39 @@ func TestCgroupDirtyV2Throttle(t *testing.T) {
 		if !ok {
 			t.Fatalf("no throttle ratio for %s (err %v):\n%s", p, r.Err, r.Dump())
 		}
+		bytes := r.Must(t, "stall_cgroup_dirty_bytes", "cgroup", p) + r.Must(t, "stall_cgroup_writeback_bytes", "cgroup", p)
+		thresh := r.Must(t, "stall_cgroup_dirty_threshold_bytes", "cgroup", p)
+		if bytes > peak {
+			peak, peakThresh = bytes, thresh
+		}
 		wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", writer.Process.Pid))
 		paused := strings.Contains(string(wchan), "balance_dirty_pages")
 		if ratio > maxRatio {
 			maxRatio, hostAtMax = ratio, host
 			t.Logf("cgroup ratio %.3f (dirty+writeback %.1f MiB, threshold %.1f MiB), host ratio %.3f, writer in %s",
-				ratio, (r.Must(t, "stall_cgroup_dirty_bytes", "cgroup", p)+r.Must(t, "stall_cgroup_writeback_bytes", "cgroup", p))/(1<<20),
-				r.Must(t, "stall_cgroup_dirty_threshold_bytes", "cgroup", p)/(1<<20), host, wchan)
+				ratio, bytes/(1<<20), thresh/(1<<20), host, wchan)
 		}
 		if paused && ratio >= 0.9 && !pausedSeen {
 			pausedSeen = true
 			t.Logf("writer paused in %s at cgroup ratio %.3f, host ratio %.3f", wchan, ratio, host)
 		}
-		if maxRatio < 1 || !pausedSeen {
+		if pausedSeen {
+			pollsAfter++
+		}
+		// A few more polls once paused: the kernel holds the cgroup's
+		// dirty pages at its own limit, which must be ours.
+		if maxRatio < 1 || pollsAfter < 10 {
 			return fmt.Errorf("cgroup ratio %.3f (highest %.3f), writer in %q", ratio, maxRatio, wchan)
 		}
 		return nil
 	})
+	if b, err := os.ReadFile(cg + "/memory.stat"); err == nil {
+		t.Logf("%s/memory.stat while paused (fixtures/memstat/v2-6.1-vm.stat):\n%s", cg, b)
+	}
+	t.Logf("peak: %.1f MiB dirty and under writeback, the computed threshold then %.1f MiB", peak/(1<<20), peakThresh/(1<<20))
+	if peak < 0.9*peakThresh || peak > 1.1*peakThresh {
+		t.Errorf("the kernel held the cgroup at %.1f MiB, the computed threshold is %.1f MiB: not the kernel's limit", peak/(1<<20), peakThresh/(1<<20))
+	}
 	if hostAtMax >= 0.5 {
 		t.Errorf("the host's ratio was %.3f when the cgroup's peaked: not the container case", hostAtMax)
 	}

@@ -22,6 +22,8 @@ func TestParseMemStatFixtures(t *testing.T) {
 		{"v1-3.10-nodirty.stat", 0, 0, 536870912 + 1073741824, false, true},
 		{"v2-5.4-service.stat", 33554432, 4194304, 402653184 + 134217728, true, true},
 		{"v2-6.8-pod.stat", 943718400, 104857600, 2147483648 + 5368709120, true, true},
+		// captured in the cgroup-v2 VM while the kernel paused the writer.
+		{"v2-6.1-vm.stat", 81920, 53182464, 53354496 + 8192, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var m MemStat
@@ -85,7 +87,7 @@ func TestParseMemStatDoesNotAllocate(t *testing.T) {
 }
 
 func FuzzParseMemStat(f *testing.F) {
-	for _, p := range []string{"v1-6.18-root.stat", "v1-4.19-broker.stat", "v1-3.10-nodirty.stat", "v2-5.4-service.stat", "v2-6.8-pod.stat"} {
+	for _, p := range []string{"v1-6.18-root.stat", "v1-4.19-broker.stat", "v1-3.10-nodirty.stat", "v2-5.4-service.stat", "v2-6.1-vm.stat", "v2-6.8-pod.stat"} {
 		f.Add(readFixture(f, "memstat/"+p))
 	}
 	f.Add([]byte("file_dirty 18446744073709551615\nfile_writeback 18446744073709551615\ntotal_dirty 1\n"))
