@@ -535,3 +535,28 @@ func BenchmarkCgroupSamplerTick(b *testing.B) {
 	}
 	reportCPU(b, start, 1e9)
 }
+
+// TestSupervisionPublishesWatchedCgroups: a supervision scan of the 6.8
+// fixture (incident 1 in a session scope, redis-server in its unit and in
+// a pod) publishes the watched processes' cgroups, one per service and
+// cgroup, for cgroup_dirty and the sampler.
+func TestSupervisionPublishesWatchedCgroups(t *testing.T) {
+	proc := filepath.Join("fixtures", "linux-6.8", "proc")
+	if r := scrape(t, build(t, newSupervision, "supervision", proc, "")); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	list, gen := watchedAt(proc).get()
+	var got []string
+	for _, w := range list {
+		got = append(got, w.service+" "+w.path(true))
+	}
+	want := []string{
+		serviceRedis + " /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod5f0c2a41_7d3e_4c1b_9a8e_2b6d4f8c1e07.slice/cri-containerd-b71e4f0c9a2d8e6b5c3f1a0d9e8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c.scope",
+		serviceRedis + " /system.slice/redis-server.service",
+		serviceBroker + " /user.slice/user-1000.slice/session-5.scope",
+		serviceNamesrv + " /user.slice/user-1000.slice/session-5.scope",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") || gen == 0 {
+		t.Errorf("published (generation %d):\n%s\nwant:\n%s", gen, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
