@@ -88,7 +88,7 @@ func newCgroupDirty(cfg collector.Config, s settings) *cgroupDirtyCollector {
 		top:       s.cgroupTop,
 		maxReads:  s.cgroupMaxReads,
 		vmSrc:     sourceAt(cfg.Paths.Proc("vmstat")),
-		sysctls:   sysctlsAt(cfg.Paths.Proc("sys", "vm"), s.sysctlRefresh),
+		sysctls:   sysctlsAt(cfg, s.sysctlRefresh),
 		watched:   watchedAt(cfg.Paths.Procfs),
 		mountinfo: cfg.Paths.Proc("self", "mountinfo"),
 	}
@@ -374,9 +374,9 @@ func cgroupWritebackOn(dir string) bool {
 
 // sysctlReaders shares one reader of /proc/sys/vm between the collector and
 // the sampler.
-var sysctlReaders sync.Map // dir → *sysctlReader
+var sysctlReaders sync.Map // /proc/sys/vm path → *sysctlReader
 
-func sysctlsAt(dir string, refresh time.Duration) *sysctlReader {
-	r, _ := sysctlReaders.LoadOrStore(dir, &sysctlReader{dir: dir, refresh: refresh})
+func sysctlsAt(cfg collector.Config, refresh time.Duration) *sysctlReader {
+	r, _ := sysctlReaders.LoadOrStore(cfg.Paths.Proc("sys", "vm"), &sysctlReader{fs: cfg.ProcFS, refresh: refresh})
 	return r.(*sysctlReader)
 }

@@ -2,11 +2,10 @@ package host
 
 import (
 	"math"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // A memory cgroup's own dirty limits, computed as the kernel computes them
@@ -170,11 +169,11 @@ func mulDiv(a, b, c uint64) uint64 {
 	return a * b / c
 }
 
-// sysctlReader reads the four dirty tunables from /proc/sys/vm, at most
-// once per refresh interval (they change by hand, rarely). Safe for
-// concurrent use.
+// sysctlReader reads the four dirty tunables with procfs' FS.VM(), as the
+// sysctl collector does, at most once per refresh interval (they change
+// by hand, rarely). Safe for concurrent use.
 type sysctlReader struct {
-	dir     string // <procfs>/sys/vm
+	fs      procfs.FS
 	refresh time.Duration
 
 	mu     sync.Mutex
@@ -190,27 +189,16 @@ func (r *sysctlReader) get() (dirtySysctls, bool) {
 	if r.ok && r.refresh > 0 && time.Since(r.readAt) < r.refresh {
 		return r.last, true
 	}
-	var s dirtySysctls
-	ok := true
-	for _, f := range [...]struct {
-		name string
-		v    *uint64
-	}{
-		{"dirty_ratio", &s.ratio}, {"dirty_background_ratio", &s.bgRatio},
-		{"dirty_bytes", &s.bytes}, {"dirty_background_bytes", &s.bgBytes},
-	} {
-		b, err := os.ReadFile(r.dir + "/" + f.name)
-		if err != nil {
-			ok = false
-			break
-		}
-		x, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil {
-			ok = false
-			break
-		}
-		*f.v = x
+	r.ok, r.readAt = false, time.Now()
+	vm, err := r.fs.VM()
+	if err != nil || vm.DirtyRatio == nil || vm.DirtyBackgroundRatio == nil || vm.DirtyBytes == nil || vm.DirtyBackgroundBytes == nil {
+		return dirtySysctls{}, false
 	}
-	r.last, r.ok, r.readAt = s, ok, time.Now()
-	return s, ok
+	nonNeg := func(v *int64) uint64 { return uint64(max(*v, 0)) }
+	r.last = dirtySysctls{
+		ratio: nonNeg(vm.DirtyRatio), bgRatio: nonNeg(vm.DirtyBackgroundRatio),
+		bytes: nonNeg(vm.DirtyBytes), bgBytes: nonNeg(vm.DirtyBackgroundBytes),
+	}
+	r.ok = true
+	return r.last, true
 }

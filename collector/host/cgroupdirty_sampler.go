@@ -66,7 +66,7 @@ func newCgroupSampler(cfg collector.Config, s settings) *cgroupSampler {
 		refresh:   s.supervisionInterval,
 		mountinfo: cfg.Paths.Proc("self", "mountinfo"),
 		watched:   watchedAt(cfg.Paths.Procfs),
-		sysctls:   sysctlsAt(cfg.Paths.Proc("sys", "vm"), s.sysctlRefresh),
+		sysctls:   sysctlsAt(cfg, s.sysctlRefresh),
 		throttle:  samplerCgroupThrottle.HistogramVec(),
 		throttled: samplerCgroupThrottled.CounterVec(),
 	}

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"strings"
 	"syscall"
 
 	"github.com/stall-exporter/stall_exporter/collector/proclabel"
@@ -38,33 +37,12 @@ func findMemoryCgroups(mountinfo string) (cgroupLayout, error) {
 	} else {
 		errs = append(errs, err)
 	}
-	b, err := os.ReadFile(mountinfo)
+	root, err := proclabel.FindCgroup1Root(mountinfo, "memory")
 	if err != nil {
-		return cgroupLayout{}, err
+		return cgroupLayout{}, errors.Join(append(errs, err)...)
 	}
-	for line := range strings.Lines(string(b)) {
-		// 35 25 0:30 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			continue
-		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(g) < 3 || g[0] != "cgroup" {
-			continue
-		}
-		for _, o := range strings.Split(g[2], ",") {
-			if o == "memory" {
-				return cgroupLayout{root: mountUnescape(f[4])}, nil
-			}
-		}
-	}
-	errs = append(errs, errors.New("no cgroup v1 mount with the memory controller"))
-	return cgroupLayout{}, errors.Join(errs...)
+	return cgroupLayout{root: root}, nil
 }
-
-var mountUnescaper = strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
-
-func mountUnescape(s string) string { return mountUnescaper.Replace(s) }
 
 // hasWord reports whether the space-separated list b contains w.
 func hasWord(b []byte, w string) bool {

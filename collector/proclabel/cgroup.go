@@ -59,6 +59,34 @@ func FindCgroup2Root(path string) (mountPoint, root string, err error) {
 // and backslash.
 var mountUnescaper = strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
 
+// FindCgroup1Root finds where the cgroup v1 hierarchy of a controller
+// (memory, blkio …) is mounted, from the mountinfo file at path: the mount
+// point of the first "cgroup" mount whose options name the controller
+// (/sys/fs/cgroup/memory on a v1 or hybrid host).
+func FindCgroup1Root(path, controller string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.Lines(string(b)) {
+		// 35 25 0:30 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if len(f) < 5 || len(g) < 3 || g[0] != "cgroup" {
+			continue
+		}
+		for o := range strings.SplitSeq(g[2], ",") {
+			if o == controller {
+				return mountUnescaper.Replace(f[4]), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%s: no cgroup v1 mount with the %s controller", path, controller)
+}
+
 // CgroupNames turns cgroup v2 ids (what bpf_get_current_cgroup_id() and
 // the writeback tracepoints' cgroup_ino record) into bounded names
 // (Cgroup). A cgroup v2 id is the inode number of the
