@@ -60,14 +60,16 @@ func FindCgroup2Root(path string) (mountPoint, root string, err error) {
 var mountUnescaper = strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
 
 // FindCgroup1Root finds where the cgroup v1 hierarchy of a controller
-// (memory, blkio …) is mounted, from the mountinfo file at path: the mount
-// point of the first "cgroup" mount whose options name the controller
-// (/sys/fs/cgroup/memory on a v1 or hybrid host).
+// (memory, blkio …) is mounted, from the mountinfo file at path: a
+// "cgroup" mount whose options name the controller (/sys/fs/cgroup/memory
+// on a v1 or hybrid host). As FindCgroup2Root, it prefers a mount of the
+// whole hierarchy (root "/") to a subtree, then the shortest mount point.
 func FindCgroup1Root(path, controller string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
 	}
+	var mountPoint, root string
 	for line := range strings.Lines(string(b)) {
 		// 35 25 0:30 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
 		pre, post, ok := strings.Cut(line, " - ")
@@ -79,12 +81,19 @@ func FindCgroup1Root(path, controller string) (string, error) {
 			continue
 		}
 		for o := range strings.SplitSeq(g[2], ",") {
-			if o == controller {
-				return mountUnescaper.Replace(f[4]), nil
+			if o != controller {
+				continue
+			}
+			r, mp := mountUnescaper.Replace(f[3]), mountUnescaper.Replace(f[4])
+			if mountPoint == "" || r == "/" && root != "/" || (r == "/") == (root == "/") && len(mp) < len(mountPoint) {
+				mountPoint, root = mp, r
 			}
 		}
 	}
-	return "", fmt.Errorf("%s: no cgroup v1 mount with the %s controller", path, controller)
+	if mountPoint == "" {
+		return "", fmt.Errorf("%s: no cgroup v1 mount with the %s controller", path, controller)
+	}
+	return mountPoint, nil
 }
 
 // CgroupNames turns cgroup v2 ids (what bpf_get_current_cgroup_id() and

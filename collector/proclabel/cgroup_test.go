@@ -167,11 +167,12 @@ func TestFindCgroup1Root(t *testing.T) {
 	mountinfo := "31 25 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n" +
 		"malformed line\n" +
 		"32 25 0:28 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n" +
-		`33 25 0:29 / /sys/fs/cgroup/mem\040ory rw,relatime - cgroup cgroup rw,memory` + "\n"
+		"34 25 0:29 /kubepods/pod1 /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n" +
+		`33 25 0:29 / /host/sys/fs/cgroup/mem\040ory rw,relatime - cgroup cgroup rw,memory` + "\n"
 	if err := os.WriteFile(path, []byte(mountinfo), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for controller, want := range map[string]string{"memory": "/sys/fs/cgroup/mem ory", "cpuacct": "/sys/fs/cgroup/cpu,cpuacct"} {
+	for controller, want := range map[string]string{"memory": "/host/sys/fs/cgroup/mem ory", "cpuacct": "/sys/fs/cgroup/cpu,cpuacct"} {
 		if got, err := FindCgroup1Root(path, controller); err != nil || got != want {
 			t.Errorf("%s: %q, %v; want %q", controller, got, err, want)
 		}
