@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -559,4 +561,41 @@ func TestSupervisionPublishesWatchedCgroups(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") || gen == 0 {
 		t.Errorf("published (generation %d):\n%s\nwant:\n%s", gen, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// TestCgroupDirtyConcurrent: scrapes in parallel with the sampler's
+// ticks and supervision's publishing share the collector's buffers, the
+// watched set and the tunables (run with -race).
+func TestCgroupDirtyConcurrent(t *testing.T) {
+	proc, _ := cgroupHost(t)
+	list := []watchedCgroup{{service: serviceBroker, v2Path: podContainer}}
+	watchedAt(proc).publish(list)
+	c := newTestCgroupDirty(t, proc)
+	s := newCgroupSampler(testConfig(t, "sampler", proc, "", nil), testSettings(t))
+	var v VMStat
+	ParseVMStat(readFile(t, filepath.Join(proc, "vmstat")), &v)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 50; i++ {
+			s.tick(&v)
+			if i%10 == 0 {
+				watchedAt(proc).publish(list[:i%20/10])
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				if r := collectortest.Scrape(t, c, 10*time.Second); r.Err != nil {
+					t.Error(r.Err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	<-done
 }
