@@ -190,7 +190,7 @@ func (c *cgroupDirtyCollector) choose(l cgroupLayout, w *cgroupWalk) []*cgroupSe
 	list, _ := c.watched.get()
 	var watchedPaths []string
 	for _, wc := range list {
-		p := wc.path(l.v2)
+		p := l.cgroupPath(wc)
 		if p == "" || p == "/" {
 			continue // the root cgroup is the host's: stall_vm_*
 		}

@@ -149,7 +149,7 @@ func (c *cgroupSampler) rebuild(list []watchedCgroup) {
 	var entries []*cgroupSampled
 	seen := map[string]bool{}
 	for _, w := range list {
-		p := w.path(true)
+		p := c.layout.cgroupPath(w)
 		if p == "" || p == "/" || seen[p] {
 			continue
 		}

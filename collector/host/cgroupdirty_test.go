@@ -550,7 +550,7 @@ func TestSupervisionPublishesWatchedCgroups(t *testing.T) {
 	list, gen := watchedAt(proc).get()
 	var got []string
 	for _, w := range list {
-		got = append(got, w.service+" "+w.path(true))
+		got = append(got, w.service+" "+cgroupLayout{v2: true}.cgroupPath(w))
 	}
 	want := []string{
 		serviceRedis + " /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod5f0c2a41_7d3e_4c1b_9a8e_2b6d4f8c1e07.slice/cri-containerd-b71e4f0c9a2d8e6b5c3f1a0d9e8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c.scope",
@@ -598,4 +598,49 @@ func TestCgroupDirtyConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	<-done
+}
+
+// TestCgroupDirtyInCgroupNamespace: the exporter in a pod with a cgroup
+// namespace of its own. Its mountinfo shows its own cgroup2 mount (root
+// "/", its pod's container) and the host's hierarchy mounted too (root
+// "/../../../..": four levels above); the watched processes' cgroups read
+// relative to its namespace ("/../../../../system.slice/…"). The collector
+// locates its namespace in the host's hierarchy by inode and reads every
+// cgroup there.
+func TestCgroupDirtyInCgroupNamespace(t *testing.T) {
+	proc, cg := cgroupHost(t)
+	self := "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podexporter.slice/cri-containerd-exporter.scope"
+	writeFiles(t, cg, map[string]string{self + "/memory.stat": stat(0, 0, 0, 0)})
+	own := filepath.Join(t.TempDir(), "own")
+	if err := os.Symlink(cg+self, own); err != nil { // one directory, two mount points, as a bind mount
+		t.Fatal(err)
+	}
+	writeFiles(t, proc, map[string]string{"self/mountinfo": "30 25 0:26 / " + own + " rw - cgroup2 cgroup2 rw\n" +
+		"31 25 0:26 /../../../.. " + cg + " rw - cgroup2 cgroup2 rw\n"})
+	watchedAt(proc).publish([]watchedCgroup{
+		{service: serviceRedis, v2Path: "/../../../../system.slice/redis-server.service"},
+		{service: serviceBroker, v2Path: "/../../" + filepath.Base(filepath.Dir(podContainer)) + "/" + filepath.Base(podContainer)},
+	})
+	r := scrape(t, newTestCgroupDirty(t, proc, "--cgroup-dirty.top=1"))
+	if r.Err != nil {
+		t.Fatalf("scrape failed: %v\n%s", r.Err, r.Dump())
+	}
+	pod := "pod:" + podUID + "/abababababab"
+	if got := r.Must(t, "stall_cgroup_dirty_bytes", "cgroup", "redis-server.service"); got != 33554432 {
+		t.Errorf("redis dirty %v", got)
+	}
+	if got := r.Must(t, "stall_cgroup_dirty_threshold_bytes", "cgroup", pod); got != 370188*4096 {
+		t.Errorf("pod threshold %v, want %v", got, 370188*4096)
+	}
+	r.Must(t, "stall_cgroup_watched", "cgroup", pod, "service", serviceBroker)
+	r.Must(t, "stall_cgroup_dirty_bytes", "cgroup", "noio.service") // the walk reads the host's hierarchy
+
+	// Without the host's hierarchy mounted, the namespace's own subtree
+	// only: paths above it are skipped, not misread.
+	writeFiles(t, proc, map[string]string{"self/mountinfo": "30 25 0:26 / " + own + " rw - cgroup2 cgroup2 rw\n"})
+	writeFiles(t, cg, map[string]string{self + "/cgroup.controllers": "memory io\n"})
+	r = scrape(t, newTestCgroupDirty(t, proc))
+	if _, ok := r.Get("stall_cgroup_dirty_bytes", "cgroup", "redis-server.service"); ok || r.Err != nil {
+		t.Errorf("own subtree only: err %v\n%s", r.Err, r.Dump())
+	}
 }

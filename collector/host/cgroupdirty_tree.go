@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strings"
 	"syscall"
 
 	"github.com/stall-exporter/stall_exporter/collector/proclabel"
@@ -19,6 +20,10 @@ import (
 type cgroupLayout struct {
 	v2   bool   // the unified hierarchy (else the v1 memory hierarchy)
 	root string // its mount point
+	// nsRoot is the path under root of the exporter's own cgroup
+	// namespace, when the exporter runs in one and the hierarchy above it
+	// is mounted too (cgroupNamespace); "" otherwise.
+	nsRoot string
 }
 
 // findMemoryCgroups finds the memory controller's hierarchy from the
@@ -29,11 +34,17 @@ type cgroupLayout struct {
 func findMemoryCgroups(mountinfo string) (cgroupLayout, error) {
 	var errs []error
 	if mp, _, err := proclabel.FindCgroup2Root(mountinfo); err == nil {
-		b, err := os.ReadFile(mp + "/cgroup.controllers")
-		if err == nil && hasWord(b, "memory") {
-			return cgroupLayout{v2: true, root: mp}, nil
+		l := cgroupLayout{v2: true, root: mp}
+		if mounts, err := proclabel.Cgroup2Mounts(mountinfo); err == nil {
+			if root, ns, ok := cgroupNamespace(mounts); ok {
+				l.root, l.nsRoot = root, ns
+			}
 		}
-		errs = append(errs, fmt.Errorf("the cgroup2 mount %s has no memory controller", mp))
+		b, err := os.ReadFile(l.root + "/cgroup.controllers")
+		if err == nil && hasWord(b, "memory") {
+			return l, nil
+		}
+		errs = append(errs, fmt.Errorf("the cgroup2 mount %s has no memory controller", l.root))
 	} else {
 		errs = append(errs, err)
 	}
@@ -42,6 +53,75 @@ func findMemoryCgroups(mountinfo string) (cgroupLayout, error) {
 		return cgroupLayout{}, errors.Join(append(errs, err)...)
 	}
 	return cgroupLayout{root: root}, nil
+}
+
+// cgroupNamespace locates the exporter's cgroup namespace in a hierarchy
+// mounted above it. In a container with a namespace of its own its cgroup2
+// mount shows root "/" (the namespace's view), and the host's hierarchy,
+// when mounted too, a root of d ".." (the namespace's root is d levels
+// below it). The namespace's root is the directory d levels down whose
+// inode is that of the namespace's own mount. ok is false without a
+// namespace, without the wider mount, or when the directory is not found
+// among the first maxCgroupsSearched at that depth.
+func cgroupNamespace(mounts []proclabel.CgroupMount) (root, nsRoot string, ok bool) {
+	var own, wide *proclabel.CgroupMount
+	depth := 0
+	for i, m := range mounts {
+		if m.Root == "/" && (own == nil || len(m.Point) < len(own.Point)) {
+			own = &mounts[i]
+		}
+		if d := upLevels(m.Root); d > depth {
+			wide, depth = &mounts[i], d
+		}
+	}
+	if own == nil || wide == nil {
+		return "", "", false
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(own.Point, &st); err != nil {
+		return "", "", false
+	}
+	level := []string{""}
+	searched := 0
+	for d := 0; d < depth && len(level) > 0; d++ {
+		var next []string
+		for _, rel := range level {
+			names, err := subdirs(wide.Point + rel)
+			if err != nil {
+				continue
+			}
+			for _, n := range names {
+				if searched++; searched > maxCgroupsSearched {
+					return "", "", false
+				}
+				next = append(next, rel+"/"+n)
+			}
+		}
+		level = next
+	}
+	for _, rel := range level {
+		var s syscall.Stat_t
+		if syscall.Stat(wide.Point+rel, &s) == nil && s.Ino == st.Ino && s.Dev == st.Dev {
+			return wide.Point, rel, true
+		}
+	}
+	return "", "", false
+}
+
+// maxCgroupsSearched bounds cgroupNamespace's search (done once, when the
+// collector or the sampler first finds the hierarchy).
+const maxCgroupsSearched = 100000
+
+// upLevels is d for a mount root of d ".." components ("/../.."), else 0.
+func upLevels(root string) int {
+	d := 0
+	for p := range strings.SplitSeq(strings.TrimPrefix(root, "/"), "/") {
+		if p != ".." {
+			return 0
+		}
+		d++
+	}
+	return d
 }
 
 // hasWord reports whether the space-separated list b contains w.

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -38,16 +39,23 @@ func watchedCgroupOf(service string, cgroups []procfs.Cgroup) watchedCgroup {
 	return w
 }
 
-// path is the process's cgroup in the memory hierarchy of the given
-// version, "" when it has none there.
-func (w watchedCgroup) path(v2 bool) string {
+// cgroupPath is a watched process's cgroup under the layout's root, ""
+// when it has none there. /proc/<pid>/cgroup shows paths relative to the
+// reader's cgroup namespace: with the namespace's root located in the
+// mounted hierarchy (nsRoot), every path is joined to it ("/../../b" from
+// /kubepods/a/c is /kubepods/b); without, a path above the namespace
+// ("/..") is not under the mount and is skipped.
+func (l cgroupLayout) cgroupPath(w watchedCgroup) string {
 	p := w.v1Mem
-	if v2 {
+	if l.v2 {
 		p = w.v2Path
 	}
-	// Seen from another cgroup namespace the path starts with "/..": not
-	// under the mount the exporter reads.
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "/..") {
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		return ""
+	case l.nsRoot != "":
+		return path.Join(l.nsRoot, p)
+	case p == "/.." || strings.HasPrefix(p, "/../"):
 		return ""
 	}
 	return p
