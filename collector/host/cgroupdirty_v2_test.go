@@ -173,3 +173,87 @@ func TestCgroupDirtyV2Throttle(t *testing.T) {
 		t.Error("the sampler counted no throttled second for the cgroup")
 	}
 }
+
+// TestCgroupDirtyV2Namespace runs the collector in a cgroup namespace of
+// its own, as in a container on cgroup v2: the test binary is started
+// again (TestCgroupDirtyNamespaceHelper) in a cgroup of the test's, under
+// unshare --cgroup --mount, with its namespace's cgroup2 mounted at a
+// directory of its own and the host's hierarchy still at /sys/fs/cgroup,
+// which its mountinfo shows as "/../..". A sleeping process in another
+// cgroup of the test's is watched by the path the namespace sees
+// ("/../watched"); the collector must find it at its real place.
+func TestCgroupDirtyV2Namespace(t *testing.T) {
+	collectortest.RequireRoot(t, "cgroups and a cgroup namespace")
+	l, err := findMemoryCgroups("/proc/self/mountinfo")
+	if err == nil && !l.v2 {
+		err = errors.New("the memory controller is on cgroup v1 here (scripts/live-vm.sh boots a cgroup-v2-only kernel)")
+	}
+	collectortest.Require(t, "cgroup v2 with the memory controller", err)
+	collectortest.RequireTool(t, "unshare")
+	collectortest.RequireDisposable(t, "enables the memory controller in the root cgroup")
+	if err := os.WriteFile(l.root+"/cgroup.subtree_control", []byte("+memory"), 0); err != nil {
+		t.Fatal(err)
+	}
+	top := fmt.Sprintf("/stall-test-%d-ns", os.Getpid())
+	for _, p := range []string{top, top + "/exporter", top + "/watched"} {
+		if err := os.Mkdir(l.root+p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(l.root + p) })
+	}
+	if err := os.WriteFile(l.root+top+"/cgroup.subtree_control", []byte("+memory"), 0); err != nil {
+		t.Fatal(err)
+	}
+	sleeper := exec.Command("sh", "-c", `echo $$ > "$1/cgroup.procs" && exec sleep 600`, "sh", l.root+top+"/watched")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	collectortest.WaitFor(t, 10*time.Second, "the sleeper in its cgroup", func() error {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sleeper.Process.Pid))
+		if err != nil || !strings.Contains(string(b), top+"/watched") {
+			return fmt.Errorf("%q %v", b, err)
+		}
+		return nil
+	})
+	own := t.TempDir()
+	cmd := exec.Command("sh", "-c", `echo $$ > "$1/cgroup.procs" && exec unshare --cgroup --mount sh -c 'mount -t cgroup2 none "$2" && exec "$3" -test.v -test.run "^TestCgroupDirtyNamespaceHelper$"' sh "$1" "$2" "$3"`,
+		"sh", l.root+top+"/exporter", own, os.Args[0])
+	cmd.Env = append(os.Environ(), fmt.Sprintf("STALL_NS_HELPER=%d:%s", sleeper.Process.Pid, top+"/watched"))
+	out, err := cmd.CombinedOutput()
+	t.Logf("in the namespace:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestCgroupDirtyNamespaceHelper") {
+		t.Errorf("the collector in the namespace failed: %v", err)
+	}
+}
+
+// TestCgroupDirtyNamespaceHelper is TestCgroupDirtyV2Namespace's collector
+// inside the namespace (STALL_NS_HELPER=<pid>:<its real cgroup>); without
+// the variable it checks nothing.
+func TestCgroupDirtyNamespaceHelper(t *testing.T) {
+	pid, want, ok := strings.Cut(os.Getenv("STALL_NS_HELPER"), ":")
+	if !ok {
+		return
+	}
+	b, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the sleeper's /proc/%s/cgroup from here: %q", pid, b)
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for l := range strings.Lines(string(mounts)) {
+		if strings.Contains(l, "cgroup2") {
+			t.Logf("mountinfo: %s", strings.TrimSpace(l))
+		}
+	}
+	v2, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(string(b)), "0::"), "\n")
+	c := newCgroupDirty(testConfig(t, "cgroup_dirty", "/proc", "/sys", nil), testSettings(t))
+	c.watched = &watchedSet{}
+	c.watched.publish([]watchedCgroup{{service: serviceRedis, v2Path: v2}})
+	r := scrape(t, c)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	t.Logf("layout %+v", *c.layout)
+	r.Must(t, "stall_cgroup_watched", "cgroup", want, "service", serviceRedis)
+}
