@@ -12,7 +12,7 @@ import (
 func TestFlags(t *testing.T) {
 	s := testSettings(t)
 	if s.samplerInterval != time.Second || s.supervisionInterval != 30*time.Second || s.sysctlRefresh != time.Minute ||
-		s.pageSize != uint64(os.Getpagesize()) || s.kmsgFromBoot || s.devices.partitions || s.devices.include != nil ||
+		s.pageSize != uint64(os.Getpagesize()) || s.cgroupTop != 10 || s.cgroupMaxReads != 200 || s.kmsgFromBoot || s.devices.partitions || s.devices.include != nil ||
 		s.devices.exclude.String() != `^(?:(ram|loop|zram|fd|sr|nbd)\d+)$` ||
 		s.netDevices.include != nil || s.netDevices.exclude.String() != `^(?:lo)$` || s.netDevices.max != 64 {
 		t.Errorf("defaults: %+v", s)
@@ -21,6 +21,7 @@ func TestFlags(t *testing.T) {
 		{"--sampler.interval=100ms"}, {"--sampler.interval=10s"},
 		{"--supervision.scan-interval=10s"},
 		{"--sysctl.refresh-interval=0s"},
+		{"--cgroup-dirty.top=0"}, {"--cgroup-dirty.top=1000"}, {"--cgroup-dirty.max-reads=2"},
 		{"--vmstat.page-size=4096"}, {"--vmstat.page-size=65536"}, {"--vmstat.page-size=1048576"},
 		{"--diskstats.device-include=sd[a-z]+", "--diskstats.device-exclude=("}, // exclude is ignored with include
 		{"--egress.device-include=eth.*", "--egress.device-exclude=("},
@@ -37,6 +38,7 @@ func TestFlags(t *testing.T) {
 		"--sampler.interval=50ms", "--sampler.interval=11s",
 		"--supervision.scan-interval=1s",
 		"--sysctl.refresh-interval=-1m",
+		"--cgroup-dirty.top=-1", "--cgroup-dirty.top=1001", "--cgroup-dirty.max-reads=1",
 		"--vmstat.page-size=1000", "--vmstat.page-size=2048", "--vmstat.page-size=2097152",
 		"--diskstats.device-include=(", "--diskstats.device-exclude=(",
 		"--egress.device-include=(", "--egress.device-exclude=(",

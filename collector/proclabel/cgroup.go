@@ -26,11 +26,38 @@ import (
 // hierarchy; a root other than "/" means programs attached there see only
 // that subtree (a container's own cgroup namespace).
 func FindCgroup2Root(path string) (mountPoint, root string, err error) {
-	b, err := os.ReadFile(path)
+	mounts, err := Cgroup2Mounts(path)
 	if err != nil {
 		return "", "", err
 	}
-	found := false
+	best := mounts[0]
+	for _, m := range mounts[1:] {
+		if m.Root == "/" && best.Root != "/" || (m.Root == "/") == (best.Root == "/") && len(m.Point) < len(best.Point) {
+			best = m
+		}
+	}
+	return best.Point, best.Root, nil
+}
+
+// CgroupMount is one cgroup2 mount of a mountinfo file.
+type CgroupMount struct {
+	Point string // the mount point
+	// Root is the mounted directory's path, as the reader's cgroup
+	// namespace sees it: "/" for the namespace's root, "/../.." for the
+	// hierarchy two levels above it (the host's, bind-mounted into a
+	// container with a namespace of its own).
+	Root string
+}
+
+// Cgroup2Mounts lists the cgroup2 mounts of the mountinfo file at path,
+// in its order, with mountinfo's octal escapes undone; an error when there
+// is none.
+func Cgroup2Mounts(path string) ([]CgroupMount, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []CgroupMount
 	for line := range strings.Lines(string(b)) {
 		// 40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
 		pre, post, ok := strings.Cut(line, " - ")
@@ -41,23 +68,54 @@ func FindCgroup2Root(path string) (mountPoint, root string, err error) {
 		if len(f) < 5 || len(g) < 1 || g[0] != "cgroup2" {
 			continue
 		}
-		r, mp := mountUnescaper.Replace(f[3]), mountUnescaper.Replace(f[4])
-		better := !found ||
-			r == "/" && root != "/" ||
-			(r == "/") == (root == "/") && len(mp) < len(mountPoint)
-		if better {
-			mountPoint, root, found = mp, r, true
-		}
+		out = append(out, CgroupMount{Point: mountUnescaper.Replace(f[4]), Root: mountUnescaper.Replace(f[3])})
 	}
-	if !found {
-		return "", "", fmt.Errorf("%s: no cgroup2 file system mounted (a cgroup v1-only host, or not mounted in the container)", path)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no cgroup2 file system mounted (a cgroup v1-only host, or not mounted in the container)", path)
 	}
-	return mountPoint, root, nil
+	return out, nil
 }
 
 // mountUnescaper undoes mountinfo's octal escapes of space, tab, newline
 // and backslash.
 var mountUnescaper = strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+
+// FindCgroup1Root finds where the cgroup v1 hierarchy of a controller
+// (memory, blkio …) is mounted, from the mountinfo file at path: a
+// "cgroup" mount whose options name the controller (/sys/fs/cgroup/memory
+// on a v1 or hybrid host). As FindCgroup2Root, it prefers a mount of the
+// whole hierarchy (root "/") to a subtree, then the shortest mount point.
+func FindCgroup1Root(path, controller string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var mountPoint, root string
+	for line := range strings.Lines(string(b)) {
+		// 35 25 0:30 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if len(f) < 5 || len(g) < 3 || g[0] != "cgroup" {
+			continue
+		}
+		for o := range strings.SplitSeq(g[2], ",") {
+			if o != controller {
+				continue
+			}
+			r, mp := mountUnescaper.Replace(f[3]), mountUnescaper.Replace(f[4])
+			if mountPoint == "" || r == "/" && root != "/" || (r == "/") == (root == "/") && len(mp) < len(mountPoint) {
+				mountPoint, root = mp, r
+			}
+		}
+	}
+	if mountPoint == "" {
+		return "", fmt.Errorf("%s: no cgroup v1 mount with the %s controller", path, controller)
+	}
+	return mountPoint, nil
+}
 
 // CgroupNames turns cgroup v2 ids (what bpf_get_current_cgroup_id() and
 // the writeback tracepoints' cgroup_ino record) into bounded names

@@ -162,6 +162,26 @@ func TestFindCgroup2Root(t *testing.T) {
 	}
 }
 
+func TestFindCgroup1Root(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mountinfo")
+	mountinfo := "31 25 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n" +
+		"malformed line\n" +
+		"32 25 0:28 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n" +
+		"34 25 0:29 /kubepods/pod1 /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n" +
+		`33 25 0:29 / /host/sys/fs/cgroup/mem\040ory rw,relatime - cgroup cgroup rw,memory` + "\n"
+	if err := os.WriteFile(path, []byte(mountinfo), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for controller, want := range map[string]string{"memory": "/host/sys/fs/cgroup/mem ory", "cpuacct": "/sys/fs/cgroup/cpu,cpuacct"} {
+		if got, err := FindCgroup1Root(path, controller); err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", controller, got, err, want)
+		}
+	}
+	if _, err := FindCgroup1Root(path, "blkio"); err == nil || !strings.Contains(err.Error(), "no cgroup v1 mount with the blkio controller") {
+		t.Errorf("blkio: %v", err)
+	}
+}
+
 // BenchmarkCgroupWalk measures the walk that names the cgroups of exited
 // processes, on a real cgroup2 tree (root needed, as the DNS collector's
 // tests) shaped like a Kubernetes node's: a QoS slice with 250 pods of 3

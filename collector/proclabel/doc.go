@@ -8,6 +8,6 @@
 // JVM runs, from its cmdline: Main) and cgroup (Cgroup: the systemd unit,
 // container or Kubernetes pod its cgroup v2 path belongs to). cgroup.go
 // turns cgroup v2 paths and ids into those names (Cgroup, CgroupNames,
-// ProcCgroup) and finds the cgroup v2 mount (FindCgroup2Root); main.go reads
-// a JVM's main class.
+// ProcCgroup) and finds the cgroup v2 mount (FindCgroup2Root) and a v1
+// controller's (FindCgroup1Root); main.go reads a JVM's main class.
 package proclabel
