@@ -1,9 +1,16 @@
 // Package host holds the collectors of the kernel's own signals, one file
 // each: page cache and reclaim (vmstat.go, sysctl.go, zoneinfo.go,
 // meminfo.go), pressure stall information (pressure.go), disks
-// (diskstats.go), the 1 s sampler of both (sampler.go), the kernel log
+// (diskstats.go), what leaves the network interfaces (egress.go: transmit
+// counters, root qdiscs and cloud allowance counters, read over rtnetlink
+// by egress_netlink.go and egress_parse.go and over SIOCETHTOOL by
+// egress_ethtool.go, interfaces chosen by egress_devices.go), the 1 s
+// sampler of all three (sampler.go, sampler_egress.go), the kernel log
 // (kmsg.go), hung-task detector state (hungtask.go) and process
-// supervision (supervision.go). Their flags are declared in flags.go. The
+// supervision (supervision.go). egress lives here rather than in a
+// package of its own because the sampler's transmit view is one more
+// source of the one sampler (its tick, overrun and gap handling) and its
+// flags are the host collectors' (flags.go). Their flags are declared in flags.go. The
 // parsers of the files read on every scrape and sampler tick (/proc/vmstat,
 // /proc/zoneinfo, /proc/diskstats, /dev/kmsg records) are ours and live
 // beside their collector (*_parse.go); those files are read through one

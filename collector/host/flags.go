@@ -17,8 +17,9 @@ import (
 // application, so tests parse their own command lines instead of mutating
 // the process-wide flags.
 type flagValues struct {
-	parsed                       settings // the flags that need no compiling
-	deviceInclude, deviceExclude string
+	parsed                             settings // the flags that need no compiling
+	deviceInclude, deviceExclude       string
+	netDeviceInclude, netDeviceExclude string
 }
 
 // flags are the process's flags, parsed by main; only the factories read
@@ -36,6 +37,15 @@ func registerFlags(app *kingpin.Application) *flagValues {
 	app.Flag("diskstats.partitions",
 		"Also export partitions (detected by /sys/class/block/<dev>/partition, or by name when sysfs is not mounted).").
 		Default("false").BoolVar(&f.parsed.devices.partitions)
+	app.Flag("egress.device-include",
+		"Regexp of network interfaces to include (anchored). When set, only matching interfaces are exported by the egress collector and the sampler, loopback too.").
+		Default("").StringVar(&f.netDeviceInclude)
+	app.Flag("egress.device-exclude",
+		"Regexp of network interfaces to exclude (anchored). Ignored when --egress.device-include is set.").
+		Default("lo").StringVar(&f.netDeviceExclude)
+	app.Flag("egress.max-devices",
+		"Most network interfaces the egress collector and the sampler export (1–4096); beyond it the interfaces with the highest index, the newest (containers' veths), are left out and counted in stall_collector_parse_errors_total.").
+		Default("64").IntVar(&f.parsed.netDevices.max)
 	app.Flag("kmsg.from-boot",
 		"Also count the kernel log records already in the kernel's buffer at start (from boot, as far as the buffer reaches); by default only records logged after the exporter started are counted.").
 		Default("false").BoolVar(&f.parsed.kmsgFromBoot)
@@ -65,11 +75,16 @@ const (
 	// reports lasts as long as the operator's session, minutes to days, so
 	// scanning faster gains nothing.
 	minSupervisionInterval = 10 * time.Second
+	// egressMaxDevices bounds --egress.max-devices: each interface is up
+	// to 10 series of the egress collector and 16 of the sampler's
+	// histogram.
+	egressMaxDevices = 4096
 )
 
 // settings is everything the host collectors' flags decide, validated.
 type settings struct {
 	devices             deviceSettings
+	netDevices          netDeviceSettings
 	kmsgFromBoot        bool
 	pageSize            uint64 // bytes per page of /proc/vmstat and /proc/zoneinfo counts
 	samplerInterval     time.Duration
@@ -98,6 +113,11 @@ func (f *flagValues) settings() (settings, error) {
 	if s.devices.include = anchored("diskstats.device-include", f.deviceInclude); s.devices.include == nil {
 		s.devices.exclude = anchored("diskstats.device-exclude", f.deviceExclude)
 	}
+	if s.netDevices.include = anchored("egress.device-include", f.netDeviceInclude); s.netDevices.include == nil {
+		s.netDevices.exclude = anchored("egress.device-exclude", f.netDeviceExclude)
+	}
+	check(s.netDevices.max < 1 || s.netDevices.max > egressMaxDevices,
+		"--egress.max-devices=%d: want 1 to %d", s.netDevices.max, egressMaxDevices)
 	// 0 is the running kernel's; else a power of two from 4 KiB to 1 MiB.
 	p := s.pageSize
 	check(p != 0 && (p < 4096 || p > 1<<20 || p&(p-1) != 0),

@@ -18,8 +18,10 @@ import (
 )
 
 // The sampler catches what a 15–60 s scrape misses: a writer blocked in
-// dirty-page throttling for two seconds, one second of 800 ms await. Every
-// --sampler.interval it reads /proc/vmstat and /proc/diskstats and turns
+// dirty-page throttling for two seconds, one second of 800 ms await, a
+// wire full for five seconds. Every --sampler.interval it reads
+// /proc/vmstat, /proc/diskstats and the interfaces' transmit counters
+// (sampler_egress.go) and turns
 // each interval into one histogram observation, so a short excursion stays
 // visible in the bucket counts after the next scrape. See docs/sampler.md.
 
@@ -58,14 +60,14 @@ var (
 	samplerThrottled = collector.DeclareCounter("vm_dirty_throttled_seconds_total",
 		"Sampled time with the dirty throttle ratio (/proc/vmstat) at or above 1: ticks at or above 1 × --sampler.interval.")
 	samplerTicks = collector.DeclareCounter("sampler_ticks_total",
-		"Sampler ticks run since start (each reads /proc/vmstat and /proc/diskstats once).")
+		"Sampler ticks run since start (each reads /proc/vmstat, /proc/diskstats and the interfaces' transmit counters once).")
 	samplerOverruns = collector.DeclareCounter("sampler_overruns_total",
 		"Sampler ticks whose work took longer than --sampler.interval, so the next tick was skipped.")
 )
 
 func init() {
 	register("sampler",
-		"Disk await and utilization and the dirty throttle ratio as histograms, sampled every --sampler.interval from /proc/diskstats and /proc/vmstat",
+		"Disk await and utilization, the dirty throttle ratio and each interface's transmit rate as histograms, sampled every --sampler.interval from /proc/diskstats, /proc/vmstat and rtnetlink link statistics",
 		newSampler)
 }
 
@@ -81,6 +83,8 @@ type sampler struct {
 	vmSrc, diskSrc     *procSource
 	filter             *deviceFilter
 	vmState, diskState *collector.StateLog
+	net                *netSampler // transmit rates (sampler_egress.go)
+	netState           *collector.StateLog
 
 	vmBuf, diskBuf []byte
 	vm             VMStat
@@ -91,8 +95,8 @@ type sampler struct {
 	hasThrottle atomic.Bool // the kernel reported the dirty thresholds at least once
 	// The last tick's read errors, for Update: a sampler that cannot read
 	// its files must not report success.
-	mu             sync.Mutex
-	vmErr, diskErr error
+	mu                     sync.Mutex
+	vmErr, diskErr, netErr error
 
 	await            *prometheus.HistogramVec
 	util             *prometheus.HistogramVec
@@ -124,6 +128,8 @@ func newSampler(cfg collector.Config, s settings) *sampler {
 		filter:           deviceFilterFor(cfg.Paths, s.devices),
 		vmState:          collector.NewStateLog(cfg.Logger.With("path", cfg.Paths.Proc("vmstat"))),
 		diskState:        collector.NewStateLog(cfg.Logger.With("path", cfg.Paths.Proc("diskstats"))),
+		net:              newNetSampler(netDeviceFilterFor(s.netDevices), s.samplerInterval),
+		netState:         collector.NewStateLog(cfg.Logger.With("source", "rtnetlink")),
 		vmBuf:            make([]byte, 0, 16<<10),
 		diskBuf:          make([]byte, 0, 16<<10),
 		await:            samplerAwait.HistogramVec(),
@@ -168,8 +174,9 @@ func (s *sampler) tick() {
 	s.sampleVM(s.vmBuf, vmErr)
 	s.diskBuf, diskErr = s.diskSrc.ReadNow(s.diskBuf)
 	s.sampleDisks(s.diskBuf, diskErr, time.Now())
+	netErr := s.sampleNet(time.Now())
 	s.mu.Lock()
-	s.vmErr, s.diskErr = vmErr, diskErr
+	s.vmErr, s.diskErr, s.netErr = vmErr, diskErr, netErr
 	s.mu.Unlock()
 	s.finishTick(start)
 }
@@ -266,6 +273,18 @@ func (s *sampler) sampleDisks(data []byte, err error, now time.Time) {
 		}
 		i++
 	}
+}
+
+// sampleNet samples the interfaces' transmit counters (sampler_egress.go).
+func (s *sampler) sampleNet(now time.Time) error {
+	bad, first, err := s.net.sample(now)
+	s.problems.Add("sampler_netlink_message", bad, first)
+	if err != nil {
+		s.netState.Failed("sampler cannot read the interfaces' transmit counters over rtnetlink; transmit rates are not sampled until it can", "netlink", err)
+		return err
+	}
+	s.netState.OK("sampler reads the interfaces' transmit counters again")
+	return nil
 }
 
 // lookup finds a device by name, trying index hint first: the kernel lists
@@ -367,12 +386,14 @@ func msDelta(prev, cur uint64) (uint64, bool) {
 }
 
 // Update sends the sampler's histograms and counters. It fails while the
-// last tick could not read /proc/vmstat or /proc/diskstats: the histograms
+// last tick could not read /proc/vmstat, /proc/diskstats or the transmit
+// counters: the histograms
 // then stop getting observations, and stall_scrape_collector_success 0 says
 // the sampler is blind instead of looking healthy.
 func (s *sampler) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	s.await.Collect(ch)
 	s.util.Collect(ch)
+	s.net.rate.Collect(ch)
 	if s.hasThrottle.Load() {
 		s.throttle.Collect(ch)
 		s.throttledSeconds.Collect(ch)
@@ -380,7 +401,7 @@ func (s *sampler) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 	s.ticks.Collect(ch)
 	s.overruns.Collect(ch)
 	s.mu.Lock()
-	vmErr, diskErr := s.vmErr, s.diskErr
+	vmErr, diskErr, netErr := s.vmErr, s.diskErr, s.netErr
 	s.mu.Unlock()
 	var errs []error
 	if vmErr != nil {
@@ -388,6 +409,9 @@ func (s *sampler) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 	}
 	if diskErr != nil {
 		errs = append(errs, fmt.Errorf("the last tick could not read /proc/diskstats (no await, no utilization): %w", diskErr))
+	}
+	if netErr != nil {
+		errs = append(errs, fmt.Errorf("the last tick could not read the transmit counters (no transmit rates): %w", netErr))
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
