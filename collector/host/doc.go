@@ -4,7 +4,8 @@
 // (diskstats.go), what leaves the network interfaces (egress.go: transmit
 // counters, root qdiscs and cloud allowance counters, read over rtnetlink
 // by egress_netlink.go and egress_parse.go and over SIOCETHTOOL by
-// egress_ethtool.go, interfaces chosen by egress_devices.go), the 1 s
+// egress_ethtool.go; the interfaces, one table per reader, in
+// egress_links.go, chosen by egress_devices.go), the 1 s
 // sampler of all three (sampler.go, sampler_egress.go), the kernel log
 // (kmsg.go), hung-task detector state (hungtask.go) and process
 // supervision (supervision.go). egress lives here rather than in a

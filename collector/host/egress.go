@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
@@ -64,208 +65,140 @@ var (
 
 // The problems the egress collector counts that are not a parse error.
 var (
-	errLinkDumpInterrupted  = errors.New("interfaces changed during the link dump (NLM_F_DUMP_INTR)")
 	errQdiscDumpInterrupted = errors.New("qdiscs changed during the qdisc dump (NLM_F_DUMP_INTR)")
-	errQdiscWithoutLink     = errors.New("a qdisc's interface was not in the link dump just before (created in between)")
+	errQdiscWithoutLink     = errors.New("a qdisc's interface was not in the link statistics read just before (created in between)")
 )
 
 // egressCollector is the "egress" collector. Update holds mu for the
 // whole scrape: the sockets and buffers are reused, so concurrent scrapes
 // take turns.
 type egressCollector struct {
-	filter   *netDeviceFilter
 	problems *collector.Problems
-	// open opens the sockets, in the exporter's network namespace; tests
-	// open them in one of their own.
-	open func() (*rtnlConn, *ethtoolConn, error)
+	// open opens the ethtool socket, in the exporter's network namespace
+	// (links.open the rtnetlink one); tests open both in one of their own.
+	open func() (*ethtoolConn, error)
 
 	mu    sync.Mutex
-	rtnl  *rtnlConn
+	links *linkTable
 	eth   *ethtoolConn
-	links []egressLink
-	byIdx map[int32]int // index in links
-	nics  map[int32]*egressNIC
+	nics  map[*netIface]*egressNIC
 	kinds map[string]string // qdisc kinds, interned
 	vals  []uint64
 }
 
-// egressLink is one interface of a link dump.
-type egressLink struct {
-	index    int32
-	name     string
-	stats    linkStats
-	hasStats bool
-	exported bool
-}
-
 // egressNIC is what the collector knows of an interface's driver, kept
-// between scrapes: the driver is asked once per interface (by index and
-// name), the names of its statistics once per change of their number.
+// between scrapes: the driver and the names of its statistics are asked
+// once per interface (a renamed one is a new netIface), and again when
+// the number of statistics changes.
 type egressNIC struct {
-	name    string
-	driver  string // "" when the device has no ethtool driver information
-	nStats  int
-	allow   []allowanceIndex // nil: nothing to read
-	checked bool             // the statistics' names were read for nStats
+	driver string // "" when the device has no ethtool driver information
+	nStats int
+	allow  []allowanceIndex // nil: nothing to read
 }
 
 func newEgressCollector(cfg collector.Config, s settings) *egressCollector {
 	return &egressCollector{
-		filter:   netDeviceFilterFor(s.netDevices),
 		problems: cfg.Problems,
-		open:     openEgressSockets,
-		byIdx:    map[int32]int{},
-		nics:     map[int32]*egressNIC{},
+		open:     openEthtool,
+		links:    newLinkTable(netDeviceFilterFor(s.netDevices)),
+		nics:     map[*netIface]*egressNIC{},
 		kinds:    map[string]string{},
 	}
 }
 
-// openEgressSockets opens the rtnetlink and ethtool sockets in the
-// calling thread's network namespace.
-func openEgressSockets() (*rtnlConn, *ethtoolConn, error) {
-	r, err := openRTNL()
-	if err != nil {
-		return nil, nil, err
-	}
-	e, err := openEthtool()
-	if err != nil {
-		r.Close()
-		return nil, nil, err
-	}
-	return r, e, nil
-}
-
-// Update dumps the links, then the qdiscs, then reads the allowance
-// counters of the exported interfaces whose driver has them. An interface
-// that disappears between the reads is left out of the later ones and
-// counted (egress_device_gone); a malformed message is skipped and counted
-// (egress_netlink_message). It fails when a dump fails: a socket that
-// cannot be opened or a kernel error.
+// Update reads the interfaces' transmit counters (linkTable), then the
+// qdiscs, then the allowance counters of the exported interfaces whose
+// driver has them. An interface that disappears between the reads is
+// left out of the later ones and counted (egress_device_gone); a
+// malformed message is skipped and counted (egress_netlink_message). It
+// fails when a dump fails: a socket that cannot be opened or a kernel
+// error.
 func (c *egressCollector) Update(_ context.Context, ch chan<- prometheus.Metric) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.rtnl == nil {
-		r, e, err := c.open()
+	if c.eth == nil {
+		e, err := c.open()
 		if err != nil {
 			return err
 		}
-		c.rtnl, c.eth = r, e
+		c.eth = e
 	}
-	if err := c.dumpLinks(); err != nil {
-		return c.reset(err)
+	r, err := c.links.read(time.Now())
+	countLinkRead(c.problems, "egress", r)
+	if err != nil {
+		return err
 	}
-	for i := range c.links {
-		l := &c.links[i]
-		if !l.exported || !l.hasStats {
+	for _, i := range c.links.list {
+		if !i.exported {
 			continue
 		}
-		egressTxBytes.Send(ch, float64(l.stats.TxBytes), l.name)
-		egressTxPackets.Send(ch, float64(l.stats.TxPackets), l.name)
-		egressTxDropped.Send(ch, float64(l.stats.TxDropped), l.name)
-		egressTxErrors.Send(ch, float64(l.stats.TxErrors), l.name)
+		egressTxBytes.Send(ch, float64(i.stats.TxBytes), i.name)
+		egressTxPackets.Send(ch, float64(i.stats.TxPackets), i.name)
+		egressTxDropped.Send(ch, float64(i.stats.TxDropped), i.name)
+		egressTxErrors.Send(ch, float64(i.stats.TxErrors), i.name)
 	}
 	if err := c.sendQdiscs(ch); err != nil {
-		return c.reset(err)
+		c.links.conn.Close()
+		c.links.conn = nil // reopened at the next scrape
+		return err
 	}
 	c.sendAllowances(ch)
 	return nil
 }
 
-// reset closes the sockets after a failed dump, so the next scrape starts
-// on fresh ones rather than behind the rest of an unread reply.
-func (c *egressCollector) reset(err error) error {
-	c.rtnl.Close()
-	c.eth.Close()
-	c.rtnl, c.eth = nil, nil
-	return err
+// countLinkRead counts the problems of one linkTable read under kinds
+// named <prefix>_… (built only when there is one: the sampler's tick
+// allocates nothing).
+func countLinkRead(p *collector.Problems, prefix string, r linkRead) {
+	if r.bad > 0 {
+		p.Add(prefix+"_netlink_message", r.bad, r.first)
+	}
+	if r.interrupted {
+		p.Add(prefix+"_dump_interrupted", 1, errLinkDumpInterrupted)
+	}
+	if r.left > 0 {
+		p.Add(prefix+"_device_limit", r.left, errDeviceLimit)
+	}
 }
 
-// dumpLinks fills c.links from an RTM_GETLINK dump and marks the ones the
-// device filter exports.
-func (c *egressCollector) dumpLinks() error {
-	c.links = c.links[:0]
-	clear(c.byIdx)
-	bad, first := 0, error(nil)
-	intr, err := c.rtnl.Dump(unix.RTM_GETLINK, dumpLinksHdr, func(typ uint16, body []byte) error {
-		if typ != unix.RTM_NEWLINK {
-			return nil
-		}
-		l, err := parseLinkMessage(body)
-		if err != nil {
-			if bad++; first == nil {
-				first = err
-			}
-			return nil
-		}
-		if _, dup := c.byIdx[l.Index]; dup {
-			return nil // a dump restarted by the kernel may repeat an interface
-		}
-		name := string(l.Name)
-		if nic := c.nics[l.Index]; nic != nil && nic.name == string(l.Name) {
-			name = nic.name // no allocation for a known interface
-		}
-		c.byIdx[l.Index] = len(c.links)
-		c.links = append(c.links, egressLink{index: l.Index, name: name, stats: l.Stats, hasStats: l.HasStats})
-		return nil
-	})
-	c.problems.Add("egress_netlink_message", bad, first)
-	if intr {
-		c.problems.Add("egress_dump_interrupted", 1, errLinkDumpInterrupted)
-	}
-	if err != nil {
-		return fmt.Errorf("link dump: %w", err)
-	}
-	left := c.filter.choose(c.links)
-	if left > 0 {
-		c.problems.Add("egress_device_limit", left, fmt.Errorf("%d interfaces pass the device filter, more than --egress.max-devices=%d; the ones with the highest index are left out", c.filter.max+left, c.filter.max))
-	}
-	// Forget the drivers of interfaces that are gone.
-	for idx := range c.nics {
-		if _, ok := c.byIdx[idx]; !ok {
-			delete(c.nics, idx)
-		}
-	}
-	return nil
-}
+// errDeviceLimit is the problem of interfaces left out by the bound.
+var errDeviceLimit = errors.New("more interfaces pass the device filter than --egress.max-devices; the ones with the highest index are left out")
 
 // sendQdiscs sends the root qdisc of every exported interface, from an
 // RTM_GETQDISC dump. noqueue (veth, bridges, loopback, tunnels: no queue,
 // so nothing to report) is left out.
 func (c *egressCollector) sendQdiscs(ch chan<- prometheus.Metric) error {
-	bad, first := 0, error(nil)
+	var r linkRead
 	gone := 0
-	intr, err := c.rtnl.Dump(unix.RTM_GETQDISC, dumpQdiscsHdr, func(typ uint16, body []byte) error {
+	intr, err := c.links.conn.Dump(unix.RTM_GETQDISC, dumpQdiscsHdr, func(typ uint16, body []byte) error {
 		if typ != unix.RTM_NEWQDISC {
 			return nil
 		}
 		q, err := parseQdiscMessage(body)
 		if err != nil {
-			if bad++; first == nil {
-				first = err
-			}
+			r.addBad(err)
 			return nil
 		}
 		if !q.Root() || !q.HasStats || string(q.Kind) == "noqueue" {
 			return nil
 		}
-		i, ok := c.byIdx[q.Index]
-		if !ok {
-			gone++ // came after the link dump
+		i := c.links.byIdx[q.Index]
+		if i == nil || i.seen != c.links.gen {
+			gone++ // came after the link statistics
 			return nil
 		}
-		l := &c.links[i]
-		if !l.exported {
+		if !i.exported {
 			return nil
 		}
 		kind := c.kind(q.Kind)
-		qdiscBacklogBytes.Send(ch, float64(q.Stats.Backlog), l.name, kind)
-		qdiscBacklogPackets.Send(ch, float64(q.Stats.Qlen), l.name, kind)
-		qdiscDropped.Send(ch, float64(q.Stats.Drops), l.name, kind)
-		qdiscOverlimits.Send(ch, float64(q.Stats.Overlimits), l.name, kind)
-		qdiscRequeues.Send(ch, float64(q.Stats.Requeues), l.name, kind)
+		qdiscBacklogBytes.Send(ch, float64(q.Stats.Backlog), i.name, kind)
+		qdiscBacklogPackets.Send(ch, float64(q.Stats.Qlen), i.name, kind)
+		qdiscDropped.Send(ch, float64(q.Stats.Drops), i.name, kind)
+		qdiscOverlimits.Send(ch, float64(q.Stats.Overlimits), i.name, kind)
+		qdiscRequeues.Send(ch, float64(q.Stats.Requeues), i.name, kind)
 		return nil
 	})
-	c.problems.Add("egress_netlink_message", bad, first)
+	c.problems.Add("egress_netlink_message", r.bad, r.first)
 	c.problems.Add("egress_device_gone", gone, errQdiscWithoutLink)
 	if intr {
 		c.problems.Add("egress_dump_interrupted", 1, errQdiscDumpInterrupted)
@@ -293,22 +226,26 @@ func (c *egressCollector) kind(b []byte) string {
 // interface without ethtool operations, or whose driver has no allowance
 // counters, costs nothing after that.
 func (c *egressCollector) sendAllowances(ch chan<- prometheus.Metric) {
+	for i := range c.nics {
+		if i.seen != c.links.gen {
+			delete(c.nics, i) // gone, renamed or replaced
+		}
+	}
 	gone := 0
 	var firstGone error
-	for i := range c.links {
-		l := &c.links[i]
-		if !l.exported {
+	for _, i := range c.links.list {
+		if !i.exported {
 			continue
 		}
-		nic, err := c.nic(l)
+		nic, err := c.nic(i)
 		if err == nil && nic.allow != nil {
-			c.vals, err = c.eth.Stats(l.name, nic.nStats, nic.allow, c.vals)
+			c.vals, err = c.eth.Stats(i.name, nic.nStats, nic.allow, c.vals)
 			if errors.Is(err, errEthtoolStatsChanged) {
-				delete(c.nics, l.index) // read the driver and the names again next time
+				delete(c.nics, i) // read the driver and the names again next time
 			}
 			if err == nil {
 				for j, a := range nic.allow {
-					allowanceExceeded.Send(ch, float64(c.vals[j]), l.name, a.reason)
+					allowanceExceeded.Send(ch, float64(c.vals[j]), i.name, a.reason)
 				}
 			}
 		}
@@ -318,7 +255,7 @@ func (c *egressCollector) sendAllowances(ch chan<- prometheus.Metric) {
 			if gone++; firstGone == nil {
 				firstGone = err
 			}
-			delete(c.nics, l.index)
+			delete(c.nics, i)
 		default:
 			c.problems.Add("egress_ethtool", 1, err)
 		}
@@ -327,13 +264,13 @@ func (c *egressCollector) sendAllowances(ch chan<- prometheus.Metric) {
 }
 
 // nic returns what is known of an interface's driver, asking the driver
-// when the interface is new (or was renamed).
-func (c *egressCollector) nic(l *egressLink) (*egressNIC, error) {
-	if nic := c.nics[l.index]; nic != nil && nic.name == l.name {
+// when the interface is new.
+func (c *egressCollector) nic(i *netIface) (*egressNIC, error) {
+	if nic := c.nics[i]; nic != nil {
 		return nic, nil
 	}
-	nic := &egressNIC{name: l.name}
-	driver, n, err := c.eth.Driver(l.name)
+	nic := &egressNIC{}
+	driver, n, err := c.eth.Driver(i.name)
 	switch {
 	case err == nil:
 		nic.driver, nic.nStats = driver, n
@@ -343,7 +280,7 @@ func (c *egressCollector) nic(l *egressLink) (*egressNIC, error) {
 		return nil, err
 	}
 	if _, ok := allowanceStats[nic.driver]; ok && nic.nStats > 0 {
-		strs, got, err := c.eth.Strings(l.name, nic.nStats)
+		strs, got, err := c.eth.Strings(i.name, nic.nStats)
 		if err != nil && !isNoEthtool(err) {
 			return nil, err
 		}
@@ -351,7 +288,7 @@ func (c *egressCollector) nic(l *egressLink) (*egressNIC, error) {
 			nic.allow = findAllowanceStats(nic.driver, strs, got)
 		}
 	}
-	c.nics[l.index] = nic
+	c.nics[i] = nic
 	return nic, nil
 }
 

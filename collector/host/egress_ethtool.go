@@ -16,11 +16,12 @@ import (
 // here with the SIOCETHTOOL ioctl (ETHTOOL_GDRVINFO, ETHTOOL_GSTRINGS,
 // ETHTOOL_GSTATS).
 //
-// Supported drivers and where their names come from (Linux 6.12):
+// Supported drivers and where their names come from:
 //   - ena (AWS Elastic Network Adapter),
 //     drivers/net/ethernet/amazon/ena/ena_ethtool.c, the ENI statistics
-//     (ena_stats_eni_strings, since 5.10; shown only when the device
-//     reports ENA_ADMIN_ENI_STATS): bw_in_allowance_exceeded,
+//     (table ena_stats_eni_strings; ena_hw_stats_strings in the drivers
+//     that read them with the customer-metrics admin command, same names;
+//     shown only when the device offers them): bw_in_allowance_exceeded,
 //     bw_out_allowance_exceeded, pps_allowance_exceeded,
 //     conntrack_allowance_exceeded, linklocal_allowance_exceeded. The
 //     gauge conntrack_allowance_available is not a count and is left out.

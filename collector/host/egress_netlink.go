@@ -20,10 +20,12 @@ import (
 // Why not a library: github.com/jsimonetti/rtnetlink/v2 v2.3.0 and
 // github.com/vishvananda/netlink v1.3.1 decode every attribute of every
 // link into new values: listing 1,000 interfaces allocated 5.8 MB (76,000
-// objects) and 7.5 MB (18,000) per call, 24 and 14 ms
-// (docs/benchmarks.md), while the sampler reads the statistics every
-// second; this reader keeps the buffer and decodes only the fields it
-// exports (egress_parse.go), as the /proc readers do (source.go).
+// objects) and 7.5 MB (18,000 objects) per call, while the sampler reads
+// the statistics every second. This reader keeps its buffer, asks for
+// the statistics alone (RTM_GETSTATS) and decodes only the fields it
+// exports (egress_parse.go), as the /proc readers do (source.go): 0
+// allocations and 0.3 ms of CPU per dump of 1,000 interfaces
+// (docs/benchmarks.md).
 type rtnlConn struct {
 	fd  int
 	seq uint32

@@ -2,6 +2,7 @@ package host
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -26,13 +28,16 @@ type testNetns struct {
 	name string
 }
 
+// netnsSeq tells apart the namespaces of the tests running in parallel.
+var netnsSeq atomic.Int64
+
 // newTestNetns creates a network namespace named for the test and the
 // process, removed at cleanup, after checking the prerequisites.
 func newTestNetns(t testing.TB, tag string) *testNetns {
 	t.Helper()
 	collectortest.RequireRoot(t, "CAP_NET_ADMIN creates network namespaces, veth pairs and qdiscs")
 	collectortest.RequireTool(t, "ip")
-	name := fmt.Sprintf("stalleg%s%d", tag, os.Getpid())
+	name := fmt.Sprintf("stalleg%s%d-%d", tag, os.Getpid(), netnsSeq.Add(1))
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		collectortest.Require(t, "network namespaces (`ip netns add` as root, CAP_SYS_ADMIN; not inside an unprivileged container)",
 			fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out))))
@@ -48,7 +53,8 @@ func (n *testNetns) run(args ...string) []byte {
 	out, err := exec.Command(args[0], args[1:]...).Output()
 	if err != nil {
 		msg := ""
-		if ee, ok := err.(*exec.ExitError); ok {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
 			msg = string(ee.Stderr)
 		}
 		n.t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, msg)
@@ -161,10 +167,17 @@ func udpFlood(t testing.TB, ns *testNetns, addr string, stop <-chan struct{}, wg
 	}()
 }
 
-// egressNetns sets up a namespace with a veth pair whose end dev is shaped
-// by tbf at 8 Mbit/s; the peer is in a second namespace at 198.18.x.2.
-// IPv6 is off in both, so nothing but the test's traffic leaves dev.
-func egressNetns(t testing.TB) (ns *testNetns, dev, peerAddr string) {
+// egressPair is a veth pair across two test namespaces: dev in ns, shaped
+// by tbf at 8 Mbit/s, peerDev in peer at peerAddr (UDP port 9, discard).
+type egressPair struct {
+	ns, peer     *testNetns
+	dev, peerDev string
+	peerAddr     string
+}
+
+// egressNetns sets up an egressPair. IPv6 is off in both namespaces, so
+// nothing but the test's traffic leaves dev.
+func egressNetns(t testing.TB) egressPair {
 	t.Helper()
 	collectortest.RequireTool(t, "tc")
 	ns, peer := newTestNetns(t, "a"), newTestNetns(t, "b")
@@ -184,5 +197,15 @@ func egressNetns(t testing.TB) (ns *testNetns, dev, peerAddr string) {
 		"link set " + peerDev + " up",
 	})
 	ns.run("tc", "-n", ns.name, "qdisc", "add", "dev", dev, "root", "tbf", "rate", "8mbit", "burst", "10kb", "limit", "30kb")
-	return ns, dev, subnet + ".2:9"
+	return egressPair{ns: ns, peer: peer, dev: dev, peerDev: peerDev, peerAddr: subnet + ".2:9"}
+}
+
+// ifindex is an interface's index, from ip -j link.
+func (n *testNetns) ifindex(dev string) int32 {
+	n.t.Helper()
+	var out []struct{ Ifindex int32 }
+	if err := json.Unmarshal(n.run("ip", "-n", n.name, "-j", "link", "show", "dev", dev), &out); err != nil || len(out) != 1 {
+		n.t.Fatalf("ip -j link show dev %s: %v", dev, err)
+	}
+	return out[0].Ifindex
 }

@@ -277,8 +277,8 @@ func (s *sampler) sampleDisks(data []byte, err error, now time.Time) {
 
 // sampleNet samples the interfaces' transmit counters (sampler_egress.go).
 func (s *sampler) sampleNet(now time.Time) error {
-	bad, first, err := s.net.sample(now)
-	s.problems.Add("sampler_netlink_message", bad, first)
+	r, err := s.net.sample(now)
+	countLinkRead(s.problems, "sampler", r)
 	if err != nil {
 		s.netState.Failed("sampler cannot read the interfaces' transmit counters over rtnetlink; transmit rates are not sampled until it can", "netlink", err)
 		return err

@@ -1,12 +1,9 @@
 package host
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sys/unix"
 
 	"github.com/stall-exporter/stall_exporter/collector"
 )
@@ -15,10 +12,9 @@ import (
 // interface's transmitted bytes per second over the interval become one
 // histogram observation, so a wire that is full for 5 s between two 15 s
 // scrapes shows in the top buckets, where rate() over the scrapes sees a
-// third of it. One RTM_GETSTATS dump per tick (only rtnl_link_stats64,
-// about 220 bytes per interface, allocation-free once the buffers have
-// grown); the names come from an RTM_GETLINK dump when an unknown
-// interface appears and every netSamplerNamesEvery ticks (renames).
+// third of it. Each tick is one read of a linkTable of the sampler's own
+// (egress_links.go): one RTM_GETSTATS dump, allocation-free in the steady
+// state.
 
 // samplerTxBuckets are bytes per second at the link and allowance rates
 // that matter: 10 Mbit/s to 100 Gbit/s, with the 300 Mbit/s and 500 Mbit/s
@@ -32,119 +28,61 @@ var samplerTxRate = collector.DeclareHistogram("network_transmit_bytes_per_secon
 	"Bytes per second the interface transmitted in each sampler interval (Δ tx_bytes of rtnl_link_stats64, rtnetlink RTM_GETSTATS, over Δt); interfaces as the egress collector exports them.",
 	samplerTxBuckets, "device")
 
-// netSamplerNamesEvery: the interface names are read again this often
-// (ticks), so a renamed interface takes its new name within a minute.
-const netSamplerNamesEvery = 60
-
 // netSampler is the sampler's transmit state, used from the sampler's
 // goroutine only; the histogram vector is safe for concurrent use.
 type netSampler struct {
-	filter   *netDeviceFilter
 	interval time.Duration
-	open     func() (*rtnlConn, error) // tests open it in a namespace
-	conn     *rtnlConn
-
-	gen       uint64
-	devs      map[int32]*netSamplerDevice
-	cur       []netStatsSample // this tick's dump
-	links     []egressLink     // the last name dump
-	sinceName int              // ticks since the last name dump
-
-	rate *prometheus.HistogramVec
+	links    *linkTable // its own socket: the scrape's is another goroutine's
+	devs     map[*netIface]*netSamplerDevice
+	rate     *prometheus.HistogramVec
 }
 
-// netSamplerDevice is one interface between ticks.
+// netSamplerDevice is one exported interface between ticks.
 type netSamplerDevice struct {
-	name     string
-	exported bool
-	seen     uint64 // netSampler.gen of the last dump that listed it
-	valid    bool   // prev holds a baseline
-	prev     uint64 // tx_bytes
-	prevAt   time.Time
-	obs      prometheus.Observer
-}
-
-type netStatsSample struct {
-	index int32
-	tx    uint64
+	valid  bool // prev holds a baseline
+	prev   uint64
+	prevAt time.Time
+	obs    prometheus.Observer
 }
 
 func newNetSampler(filter *netDeviceFilter, interval time.Duration) *netSampler {
 	return &netSampler{
-		filter:   filter,
 		interval: interval,
-		open:     openRTNL,
-		devs:     map[int32]*netSamplerDevice{},
+		links:    newLinkTable(filter),
+		devs:     map[*netIface]*netSamplerDevice{},
 		rate:     samplerTxRate.HistogramVec(),
 	}
 }
 
-// errNetSamplerBadMessage wraps the malformed messages of a tick's dumps.
-var errNetSamplerBadMessage = errors.New("malformed rtnetlink message")
-
-// sample takes one tick's transmit counters, made at now. bad counts the
-// malformed messages skipped (first describes one); err is a failed dump,
-// after which the socket is reopened at the next tick and every interface
-// starts from a new baseline.
-func (n *netSampler) sample(now time.Time) (bad int, first, err error) {
-	if n.conn == nil {
-		if n.conn, err = n.open(); err != nil {
-			return 0, nil, err
-		}
-	}
-	n.cur = n.cur[:0]
-	unknown := false
-	_, err = n.conn.Dump(unix.RTM_GETSTATS, dumpStatsHdr, func(typ uint16, body []byte) error {
-		if typ != unix.RTM_NEWSTATS {
-			return nil
-		}
-		idx, s, perr := parseStatsMessage(body)
-		if perr != nil {
-			if bad++; first == nil {
-				first = fmt.Errorf("%w: %w", errNetSamplerBadMessage, perr)
-			}
-			return nil
-		}
-		if n.devs[idx] == nil {
-			unknown = true
-		}
-		n.cur = append(n.cur, netStatsSample{index: idx, tx: s.TxBytes})
-		return nil
-	})
-	if err == nil && (unknown || n.sinceName >= netSamplerNamesEvery) {
-		var b int
-		var f error
-		b, f, err = n.readNames()
-		if bad += b; first == nil {
-			first = f
-		}
-	}
+// sample takes one tick's transmit counters, made at now. err is a failed
+// dump, after which every interface starts from a new baseline.
+func (n *netSampler) sample(now time.Time) (linkRead, error) {
+	r, err := n.links.read(now)
 	if err != nil {
-		n.conn.Close()
-		n.conn = nil
 		for _, d := range n.devs {
 			d.valid = false
 		}
-		return bad, first, err
+		return r, err
 	}
-	n.sinceName++
-	n.gen++
-	for _, c := range n.cur {
-		d := n.devs[c.index]
+	for _, i := range n.links.list {
+		if !i.exported {
+			continue
+		}
+		d := n.devs[i]
 		if d == nil {
-			continue // came after the name dump: next tick
+			d = &netSamplerDevice{obs: n.rate.WithLabelValues(i.name)}
+			n.devs[i] = d
 		}
-		d.seen = n.gen
-		if d.exported {
-			n.observe(d, c.tx, now)
+		n.observe(d, i.stats.TxBytes, now)
+	}
+	// Interfaces gone, renamed or out of the bound: their series go.
+	for i := range n.devs {
+		if i.seen != n.links.gen || n.links.byIdx[i.index] != i {
+			n.rate.DeleteLabelValues(i.name)
+			delete(n.devs, i)
 		}
 	}
-	for idx, d := range n.devs {
-		if d.seen != n.gen {
-			n.drop(idx, d)
-		}
-	}
-	return bad, first, nil
+	return r, nil
 }
 
 // observe makes the interval since d's baseline one observation and tx
@@ -162,66 +100,4 @@ func (n *netSampler) observe(d *netSamplerDevice, tx uint64, now time.Time) {
 		return
 	}
 	d.obs.Observe(float64(tx-prev) / dt.Seconds())
-}
-
-// readNames dumps the links for their names and decides which interfaces
-// are exported, as the egress collector does (netDeviceFilter.choose).
-func (n *netSampler) readNames() (bad int, first, err error) {
-	n.sinceName = 0
-	n.links = n.links[:0]
-	seen := map[int32]bool{}
-	_, err = n.conn.Dump(unix.RTM_GETLINK, dumpLinksHdr, func(typ uint16, body []byte) error {
-		if typ != unix.RTM_NEWLINK {
-			return nil
-		}
-		l, perr := parseLinkMessage(body)
-		if perr != nil {
-			if bad++; first == nil {
-				first = fmt.Errorf("%w: %w", errNetSamplerBadMessage, perr)
-			}
-			return nil
-		}
-		if seen[l.Index] {
-			return nil
-		}
-		seen[l.Index] = true
-		name := string(l.Name)
-		if d := n.devs[l.Index]; d != nil && d.name == name {
-			name = d.name
-		}
-		n.links = append(n.links, egressLink{index: l.Index, name: name})
-		return nil
-	})
-	if err != nil {
-		return bad, first, fmt.Errorf("link dump: %w", err)
-	}
-	n.filter.choose(n.links)
-	for _, l := range n.links {
-		d := n.devs[l.index]
-		if d != nil && (d.name != l.name || d.exported != l.exported) {
-			n.drop(l.index, d) // renamed, or now in or out of the bound
-			d = nil
-		}
-		if d == nil {
-			d = &netSamplerDevice{name: l.name, exported: l.exported}
-			if d.exported {
-				d.obs = n.rate.WithLabelValues(d.name)
-			}
-			n.devs[l.index] = d
-		}
-	}
-	for idx, d := range n.devs {
-		if !seen[idx] {
-			n.drop(idx, d)
-		}
-	}
-	return bad, first, nil
-}
-
-// drop forgets an interface and its series.
-func (n *netSampler) drop(idx int32, d *netSamplerDevice) {
-	if d.exported {
-		n.rate.DeleteLabelValues(d.name)
-	}
-	delete(n.devs, idx)
 }

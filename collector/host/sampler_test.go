@@ -363,17 +363,29 @@ func TestSamplerRealProc(t *testing.T) {
 	s := newSampler(testConfig(t, "sampler", "/proc", "/sys", nil), testSettings(t))
 	s.tick()
 	s.tick()
-	if allocs := testing.AllocsPerRun(50, s.safeTick); allocs != 0 {
-		t.Errorf("one steady-state tick allocates %v times, want 0", allocs)
+	// An interface created on this machine meanwhile (another test's
+	// veth) makes one tick read the names, which allocates: measured
+	// again, up to three times, only then.
+	ticks := 2
+	for try := 1; ; try++ {
+		namesAt := s.net.links.namesAt
+		allocs := testing.AllocsPerRun(50, s.safeTick)
+		ticks += 51 // AllocsPerRun runs it once more to warm up
+		if allocs == 0 {
+			break
+		}
+		if s.net.links.namesAt == namesAt || try == 3 {
+			t.Fatalf("one steady-state tick allocates %v times, want 0", allocs)
+		}
 	}
-	if s.vmState.Failing() || s.diskState.Failing() {
-		t.Fatalf("reading this machine's /proc failed")
+	if s.vmState.Failing() || s.diskState.Failing() || s.netState.Failing() {
+		t.Fatalf("reading this machine's /proc or its interfaces' counters failed")
 	}
-	if got := scrape(t, s).Must(t, "stall_sampler_ticks_total"); got != 53 {
-		t.Errorf("ticks = %v, want 53", got)
+	if got := scrape(t, s).Must(t, "stall_sampler_ticks_total"); got != float64(ticks) {
+		t.Errorf("ticks = %v, want %d", got, ticks)
 	}
-	if got := observations(t, s, "stall_vm_dirty_throttle_ratio_sampled", ""); got != 53 {
-		t.Errorf("throttle ratio observations = %d, want 53 (does this kernel lack nr_dirty_threshold?)", got)
+	if got := observations(t, s, "stall_vm_dirty_throttle_ratio_sampled", ""); got != ticks {
+		t.Errorf("throttle ratio observations = %d, want %d (does this kernel lack nr_dirty_threshold?)", got, ticks)
 	}
 	if n := s.problems.Count(); n != 0 {
 		t.Errorf("%d problems reading this machine's /proc", n)
