@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +71,7 @@ func runClients(v string) int {
 	}
 	fmt.Println("ready")
 	_, _ = io.Copy(io.Discard, os.Stdin)
+	runtime.KeepAlive(conns) // held open until here: a collected conn's fd is closed by its finalizer
 	return 0
 }
 
