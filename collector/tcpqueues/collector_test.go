@@ -328,3 +328,50 @@ func BenchmarkUpdate(b *testing.B) {
 		})
 	}
 }
+
+// TestIPv6AndIPv4Summed: a port's sockets are summed over both dumps:
+// connections to one port on ::1 (IPv6) and on 127.0.0.1 (IPv4).
+func TestIPv6AndIPv4Summed(t *testing.T) {
+	// One port on both: a free IPv6 port that is free on 127.0.0.1 too
+	// (another process may hold it there; a few tries find one).
+	var ln6, ln4 net.Listener
+	var port int
+	for try := 0; ln4 == nil; try++ {
+		var err error
+		ln6, err = net.Listen("tcp6", "[::1]:0")
+		collectortest.Require(t, "IPv6 on loopback (::1)", err)
+		port = ln6.Addr().(*net.TCPAddr).Port
+		if ln4, err = net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
+			ln6.Close()
+			if try == 10 {
+				t.Fatalf("no port free on both ::1 and 127.0.0.1 in 10 tries: %v", err)
+			}
+		}
+	}
+	defer ln6.Close()
+	defer ln4.Close()
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for _, ln := range []net.Listener{ln6, ln6, ln4} {
+		c, err := net.Dial(ln.Addr().Network(), ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c, s)
+	}
+	res := collectortest.Scrape(t, newQueues(collectortest.Config("tcpqueues", nil), []service{{name: "redis", port: uint16(port)}}), 5*time.Second)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if v := res.Must(t, "stall_tcp_established_sockets", "service", "redis", "port", strconv.Itoa(port)); v != 3 {
+		t.Errorf("%v established sockets on port %d, want 3 (two IPv6, one IPv4)", v, port)
+	}
+}
