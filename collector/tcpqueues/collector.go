@@ -157,7 +157,7 @@ func (q *queues) dump(deadline time.Time) error {
 	q.buf = conn.Buffer()
 	add := func(s inetdiag.Socket) {
 		i, ok := q.index[s.SrcPort]
-		if !ok || s.State != 1 { // filtered here too: the kernel may have refused the filter
+		if !ok || s.State != inetdiag.StateEstablished { // filtered here too: the kernel may have refused the filter
 			return
 		}
 		sm := &q.sums[i]

@@ -52,12 +52,9 @@ const (
 	lastKnownAttr = 22
 )
 
-// TCP states (include/net/tcp_states.h) as Request.States takes them:
-// 1 << state.
-const (
-	StateEstablished = 1
-	StateCloseWait   = 8
-)
+// StateEstablished is TCP_ESTABLISHED (include/net/tcp_states.h):
+// Socket.State's value, and 1 << StateEstablished in Request.States.
+const StateEstablished = 1
 
 // MaxPorts bounds the ports of one request's filter: each costs 20 bytes
 // of bytecode and a comparison per socket in the kernel.
