@@ -226,3 +226,18 @@ type settings struct {
 	topK            int
 	bigkeys         bigKeySettings
 }
+
+// TCPAddrs returns the host:port of every --redis.addr target reached
+// over TCP (not unix://), as the redis collector spells it: what the
+// tcpqueues collector matches against this host's addresses to find the
+// Redis ports whose send queues it sums. A target that does not parse is
+// left out; the redis collector's own start refuses it.
+func TCPAddrs() []string {
+	var out []string
+	for _, raw := range *flags.addrs {
+		if spec, err := parseTarget(raw, connSettings{}); err == nil && spec.scheme != "unix" {
+			out = append(out, spec.hostPort)
+		}
+	}
+	return out
+}

@@ -167,3 +167,19 @@ func (o options) validate() error {
 	}
 	return nil
 }
+
+// BrokerAddrs returns the host:port of every --rocketmq.broker, as the
+// rocketmq collector spells it: what the tcpqueues collector matches
+// against this host's addresses to find the broker ports whose send
+// queues it sums. Brokers found only through a name server are not
+// included (they are known only after a discovery round, and a broker's
+// address in the name server is often not the one it is reached by
+// here): name those ports with --tcpqueues.port rocketmq_broker=10911. A
+// malformed flag returns nothing; the rocketmq collector's start refuses it.
+func BrokerAddrs() []string {
+	out, err := parseAddrs("--rocketmq.broker", flags.brokers)
+	if err != nil {
+		return nil
+	}
+	return out
+}

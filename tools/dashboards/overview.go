@@ -66,6 +66,28 @@ func overview() *dashboard.DashboardBuilder {
 		"Redis targets whose INFO did not answer within --redis.timeout in the last scrape. Above 0: the other Redis panels miss those targets.",
 		`count(stall_redis_up{SEL} == 0) or vector(0)`))
 
+	b.WithRow(row("Network egress"))
+	b.WithPanel(worst("Egress at its limit: allowance exceeded",
+		"Outbound packets per second the cloud NIC shaped or dropped because the instance exceeded its bandwidth or packet-rate allowance (ENA's bw_out and pps counters). Any value above 0 is a host at its egress limit: replies queue in its services' memory (incident 7). Worst first.",
+		"pps",
+		`sort_desc(topk($top, sum by (job, instance, device) (rate(stall_network_allowance_exceeded_packets_total{SEL,reason=~"bw_out|pps"}[$__rate_interval]))))`, "{{instance}} {{device}}",
+		steps("green", 0.01, "orange", 10.0, "red")).Span(6))
+	b.WithPanel(worst("Root qdisc drops per second",
+		"Packets each interface's root qdisc dropped: the host offered more than the interface sends (a shaper at its rate, a saturated NIC). Worst first.",
+		"pps",
+		`sort_desc(topk($top, sum by (job, instance, device) (rate(stall_qdisc_dropped_total{SEL}[$__rate_interval]))))`, "{{instance}} {{device}}",
+		steps("green", 1.0, "orange", 100.0, "red")).Span(6))
+	b.WithPanel(worst("Busiest seconds of transmit",
+		"99th percentile of each interface's 1 s transmit rate (the sampler) over the last $__rate_interval, in bits per second: the hosts that run nearest their wire or allowance, for the capacity review. Compare with the instance type's bandwidth. Busiest first.",
+		"bps",
+		`sort_desc(topk($top, histogram_quantile(0.99, sum by (job, instance, device, le) (rate(stall_network_transmit_bytes_per_second_sampled_bucket{SEL}[$__rate_interval]))) * 8))`, "{{instance}} {{device}}",
+		steps("green")).Span(6))
+	b.WithPanel(worst("TCP send queues of the watched ports",
+		"Bytes written by Redis, the broker or a --tcpqueues.port service and not yet acknowledged by their peers, summed over the port's established sockets. Megabytes that stay mean the peers or the wire do not take what the service writes. Worst first.",
+		"bytes",
+		`sort_desc(topk($top, max by (job, instance, service, port) (stall_tcp_send_queue_bytes{SEL})))`, "{{instance}} {{service}}:{{port}}",
+		steps("green", 16.0*(1<<20), "orange", 256.0*(1<<20), "red")).Span(6))
+
 	b.WithRow(row("RocketMQ"))
 	b.WithPanel(worst("CommitLog lock held p99 (1 s samples)",
 		"99th percentile of the broker's pageCacheLockTimeMills sampled every second over the last $__rate_interval. Past osPageCacheBusyTimeOutMills (1 s by default) the broker rejects sends with 'broker busy'. Worst brokers first.",

@@ -31,6 +31,13 @@ func redisBoard() *dashboard.DashboardBuilder {
 		q(`stall_redis_client_max_output_buffer_bytes`+target, "{{addr}} largest client (CLIENT LIST)"),
 		q(`stall_redis_client_recent_max_output_buffer_bytes`+target, "{{addr}} recent max (INFO)"),
 	))
+	b.WithPanel(graph("Output buffers against the Redis port's send queues",
+		"Bytes waiting for the clients in two places: in Redis' output buffers (CLIENT LIST omem, all clients) and in the kernel's TCP send queues of the Redis port's established sockets (written, not yet acknowledged; the tcpqueues collector, on the Redis host). The send queues fill first: a reply moves to the socket until its buffer is full, the rest stays in Redis. Both high with a flat transmit rate below is the wire; both high for a few sockets only is those clients.",
+		"bytes",
+		q(`stall_redis_client_output_buffer_bytes`+target, "{{addr}} output buffers"),
+		q(`stall_tcp_send_queue_bytes{SEL,service="redis"}`, "{{instance}} port {{port}} send queues"),
+		q(`stall_tcp_send_queue_max_bytes{SEL,service="redis"}`, "{{instance}} port {{port}} largest send queue"),
+	))
 	b.WithPanel(graph("Clients with pending output",
 		"Clients with replies still queued in Redis (CLIENT LIST oll or omem above 0) next to all connected clients. A large share pending means clients or the network cannot drain replies.",
 		"short",
@@ -54,6 +61,31 @@ func redisBoard() *dashboard.DashboardBuilder {
 		"bytes",
 		q(`stall_redis_client_output_buffer_by_command_bytes`+target, "{{addr}} {{cmd}}"),
 	).Stacking(stacked()))
+
+	b.WithRow(row("The Redis host's egress"))
+	b.WithPanel(graph("Transmit rate and its busiest seconds",
+		"Bits per second each interface of the Redis host sent (rtnl_link_stats64, the egress collector) over the panel's interval, and the 99th percentile of the sampler's 1 s rates: a rate flat at a round number with the 1 s peaks on it is the instance's bandwidth allowance or the NIC's line rate. What the interval hides, the 1 s line shows.",
+		"bps",
+		q(`rate(stall_network_transmit_bytes_total{SEL}[$__rate_interval]) * 8`, "{{instance}} {{device}}"),
+		q(`histogram_quantile(0.99, sum by (job, instance, device, le) (rate(stall_network_transmit_bytes_per_second_sampled_bucket{SEL}[$__rate_interval]))) * 8`, "{{instance}} {{device}} p99 of 1 s"),
+	))
+	b.WithPanel(graph("Root qdisc backlog",
+		"Bytes queued in each interface's root qdisc (tc -s qdisc's backlog). A NIC that keeps up drains its queue between packets; a backlog that stays is an interface at its rate (a tbf shaper, a saturated NIC).",
+		"bytes",
+		q(`stall_qdisc_backlog_bytes{SEL}`, "{{instance}} {{device}} {{kind}}"),
+	))
+	b.WithPanel(graph("Packets held back: the cloud's allowance and the qdisc",
+		"Outbound packets per second the cloud NIC shaped or dropped for the instance's bandwidth (bw_out) or packet-rate (pps) allowance (ENA's ethtool counters; other clouds' NICs have none), and those the root qdisc dropped. Above 0 for minutes is HostEgressAtLimit; next to growing output buffers it is incident 7's cause.",
+		"pps",
+		q(`rate(stall_network_allowance_exceeded_packets_total{SEL,reason=~"bw_out|pps"}[$__rate_interval])`, "{{instance}} {{device}} allowance {{reason}}"),
+		q(`rate(stall_qdisc_dropped_total{SEL}[$__rate_interval])`, "{{instance}} {{device}} qdisc drops"),
+	))
+	b.WithPanel(graph("Redis sockets waiting on their peers",
+		"Established sockets of the Redis port with bytes in their send queue, next to all established sockets of the port (tcpqueues). Most of them waiting at once, with a flat transmit rate, is the wire; a few is slow clients.",
+		"short",
+		q(`stall_tcp_send_queue_sockets{SEL,service="redis"}`, "{{instance}} port {{port}} waiting"),
+		q(`stall_tcp_established_sockets{SEL,service="redis"}`, "{{instance}} port {{port}} established"),
+	))
 
 	b.WithRow(row("Network, limits and topology refreshes"))
 	b.WithPanel(graph("Network bandwidth",

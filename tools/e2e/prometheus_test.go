@@ -44,6 +44,7 @@ var mayBeAbsent = map[string]string{
 	"stall_kernel_hung_task_detected_total":                       "kernel 6.11+",
 	"stall_redis_down_reason":                                     "only while a Redis target is down; this run's Redis answers",
 	"stall_rocketmq_down_reason":                                  "only while a broker is down; this run's test broker answers",
+	"stall_network_allowance_exceeded_packets_total":              "ENA (AWS) NICs only; the test machine's have no allowance counters",
 }
 
 // TestPrometheusEndToEnd runs the real exporter against a real redis-server

@@ -21,7 +21,7 @@ import (
 	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 )
 
-// The shipped chain: the exporter binary, Debian's Prometheus with deploy/prometheus/prometheus.yml
+// The shipped chain: the exporter binary (with the test's flags), Debian's Prometheus with deploy/prometheus/prometheus.yml
 // (its 15 s scrape and evaluation intervals, the stall job pointed at the exporter) and the rules
 // of alerts/*.yml, and Alertmanager with deploy/prometheus/alertmanager.yml, whose receivers are
 // replaced by webhooks into the test (routes, grouping and inhibitions as shipped).
@@ -36,11 +36,11 @@ type chain struct {
 	hook     *webhook
 }
 
-func startChain(t *testing.T, promBin, amBin, dir string) *chain {
+func startChain(t *testing.T, promBin, amBin, dir string, exporterArgs ...string) *chain {
 	t.Helper()
 	c := &chain{hook: newWebhook(t)}
 
-	c.exporter = e2etest.StartExporter(t, e2etest.Build(t, ".")).URL
+	c.exporter = e2etest.StartExporter(t, e2etest.Build(t, "."), exporterArgs...).URL
 	exporterAddr := strings.TrimPrefix(c.exporter, "http://")
 
 	amAddr := e2etest.FreeAddr(t)
