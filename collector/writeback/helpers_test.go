@@ -24,7 +24,7 @@ func registerTestFlags(t *testing.T, args ...string) (options, error) {
 
 // testConfig is the collector's configuration on this machine's /proc and
 // /sys, logging to logs.
-func testConfig(t *testing.T, logs *collectortest.LogBuffer) collector.Config {
+func testConfig(t testing.TB, logs *collectortest.LogBuffer) collector.Config {
 	t.Helper()
 	cfg := collectortest.Config("writeback", logs)
 	fs, err := procfs.NewFS(cfg.Paths.Procfs)
