@@ -35,13 +35,13 @@ func readEventFormat(sysPath func(elem ...string) string) (data []byte, from str
 			return data, dir, nil
 		}
 		if _, serr := os.Stat(filepath.Join(dir, "events")); serr == nil {
-			return nil, dir, fmt.Errorf("%w (%s has no %s: %v)", errNoTracepoint, dir, eventPath, err)
+			return nil, dir, fmt.Errorf("%w (%s has no %s: %w)", errNoTracepoint, dir, eventPath, err)
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", dir, err))
 	}
 	data, err = privateTracefs(eventPath)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "a private tracefs mount", fmt.Errorf("%w (%v)", errNoTracepoint, err)
+		return nil, "a private tracefs mount", fmt.Errorf("%w (%w)", errNoTracepoint, err)
 	}
 	if err != nil {
 		errs = append(errs, err)
