@@ -32,7 +32,10 @@ type pauseSource struct {
 	// then named from /proc for live processes.
 	cgroupErr error
 	cgroups   *proclabel.CgroupNames
-	procPath  func(elem ...string) string
+	// noRoot: no cgroup2 mount to resolve ids under; cgroups are named
+	// from /proc/<pid>/cgroup ("unknown" for exited processes).
+	noRoot   bool
+	procPath func(elem ...string) string
 
 	seen         map[pauseKey]seenPause
 	lastOverflow overflowValue
@@ -51,7 +54,7 @@ type seenPause struct {
 // cgroup v2 mount; "" names them from /proc/<pid>/cgroup only). A failure
 // undoes everything and says what the kernel or the loader refused.
 func newPauseSource(l pauseLayout, entries int, cgroupRoot string, procPath func(elem ...string) string) (_ *pauseSource, err error) {
-	s := &pauseSource{event: -1, layout: l, procPath: procPath, seen: map[pauseKey]seenPause{}, cgroups: proclabel.NewCgroupNames(cgroupRoot, procPath)}
+	s := &pauseSource{event: -1, layout: l, procPath: procPath, seen: map[pauseKey]seenPause{}, cgroups: proclabel.NewCgroupNames(cgroupRoot, procPath), noRoot: cgroupRoot == ""}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -98,17 +101,13 @@ func newPauseSource(l pauseLayout, entries int, cgroupRoot string, procPath func
 // attach opens the tracepoint as a perf event (PERF_TYPE_TRACEPOINT with
 // the event's id, on one CPU: a tracepoint runs its programs on every CPU
 // whichever CPU the event was opened on) and hands it the program
-// (PERF_EVENT_IOC_SET_BPF, 4.7+). cilium/ebpf's link.Tracepoint does the
-// same but finds the id in a tracefs it looks for itself, which a host
-// without one mounted lacks.
+// (PERF_EVENT_IOC_SET_BPF, 4.7+). The event counts and does not sample,
+// so the hits the program lets through to perf (it returns 1: see
+// pauseProgram) cost an increment, not a record. cilium/ebpf's
+// link.Tracepoint does the same but finds the id in a tracefs it looks
+// for itself, which a host without one mounted lacks.
 func (s *pauseSource) attach() error {
-	attr := unix.PerfEventAttr{
-		Type:        unix.PERF_TYPE_TRACEPOINT,
-		Config:      s.layout.id,
-		Sample_type: unix.PERF_SAMPLE_RAW,
-		Sample:      1,
-		Wakeup:      1,
-	}
+	attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_TRACEPOINT, Config: s.layout.id}
 	attr.Size = uint32(unsafe.Sizeof(attr))
 	fd, err := unix.PerfEventOpen(&attr, -1, 0, -1, unix.PERF_FLAG_FD_CLOEXEC)
 	if err != nil {
@@ -153,8 +152,15 @@ func (s *pauseSource) drain(t *proclabel.Table[counts]) error {
 		case !e.mainKnown:
 			e.main, e.mainKnown = proclabel.Main(s.procPath(pid, "cmdline")), true
 		}
+		if v.Pauses < e.reported.Pauses || v.PauseMS < e.reported.PauseMS {
+			e.reported = pauseValue{} // an entry made anew since the last drain
+		}
 		if d := v.Pauses - e.reported.Pauses; d > 0 {
-			c := t.Entry(proclabel.Key{Comm: name, Main: e.main, Cgroup: s.cgroups.Name(k.Cgroup, k.Tgid, live)})
+			id := k.Cgroup
+			if s.noRoot {
+				id = 0
+			}
+			c := t.Entry(proclabel.Key{Comm: name, Main: e.main, Cgroup: s.cgroups.Name(id, k.Tgid, live)})
 			c.pauses += d
 			c.pauseMS += v.PauseMS - e.reported.PauseMS
 		}

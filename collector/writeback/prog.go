@@ -70,7 +70,10 @@ const (
 // the entry with the thread's comm; with a full map, to the overflow
 // slot. It reads only the record's pause field, at l.pauseOff. With
 // cgroupID it records the caller's cgroup v2 id (bpf_get_current_cgroup_id,
-// tracing programs since 4.18); without, 0.
+// tracing programs since 4.18); without, 0. It returns 1: a tracepoint
+// program's 0 would also hide the hit from every perf user of the event
+// (perf_trace_run_bpf_submit()), such as an on-call's `perf trace -e
+// writeback:balance_dirty_pages`; ftrace sees it either way.
 func pauseProgram(l pauseLayout, counts, overflow *ebpf.Map, cgroupID bool) asm.Instructions {
 	var p asm.Instructions
 	add := func(ins ...asm.Instruction) { p = append(p, ins...) }
@@ -151,7 +154,7 @@ func pauseProgram(l pauseLayout, counts, overflow *ebpf.Map, cgroupID bool) asm.
 	add(asm.JEq.Imm(asm.R0, 0, "exit"))
 	count()
 	add(
-		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
+		asm.Mov.Imm(asm.R0, 1).WithSymbol("exit"),
 		asm.Return(),
 	)
 	return p
