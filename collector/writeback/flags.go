@@ -14,8 +14,8 @@ type options struct {
 	// mapEntries bounds the BPF map (pauseMapEntries); tests make it
 	// small to fill it.
 	mapEntries int
-	// cgroupRoot is the cgroup v2 mount the program's cgroup ids come
-	// from; "" finds it in /proc/self/mountinfo.
+	// cgroupRoot is the cgroup v2 mount the program's cgroup ids are
+	// resolved under; "" finds it in /proc/self/mountinfo.
 	cgroupRoot string
 }
 
@@ -27,6 +27,8 @@ func registerFlags(app *kingpin.Application) *options {
 	o := &options{mapEntries: pauseMapEntries}
 	app.Flag("writeback.max-processes",
 		"Processes (name, a JVM's main class or jar, cgroup) with their own stall_dirty_throttle_pause_seconds_total and stall_process_dirtied_bytes_total series; the rest are \"other\".").Default("20").IntVar(&o.maxProcesses)
+	app.Flag("writeback.cgroup-root",
+		"cgroup v2 mount under which the paused tasks' cgroup ids are named; by default the cgroup2 mount found in /proc/self/mountinfo (in a container, mount the host's and name it here).").Default("").StringVar(&o.cgroupRoot)
 	return o
 }
 
