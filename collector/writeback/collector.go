@@ -101,22 +101,25 @@ func startPause(o options, cfg collector.Config) (*pauseSource, error) {
 	return newPauseSource(l, o.mapEntries, root, cfg.Paths.Proc)
 }
 
-// Update drains the program's counts and, past the background threshold,
-// reads who dirtied what, then sends every process's series.
+// Update drains the program's counts and, past the host's background
+// threshold or when tasks were paused since the last scrape, reads who
+// dirtied what, then sends every process's series.
 func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	up := 0.0
+	up, paused := 0.0, false
 	if c.pause != nil {
 		up = 1
-		if err := c.pause.drain(c.procs); err != nil {
+		sleeps, err := c.pause.drain(c.procs)
+		paused = sleeps > 0
+		if err != nil {
 			c.drainLog.Failed("reading the dirty-throttle pauses failed", "read", err)
 		} else {
 			c.drainLog.OK("reading the dirty-throttle pauses recovered")
 		}
 	}
 	pauseSourceUpDesc.Send(ch, up)
-	active, unreadable, err := c.dirtiers.read(c.procs)
+	active, unreadable, err := c.dirtiers.read(c.procs, paused)
 	if err != nil {
 		c.dirtyLog.Failed("reading who dirtied pages failed", "read", err)
 	} else {

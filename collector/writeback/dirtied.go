@@ -17,8 +17,12 @@ import (
 
 // dirtiers counts who fills the page cache: the bytes each process
 // dirtied (/proc/<pid>/io write_bytes), read only while the host's dirty
-// and writeback pages are past the background threshold, so an idle host
-// pays one read of /proc/vmstat per scrape and nothing more.
+// and writeback pages are past the background threshold, or while some
+// task was paused since the last read — which balance_dirty_pages() does
+// only past a domain's background threshold, the host's or a memory
+// cgroup's (a container at its own throttle point while the host's dirty
+// pages are few) — so an idle host pays one read of /proc/vmstat per
+// scrape and nothing more.
 //
 // write_bytes grows when a page of a file the process writes turns dirty
 // (folio_account_dirtied() → task_io_account_write() in
@@ -30,10 +34,11 @@ import (
 // truncated while dirty are not subtracted (cancelled_write_bytes).
 //
 // The first read past the threshold only takes each process's count;
-// every later one, while the host stays past it, counts the growth since
-// the read before, and a process that appeared in between counts whole:
-// it was started since. Processes that start and exit between two reads
-// are not seen. Falling back below the threshold forgets the counts.
+// every later one, while the host stays past it (or tasks are paused),
+// counts the growth since the read before, and a process that appeared
+// in between counts whole: it was started since. Processes that start and
+// exit between two reads are not seen. Falling back below the threshold
+// with nobody paused forgets the counts.
 // Not safe for concurrent use.
 type dirtiers struct {
 	fs       procfs.FS
@@ -52,11 +57,11 @@ type dirtied struct {
 }
 
 // read counts into t what processes dirtied since the last read, if the
-// host is past its background threshold; active says whether it read the
-// processes. Processes whose io file cannot be read are skipped: gone
+// host is past its background threshold or paused says tasks were paused
+// since the last read; active says whether it read the processes. Processes whose io file cannot be read are skipped: gone
 // since the listing, or another user's without CAP_SYS_PTRACE (counted in
 // unreadable).
-func (d *dirtiers) read(t *proclabel.Table[counts]) (active bool, unreadable int, err error) {
+func (d *dirtiers) read(t *proclabel.Table[counts], paused bool) (active bool, unreadable int, err error) {
 	var v host.VMStat
 	if err := host.ReadVMStat(d.vmstat, &v); err != nil {
 		return false, 0, err
@@ -65,7 +70,7 @@ func (d *dirtiers) read(t *proclabel.Table[counts]) (active bool, unreadable int
 	if !ok {
 		return false, 0, fmt.Errorf("%s lacks nr_dirty, nr_writeback or nr_dirty_background_threshold", d.vmstat)
 	}
-	if !past {
+	if !past && !paused {
 		d.last, d.mains = nil, nil
 		return false, 0, nil
 	}

@@ -51,7 +51,9 @@ func (f fakeProc) process(pid int, comm, cgroup string, writeBytes uint64) {
 // threshold (a process whose io file would be counted is not), the first
 // read past it a baseline, then the growth between reads, a process
 // started in between whole, the top N by bytes named and the rest
-// "other", and a fall below the threshold forgetting the baseline.
+// "other", a fall below the threshold forgetting the baseline, and reads
+// below the host's threshold while tasks are paused (a cgroup's own
+// throttle point).
 func TestDirtiers(t *testing.T) {
 	f := fakeProc{t, t.TempDir()}
 	fs, err := procfs.NewFS(f.dir)
@@ -60,9 +62,10 @@ func TestDirtiers(t *testing.T) {
 	}
 	d := &dirtiers{fs: fs, vmstat: f.path("vmstat"), procPath: f.path, top: 2}
 	tab := proclabel.NewTable[counts](10, time.Minute)
+	paused := false
 	read := func(wantActive bool) {
 		t.Helper()
-		active, _, err := d.read(tab)
+		active, _, err := d.read(tab, paused)
 		if err != nil || active != wantActive {
 			t.Fatalf("read: active %v, %v; want active %v", active, err, wantActive)
 		}
@@ -115,5 +118,17 @@ func TestDirtiers(t *testing.T) {
 	read(true)
 	if g := got("dd", "session-1.scope"); g != 5<<20 {
 		t.Errorf("dd after a fall below the threshold: %d, want 5 MiB", g)
+	}
+
+	// A container at its own throttle point: the host below its background threshold, but tasks
+	// paused since the last read.
+	f.dirty(10)
+	read(false)
+	paused = true
+	read(true) // a baseline
+	f.process(200, "dd", "/user.slice/user-0.slice/session-1.scope", 22<<20)
+	read(true)
+	if g := got("dd", "session-1.scope"); g != 6<<20 {
+		t.Errorf("dd while paused below the host's threshold: %d, want 6 MiB", g)
 	}
 }

@@ -130,8 +130,8 @@ func TestPauseProgram(t *testing.T) {
 	}
 	s := &pauseSource{counts: cm, overflow: overflow, event: -1, procPath: procPath, seen: map[pauseKey]seenPause{}, cgroups: proclabel.NewCgroupNames(root, procPath)}
 	tab := proclabel.NewTable[counts](5, time.Minute)
-	if err := s.drain(tab); err != nil {
-		t.Fatal(err)
+	if n, err := s.drain(tab); err != nil || n != 4 {
+		t.Fatalf("drain: %d sleeps, %v; want 4 (1 of this process, 2 of the exited one, 1 in the overflow slot)", n, err)
 	}
 	comm, err := os.ReadFile("/proc/self/comm")
 	if err != nil {
@@ -153,8 +153,8 @@ func TestPauseProgram(t *testing.T) {
 	}
 	// A second drain adds only what is new.
 	run(7)
-	if err := s.drain(tab); err != nil {
-		t.Fatal(err)
+	if n, err := s.drain(tab); err != nil || n != 1 {
+		t.Fatalf("second drain: %d sleeps, %v; want 1", n, err)
 	}
 	if c, _ := tab.Lookup(me); c == nil || c.pauses != 2 || c.pauseMS != 12 {
 		t.Errorf("after a second drain: %+v, want 12 ms in 2 sleeps", c)

@@ -129,8 +129,8 @@ func (s *pauseSource) attach() error {
 // comm the kernel recorded, and by its cgroup (the id the program
 // recorded, resolved by cgroups). Entries of processes that are gone are
 // deleted, so the map holds only live ones; the overflow slot's growth
-// goes to "other".
-func (s *pauseSource) drain(t *proclabel.Table[counts]) error {
+// goes to "other". It returns the number of sleeps counted.
+func (s *pauseSource) drain(t *proclabel.Table[counts]) (sleeps uint64, err error) {
 	s.cgroups.StartDrain()
 	var (
 		k    pauseKey
@@ -161,6 +161,7 @@ func (s *pauseSource) drain(t *proclabel.Table[counts]) error {
 				id = 0
 			}
 			c := t.Entry(proclabel.Key{Comm: name, Main: e.main, Cgroup: s.cgroups.Name(id, k.Tgid, live)})
+			sleeps += d
 			c.pauses += d
 			c.pauseMS += v.PauseMS - e.reported.PauseMS
 		}
@@ -168,25 +169,26 @@ func (s *pauseSource) drain(t *proclabel.Table[counts]) error {
 		seen[k] = e
 	}
 	if err := it.Err(); err != nil {
-		return fmt.Errorf("reading the BPF map: %w", err)
+		return sleeps, fmt.Errorf("reading the BPF map: %w", err)
 	}
 	s.seen = seen
 	for _, k := range dead {
 		// A pause between the read above and this delete is lost; the
 		// process has exited, so only a reused pid could make one.
 		if err := s.counts.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("deleting from the BPF map: %w", err)
+			return sleeps, fmt.Errorf("deleting from the BPF map: %w", err)
 		}
 		delete(s.seen, k)
 	}
 	var ovf overflowValue
 	if err := s.overflow.Lookup(uint32(0), &ovf); err == nil && ovf.Pauses > s.lastOverflow.Pauses {
 		o := t.Other()
+		sleeps += ovf.Pauses - s.lastOverflow.Pauses
 		o.pauses += ovf.Pauses - s.lastOverflow.Pauses
 		o.pauseMS += ovf.PauseMS - s.lastOverflow.PauseMS
 		s.lastOverflow = ovf
 	}
-	return nil
+	return sleeps, nil
 }
 
 // processName reads /proc/<pid>/comm; live is false when the process is gone.
