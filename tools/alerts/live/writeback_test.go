@@ -40,12 +40,39 @@ const (
 )
 
 func TestThrottledWriterAttribution(t *testing.T) {
+	throttledWriter(t, 0)
+}
+
+// TestThrottledContainerAttribution is the container case: the writer's cgroup has a memory.max
+// (containerMemory) far below the host's memory, so the kernel pauses it at its own cgroup's
+// dirty limit while the host's dirty pages stay below even the host's background threshold. Its
+// pauses must be counted exactly all the same, and who dirties read though the host is at rest.
+// It needs cgroup writeback: the memory controller enabled for the root's children on cgroup v2
+// (scripts/live-vm.sh with MEMORY_CGROUP=1).
+func TestThrottledContainerAttribution(t *testing.T) {
+	throttledWriter(t, containerMemory)
+}
+
+// containerMemory is the writer cgroup's memory.max in the container case: its dirty limit is the
+// host's vm.dirty_bytes in proportion to it (domain_dirty_limits()), a few MiB.
+const containerMemory = 128 << 20
+
+func throttledWriter(t *testing.T, memoryMax int64) {
 	if testing.Short() {
 		t.Skip("-short: the live writeback test takes about a minute")
 	}
 	collectortest.RequireDisposable(t, "lowers vm.dirty_bytes host-wide for about a minute, creates a loop device "+
 		"and a write throttle on it (a blkio rule, or a cgroup with io.max, for which "+cgroupEnv+"=v2 may unmount the blkio v1 hierarchy)")
 	plan := requireRig(t)
+	if memoryMax > 0 {
+		var err error
+		if plan.kind != "v2" {
+			err = fmt.Errorf("the rig throttles through cgroup v1 here")
+		} else if !hasController(filepath.Join(plan.root, "cgroup.subtree_control"), "memory") {
+			err = fmt.Errorf("memory is not in %s/cgroup.subtree_control", plan.root)
+		}
+		collectortest.Require(t, "cgroup writeback: the rig on cgroup v2 with the memory controller enabled for the root's children (scripts/live-vm.sh with MEMORY_CGROUP=1)", err)
+	}
 	v2root := plan.root
 	if plan.kind == "v1" {
 		mounts, err := cgroupMounts()
@@ -81,6 +108,11 @@ func TestThrottledWriterAttribution(t *testing.T) {
 	}
 	t.Logf("exporter: %s", firstLine(exp.Output.String(), "counting dirty-throttle pauses"))
 
+	if memoryMax > 0 {
+		if err := os.WriteFile(filepath.Join(r.state.Throttle.Group, "memory.max"), []byte(strconv.FormatInt(memoryMax, 10)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 	leave, err := r.joinWriterGroup()
 	if err != nil {
 		t.Fatal(err)
@@ -123,14 +155,21 @@ func TestThrottledWriterAttribution(t *testing.T) {
 	cpu0, t0 := cpuSeconds(t, exp.Pid), time.Now()
 	w := startWriter(r.dev)
 	t.Cleanup(func() { w.halt() })
-	// Past the background threshold: the first scrape there takes each process's write_bytes. The
-	// exporter reads /proc/vmstat through the sampler's last read, up to a second old: scrape until
-	// it is past the threshold too.
+	collectortest.WaitFor(t, time.Minute, "a write(2) paused", func() error {
+		if w.longWrites.Load() == 0 {
+			return fmt.Errorf("no write asleep %s or more yet (%d MiB written)", longWrite, w.written.Load()>>20)
+		}
+		return nil
+	})
+	t.Logf("first pause after %d MiB", w.written.Load()>>20)
+	// The first scrape that reads who dirties (past the host's background threshold, or with
+	// pauses counted since the scrape before) takes each process's write_bytes. The exporter reads
+	// /proc/vmstat through the sampler's last read, up to a second old: scrape until it reads.
 	var (
 		first           writebackScrape
 		before1, after1 int64
 	)
-	collectortest.WaitFor(t, time.Minute, "a scrape past the background threshold", func() error {
+	collectortest.WaitFor(t, time.Minute, "a scrape that reads who dirties", func() error {
 		before1 = w.written.Load()
 		first = scrapeWriteback(t, exp.URL)
 		after1 = w.written.Load()
@@ -139,13 +178,6 @@ func TestThrottledWriterAttribution(t *testing.T) {
 		}
 		return nil
 	})
-	collectortest.WaitFor(t, time.Minute, "a write(2) paused", func() error {
-		if w.longWrites.Load() == 0 {
-			return fmt.Errorf("no write asleep %s or more yet (%d MiB written)", longWrite, w.written.Load()>>20)
-		}
-		return nil
-	})
-	t.Logf("first pause after %d MiB", w.written.Load()>>20)
 	// No scrape while the writer is paused: the exporter's CPU here is the sampler's alone, the
 	// program running in the paused writer's context.
 	cpuQuiet0, hits0 := cpuSeconds(t, exp.Pid), len(trace.snapshot())
@@ -160,6 +192,10 @@ func TestThrottledWriterAttribution(t *testing.T) {
 		t.Fatal(err)
 	}
 	load := time.Since(t0)
+	host, err := readDirty()
+	if err != nil {
+		t.Fatal(err)
+	}
 	events := hits()
 	traced := trace.stop()
 	// The writer has stopped: this scrape and the trace cover the same sleeps.
@@ -190,6 +226,13 @@ func TestThrottledWriterAttribution(t *testing.T) {
 	}
 	if wantSleeps == 0 {
 		t.Fatal("the trace shows no sleep of the writer")
+	}
+	mib := func(pages int64) float64 { return float64(pages) * float64(os.Getpagesize()) / (1 << 20) }
+	t.Logf("the host at the end of the load: %.1f MiB dirty + %.1f MiB writeback, background threshold %.0f MiB",
+		mib(host.dirty), mib(host.writeback), mib(host.background))
+	if memoryMax > 0 && host.dirty+host.writeback > host.background {
+		t.Errorf("container case: the host's dirty and writeback pages (%d) passed its background threshold (%d): not the cgroup's own limit alone",
+			host.dirty+host.writeback, host.background)
 	}
 	if int64(math.Round(got.seconds*1000)) != wantMS || int64(got.sleeps) != wantSleeps {
 		t.Errorf("writer's pause %.3f s in %v sleeps: the trace has %d ms in %d sleeps", got.seconds, got.sleeps, wantMS, wantSleeps)
