@@ -21,7 +21,9 @@
 //
 // Who dirties: /proc/<pid>/io write_bytes of every process, read only
 // while the host's dirty and writeback pages are past the background
-// threshold (/proc/vmstat through the host collectors' shared source).
+// threshold (/proc/vmstat through the host collectors' shared source) or
+// the program counted pauses since the last scrape (a cgroup at its own
+// throttle point).
 //
 // Where things are: collector.go is the collector and its Update,
 // flags.go the flags, metrics.go the metrics; format.go parses the event's
