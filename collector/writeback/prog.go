@@ -15,7 +15,7 @@ import (
 // processes). When it is full, a new pair's pauses are counted in the
 // overflow slot and reported as comm="other". A hash map's entries are
 // allocated when it is created: 4096 of 16 + 32 bytes and the kernel's
-// per-element header, about 0.4 MiB of kernel memory.
+// per-element header, 0.44 MiB of kernel memory (its memlock on 6.18).
 const pauseMapEntries = 4096
 
 // pauseKey is the map's key: the process (tgid) and its cgroup v2 id (the
