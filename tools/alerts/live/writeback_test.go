@@ -43,16 +43,6 @@ func TestThrottledWriterAttribution(t *testing.T) {
 	throttledWriter(t, 0)
 }
 
-// TestThrottledContainerAttribution is the container case: the writer's cgroup has a memory.max
-// (containerMemory) far below the host's memory, so the kernel pauses it at its own cgroup's
-// dirty limit while the host's dirty pages stay below even the host's background threshold. Its
-// pauses must be counted exactly all the same, and who dirties read though the host is at rest.
-// It needs cgroup writeback: the memory controller enabled for the root's children on cgroup v2
-// (scripts/live-vm.sh with MEMORY_CGROUP=1).
-func TestThrottledContainerAttribution(t *testing.T) {
-	throttledWriter(t, containerMemory)
-}
-
 // containerMemory is the writer cgroup's memory.max in the container case: its dirty limit is the
 // host's vm.dirty_bytes in proportion to it (domain_dirty_limits()), a few MiB.
 const containerMemory = 128 << 20
