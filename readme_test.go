@@ -72,7 +72,7 @@ func docFiles(t *testing.T) []string {
 // docFlagRE matches a dotted flag as docs write it: --a.b, --no-a.b,
 // --[no-]a.b, and --a.* for a family of flags. Every flag of the exporter
 // but --help and --version has a dot.
-var docFlagRE = regexp.MustCompile(`--(?:\[no-\]|no-)?([a-z][a-z0-9-]*(?:\.[a-z0-9][a-z0-9-]*)+)(\.\*)?`)
+var docFlagRE = regexp.MustCompile(`--(?:\[no-\]|no-)?([a-z][a-z0-9-]*(?:\.[a-z0-9][a-z0-9_-]*)+)(\.\*)?`)
 
 // TestDocsNameRealFlags fails when README.md, docs/ or deploy/ name a
 // --flag the exporter does not have (kingpin's model), or a family

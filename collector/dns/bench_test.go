@@ -1,9 +1,6 @@
 package dns
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -60,46 +57,4 @@ func processCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// BenchmarkCgroupWalk measures the walk that names the cgroups of exited
-// processes, on a real cgroup2 tree (root needed, as for the other DNS
-// tests) shaped like a Kubernetes node's: a QoS slice with 250 pods of 3
-// containers, 1,001 cgroups with the kernel's interface files, one walk
-// per op. A walk runs at most once per drain (5 s or a scrape), and only
-// when a drained process's cgroup id is unknown.
-func BenchmarkCgroupWalk(b *testing.B) {
-	root, _, err := findCgroup2Root("/proc/self/mountinfo")
-	if err != nil {
-		b.Fatal(err)
-	}
-	top := filepath.Join(root, fmt.Sprintf("stdnsbench%d.slice", os.Getpid()))
-	var dirs []string
-	mk := func(dir string) {
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			b.Fatalf("%v (the benchmark needs root and cgroup v2)", err)
-		}
-		dirs = append(dirs, dir)
-	}
-	b.Cleanup(func() {
-		for i := len(dirs) - 1; i >= 0; i-- {
-			_ = os.Remove(dirs[i])
-		}
-	})
-	mk(top)
-	for p := range 250 {
-		pod := filepath.Join(top, fmt.Sprintf("kubepods-burstable-pod%08x_0000_4000_8000_000000000000.slice", p))
-		mk(pod)
-		for c := range 3 {
-			mk(filepath.Join(pod, fmt.Sprintf("cri-containerd-%064x.scope", p*3+c)))
-		}
-	}
-	c := newCgroupNames(top, nil)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		c.walk()
-	}
-	b.ReportMetric(float64(len(c.byID)), "cgroups")
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(c.byID)), "ns/cgroup")
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stall-exporter/stall_exporter/collector"
+	"github.com/stall-exporter/stall_exporter/collector/proclabel"
 )
 
 func init() {
@@ -144,7 +145,7 @@ func (c *Collector) startEBPF() (attribution, error) {
 	root := c.o.cgroupRoot
 	var private *os.File
 	if root == "" {
-		mp, within, err := findCgroup2Root(c.cfg.Paths.Proc("self", "mountinfo"))
+		mp, within, err := proclabel.FindCgroup2Root(c.cfg.Paths.Proc("self", "mountinfo"))
 		switch {
 		case err != nil:
 			f, path, perr := openCgroup2()

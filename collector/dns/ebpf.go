@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 
+	"github.com/stall-exporter/stall_exporter/collector/proclabel"
 	"github.com/stall-exporter/stall_exporter/internal/jvm"
 )
 
@@ -62,7 +63,7 @@ type ebpfAttribution struct {
 	// cgroupErr says why the programs record no cgroup id (a kernel
 	// before 5.7): cgroups are then named from /proc for live processes.
 	cgroupErr error
-	cgroups   *cgroupNames
+	cgroups   *proclabel.CgroupNames
 	// private holds the cgroup v2 hierarchy open where no mount shows it
 	// (openCgroup2); nil when the programs attach to a mounted one.
 	private *os.File
@@ -86,7 +87,7 @@ type seenProcess struct {
 // the loader said; a failure of the egress part (query types per process)
 // only leaves it out, in typeErr.
 func newEBPFAttribution(cgroupRoot string, private *os.File, procPath func(elem ...string) string) (_ *ebpfAttribution, err error) {
-	a := &ebpfAttribution{procPath: procPath, private: private, seen: map[uint32]seenProcess{}, cgroups: newCgroupNames(cgroupRoot, procPath)}
+	a := &ebpfAttribution{procPath: procPath, private: private, seen: map[uint32]seenProcess{}, cgroups: proclabel.NewCgroupNames(cgroupRoot, procPath)}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -198,7 +199,7 @@ func (a *ebpfAttribution) mode() string { return "ebpf" }
 // recorded, resolved by cgroupNames). Entries of processes that are gone
 // are deleted, so the map holds only live ones.
 func (a *ebpfAttribution) drain(pt *processTable) error {
-	a.cgroups.startDrain()
+	a.cgroups.StartDrain()
 	var (
 		tgid uint32
 		v    processValue
@@ -218,13 +219,13 @@ func (a *ebpfAttribution) drain(pt *processTable) error {
 		case name != jvm.Comm:
 			main = ""
 		case !s.mainKnown:
-			main = jvmName(a.procPath(pid, "cmdline"))
+			main = proclabel.Main(a.procPath(pid, "cmdline"))
 			s.main, s.mainKnown = main, true
 		}
 		prev := s.reported
 		var cgroup string
 		if v.Count != prev.Count || v.Queries != prev.Queries {
-			cgroup = a.cgroups.name(v.Cgroup, tgid, live)
+			cgroup = a.cgroups.Name(v.Cgroup, tgid, live)
 		}
 		if d := v.Count - prev.Count; d > 0 {
 			pt.add(processKey{name, main, cgroup}, d)

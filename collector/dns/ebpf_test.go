@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/stall-exporter/stall_exporter/collector/proclabel"
 )
 
 // shortNames are the question names shortNamesChild asks for (PTR, over
@@ -65,7 +67,7 @@ func TestEgressCountsShortQuestionNames(t *testing.T) {
 	addNetns(t, ns)
 	rel := fmt.Sprintf("stdnsshort%d", pid)
 	cg := testCgroup(t, rel)
-	root, _, err := findCgroup2Root("/proc/self/mountinfo")
+	root, _, err := proclabel.FindCgroup2Root("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}

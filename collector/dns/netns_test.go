@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/stall-exporter/stall_exporter/collector/dns/dnstest"
+	"github.com/stall-exporter/stall_exporter/collector/proclabel"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
@@ -236,7 +237,7 @@ func getentCopy(t *testing.T) string {
 // its first lookup is already made from it.
 func testCgroup(t *testing.T, rel string) *os.File {
 	t.Helper()
-	root, _, err := findCgroup2Root("/proc/self/mountinfo")
+	root, _, err := proclabel.FindCgroup2Root("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,12 @@
 package dns
 
 import (
-	"os"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stall-exporter/stall_exporter/collector"
-	"github.com/stall-exporter/stall_exporter/internal/jvm"
+	"github.com/stall-exporter/stall_exporter/collector/proclabel"
 )
 
 // processTable turns per-process counts into bounded series: at most max
@@ -26,25 +24,11 @@ type processTable struct {
 }
 
 // processKey is a series' labels: the process's comm, what a JVM runs
-// (jvmName; "" for other processes) and its cgroup's name (cgroupName).
+// (proclabel.Main; "" for other processes) and its cgroup's name
+// (proclabel.Cgroup).
 type processKey struct{ comm, main, cgroup string }
 
 var otherProcess = processKey{"other", "", "other"}
-
-// maxMainLen bounds the main label.
-const maxMainLen = 64
-
-// jvmName reads what a JVM runs (jvm.ShortName) from its cmdline file, at
-// most maxMainLen bytes; "" when it cannot be read. Read it once per
-// process: reading another process's cmdline takes its mmap lock, which a
-// process stalled in reclaim may hold.
-func jvmName(cmdline string) string {
-	b, err := os.ReadFile(cmdline)
-	if err != nil {
-		return ""
-	}
-	return collector.LabelValue(jvm.ShortName(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")), maxMainLen)
-}
 
 type processCount struct {
 	n       uint64
@@ -59,12 +43,12 @@ func newProcessTable(size int, idle time.Duration) *processTable {
 // entry returns the counts of process k, admitting it if there is room
 // (or an idle process to replace), else the "other" counts.
 func (p *processTable) entry(k processKey) *processCount {
-	k = processKey{collector.LabelValue(k.comm, collector.MaxLabelBytes), collector.LabelValue(k.main, maxMainLen), collector.LabelValue(k.cgroup, maxCgroupLen)}
+	k = processKey{collector.LabelValue(k.comm, collector.MaxLabelBytes), collector.LabelValue(k.main, proclabel.MaxMainLen), collector.LabelValue(k.cgroup, proclabel.MaxCgroupLen)}
 	if k.comm == "" || k.comm == "other" { // a process named "other" is indistinguishable from the remainder
 		return &p.other
 	}
 	if k.cgroup == "" {
-		k.cgroup = unknownCgroup
+		k.cgroup = proclabel.Unknown
 	}
 	now := time.Now()
 	if c, ok := p.names[k]; ok {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
+	"github.com/stall-exporter/stall_exporter/collector/proclabel"
 	"github.com/stall-exporter/stall_exporter/internal/jvm"
 )
 
@@ -100,11 +101,11 @@ func (a *procAttribution) drain(pt *processTable) error {
 			}
 			main := ""
 			if comm == jvm.Comm {
-				main = jvmName(a.procPath(strconv.Itoa(p.PID), "cmdline"))
+				main = proclabel.Main(a.procPath(strconv.Itoa(p.PID), "cmdline"))
 			}
-			cgroup, ok := procCgroup(a.procPath(strconv.Itoa(p.PID), "cgroup"))
+			cgroup, ok := proclabel.ProcCgroup(a.procPath(strconv.Itoa(p.PID), "cgroup"))
 			if ok {
-				cgroup = cgroupName(cgroup)
+				cgroup = proclabel.Cgroup(cgroup)
 			}
 			pt.add(processKey{comm, main, cgroup}, 1)
 			counted[ino] = true // a socket shared by several processes counts once

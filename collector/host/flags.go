@@ -48,6 +48,12 @@ func registerFlags(app *kingpin.Application) *flagValues {
 	app.Flag("supervision.scan-interval",
 		"How often the supervision collector rescans /proc for the watched processes (RocketMQ broker and name server JVMs, redis-server); scrapes in between reuse the last scan. Minimum 10s.").
 		Default("30s").DurationVar(&f.parsed.supervisionInterval)
+	app.Flag("cgroup-dirty.top",
+		"How many memory cgroups with the most dirty and writeback pages get series of their own in the cgroup_dirty collector, besides the watched services' cgroups; the rest are summed as cgroup=\"other\".").
+		Default("10").IntVar(&f.parsed.cgroupTop)
+	app.Flag("cgroup-dirty.max-reads",
+		"At most this many memory.stat files and cgroup directories are read per scrape to find the top cgroups (best first: always the cgroup with the most dirty pages is opened next); bounds the cost on hosts with thousands of cgroups.").
+		Default("200").IntVar(&f.parsed.cgroupMaxReads)
 	app.Flag("sysctl.refresh-interval",
 		"How long the vm.* tunables read from /proc/sys/vm are reused before being read again (0 = every scrape). Reading them costs ~50 small file reads; the kernel's resulting dirty thresholds are read live from /proc/vmstat every scrape.").
 		Default("1m").DurationVar(&f.parsed.sysctlRefresh)
@@ -75,6 +81,8 @@ type settings struct {
 	samplerInterval     time.Duration
 	supervisionInterval time.Duration
 	sysctlRefresh       time.Duration // 0: read every scrape
+	cgroupTop           int           // --cgroup-dirty.top
+	cgroupMaxReads      int           // --cgroup-dirty.max-reads
 }
 
 // settings validates the flag values. Every refusal names its flag, so a
@@ -109,6 +117,8 @@ func (f *flagValues) settings() (settings, error) {
 		"--sampler.interval=%s is outside %s–%s", s.samplerInterval, samplerMinInterval, samplerMaxInterval)
 	check(s.supervisionInterval < minSupervisionInterval,
 		"--supervision.scan-interval=%s is below the minimum of %s", s.supervisionInterval, minSupervisionInterval)
+	check(s.cgroupTop < 0 || s.cgroupTop > 1000, "--cgroup-dirty.top=%d: want 0–1000", s.cgroupTop)
+	check(s.cgroupMaxReads < 2, "--cgroup-dirty.max-reads=%d: want at least 2 (the root and its top level)", s.cgroupMaxReads)
 	check(s.sysctlRefresh < 0, "--sysctl.refresh-interval=%s must be 0 (every scrape) or positive", s.sysctlRefresh)
 	return s, errors.Join(errs...)
 }

@@ -21,7 +21,9 @@ import (
 // dirty-page throttling for two seconds, one second of 800 ms await. Every
 // --sampler.interval it reads /proc/vmstat and /proc/diskstats and turns
 // each interval into one histogram observation, so a short excursion stays
-// visible in the bucket counts after the next scrape. See docs/sampler.md.
+// visible in the bucket counts after the next scrape. The watched
+// services' cgroups get their own throttle ratio sampled the same way
+// (cgroupdirty_sampler.go). See docs/sampler.md.
 
 // samplerMaxGapIntervals: when more than this many intervals pass between
 // two ticks (suspended host, stopped process, a clock that jumped), the
@@ -85,6 +87,7 @@ type sampler struct {
 	vmBuf, diskBuf []byte
 	vm             VMStat
 	devs           []*samplerDevice
+	cgroups        *cgroupSampler // the watched cgroups' own throttle ratio
 	gen            uint64
 	noThresholds   bool
 
@@ -122,6 +125,7 @@ func newSampler(cfg collector.Config, s settings) *sampler {
 		vmSrc:            sourceAt(cfg.Paths.Proc("vmstat")),
 		diskSrc:          sourceAt(cfg.Paths.Proc("diskstats")),
 		filter:           deviceFilterFor(cfg.Paths, s.devices),
+		cgroups:          newCgroupSampler(cfg, s),
 		vmState:          collector.NewStateLog(cfg.Logger.With("path", cfg.Paths.Proc("vmstat"))),
 		diskState:        collector.NewStateLog(cfg.Logger.With("path", cfg.Paths.Proc("diskstats"))),
 		vmBuf:            make([]byte, 0, 16<<10),
@@ -166,6 +170,9 @@ func (s *sampler) tick() {
 	var vmErr, diskErr error
 	s.vmBuf, vmErr = s.vmSrc.ReadNow(s.vmBuf)
 	s.sampleVM(s.vmBuf, vmErr)
+	if vmErr == nil {
+		s.cgroups.tick(&s.vm)
+	}
 	s.diskBuf, diskErr = s.diskSrc.ReadNow(s.diskBuf)
 	s.sampleDisks(s.diskBuf, diskErr, time.Now())
 	s.mu.Lock()
@@ -377,6 +384,7 @@ func (s *sampler) Update(ctx context.Context, ch chan<- prometheus.Metric) error
 		s.throttle.Collect(ch)
 		s.throttledSeconds.Collect(ch)
 	}
+	s.cgroups.collect(ch)
 	s.ticks.Collect(ch)
 	s.overruns.Collect(ch)
 	s.mu.Lock()

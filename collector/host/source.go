@@ -120,3 +120,15 @@ func (s *procSource) read() error {
 		s.buf = make([]byte, 0, 2*len(buf)) // did not fit: grow and read again from the start
 	}
 }
+
+// close closes the file of a source the caller made for itself (a
+// watched cgroup's memory.stat): the sources of sourceAt live as long as
+// the process.
+func (s *procSource) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f != nil {
+		s.f.Close()
+		s.f = nil
+	}
+}

@@ -75,6 +75,7 @@ type knownProc struct {
 // supervisionScan is the result of one walk over /proc.
 type supervisionScan struct {
 	counts     [len(watchedServices)][len(supervisionStates)]int
+	cgroups    []watchedCgroup // the watched processes' cgroups, for cgroup_dirty and the sampler
 	scanned    int
 	unreadable int
 	hidden     bool
@@ -140,7 +141,7 @@ func (c *supervisionCollector) scan(ctx context.Context) (*supervisionScan, erro
 			// seeing it means hidepid hides the processes of other users.
 			s.hidden = false
 		}
-		svc, state, err := c.inspect(p, known)
+		svc, state, cg, err := c.inspectProc(p, known)
 		switch {
 		case err != nil && errors.Is(err, fs.ErrPermission):
 			s.unreadable++
@@ -148,9 +149,11 @@ func (c *supervisionCollector) scan(ctx context.Context) (*supervisionScan, erro
 			c.problems.Add(inspectKind(err), 1, err)
 		case svc != "":
 			s.add(svc, state)
+			s.cgroups = append(s.cgroups, cg)
 		}
 	}
 	c.known = known
+	watchedAt(c.paths.Procfs).publish(s.cgroups)
 	return s, nil
 }
 
@@ -189,62 +192,69 @@ func gone(err error) bool {
 // not a watched service (or is a zombie, a kernel thread, or gone). Its
 // identity is recorded in known.
 func (c *supervisionCollector) inspect(p procfs.Proc, known map[int]knownProc) (service, state string, err error) {
+	service, state, _, err = c.inspectProc(p, known)
+	return service, state, err
+}
+
+// inspectProc is inspect that also returns a watched process's cgroups.
+func (c *supervisionCollector) inspectProc(p procfs.Proc, known map[int]knownProc) (service, state string, cg watchedCgroup, err error) {
 	var buf [64]byte
 	b, err := readComm(c.paths.Proc(strconv.Itoa(p.PID), "comm"), buf[:])
 	if err != nil {
-		return "", "", &inspectError{"comm", err}
+		return "", "", cg, &inspectError{"comm", err}
 	}
 	var comm string
 	switch string(b) { // no allocation for the thousands of other processes
 	case commJava, commRedis, commValkey:
 		comm = string(b)
 	default:
-		return "", "", nil
+		return "", "", cg, nil
 	}
 	st, err := p.Stat()
 	if err != nil {
-		return "", "", &inspectError{"stat", err}
+		return "", "", cg, &inspectError{"stat", err}
 	}
 	// A zombie has exited and only waits for its parent to collect its
 	// status; "X" is a task being torn down. Neither is running any more.
 	if st.State == "Z" || st.State == "X" || st.Flags&pfKthread != 0 {
-		return "", "", nil
+		return "", "", cg, nil
 	}
 	k, ok := c.known[p.PID]
 	if !ok || k.start != st.Starttime {
 		argv, err := p.CmdLine()
 		if err != nil {
-			return "", "", &inspectError{"cmdline", err}
+			return "", "", cg, &inspectError{"cmdline", err}
 		}
 		if len(argv) == 0 {
-			return "", "", nil // exiting: its memory is already gone
+			return "", "", cg, nil // exiting: its memory is already gone
 		}
 		k = knownProc{start: st.Starttime, service: watchedService(comm, argv)}
 	}
 	known[p.PID] = k
 	if k.service == "" {
-		return "", "", nil
+		return "", "", cg, nil
 	}
 	raw, err := os.ReadFile(c.paths.Proc(strconv.Itoa(p.PID), "status"))
 	if err != nil {
-		return "", "", &inspectError{"status", err}
+		return "", "", cg, &inspectError{"status", err}
 	}
 	status, err := parseStatusFields(raw)
 	if err != nil {
-		return "", "", &inspectError{"status", err}
+		return "", "", cg, &inspectError{"status", err}
 	}
 	owner := ownerUnknown
 	cgroups, err := p.Cgroups()
 	switch {
 	case err == nil:
 		owner = ownerOf(cgroups)
+		cg = watchedCgroupOf(k.service, cgroups)
 	case errors.Is(err, fs.ErrNotExist):
 		// A kernel without CONFIG_CGROUPS has no cgroup file; the process
 		// itself was there a moment ago (status).
 	default:
-		return "", "", &inspectError{"cgroup", err}
+		return "", "", cg, &inspectError{"cgroup", err}
 	}
-	return k.service, classify(procFacts{TTY: st.TTY, Status: status, Owner: owner}), nil
+	return k.service, classify(procFacts{TTY: st.TTY, Status: status, Owner: owner}), cg, nil
 }
 
 // readComm reads /proc/<pid>/comm (the name and a newline; the kernel

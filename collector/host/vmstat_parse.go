@@ -40,6 +40,9 @@ const (
 	VMWorkingsetRefault                         // workingset_refault (3.15–5.8)
 	VMWorkingsetRefaultSplit                    // workingset_refault_anon + workingset_refault_file (5.9+)
 	VMOOMKill                                   // oom_kill (4.13+)
+	VMNrFreePages                               // nr_free_pages (pages)
+	VMNrActiveFile                              // nr_active_file (pages)
+	VMNrInactiveFile                            // nr_inactive_file (pages)
 	vmFieldCount
 )
 
@@ -126,6 +129,9 @@ var vmFieldByName = func() map[string]VMField {
 		"workingset_refault_anon":       VMWorkingsetRefaultSplit,
 		"workingset_refault_file":       VMWorkingsetRefaultSplit,
 		"oom_kill":                      VMOOMKill,
+		"nr_free_pages":                 VMNrFreePages,
+		"nr_active_file":                VMNrActiveFile,
+		"nr_inactive_file":              VMNrInactiveFile,
 	}
 	for prefix, f := range map[string]VMField{
 		"allocstall_":     VMAllocstallZones,
