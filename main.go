@@ -35,6 +35,7 @@ import (
 	_ "github.com/stall-exporter/stall_exporter/collector/host"
 	_ "github.com/stall-exporter/stall_exporter/collector/redis"
 	_ "github.com/stall-exporter/stall_exporter/collector/rocketmq"
+	_ "github.com/stall-exporter/stall_exporter/collector/writeback"
 )
 
 func init() {
