@@ -1,6 +1,9 @@
 package dashboards
 
-import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+)
 
 func init() { register("stall-page-cache.json", pageCache) }
 
@@ -160,4 +163,26 @@ func pageCache() *dashboard.DashboardBuilder {
 		transform("groupingToMatrix", map[string]any{"columnField": "name", "rowField": "instance", "valueField": "Value"}),
 	}))
 	return b
+}
+
+// serviceCgroupDirty is the dirty-page state of a watched service's cgroups (service as
+// stall_cgroup_watched has it: rocketmq_broker, redis; whose names it in titles: "The broker's"),
+// for that service's dashboard: each cgroup against its own throttle point beside its host's, and
+// the time the processes in it slept in balance_dirty_pages(). Both read the exporter of the
+// service's own host: a broker or Redis read remotely (/probe, --rocketmq.namesrv) shows here only
+// where that host's exporter is selected.
+func serviceCgroupDirty(whose, service string) (ratio, paused *timeseries.PanelBuilder) {
+	watched := `stall_cgroup_watched{SEL,service="` + service + `"}`
+	ratio = withLine(graph(whose+" cgroup against its own dirty throttle point",
+		"The dirty throttle ratio of "+whose+" memory cgroup (its container, pod or unit: stall_cgroup_watched), beside its host's. With cgroup writeback (cgroup v2, memory and io controllers) the kernel pauses a writer at the stricter of the two, and a cgroup's limits are vm.dirty_* applied to the page cache its memory limit leaves it: at 100 % (red line) every thread of it that dirties a page sleeps, while the host may read a few percent (CgroupDirtyPagesNearThrottle). cgroup v2 only.",
+		"percentunit",
+		q(`stall_cgroup_dirty_throttle_ratio{SEL} and on (job, instance, cgroup) `+watched, "{{instance}} {{cgroup}}"),
+		q(`stall_vm_dirty_throttle_ratio{SEL} and on (job, instance) `+watched, "{{instance}} host"),
+	), 1.0)
+	paused = graph(whose+" threads paused in balance_dirty_pages()",
+		"Seconds per second the processes in "+whose+" cgroup slept in balance_dirty_pages() (the writeback collector's eBPF counts, opt-in), by process; above 1 when several threads sleep at once. A broker's CommitLog put lock holder paused here is 'page cache busy' for its producers.",
+		"short",
+		q(`sum by (job, instance, comm, main, cgroup) (rate(stall_dirty_throttle_pause_seconds_total{SEL}[$__rate_interval]) and on (job, instance, cgroup) `+watched+`)`, "{{instance}} {{comm}} {{main}} {{cgroup}}"),
+	)
+	return ratio, paused
 }
