@@ -36,6 +36,7 @@ var generatedBlocks = []struct {
 	{"tests/pagecache.yml", "pod-burst-50s", func(t *testing.T) []perSecond { return podBurst(t, 50) }},
 	{"tests/pagecache.yml", "pod-burst-100s", func(t *testing.T) []perSecond { return podBurst(t, 100) }},
 	{"tests/baseline-pods-writeback-keeps-up.yml", "busy-pods", busyPods},
+	{"tests/pagecache.yml", "pod-swings", podSwings},
 }
 
 // perSecond is one host's (or one memory cgroup's) throttle ratio at each second from eval time
@@ -346,6 +347,31 @@ func podBurst(t *testing.T, length int) []perSecond {
 	pod = pod.fromBand(withSaw(course, readLiveCapture(t).saw()))
 	node := nodeOf(pod)
 	node.labels = strings.Replace(node.labels, "node-7", fmt.Sprintf("pod-burst-%ds", length), 1)
+	return []perSecond{pod, node}
+}
+
+// podSwings is the broker's pod on a fast disk, under a batch producer that sends 250 MiB every
+// 20 s from 2m: each batch puts the cgroup's dirty pages past its throttle point within a second
+// (band 1.3: 633 MiB of its 575.6 MiB throttle point) for 4 s, the disk writes it back in the next
+// 2 s, and the cgroup rests at band -0.6 (the flusher ahead) until the next one. Throttled 4 s of
+// every 20 s, with a mean band of -0.17: DirtyPagesNearThrottle's condition alone would never hold.
+func podSwings(*testing.T) []perSecond {
+	course := make([]float64, 8*60+1)
+	for i := range course {
+		switch d := (i - 120) % 20; {
+		case i < 120 || d >= 6:
+			course[i] = -0.6
+		case d < 4:
+			course[i] = 1.3
+		default:
+			course[i] = 1.3 - 0.95*float64(d-3)
+		}
+	}
+	pod := brokerPod()
+	pod.labels = strings.Replace(pod.labels, "node-7", "pod-swings", 1)
+	pod = pod.fromBand(course)
+	node := nodeOf(pod)
+	node.labels = strings.Replace(node.labels, "node-7", "pod-swings", 1)
 	return []perSecond{pod, node}
 }
 
