@@ -177,7 +177,8 @@ func serviceCgroupDirty(whose, service string) (ratio, paused *timeseries.PanelB
 		"The dirty throttle ratio of "+whose+" memory cgroup (its container, pod or unit: stall_cgroup_watched), beside its host's. With cgroup writeback (cgroup v2, memory and io controllers) the kernel pauses a writer at the stricter of the two, and a cgroup's limits are vm.dirty_* applied to the page cache its memory limit leaves it: at 100 % (red line) every thread of it that dirties a page sleeps, while the host may read a few percent (CgroupDirtyPagesNearThrottle). cgroup v2 only.",
 		"percentunit",
 		q(`stall_cgroup_dirty_throttle_ratio{SEL} and on (job, instance, cgroup) `+watched, "{{instance}} {{cgroup}}"),
-		q(`stall_vm_dirty_throttle_ratio{SEL} and on (job, instance) `+watched, "{{instance}} host"),
+		// The selected hosts' own, whether or not a watched cgroup of the service runs there now.
+		q(`stall_vm_dirty_throttle_ratio{SEL}`, "{{instance}} host"),
 	), 1.0)
 	paused = graph(whose+" threads paused in balance_dirty_pages()",
 		"Seconds per second the processes in "+whose+" cgroup slept in balance_dirty_pages() (the writeback collector's eBPF counts, opt-in), by process; above 1 when several threads sleep at once. A broker's CommitLog put lock holder paused here is 'page cache busy' for its producers.",
