@@ -18,6 +18,9 @@
 #   MEMORY_CGROUP=1 scripts/live-vm.sh
 #                                     # also enable memory (and pids) in the root cgroup, as systemd
 #                                     # does: the writer's cgroup then has a writeback of its own
+#   PKG=collector/host TAGS=livevm RUN='^TestCgroupDirtyV2Throttle$' scripts/live-vm.sh
+#                                     # another package's test (PKG: its directory, tools/… in the
+#                                     # tools module), built with TAGS: a cgroup's own dirty limit
 #
 # Needs root and qemu-system-x86 linux-image-amd64 busybox-static (apt-get install). ACCEL is kvm
 # where the CPU shows vmx or svm and /dev/kvm is there, tcg (emulation) otherwise: a /dev/kvm without
@@ -42,8 +45,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work"/initrd/{bin,mods,proc,sys,dev,mnt,lower,upper,root} "$work/out"
 
-echo "live-vm: compiling the test; warming the build cache for the exporter the test builds in the VM" >&2
-(cd tools && go test -c -o "$work/out/live.test" ./alerts/live/)
+pkg=${PKG:-tools/alerts/live}
+echo "live-vm: compiling the test of $pkg; warming the build cache for the exporter the test builds in the VM" >&2
+case $pkg in
+tools/*) (cd tools && go test -c ${TAGS:+-tags "$TAGS"} -o "$work/out/live.test" ./"${pkg#tools/}") ;;
+*) go test -c ${TAGS:+-tags "$TAGS"} -o "$work/out/live.test" ./"$pkg" ;;
+esac
 # The flags of internal/e2etest.Build: in the VM, go build finds everything cached but the link.
 CGO_ENABLED=0 go build -ldflags "-s -w" -o /dev/null .
 
@@ -81,7 +88,7 @@ chroot \$r /sbin/modprobe loop
 } | tee /mnt/test.log
 chroot \$r /usr/bin/env -i PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 	HOME=/root GOTOOLCHAIN=local GOPROXY=off STALL_TEST_STRICT=1 STALL_TEST_DISPOSABLE=1 /bin/sh -c \
-	'cd $repo/tools/alerts/live && /run/out/live.test -test.v -test.timeout=20m -test.run="${RUN:-^TestDirtyPagesApproach\$}" 2>&1; echo \$? >/run/out/rc' |
+	'cd $repo/$pkg && /run/out/live.test -test.v -test.timeout=20m -test.run="${RUN:-^TestDirtyPagesApproach\$}" 2>&1; echo \$? >/run/out/rc' |
 	tee -a /mnt/test.log
 echo "live-vm: after the test, cgroup2 subtree_control: \$(cat \$r/sys/fs/cgroup/cgroup.subtree_control); child cgroups: \$(cd \$r/sys/fs/cgroup && find . -mindepth 1 -type d)" | tee -a /mnt/test.log
 sync; umount \$r/run/out; umount /mnt

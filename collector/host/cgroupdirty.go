@@ -119,50 +119,33 @@ func (c *cgroupDirtyCollector) Update(_ context.Context, ch chan<- prometheus.Me
 	w := walkCgroups(l, c.maxReads, &c.reader)
 	c.problems.Add("cgroup_memory_stat_line", w.bad, w.badErr)
 	cgroupDirtyReads.Send(ch, float64(w.reads))
-	if _, ok := w.read["/"]; !ok && w.reads <= 2 && len(w.read) == 0 && w.err != nil {
-		return fmt.Errorf("reading %s: %w", l.root, w.err)
+	if len(w.read) == 0 && w.err != nil {
+		return fmt.Errorf("reading %s: %w", l.root, w.err) // nothing could be read
 	}
 
 	named := c.choose(l, w)
-	var namedSum uint64
-	var outer []string // the named paths, none inside another, for "other"
+	var outer []string // the named paths
 	for _, s := range named {
 		cgroupDirtyBytes.Send(ch, float64(s.dirty), s.label)
 		cgroupWritebackBytes.Send(ch, float64(s.writeback), s.label)
 		for _, svc := range s.services {
 			cgroupWatched.Send(ch, 1, s.label, svc)
 		}
-		for _, p := range s.paths {
-			outer = append(outer, p)
-		}
+		outer = append(outer, s.paths...)
 	}
+	// "other" is the hierarchy's total less the named cgroups, each
+	// subtree counted once (a watched cgroup inside another is in it).
 	slices.Sort(outer)
 	outer = slices.Compact(outer)
+	otherDirty, otherWB := w.dirty, w.writeback
 	for i, p := range outer {
-		if !slices.ContainsFunc(outer[:i], func(q string) bool { return within(p, q) }) {
-			if n := w.read[p]; n != nil {
-				namedSum += n.total()
-			}
+		if slices.ContainsFunc(outer[:i], func(q string) bool { return within(p, q) }) {
+			continue
 		}
-	}
-	otherDirty, otherWB := uint64(0), uint64(0)
-	if w.total > namedSum {
-		// Split "other" between dirty and writeback in the proportion of
-		// the whole hierarchy: memory.stat gives no finer split of the
-		// unnamed remainder.
-		rest := w.total - namedSum
-		if root := w.read["/"]; root != nil && root.total() > 0 {
-			otherWB = rest * root.writeback / root.total()
-		} else {
-			var d, wb uint64
-			for _, n := range w.frontier {
-				d, wb = d+n.dirty, wb+n.writeback
-			}
-			if d+wb > 0 {
-				otherWB = rest * wb / (d + wb)
-			}
+		if n := w.read[p]; n != nil {
+			otherDirty -= min(otherDirty, n.dirty)
+			otherWB -= min(otherWB, n.writeback)
 		}
-		otherDirty = rest - otherWB
 	}
 	cgroupDirtyBytes.Send(ch, float64(otherDirty), cgroupOther)
 	cgroupWritebackBytes.Send(ch, float64(otherWB), cgroupOther)
@@ -208,8 +191,8 @@ func (c *cgroupDirtyCollector) choose(l cgroupLayout, w *cgroupWalk) []*cgroupSe
 	var watchedPaths []string
 	for _, wc := range list {
 		p := wc.path(l.v2)
-		if p == "" {
-			continue
+		if p == "" || p == "/" {
+			continue // the root cgroup is the host's: stall_vm_*
 		}
 		n := w.read[p]
 		if n == nil {

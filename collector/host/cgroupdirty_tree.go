@@ -159,13 +159,14 @@ func (n *cgroupDirtyNode) total() uint64 { return n.dirty + n.writeback }
 
 // cgroupWalk is the result of one bounded walk.
 type cgroupWalk struct {
-	total    uint64             // dirty + writeback of the whole hierarchy (the root's, else the sum of the top level's)
-	frontier []*cgroupDirtyNode // cgroups read but not expanded, with dirty or writeback pages: disjoint subtrees
-	read     map[string]*cgroupDirtyNode
-	reads    int // memory.stat files and directories read
-	bad      int // malformed memory.stat lines
-	badErr   error
-	err      error // the first error other than a removed cgroup
+	dirty     uint64             // dirty bytes of the whole hierarchy (the root's, else the sum of the top level's)
+	writeback uint64             // likewise, under writeback
+	frontier  []*cgroupDirtyNode // cgroups read but not expanded, with dirty or writeback pages: disjoint subtrees
+	read      map[string]*cgroupDirtyNode
+	reads     int // memory.stat files and directories read
+	bad       int // malformed memory.stat lines
+	badErr    error
+	err       error // the first error other than a removed cgroup
 }
 
 // maxWalkDepth bounds the walk's depth (systemd and the kubelet nest 5 or
@@ -246,7 +247,7 @@ func walkCgroups(l cgroupLayout, maxReads int, r *memStatReader) *cgroupWalk {
 			w.frontier = append(w.frontier, n)
 		}
 	}
-	w.total = root.total()
+	w.dirty, w.writeback = root.dirty, root.writeback
 	return w
 }
 
