@@ -489,3 +489,25 @@ func TestGeneratedReplays(t *testing.T) {
 		}
 	}
 }
+
+// TestMemcgLimits checks memcgLimits against the figures the pod replays' headers work out by
+// hand, and the kernel's halving of a background threshold that is not below the threshold.
+func TestMemcgLimits(t *testing.T) {
+	for _, c := range []struct {
+		file, headroom, ratio, bgRatio uint64
+		thresh, bg                     float64 // pages
+	}{
+		// The broker's pod: 3.5 GiB of file pages, 0.25 GiB of headroom; 819 and 409 per-page units.
+		{3584 << 8, 256 << 8, 20, 10, 196560, 98160},
+		// The Redis pod: 4.5 GiB and 0.5 GiB.
+		{4608 << 8, 512 << 8, 20, 10, 262080, 130880},
+		// vm.dirty_background_ratio 30 over vm.dirty_ratio 20: half the threshold.
+		{3584 << 8, 256 << 8, 20, 30, 196560, 98280},
+	} {
+		thresh, bg := memcgLimits(c.file, c.headroom, c.ratio, c.bgRatio)
+		if thresh != c.thresh*pageSize || bg != c.bg*pageSize {
+			t.Errorf("memcgLimits(%d, %d, %d, %d) = %.0f, %.0f pages, want %.0f, %.0f",
+				c.file, c.headroom, c.ratio, c.bgRatio, thresh/pageSize, bg/pageSize, c.thresh, c.bg)
+		}
+	}
+}
