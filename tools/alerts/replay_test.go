@@ -37,6 +37,7 @@ var generatedBlocks = []struct {
 	{"tests/pagecache.yml", "pod-burst-100s", func(t *testing.T) []perSecond { return podBurst(t, 100) }},
 	{"tests/baseline-pods-writeback-keeps-up.yml", "busy-pods", busyPods},
 	{"tests/pagecache.yml", "pod-swings", podSwings},
+	{"tests/pagecache.yml", "node-and-pod", nodeAndPod},
 }
 
 // perSecond is one host's (or one memory cgroup's) throttle ratio at each second from eval time
@@ -372,6 +373,20 @@ func podSwings(*testing.T) []perSecond {
 	pod = pod.fromBand(course)
 	node := nodeOf(pod)
 	node.labels = strings.Replace(node.labels, "node-7", "pod-swings", 1)
+	return []perSecond{pod, node}
+}
+
+// nodeAndPod is the broker's pod near its own throttle point (band 0.9, with the live saw) on a node
+// whose other pods fill its page cache too: the node's dirty + writeback pages climb from its
+// background threshold at 1m to band 0.9 at 7m (25 GiB to 35 GiB of its 36 GiB throttle point,
+// 28 MB/s more than its disks write back), with the live saw, and stay there.
+func nodeAndPod(t *testing.T) []perSecond {
+	saw := readLiveCapture(t).saw()
+	pod := brokerPod()
+	pod.labels = strings.Replace(pod.labels, "node-7", "node-and-pod", 1)
+	pod = pod.fromBand(withSaw(steps(t, "0.9+0x40"), saw))
+	node := perSecond{labels: `{instance="node-and-pod:29110",job="stall-kubernetes"}`, threshold: nodeThreshold, background: nodeBackground}
+	node = node.fromBand(withSaw(steps(t, "0+0x4 0.0375+0.0375x23 0.9+0x12"), saw[len(saw)/2:]))
 	return []perSecond{pod, node}
 }
 
