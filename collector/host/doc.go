@@ -3,7 +3,8 @@
 // meminfo.go), pressure stall information (pressure.go), disks
 // (diskstats.go), what leaves the network interfaces (egress.go: transmit
 // counters, root qdiscs and cloud allowance counters, read over rtnetlink
-// by egress_netlink.go and egress_parse.go and over SIOCETHTOOL by
+// by egress_netlink.go (the requests, on internal/netlinkdump's dump
+// loop) and egress_parse.go and over SIOCETHTOOL by
 // egress_ethtool.go; the interfaces, one table per reader, in
 // egress_links.go, chosen by egress_devices.go), the 1 s
 // sampler of all three (sampler.go, sampler_egress.go), the kernel log

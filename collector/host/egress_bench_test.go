@@ -90,3 +90,52 @@ func BenchmarkEgress(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEthtool is the allowance read of one NIC as a scrape does it
+// (ETHTOOL_GSTATS of every statistic, five values picked), on a veth with
+// 64 queues: 577 statistics (ENA has about 800 on a 32-queue instance).
+// names is the read of a new NIC (or one whose count changed): the names
+// too. github.com/safchain/ethtool's Stats, measured beside it, does
+// both on every read (docs/benchmarks.md).
+//
+//	go test -run '^$' -bench Ethtool -benchmem ./collector/host/
+func BenchmarkEthtool(b *testing.B) {
+	ns := newTestNetns(b, "ethbench")
+	ns.batch([]string{"link add eb0 numtxqueues 64 numrxqueues 64 type veth peer name eb1"})
+	var e *ethtoolConn
+	var err error
+	ns.do(func() { e, err = openEthtool() })
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	_, n, err := e.Driver("eb0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	idx := []allowanceIndex{{"bw_in", 1}, {"bw_out", 2}, {"pps", 3}, {"conntrack", 4}, {"linklocal", 5}}
+	var vals []uint64
+	b.Run("stats", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if vals, err = e.Stats("eb0", n, idx, vals); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(n), "statistics")
+	})
+	b.Run("names+stats", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := e.Driver("eb0"); err != nil {
+				b.Fatal(err)
+			}
+			if _, _, err := e.Strings("eb0", n); err != nil {
+				b.Fatal(err)
+			}
+			if vals, err = e.Stats("eb0", n, idx, vals); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -20,39 +20,6 @@ import (
 // shorter than its header says (a truncated reply).
 var errNetlinkShort = errors.New("netlink message truncated")
 
-// nlMessage is one message of a netlink datagram: its type, flags,
-// sequence number and payload (aliasing the datagram).
-type nlMessage struct {
-	Type  uint16
-	Flags uint16
-	Seq   uint32
-	Body  []byte
-}
-
-// nextNetlinkMessage splits the first message off a datagram
-// (struct nlmsghdr: len u32, type u16, flags u16, seq u32, pid u32, then
-// the payload, the next message 4-byte aligned). rest is empty after the
-// last message.
-func nextNetlinkMessage(b []byte) (m nlMessage, rest []byte, err error) {
-	if len(b) < unix.NLMSG_HDRLEN {
-		return m, nil, fmt.Errorf("%w: %d bytes left, a header takes %d", errNetlinkShort, len(b), unix.NLMSG_HDRLEN)
-	}
-	n := int(binary.NativeEndian.Uint32(b))
-	if n < unix.NLMSG_HDRLEN || n > len(b) {
-		return m, nil, fmt.Errorf("%w: message length %d, %d bytes left", errNetlinkShort, n, len(b))
-	}
-	m = nlMessage{
-		Type:  binary.NativeEndian.Uint16(b[4:]),
-		Flags: binary.NativeEndian.Uint16(b[6:]),
-		Seq:   binary.NativeEndian.Uint32(b[8:]),
-		Body:  b[unix.NLMSG_HDRLEN:n],
-	}
-	if a := nlAlign(n); a < len(b) {
-		return m, b[a:], nil
-	}
-	return m, nil, nil
-}
-
 // nlaTypeMask clears NLA_F_NESTED and NLA_F_NET_BYTEORDER off an
 // attribute's type (NLA_TYPE_MASK).
 const nlaTypeMask = 0x3fff

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stall-exporter/stall_exporter/internal/netlinkdump"
 )
 
 // Builders of the kernel's messages, laid out as include/uapi/linux
@@ -135,34 +137,7 @@ func TestParseStatsMessage(t *testing.T) {
 	}
 }
 
-func TestNextNetlinkMessage(t *testing.T) {
-	dgram := append(nlMsg(unix.RTM_NEWLINK, unix.NLM_F_MULTI, 5, linkBody(1, "lo", linkStats{})),
-		nlMsg(unix.NLMSG_DONE, unix.NLM_F_MULTI, 5, make([]byte, 4))...)
-	var types []uint16
-	for b := dgram; len(b) > 0; {
-		m, rest, err := nextNetlinkMessage(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		types = append(types, m.Type)
-		b = rest
-	}
-	if len(types) != 2 || types[0] != unix.RTM_NEWLINK || types[1] != unix.NLMSG_DONE {
-		t.Errorf("types %v", types)
-	}
-	// A datagram cut inside its first message.
-	if _, _, err := nextNetlinkMessage(dgram[:30]); !errors.Is(err, errNetlinkShort) {
-		t.Errorf("cut datagram: %v", err)
-	}
-	// A length below the header's is refused (it would never advance).
-	bad := bytes.Clone(dgram)
-	binary.NativeEndian.PutUint32(bad, 3)
-	if _, _, err := nextNetlinkMessage(bad); err == nil {
-		t.Error("length 3: no error")
-	}
-}
-
-// FuzzEgressNetlink feeds arbitrary datagrams to the message splitter and
+// FuzzEgressNetlink feeds arbitrary datagrams to netlinkdump.Walk and
 // each message's body to the three parsers: an error is fine, a panic or
 // a name or kind outside the input is not.
 func FuzzEgressNetlink(f *testing.F) {
@@ -181,24 +156,22 @@ func FuzzEgressNetlink(f *testing.F) {
 		if v := appendStatValues(nil, dgram, idx); len(v) != len(idx) {
 			t.Fatalf("%d values for %d indexes", len(v), len(idx))
 		}
-		for b, n := dgram, 0; len(b) > 0 && n < 1000; n++ {
-			m, rest, err := nextNetlinkMessage(b)
-			if err != nil {
-				return
-			}
-			if len(rest) >= len(b) {
-				t.Fatalf("no progress: %d → %d bytes", len(b), len(rest))
-			}
-			b = rest
-			if l, err := parseLinkMessage(m.Body); err == nil && !bytes.Contains(dgram, l.Name) {
+		// Every message of the first one's sequence number, as a dump
+		// gets them from internal/netlinkdump.
+		if len(dgram) < unix.NLMSG_HDRLEN {
+			return
+		}
+		seq := binary.NativeEndian.Uint32(dgram[8:])
+		_, _ = netlinkdump.Walk(dgram, seq, new(netlinkdump.Stats), func(_ uint16, body []byte) error {
+			if l, err := parseLinkMessage(body); err == nil && !bytes.Contains(dgram, l.Name) {
 				t.Fatalf("name %q not in the input", l.Name)
 			}
-			if q, err := parseQdiscMessage(m.Body); err == nil && !bytes.Contains(dgram, q.Kind) {
+			if q, err := parseQdiscMessage(body); err == nil && !bytes.Contains(dgram, q.Kind) {
 				t.Fatalf("kind %q not in the input", q.Kind)
 			}
-			_, _, _ = parseStatsMessage(m.Body)
-			_ = netlinkErrno(m.Body)
-		}
+			_, _, _ = parseStatsMessage(body)
+			return nil
+		})
 	})
 }
 
@@ -248,23 +221,5 @@ func TestAllowanceStatsENA(t *testing.T) {
 	}
 	if idx := findAllowanceStats("ena", strs[:9*ethGStringLen], n); len(idx) != 2 || idx[1].reason != "bw_out" || idx[1].index != 8 {
 		t.Errorf("names cut after bw_out: %v", idx)
-	}
-}
-
-// TestNetlinkErrno: the kernel's NLMSG_ERROR (a negative errno) is an
-// error that errors.Is recognises: EOPNOTSUPP is how a kernel before 4.7
-// refuses RTM_GETSTATS, which switches a linkTable to link dumps.
-func TestNetlinkErrno(t *testing.T) {
-	body := make([]byte, 4+unix.NLMSG_HDRLEN)
-	errno := -int32(unix.EOPNOTSUPP)
-	binary.NativeEndian.PutUint32(body, uint32(errno))
-	if err := netlinkErrno(body); !errors.Is(err, unix.EOPNOTSUPP) {
-		t.Errorf("got %v, want EOPNOTSUPP", err)
-	}
-	if err := netlinkErrno(make([]byte, 4)); err == nil {
-		t.Error("an acknowledgement (errno 0) in a dump: no error")
-	}
-	if err := netlinkErrno([]byte{1}); !errors.Is(err, errNetlinkShort) {
-		t.Errorf("short nlmsgerr: %v", err)
 	}
 }

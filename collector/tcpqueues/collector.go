@@ -30,6 +30,7 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector/redis"
 	"github.com/stall-exporter/stall_exporter/collector/rocketmq"
 	"github.com/stall-exporter/stall_exporter/collector/tcpqueues/inetdiag"
+	"github.com/stall-exporter/stall_exporter/internal/netlinkdump"
 )
 
 var portFlag = kingpin.Flag("tcpqueues.port",
@@ -177,7 +178,7 @@ func (q *queues) dump(deadline time.Time) error {
 			req.Ports = nil
 		}
 		p, err := conn.Dump(req, deadline, add)
-		var errno inetdiag.Errno
+		var errno netlinkdump.Errno
 		if errors.As(err, &errno) && req.Ports != nil && unix.Errno(errno) == unix.EINVAL {
 			// A kernel that refuses the bytecode (none is known to: S_GE
 			// and S_LE are as old as inet_diag): dump every established
@@ -191,7 +192,7 @@ func (q *queues) dump(deadline time.Time) error {
 			err = nil
 		}
 		q.count(p, err)
-		if err != nil && !errors.Is(err, inetdiag.ErrTruncated) {
+		if err != nil && !errors.Is(err, netlinkdump.ErrTruncated) {
 			return fmt.Errorf("sock_diag dump (family %d): %w", family, err)
 		}
 	}
@@ -200,7 +201,7 @@ func (q *queues) dump(deadline time.Time) error {
 
 // count adds a dump's problems to the collector's bad-input counter.
 func (q *queues) count(p inetdiag.Problems, err error) {
-	if errors.Is(err, inetdiag.ErrTruncated) {
+	if errors.Is(err, netlinkdump.ErrTruncated) {
 		q.problems.Add("sock_diag_datagram_truncated", 1, err)
 	}
 	if p.Truncated > 0 {

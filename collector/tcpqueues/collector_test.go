@@ -23,6 +23,7 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/collector/tcpqueues/inetdiag"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+	"github.com/stall-exporter/stall_exporter/internal/netlinkdump"
 )
 
 // queuedServer is a loopback server on a free port with n established
@@ -239,7 +240,7 @@ func TestIdlePortAndNoPorts(t *testing.T) {
 // TestProblemsCounted: what a dump read around counts once per kind.
 func TestProblemsCounted(t *testing.T) {
 	q := newQueues(collectortest.Config("tcpqueues", nil), nil)
-	q.count(inetdiag.Problems{Truncated: 3, UnknownAttrs: 100}, fmt.Errorf("x: %w", inetdiag.ErrTruncated))
+	q.count(inetdiag.Problems{Truncated: 3, UnknownAttrs: 100}, fmt.Errorf("x: %w", netlinkdump.ErrTruncated))
 	q.count(inetdiag.Problems{}, nil)
 	if n := q.problems.Count(); n != 3 {
 		t.Errorf("%d problems counted, want 3 (datagram truncated, messages truncated, unknown attributes)", n)

@@ -17,24 +17,16 @@ package inetdiag
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
+
+	"github.com/stall-exporter/stall_exporter/internal/netlinkdump"
 )
 
-// Netlink and inet_diag constants (linux/netlink.h, linux/sock_diag.h,
-// linux/inet_diag.h). They have not changed since inet_diag_req_v2 (3.3).
+// inet_diag constants (linux/sock_diag.h, linux/inet_diag.h). They have
+// not changed since inet_diag_req_v2 (3.3).
 const (
-	nlmsgHdrLen  = 16
-	nlmsgNoop    = 1
-	nlmsgError   = 2
-	nlmsgDone    = 3
-	flagRequest  = 0x1
-	flagDumpIntr = 0x10  // NLM_F_DUMP_INTR: the table changed during the dump
-	flagDump     = 0x300 // NLM_F_ROOT|NLM_F_MATCH
-
 	sockDiagByFamily = 20 // SOCK_DIAG_BY_FAMILY
 
-	reqLen = 56 // struct inet_diag_req_v2
 	msgLen = 72 // struct inet_diag_msg
 
 	attrBytecode = 1 // INET_DIAG_REQ_BYTECODE
@@ -69,23 +61,15 @@ type Request struct {
 	Ports  []uint16
 }
 
-// Append appends the request as a netlink message with sequence number
-// seq to b.
-func (r Request) Append(b []byte, seq uint32) ([]byte, error) {
+// Append appends the request's payload to b: struct inet_diag_req_v2
+// and the bytecode filter (INET_DIAG_REQ_BYTECODE), what
+// netlinkdump.Conn.Dump sends after its nlmsghdr.
+func (r Request) Append(b []byte) ([]byte, error) {
 	if len(r.Ports) > MaxPorts {
 		return b, fmt.Errorf("%d ports in one filter, at most %d", len(r.Ports), MaxPorts)
 	}
 	bc := bytecode(r.Ports)
-	total := nlmsgHdrLen + reqLen
-	if len(bc) > 0 {
-		total += 4 + len(bc)
-	}
 	ne := binary.NativeEndian
-	b = ne.AppendUint32(b, uint32(total))
-	b = ne.AppendUint16(b, sockDiagByFamily)
-	b = ne.AppendUint16(b, flagRequest|flagDump)
-	b = ne.AppendUint32(b, seq)
-	b = ne.AppendUint32(b, 0)
 	// struct inet_diag_req_v2: family, protocol, ext (no extensions: the
 	// queues are in the fixed part), pad, states, then a zero sockid.
 	b = append(b, r.Family, 6 /* IPPROTO_TCP */, 0, 0)
@@ -178,83 +162,55 @@ func (p *Problems) Add(q Problems) {
 	p.OtherMessages += q.OtherMessages
 }
 
-// ErrTruncated is returned by Dump when a datagram was larger than the
-// receive buffer (MSG_TRUNC); the sockets that fit were still reported.
-var ErrTruncated = errors.New("netlink datagram larger than the receive buffer")
+// addDump adds what netlinkdump counted in a dump: datagrams cut short,
+// messages flagged NLM_F_DUMP_INTR.
+func (p *Problems) addDump(st netlinkdump.Stats) {
+	p.Truncated += st.Truncated
+	p.Interrupted += st.Interrupted
+}
 
-// Errno is an NLMSG_ERROR reply's error number, positive (22 = EINVAL:
-// the kernel refused the request or its bytecode).
-type Errno int
-
-func (e Errno) Error() string { return fmt.Sprintf("sock_diag request refused: errno %d", int(e)) }
-
-// Parse decodes one datagram b of replies to the request with sequence
-// number seq, calling fn with each socket; messages of another sequence
-// number are skipped. done reports the end of the dump (NLMSG_DONE, or an
-// NLMSG_ERROR, returned as err of type Errno). It never reads outside b.
-func Parse(b []byte, seq uint32, fn func(Socket)) (done bool, p Problems, err error) {
-	ne := binary.NativeEndian
-	for len(b) > 0 {
-		if len(b) < nlmsgHdrLen {
-			p.Truncated++
-			return false, p, nil
-		}
-		l := int(ne.Uint32(b))
-		typ, flags, s := ne.Uint16(b[4:]), ne.Uint16(b[6:]), ne.Uint32(b[8:])
-		if l < nlmsgHdrLen || l > len(b) {
-			p.Truncated++
-			return false, p, nil
-		}
-		m := b[nlmsgHdrLen:l]
-		if a := align4(l); a < len(b) {
-			b = b[a:]
-		} else {
-			b = nil
-		}
-		if s != seq {
-			continue
-		}
-		if flags&flagDumpIntr != 0 {
-			p.Interrupted++
-		}
-		switch typ {
-		case nlmsgDone:
-			return true, p, nil
-		case nlmsgError:
-			if len(m) < 4 {
-				p.Truncated++
-				return true, p, Errno(22)
-			}
-			if e := int32(ne.Uint32(m)); e != 0 {
-				return true, p, Errno(-e)
-			}
-			return true, p, nil // an acknowledgement
-		case nlmsgNoop:
-		case sockDiagByFamily:
-			if len(m) < msgLen {
-				p.Truncated++
-				continue
-			}
-			be := binary.BigEndian
-			fn(Socket{
-				Family: m[0], State: m[1],
-				SrcPort:   be.Uint16(m[4:]),
-				DstPort:   be.Uint16(m[6:]),
-				RecvQueue: ne.Uint32(m[56:]),
-				SendQueue: ne.Uint32(m[60:]),
-				Inode:     ne.Uint32(m[68:]),
-			})
-			switch checkAttrs(m[msgLen:]) {
-			case attrsTruncated:
-				p.Truncated++
-			case attrsUnknown:
-				p.UnknownAttrs++
-			}
-		default:
-			p.OtherMessages++
-		}
+// decode reads one reply message of type typ (payload m, as
+// netlinkdump.Walk gives it), calling fn with its socket, and returns
+// what was wrong with it. It never reads outside m.
+func decode(typ uint16, m []byte, fn func(Socket)) (p Problems) {
+	if typ != sockDiagByFamily {
+		p.OtherMessages++
+		return p
 	}
-	return false, p, nil
+	if len(m) < msgLen {
+		p.Truncated++
+		return p
+	}
+	ne, be := binary.NativeEndian, binary.BigEndian
+	fn(Socket{
+		Family: m[0], State: m[1],
+		SrcPort:   be.Uint16(m[4:]),
+		DstPort:   be.Uint16(m[6:]),
+		RecvQueue: ne.Uint32(m[56:]),
+		SendQueue: ne.Uint32(m[60:]),
+		Inode:     ne.Uint32(m[68:]),
+	})
+	switch checkAttrs(m[msgLen:]) {
+	case attrsTruncated:
+		p.Truncated++
+	case attrsUnknown:
+		p.UnknownAttrs++
+	}
+	return p
+}
+
+// parse walks one datagram b of replies to the request with sequence
+// number seq as Dump does (netlinkdump.Walk), decoding each message.
+// done reports the end of the dump; err is the walk's (a
+// netlinkdump.Errno for a refusal).
+func parse(b []byte, seq uint32, fn func(Socket)) (done bool, p Problems, err error) {
+	var st netlinkdump.Stats
+	done, err = netlinkdump.Walk(b, seq, &st, func(typ uint16, m []byte) error {
+		p.Add(decode(typ, m, fn))
+		return nil
+	})
+	p.addDump(st)
+	return done, p, err
 }
 
 type attrCheck int

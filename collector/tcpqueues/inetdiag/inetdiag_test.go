@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stall-exporter/stall_exporter/internal/netlinkdump"
 )
 
 // msg builds one netlink message of type typ with payload.
 func msg(typ uint16, seq uint32, flags uint16, payload []byte) []byte {
 	ne := binary.NativeEndian
-	b := ne.AppendUint32(nil, uint32(nlmsgHdrLen+len(payload)))
+	b := ne.AppendUint32(nil, uint32(unix.NLMSG_HDRLEN+len(payload)))
 	b = ne.AppendUint16(b, typ)
 	b = ne.AppendUint16(b, flags)
 	b = ne.AppendUint32(b, seq)
@@ -56,7 +58,7 @@ func attr(typ uint16, payload []byte) []byte {
 
 func errMsg(seq uint32, errno int32) []byte {
 	p := binary.NativeEndian.AppendUint32(nil, uint32(errno))
-	return msg(nlmsgError, seq, 0, append(p, make([]byte, 16)...))
+	return msg(unix.NLMSG_ERROR, seq, 0, append(p, make([]byte, 16)...))
 }
 
 func TestParse(t *testing.T) {
@@ -77,7 +79,7 @@ func TestParse(t *testing.T) {
 		wantErr  error
 	}{
 		{name: "two sockets, known attributes", b: two, wantQ: []uint32{1000, 0}},
-		{name: "two then done", b: slices.Concat(two, msg(nlmsgDone, seq, flagMultiPart, []byte{0, 0, 0, 0})), wantQ: []uint32{1000, 0}, wantDone: true},
+		{name: "two then done", b: slices.Concat(two, msg(unix.NLMSG_DONE, seq, flagMultiPart, []byte{0, 0, 0, 0})), wantQ: []uint32{1000, 0}, wantDone: true},
 		{name: "another request's messages skipped", b: slices.Concat(msg(sockDiagByFamily, seq+1, 0, diagMsg(1, 2, 3, 4)), two), wantQ: []uint32{1000, 0}},
 		{name: "unknown attribute: socket kept, counted",
 			b: msg(sockDiagByFamily, seq, 0, diagMsg(6379, 1, 0, 77, future)), wantQ: []uint32{77}, wantP: Problems{UnknownAttrs: 1}},
@@ -88,14 +90,14 @@ func TestParse(t *testing.T) {
 		{name: "datagram cut inside a message: what precedes kept", b: two[:len(two)-10], wantQ: []uint32{1000}, wantP: Problems{Truncated: 1}},
 		{name: "datagram cut inside a header", b: slices.Concat(two, []byte{1, 2, 3}), wantQ: []uint32{1000, 0}, wantP: Problems{Truncated: 1}},
 		{name: "header length below the header", b: slices.Concat([]byte{4, 0, 0, 0}, make([]byte, 12), two), wantP: Problems{Truncated: 1}},
-		{name: "interrupted dump", b: msg(sockDiagByFamily, seq, flagDumpIntr, diagMsg(6379, 1, 0, 9)), wantQ: []uint32{9}, wantP: Problems{Interrupted: 1}},
+		{name: "interrupted dump", b: msg(sockDiagByFamily, seq, unix.NLM_F_DUMP_INTR, diagMsg(6379, 1, 0, 9)), wantQ: []uint32{9}, wantP: Problems{Interrupted: 1}},
 		{name: "other message type", b: slices.Concat(msg(99, seq, 0, nil), two), wantQ: []uint32{1000, 0}, wantP: Problems{OtherMessages: 1}},
-		{name: "refused", b: errMsg(seq, -int32(unix.EINVAL)), wantDone: true, wantErr: Errno(unix.EINVAL)},
+		{name: "refused", b: errMsg(seq, -int32(unix.EINVAL)), wantDone: true, wantErr: netlinkdump.Errno(unix.EINVAL)},
 		{name: "acknowledgement", b: errMsg(seq, 0), wantDone: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []uint32
-			done, p, err := Parse(tc.b, seq, func(s Socket) {
+			done, p, err := parse(tc.b, seq, func(s Socket) {
 				if s.SrcPort != 6379 || s.State != 1 || s.Inode != 4242 {
 					t.Errorf("socket %+v: the fixed part misread", s)
 				}
@@ -112,13 +114,13 @@ func TestParse(t *testing.T) {
 const flagMultiPart = 0x2
 
 func FuzzParse(f *testing.F) {
-	f.Add(slices.Concat(msg(sockDiagByFamily, 1, 0, diagMsg(6379, 2, 0, 5, attr(8, []byte{0}))), msg(nlmsgDone, 1, 0, nil)))
+	f.Add(slices.Concat(msg(sockDiagByFamily, 1, 0, diagMsg(6379, 2, 0, 5, attr(8, []byte{0}))), msg(unix.NLMSG_DONE, 1, 0, nil)))
 	f.Add(errMsg(1, -22))
 	f.Add(msg(sockDiagByFamily, 1, 0, diagMsg(1, 2, 3, 4, attr(40, nil))))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		n := 0
-		_, p, _ := Parse(b, 1, func(Socket) { n++ })
-		if n > len(b)/(nlmsgHdrLen+msgLen) {
+		_, p, _ := parse(b, 1, func(Socket) { n++ })
+		if n > len(b)/(unix.NLMSG_HDRLEN+msgLen) {
 			t.Errorf("%d sockets from %d bytes", n, len(b))
 		}
 		if p.Truncated < 0 || p.UnknownAttrs > n {
@@ -128,7 +130,7 @@ func FuzzParse(f *testing.F) {
 }
 
 func TestRequestTooManyPorts(t *testing.T) {
-	if _, err := (Request{Family: unix.AF_INET, Ports: make([]uint16, MaxPorts+1)}).Append(nil, 1); err == nil {
+	if _, err := (Request{Family: unix.AF_INET, Ports: make([]uint16, MaxPorts+1)}).Append(nil); err == nil {
 		t.Error("a filter of more than MaxPorts ports was built")
 	}
 }
