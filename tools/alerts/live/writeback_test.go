@@ -43,10 +43,6 @@ func TestThrottledWriterAttribution(t *testing.T) {
 	throttledWriter(t, 0)
 }
 
-// containerMemory is the writer cgroup's memory.max in the container case: its dirty limit is the
-// host's vm.dirty_bytes in proportion to it (domain_dirty_limits()), a few MiB.
-const containerMemory = 128 << 20
-
 func throttledWriter(t *testing.T, memoryMax int64) {
 	if testing.Short() {
 		t.Skip("-short: the live writeback test takes about a minute")

@@ -16,3 +16,7 @@ import "testing"
 func TestThrottledContainerAttribution(t *testing.T) {
 	throttledWriter(t, containerMemory)
 }
+
+// containerMemory is the writer cgroup's memory.max in the container case: its dirty limit is the
+// host's vm.dirty_bytes in proportion to it (domain_dirty_limits()), a few MiB.
+const containerMemory = 128 << 20
