@@ -42,10 +42,6 @@ func Config(name string, logs *Logs) collector.Config {
 	}
 }
 
-// LogBuffer collects log output for tests that check what is, or is not,
-// logged. It is safe for concurrent use.
-type LogBuffer = collector.LogBuffer
-
 // SilentListener listens on a free loopback port and never accepts: the
 // kernel completes each connection into the listen backlog, and nothing
 // ever answers, as with a hung server. It returns host:port; the listener,
