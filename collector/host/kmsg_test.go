@@ -161,6 +161,8 @@ func (r *kmsgRig) warnings() int { return r.logs.Count("warn") }
 
 // kmsgCounts renders the collector's counters as in the fixtures'
 // "Expected:" lines.
+// It stays a reader of a Result, not a collectortest.Compare: this compact
+// form is the fixtures' format, where a Compare want spells out 20 series.
 func kmsgCounts(t *testing.T, k *kmsgCollector) string {
 	t.Helper()
 	r := scrape(t, k)
