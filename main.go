@@ -36,6 +36,7 @@ import (
 	_ "github.com/stall-exporter/stall_exporter/collector/redis"
 	_ "github.com/stall-exporter/stall_exporter/collector/rocketmq"
 	_ "github.com/stall-exporter/stall_exporter/collector/tcpqueues"
+	_ "github.com/stall-exporter/stall_exporter/collector/writeback"
 )
 
 func init() {

@@ -29,32 +29,40 @@ func TestProcessTable(t *testing.T) {
 		p.add(processKey{"getent", "", "cron.service"}, 1)
 		p.add(processKey{"curl", "", "/"}, 2)        // full, nothing idle: other
 		p.add(processKey{"", "", "cron.service"}, 1) // no name: other
-		if p.other.n != 3 || p.names[processKey{"java", "", "kafka.service"}].n != 2 || len(p.names) != 3 {
-			t.Fatalf("other %d names %v", p.other.n, p.names)
+		if p.Other().n != 3 || count(p, processKey{"java", "", "kafka.service"}) != 2 || p.Len() != 3 {
+			t.Fatalf("other %d %d names", p.Other().n, p.Len())
 		}
 		collectortest.Advance(11 * time.Minute)
 		p.add(processKey{"java", "", "kafka.service"}, 1)
 		p.addQueries(processKey{"java", "", "pod:0b1c2d3e-0000-4000-8000-000000000001/3f2a9c1b7d4e"}, qtPTR, 4)
 		p.add(processKey{"storm", "", ""}, 300) // getent idle for 11 min: replaced; no cgroup is "unknown"
-		if _, ok := p.names[processKey{"getent", "", "cron.service"}]; ok || p.names[processKey{"storm", "", proclabel.Unknown}].n != 300 ||
-			p.names[processKey{"java", "", "kafka.service"}].n != 3 || p.other.n != 3 {
-			t.Fatalf("after eviction: other %d names %v", p.other.n, p.names)
+		if _, ok := p.Lookup(processKey{"getent", "", "cron.service"}.labels()); ok || count(p, processKey{"storm", "", proclabel.Unknown}) != 300 ||
+			count(p, processKey{"java", "", "kafka.service"}) != 3 || p.Other().n != 3 {
+			t.Fatalf("after eviction: other %d %d names", p.Other().n, p.Len())
 		}
 		collectortest.Advance(11 * time.Minute)
 		// Two JVMs in one cgroup: a series each, by what they run.
 		p.add(processKey{"java", "BrokerStartup", "rocketmq.service"}, 1)
 		p.add(processKey{"java", "consumer-app.jar", "rocketmq.service"}, 1)
-		if len(p.names) != 3 || p.names[processKey{"java", "BrokerStartup", "rocketmq.service"}].n != 1 {
-			t.Fatalf("two JVMs in one cgroup: names %v", p.names)
+		if p.Len() != 3 || count(p, processKey{"java", "BrokerStartup", "rocketmq.service"}) != 1 {
+			t.Fatalf("two JVMs in one cgroup: %d names", p.Len())
 		}
 		collectortest.Advance(11 * time.Minute)
 		p.add(processKey{strings.Repeat("x", 100) + "\xff", strings.Repeat("z", 100) + "\xff", strings.Repeat("y", 100) + "\xff"}, 1) // bounded and valid UTF-8 even from /proc
-		for k := range p.names {
-			if len(k.comm) > collector.MaxLabelBytes+len("…") || len(k.main) > proclabel.MaxMainLen+len("…") || len(k.cgroup) > proclabel.MaxCgroupLen+len("…") {
+		p.Each(func(k proclabel.Key, _ *processCount) {
+			if len(k.Comm) > collector.MaxLabelBytes+len("…") || len(k.Main) > proclabel.MaxMainLen+len("…") || len(k.Cgroup) > proclabel.MaxCgroupLen+len("…") {
 				t.Errorf("labels %q longer than %d/%d/%d bytes", k, collector.MaxLabelBytes, proclabel.MaxMainLen, proclabel.MaxCgroupLen)
 			}
-		}
+		})
 	})
+}
+
+// count is process k's lookups, 0 without a series.
+func count(p *processTable, k processKey) uint64 {
+	if c, ok := p.Lookup(k.labels()); ok {
+		return c.n
+	}
+	return 0
 }
 
 // privateMountsEnv, set to 1, tells TestOpenCgroup2 that it is the child

@@ -374,7 +374,7 @@ func TestSamplerRealProc(t *testing.T) {
 		if allocs == 0 {
 			break
 		}
-		if s.net.links.namesAt == namesAt || try == 3 {
+		if s.net.links.namesAt.Equal(namesAt) || try == 3 {
 			t.Fatalf("one steady-state tick allocates %v times, want 0", allocs)
 		}
 	}

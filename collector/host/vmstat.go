@@ -136,3 +136,31 @@ func (c *vmstatCollector) Update(_ context.Context, ch chan<- prometheus.Metric)
 	}
 	return nil
 }
+
+// ReadVMStat reads the /proc/vmstat at path into v through the one source
+// the vmstat collector and the sampler share (the sampler's last read
+// while it runs, else a read now), for the collectors of other packages
+// that act on the host's dirty state (the writeback collector reads
+// /proc/<pid>/io only while dirty pages are past the background
+// threshold). Lines that do not parse are skipped, as ParseVMStat does;
+// an error is a file that cannot be read.
+func ReadVMStat(path string, v *VMStat) error {
+	data, err := sourceAt(path).Read(nil)
+	if err != nil {
+		return err
+	}
+	_, _ = ParseVMStat(data, v) // bad lines are the vmstat collector's to count and log
+	return nil
+}
+
+// PastBackground reports whether dirty and writeback pages together are
+// above the background threshold (nr_dirty + nr_writeback >
+// nr_dirty_background_threshold): from there on the flusher writes back
+// and, past the midpoint to nr_dirty_threshold, balance_dirty_pages()
+// pauses writers. ok is false when the kernel lacks a field.
+func (v *VMStat) PastBackground() (past, ok bool) {
+	dirty, ok1 := v.Get(VMNrDirty)
+	wb, ok2 := v.Get(VMNrWriteback)
+	bg, ok3 := v.Get(VMNrDirtyBackgroundThreshold)
+	return dirty+wb > bg, ok1 && ok2 && ok3
+}

@@ -9,5 +9,7 @@
 // container or Kubernetes pod its cgroup v2 path belongs to). cgroup.go
 // turns cgroup v2 paths and ids into those names (Cgroup, CgroupNames,
 // ProcCgroup) and finds the cgroup v2 mount (FindCgroup2Root) and a v1
-// controller's (FindCgroup1Root); main.go reads a JVM's main class.
+// controller's (FindCgroup1Root); main.go reads a JVM's main class;
+// table.go bounds the series (Table: at most N processes, the rest
+// comm="other", an idle one giving its place up).
 package proclabel

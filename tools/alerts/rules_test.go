@@ -699,21 +699,24 @@ type leadRow struct {
 // replayLeads finds, in every incident replay, when each alert it asserts firing first fires under
 // each Prometheus version: the earliest eval_time asserting it firing under that version, which
 // must come with an assertion that it was silent one evaluation earlier (so the replay pins the
-// moment, not a later one).
-func replayLeads(t reporter, rules []rule, tests []testFile) (rows []leadRow, incidents map[int]testFile) {
+// moment, not a later one). An incident may have several replays, each a setting of its own (a
+// host, a container) under its own title.
+func replayLeads(t reporter, rules []rule, tests []testFile) (rows []leadRow, incidents map[int][]testFile) {
 	severity := map[string]string{}
 	for _, r := range rules {
 		severity[r.Alert] = r.Labels["severity"]
 	}
-	incidents = map[int]testFile{}
+	incidents = map[int][]testFile{}
 	for _, tf := range tests {
 		if tf.Incident == 0 {
 			continue
 		}
-		if prev, dup := incidents[tf.Incident]; dup {
-			t.Errorf("incident %d replayed twice: %s and %s", tf.Incident, prev.Path, tf.Path)
+		for _, prev := range incidents[tf.Incident] {
+			if prev.Title == tf.Title {
+				t.Errorf("incident %d replayed twice under one title: %s and %s", tf.Incident, prev.Path, tf.Path)
+			}
 		}
-		incidents[tf.Incident] = tf
+		incidents[tf.Incident] = append(incidents[tf.Incident], tf)
 		if len(tf.Groups) == 0 {
 			continue
 		}
@@ -858,7 +861,7 @@ func replaceSection(t *testing.T, doc, name, body string) string {
 	return strings.Replace(doc, begin+old+end, begin+body+end, 1)
 }
 
-func leadTable(rows []leadRow, incidents map[int]testFile) string {
+func leadTable(rows []leadRow, incidents map[int][]testFile) string {
 	var b bytes.Buffer
 	b.WriteString("| Incident | Alert | Severity | Fired in the replay | Failure moment | Lead |\n")
 	b.WriteString("|---|---|---|---|---|---|\n")
@@ -867,41 +870,42 @@ func leadTable(rows []leadRow, incidents map[int]testFile) string {
 			fmt.Fprintf(&b, "| %d | — | — | — | — | no replay yet: %s |\n", n, reason)
 			continue
 		}
-		tf := incidents[n]
-		first := true
-		for _, r := range rows {
-			if r.tf.Incident != n {
-				continue
-			}
-			fired := perVersion(r.fired, func(f time.Duration) string { return fmtClock(tf.Clock + f) })
-			leadText := perVersion(r.fired, func(f time.Duration) string {
-				switch lead := tf.Failure - f; {
-				case lead > 0:
-					return fmtDuration(lead)
-				case lead == 0:
-					return "0 (at the failure)"
-				default:
-					return fmtDuration(-lead) + " after"
+		for _, tf := range incidents[n] {
+			first := true
+			for _, r := range rows {
+				if r.tf.Path != tf.Path {
+					continue
 				}
-			})
-			switch {
-			case tf.AfterTheFact != "":
-				leadText += "; **after the fact** " + tf.AfterTheFact
-			case tf.DelayBound != 0 && contains(tf.Lead, r.alert):
-				leadText += fmt.Sprintf("; **detection delay** (bound %s): %s", fmtDuration(tf.DelayBound), tf.DelayText)
+				fired := perVersion(r.fired, func(f time.Duration) string { return fmtClock(tf.Clock + f) })
+				leadText := perVersion(r.fired, func(f time.Duration) string {
+					switch lead := tf.Failure - f; {
+					case lead > 0:
+						return fmtDuration(lead)
+					case lead == 0:
+						return "0 (at the failure)"
+					default:
+						return fmtDuration(-lead) + " after"
+					}
+				})
+				switch {
+				case tf.AfterTheFact != "":
+					leadText += "; **after the fact** " + tf.AfterTheFact
+				case tf.DelayBound != 0 && contains(tf.Lead, r.alert):
+					leadText += fmt.Sprintf("; **detection delay** (bound %s): %s", fmtDuration(tf.DelayBound), tf.DelayText)
+				}
+				name := "`" + r.alert + "`"
+				if contains(tf.Lead, r.alert) {
+					name = "**" + name + "**"
+				}
+				incident, failure := "", ""
+				if first {
+					incident = fmt.Sprintf("%d %s ([replay](../alerts/%s))", n, tf.Title, filepath.ToSlash(tf.Path))
+					failure = fmtClock(tf.Clock+tf.Failure) + " " + tf.FailureText
+					first = false
+				}
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n",
+					incident, name, r.severity, fired, failure, leadText)
 			}
-			name := "`" + r.alert + "`"
-			if contains(tf.Lead, r.alert) {
-				name = "**" + name + "**"
-			}
-			incident, failure := "", ""
-			if first {
-				incident = fmt.Sprintf("%d %s ([replay](../alerts/%s))", n, tf.Title, filepath.ToSlash(tf.Path))
-				failure = fmtClock(tf.Clock+tf.Failure) + " " + tf.FailureText
-				first = false
-			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n",
-				incident, name, r.severity, fired, failure, leadText)
 		}
 	}
 	return b.String()

@@ -1,6 +1,9 @@
 package dashboards
 
-import "github.com/grafana/grafana-foundation-sdk/go/dashboard"
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+)
 
 func init() { register("stall-page-cache.json", pageCache) }
 
@@ -46,6 +49,36 @@ func pageCache() *dashboard.DashboardBuilder {
 		q(`stall_memory_total_bytes{SEL}`, "{{instance}} total"),
 		q(`stall_memory_cached_bytes{SEL}`, "{{instance}} page cache"),
 		q(`stall_memory_available_bytes{SEL}`, "{{instance}} available"),
+	))
+
+	b.WithRow(row("Dirty pages per cgroup: containers and units"))
+	b.WithPanel(withLine(graph("Dirty throttle ratio: watched cgroups beside the host",
+		"Each watched service's memory cgroup (the broker's, name server's and Redis' container, pod or unit: stall_cgroup_watched) against its own throttle point, and the host against its own. With cgroup writeback (cgroup v2, memory and io controllers) the kernel pauses a writer at the stricter of the two, and a cgroup's limits are vm.dirty_* applied to the page cache its memory limit leaves it: a pod can sit at 100 % while the host reads a few percent (CgroupDirtyPagesNearThrottle). cgroup v2 only; empty on v1 hosts, which throttle by the host alone.",
+		"percentunit",
+		q(`stall_cgroup_dirty_throttle_ratio{SEL} and on (job, instance, cgroup) stall_cgroup_watched{SEL}`, "{{instance}} {{cgroup}}"),
+		q(`stall_vm_dirty_throttle_ratio{SEL}`, "{{instance}} host"),
+	), 1.0))
+	b.WithPanel(graph("Time watched cgroups' writers were throttled",
+		"Share of each second in which the sampler saw a watched cgroup at or above its own throttle point (stall_cgroup_dirty_throttled_seconds_total), beside the host's. Above 0: the service's writers were paused by its own cgroup's limit.",
+		"percentunit",
+		q(`rate(stall_cgroup_dirty_throttled_seconds_total{SEL}[$__rate_interval])`, "{{instance}} {{cgroup}}"),
+		q(`rate(stall_vm_dirty_throttled_seconds_total{SEL}[$__rate_interval])`, "{{instance}} host"),
+	).Max(1))
+	b.WithPanel(dashed(graph("Top cgroups by dirty pages",
+		"memory.stat file_dirty (v1: total_dirty) of the cgroups with the most dirty pages (the exporter keeps the top --cgroup-dirty.top and the watched ones, the rest summed as 'other'), and the throttle point of the watched ones (dashed): where the kernel starts pausing that cgroup's writers.",
+		"bytes",
+		q(`stall_cgroup_dirty_bytes{SEL,cgroup!="other"}`, "{{instance}} {{cgroup}}"),
+		alongside(`(stall_cgroup_dirty_threshold_bytes{SEL} + stall_cgroup_dirty_background_threshold_bytes{SEL}) / 2`, `stall_cgroup_dirty_bytes{SEL,cgroup!="other"}`, "job, instance, cgroup", "{{instance}} {{cgroup}} throttling starts"),
+	), ".*throttling starts$"))
+	b.WithPanel(graph("Who dirties: bytes dirtied by process",
+		"Bytes each process dirtied per second (/proc/<pid>/io write_bytes, counted when the page is dirtied, mmap writes included), read only while the host's or the process's cgroup's dirty pages are past the background threshold: the writers that fill the cache when it matters.",
+		"Bps",
+		q(`sum by (job, instance, comm, main, cgroup) (rate(stall_process_dirtied_bytes_total{SEL}[$__rate_interval]))`, "{{instance}} {{comm}} {{main}} {{cgroup}}"),
+	))
+	b.WithPanel(graph("Who is paused: time in balance_dirty_pages() by process",
+		"Seconds per second each process's threads slept in balance_dirty_pages() (the writeback:balance_dirty_pages tracepoint, counted in the kernel; eBPF): the victims of the throttling, named by comm, JVM main class and cgroup. Above 1 when several threads sleep at once. Empty where eBPF is not allowed: then the host's and cgroups' throttled time above and io pressure remain.",
+		"short",
+		q(`sum by (job, instance, comm, main, cgroup) (rate(stall_dirty_throttle_pause_seconds_total{SEL}[$__rate_interval]))`, "{{instance}} {{comm}} {{main}} {{cgroup}}"),
 	))
 
 	b.WithRow(row("Disks (1 s sampler)"))
@@ -130,4 +163,27 @@ func pageCache() *dashboard.DashboardBuilder {
 		transform("groupingToMatrix", map[string]any{"columnField": "name", "rowField": "instance", "valueField": "Value"}),
 	}))
 	return b
+}
+
+// serviceCgroupDirty is the dirty-page state of a watched service's cgroups (service as
+// stall_cgroup_watched has it: rocketmq_broker, redis; whose names it in titles: "The broker's"),
+// for that service's dashboard: each cgroup against its own throttle point beside its host's, and
+// the time the processes in it slept in balance_dirty_pages(). Both read the exporter of the
+// service's own host: a broker or Redis read remotely (/probe, --rocketmq.namesrv) shows here only
+// where that host's exporter is selected.
+func serviceCgroupDirty(whose, service string) (ratio, paused *timeseries.PanelBuilder) {
+	watched := `stall_cgroup_watched{SEL,service="` + service + `"}`
+	ratio = withLine(graph(whose+" cgroup against its own dirty throttle point",
+		"The dirty throttle ratio of "+whose+" memory cgroup (its container, pod or unit: stall_cgroup_watched), beside its host's. With cgroup writeback (cgroup v2, memory and io controllers) the kernel pauses a writer at the stricter of the two, and a cgroup's limits are vm.dirty_* applied to the page cache its memory limit leaves it: at 100 % (red line) every thread of it that dirties a page sleeps, while the host may read a few percent (CgroupDirtyPagesNearThrottle). cgroup v2 only.",
+		"percentunit",
+		q(`stall_cgroup_dirty_throttle_ratio{SEL} and on (job, instance, cgroup) `+watched, "{{instance}} {{cgroup}}"),
+		// The selected hosts' own, whether or not a watched cgroup of the service runs there now.
+		q(`stall_vm_dirty_throttle_ratio{SEL}`, "{{instance}} host"),
+	), 1.0)
+	paused = graph(whose+" threads paused in balance_dirty_pages()",
+		"Seconds per second the processes in "+whose+" cgroup slept in balance_dirty_pages() (the writeback collector's eBPF counts, opt-in), by process; above 1 when several threads sleep at once. A broker's CommitLog put lock holder paused here is 'page cache busy' for its producers.",
+		"short",
+		q(`sum by (job, instance, comm, main, cgroup) (rate(stall_dirty_throttle_pause_seconds_total{SEL}[$__rate_interval]) and on (job, instance, cgroup) `+watched+`)`, "{{instance}} {{comm}} {{main}} {{cgroup}}"),
+	)
+	return ratio, paused
 }

@@ -99,6 +99,9 @@ func redisBoard() *dashboard.DashboardBuilder {
 		"ops",
 		q(`sum by (job, instance, addr) (rate(stall_redis_commands_total{SEL,addr=~"$target",cmd=~"cluster\\|nodes|cluster"}[$__rate_interval]))`, "{{addr}}"),
 	))
+	cgroupRatio, cgroupPaused := serviceCgroupDirty("Redis'", "redis")
+	b.WithPanel(cgroupRatio)
+	b.WithPanel(cgroupPaused)
 	b.WithPanel(tablePanel("Output-buffer limits",
 		"client-output-buffer-limit per client class (CONFIG GET). 'unlimited' (red) marks a limit set to 0: a class with both limits unlimited lets one slow client grow its buffer until the instance runs out of memory — the default for normal clients.",
 		"bytes",

@@ -79,6 +79,9 @@ func rocketmqBoard() *dashboard.DashboardBuilder {
 		"percentunit",
 		q(`stall_rocketmq_commitlog_disk_ratio`+broker, "{{instance}} {{broker}}/{{broker_id}}"),
 	).Max(1).Span(8))
+	cgroupRatio, cgroupPaused := serviceCgroupDirty("The broker's", "rocketmq_broker")
+	b.WithPanel(cgroupRatio)
+	b.WithPanel(cgroupPaused)
 	b.WithPanel(tablePanel("Risky settings",
 		"The storage settings behind the incidents, per broker (GET_BROKER_CONFIG). Red cells are the risky values: warmMapedFileEnable=true and transferMsgByHeap=false have caused send timeouts under load; ASYNC_FLUSH without the transient store pool lets dirty pages reach the kernel's throttle point with the put lock held.",
 		"none",

@@ -81,6 +81,15 @@ func TestAlertmanagerInhibitions(t *testing.T) {
 	writers := alert("WritersThrottledOnDirtyPages", host("broker-1:29110")...)
 	add(writers, alert("DirtyPagesNearThrottle", host("broker-1:29110")...))
 	active(alert("DirtyPagesNearThrottle", host("broker-2:29110")...))
+	// Issue 27: the host near or past its throttle point mutes a watched cgroup's page there, not on
+	// another node.
+	pod := func(instance string) []string {
+		return append(host(instance), "cgroup", "pod:5f0c2a8e-3b1d-4e6f-9a7c-2d8b4e1f6a30/4e9a1c7b2d3f", "service", "rocketmq_broker")
+	}
+	near := alert("DirtyPagesNearThrottle", host("node-7:29110")...)
+	add(near, alert("CgroupDirtyPagesNearThrottle", pod("node-7:29110")...))
+	add(writers, alert("CgroupDirtyPagesNearThrottle", pod("broker-1:29110")...))
+	active(alert("CgroupDirtyPagesNearThrottle", pod("node-8:29110")...))
 	// Incidents 2 and 6: direct reclaim mutes memory pressure on the same host.
 	reclaim := alert("DirectReclaimStalls", host("broker-3:29110")...)
 	add(reclaim, alert("MemoryPressureFull", host("broker-3:29110")...))
@@ -112,7 +121,7 @@ func TestAlertmanagerInhibitions(t *testing.T) {
 		// A broker's warning is not the down exporter's: the others still read the broker.
 		alert("RocketMQPutLatencyHigh", broker("broker-f")...))
 
-	sources := []map[string]string{writers, reclaim, lock, down, redisDown, exporterDown}
+	sources := []map[string]string{writers, near, reclaim, lock, down, redisDown, exporterDown}
 	am := startAlertmanager(t, bin)
 	now := time.Now()
 	var post []amAlert

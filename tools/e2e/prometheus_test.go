@@ -45,6 +45,13 @@ var mayBeAbsent = map[string]string{
 	"stall_redis_down_reason":                                     "only while a Redis target is down; this run's Redis answers",
 	"stall_rocketmq_down_reason":                                  "only while a broker is down; this run's test broker answers",
 	"stall_network_allowance_exceeded_packets_total":              "ENA (AWS) NICs only; the test machine's have no allowance counters",
+	// Read by CgroupDirtyPagesNearThrottle and the page-cache dashboard's per-cgroup row.
+	"stall_cgroup_dirty_threshold_bytes":              "cgroup v2 only (per-cgroup dirty throttling); this machine binds memory to cgroup v1",
+	"stall_cgroup_dirty_background_threshold_bytes":   "cgroup v2 only, as stall_cgroup_dirty_threshold_bytes",
+	"stall_cgroup_dirty_throttle_ratio":               "cgroup v2 only, as stall_cgroup_dirty_threshold_bytes",
+	"stall_cgroup_dirty_throttle_ratio_sampled_sum":   "cgroup v2 only, and for watched cgroups only",
+	"stall_cgroup_dirty_throttle_ratio_sampled_count": "cgroup v2 only, and for watched cgroups only",
+	"stall_cgroup_dirty_throttled_seconds_total":      "cgroup v2 only, and for watched cgroups only",
 }
 
 // TestPrometheusEndToEnd runs the real exporter against a real redis-server
