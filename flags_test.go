@@ -72,6 +72,7 @@ func TestMissingSysfsWarns(t *testing.T) {
 	if body := e2etest.Scrape(t, url); !strings.Contains(body, "stall_") {
 		t.Errorf("/metrics without the host series:\n%s", body)
 	}
+	// The real process's stderr, in its real log format (logfmt).
 	if out := stderr.String(); !strings.Contains(out, "level=warn") || !strings.Contains(out, "path.sysfs=/nonexistent") {
 		t.Errorf("no warning about --path.sysfs:\n%s", out)
 	}

@@ -490,6 +490,8 @@ func TestProbeDebug(t *testing.T) {
 		if !ok {
 			t.Fatalf("no metrics part:\n%s", body)
 		}
+		// The logs part is in the main log's format (logfmt, with caller),
+		// which a user reads: checked as text, not through collectortest.Logs.
 		for _, want := range []string{"Logs for the probe of logging target good:1:\nlevel=debug caller=probe.go:",
 			` msg="probe target allowed" module=logging target=good:1 timeout=1s` + "\n",
 			"level=debug caller=handler_test.go:", ` msg="dialing the target" probe=logging step=dial` + "\n",

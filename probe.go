@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -143,7 +145,7 @@ func (h *probeHandler) newTarget(module, key string, build func(collector.Config
 // collectors log carries no secret (passwords are never logged), so
 // neither does the answer.
 func (h *probeHandler) debug(w http.ResponseWriter, r *http.Request, module, key string, build func(collector.Config) collector.Collector) {
-	logs := &collector.LogBuffer{}
+	logs := &logBuffer{}
 	logger := h.debugLog(logs)
 	timeout := h.timeout.of(r)
 	logger.Debug("probe target allowed", "module", module, "target", key, "timeout", timeout)
@@ -171,4 +173,24 @@ func (h *probeHandler) debug(w http.ResponseWriter, r *http.Request, module, key
 			fmt.Fprintf(w, "# error encoding %s: %v\n", mf.GetName(), err)
 		}
 	}
+}
+
+// logBuffer keeps the log lines of one debug probe for its answer. A run
+// abandoned at its deadline may still log while the answer reads them,
+// hence the lock.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -19,8 +19,7 @@
 // --path.rootfs (Paths); statelog.go logs a state that fails and recovers
 // (StateLog, ReadReason); retry.go keeps a background source going
 // (Retry, Backoff, Sleep); deadline.go bounds the requests to a remote
-// target within a scrape (ScrapeDeadline); logbuffer.go is the log buffer
-// of /probe?debug=true (LogBuffer). What the remote collectors share
+// target within a scrape (ScrapeDeadline). What the remote collectors share
 // beyond this (host:port, allowlists, down reasons, the reply budget) is
 // in collector/remote; collector/probecache keeps /probe's targets.
 package collector

@@ -1,7 +1,6 @@
 package collector_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,37 +19,19 @@ import (
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
-// lines returns the level and message of each log line written to buf
-// since the last call, and empties it.
-func lines(buf *bytes.Buffer) []string {
+// messages returns the level and message of each record logs kept since
+// the last call: its words up to the first key=value.
+func messages(logs *collectortest.Logs) []string {
 	var out []string
-	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-		if l == "" {
-			continue
+	for _, l := range logs.Take() {
+		words := strings.Fields(l)
+		i := slices.IndexFunc(words, func(w string) bool { return strings.Contains(w, "=") })
+		if i < 0 {
+			i = len(words)
 		}
-		level := l[strings.Index(l, "level=")+6:]
-		level = level[:strings.IndexByte(level, ' ')]
-		msg := l[strings.Index(l, "msg=")+4:]
-		if i := strings.Index(msg, " reason="); i >= 0 {
-			msg = msg[:i]
-		}
-		if i := strings.Index(msg, " retry_in="); i >= 0 {
-			msg = msg[:i]
-		}
-		out = append(out, level+" "+strings.Trim(msg, `"`))
+		out = append(out, strings.Join(words[:i], " "))
 	}
-	buf.Reset()
 	return out
-}
-
-func debugLogger(buf *bytes.Buffer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug,
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		}}))
 }
 
 // The first failure warns; the same reason again is debug; a new reason
@@ -57,8 +39,8 @@ func debugLogger(buf *bytes.Buffer) *slog.Logger {
 // sure at its next failure; recovery is one info line.
 func TestStateLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var buf bytes.Buffer
-		s := collector.NewStateLog(debugLogger(&buf))
+		logs, logger := collectortest.NewLogs(slog.LevelDebug)
+		s := collector.NewStateLog(logger)
 		s.OK("recovered")
 		s.Failed("down", "timeout", errors.New("i/o timeout"))
 		s.Failed("down", "timeout", errors.New("i/o timeout"))
@@ -74,7 +56,7 @@ func TestStateLog(t *testing.T) {
 		s.OK("recovered")
 		s.Failed("down", "auth", errors.New("WRONGPASS"))
 		want := []string{"WARN down", "DEBUG down", "DEBUG down", "WARN down", "DEBUG down", "INFO recovered", "WARN down"}
-		if got := lines(&buf); fmt.Sprint(got) != fmt.Sprint(want) {
+		if got := messages(logs); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("log:\n%q\nwant\n%q", got, want)
 		}
 	})
@@ -85,8 +67,8 @@ func TestStateLog(t *testing.T) {
 // or when ctx is done, at once, whatever the wait.
 func TestRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var buf bytes.Buffer
-		state := collector.NewStateLog(debugLogger(&buf))
+		logs, logger := collectortest.NewLogs(slog.LevelDebug)
+		state := collector.NewStateLog(logger)
 		var starts []time.Duration
 		begin := time.Now()
 		n := 0
@@ -118,7 +100,7 @@ func TestRetry(t *testing.T) {
 			"INFO reader open again", "WARN reader stopped; reopening with backoff",
 			"DEBUG reader cannot be opened; retrying with backoff",
 		}
-		if got := lines(&buf); fmt.Sprint(got) != fmt.Sprint(wantLog) {
+		if got := messages(logs); fmt.Sprint(got) != fmt.Sprint(wantLog) {
 			t.Errorf("log:\n%q\nwant\n%q", got, wantLog)
 		}
 

@@ -35,14 +35,9 @@ func testOptions(t testing.TB, args ...string) options {
 
 // testConfig is the configuration the exporter gives the collector, on the
 // machine's /proc; logs (nil: discarded) get its log lines.
-func testConfig(t testing.TB, logs *collectortest.LogBuffer) collector.Config {
+func testConfig(t testing.TB, logs *collectortest.Logs) collector.Config {
 	t.Helper()
-	var cfg collector.Config
-	if logs != nil {
-		cfg = collectortest.Config("dns", logs)
-	} else {
-		cfg = collectortest.Config("dns", nil)
-	}
+	cfg := collectortest.Config("dns", logs)
 	fs, err := procfs.NewFS(cfg.Paths.Procfs)
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +131,7 @@ func TestFlagsRefuseBadValues(t *testing.T) {
 // again when the reason changes a minute or more later.
 func TestCaptureReopensWithBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs collectortest.LogBuffer
+		logs := &collectortest.Logs{}
 		o := testOptions(t, "--dns.attribution=none")
 		start := time.Now()
 		var at []time.Duration
@@ -149,7 +144,7 @@ func TestCaptureReopensWithBackoff(t *testing.T) {
 				return nil, errors.New("no CAP_NET_RAW")
 			}
 		}
-		c := newCollector(o, testConfig(t, &logs))
+		c := newCollector(o, testConfig(t, logs))
 		runCollector(t, c)
 		collectortest.Advance(200 * time.Second)
 		synctest.Wait()
@@ -169,8 +164,8 @@ func TestCaptureReopensWithBackoff(t *testing.T) {
 				t.Fatalf("seconds between attempts %v, want %v", gaps, want)
 			}
 		}
-		if n := strings.Count(logs.String(), "level=WARN"); n != 2 {
-			t.Errorf("%d warnings, want 2 (cannot be opened, then stopped):\n%s", n, logs.String())
+		if n := logs.Count("warn"); n != 2 {
+			t.Errorf("%d warnings, want 2 (cannot be opened, then stopped):\n%s", n, logs)
 		}
 	})
 }

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,8 +38,8 @@ func testSettings(t testing.TB, args ...string) settings {
 
 // testConfig is the configuration collector.Build gives collector name
 // over the given procfs and sysfs (sysfs "" is one that does not exist).
-// Logs go to logs at debug level; a nil logs discards them.
-func testConfig(t testing.TB, name, proc, sys string, logs io.Writer) collector.Config {
+// Logs are recorded into logs at debug level; a nil logs discards them.
+func testConfig(t testing.TB, name, proc, sys string, logs *collectortest.Logs) collector.Config {
 	t.Helper()
 	cfg := collectortest.Config(name, logs)
 	if sys == "" {

@@ -475,8 +475,8 @@ func TestSamplerSurvivesPanic(t *testing.T) {
 // per file, and recovers when the files appear.
 func TestSamplerBlindFails(t *testing.T) {
 	dir := t.TempDir()
-	var logs collectortest.LogBuffer
-	s := newSampler(testConfig(t, "sampler", dir, "", &logs), testSettings(t))
+	logs := &collectortest.Logs{}
+	s := newSampler(testConfig(t, "sampler", dir, "", logs), testSettings(t))
 	if err := scrape(t, s).Err; err != nil {
 		t.Errorf("before the first tick: %v", err)
 	}
@@ -487,16 +487,16 @@ func TestSamplerBlindFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "/proc/vmstat") || !strings.Contains(err.Error(), "/proc/diskstats") {
 		t.Fatalf("blind sampler: %v, want an error naming both files", err)
 	}
-	if n := strings.Count(logs.String(), "level=WARN"); n != 2 {
-		t.Errorf("%d warnings after three blind ticks, want one per file:\n%s", n, logs.String())
+	if n := logs.Count("warn"); n != 2 {
+		t.Errorf("%d warnings after three blind ticks, want one per file:\n%s", n, logs)
 	}
 	writeFiles(t, dir, map[string]string{"diskstats": "   8       0 sda 1 2 3 4 5 6 7 8 9 10 11\n"})
 	s.tick()
 	if err := scrape(t, s).Err; err == nil || strings.Contains(err.Error(), "diskstats") {
 		t.Errorf("diskstats readable, vmstat not: %v, want an error about vmstat only", err)
 	}
-	if !strings.Contains(logs.String(), "level=INFO msg=\"sampler reads /proc/diskstats again\"") {
-		t.Errorf("no recovery logged:\n%s", logs.String())
+	if logs.Count("info", "INFO sampler reads /proc/diskstats again ") != 1 {
+		t.Errorf("no recovery logged:\n%s", logs)
 	}
 	writeExcursion(t, dir, 0)
 	s.tick()
@@ -581,21 +581,21 @@ func BenchmarkSamplerRunLoop(b *testing.B) {
 // a failing state (collector.StateLog): one warning over several ticks, no
 // throttle sample, and an info line once the thresholds appear.
 func TestSamplerNoThresholds(t *testing.T) {
-	var logs collectortest.LogBuffer
-	s := newSampler(testConfig(t, "sampler", t.TempDir(), "", &logs), testSettings(t))
+	logs := &collectortest.Logs{}
+	s := newSampler(testConfig(t, "sampler", t.TempDir(), "", logs), testSettings(t))
 	for range 3 {
 		s.sampleVM([]byte("nr_dirty 10\nnr_writeback 5\n"), nil)
 	}
-	if n := strings.Count(logs.String(), `level=WARN msg="/proc/vmstat lacks nr_dirty, nr_writeback or the dirty thresholds`); n != 1 ||
-		!strings.Contains(logs.String(), "reason=no_thresholds") {
-		t.Errorf("%d warnings after three ticks without thresholds, want 1 with reason=no_thresholds:\n%s", n, logs.String())
+	const lacks = "WARN /proc/vmstat lacks nr_dirty, nr_writeback or the dirty thresholds"
+	if n := logs.Count("warn", lacks); n != 1 || logs.Count("warn", lacks, "reason=no_thresholds") != 1 {
+		t.Errorf("%d warnings after three ticks without thresholds, want 1 with reason=no_thresholds:\n%s", n, logs)
 	}
 	if _, ok := histogramOf(t, s, "stall_vm_dirty_throttle_ratio_sampled", ""); ok {
 		t.Error("throttle ratio sampled without thresholds")
 	}
 	s.sampleVM([]byte("nr_dirty 10\nnr_writeback 5\nnr_dirty_threshold 100\nnr_dirty_background_threshold 50\n"), nil)
-	if !strings.Contains(logs.String(), `level=INFO msg="/proc/vmstat reports the dirty thresholds again; the dirty throttle ratio is sampled"`) {
-		t.Errorf("no recovery logged:\n%s", logs.String())
+	if logs.Count("info", "INFO /proc/vmstat reports the dirty thresholds again; the dirty throttle ratio is sampled ") != 1 {
+		t.Errorf("no recovery logged:\n%s", logs)
 	}
 	if n := observations(t, s, "stall_vm_dirty_throttle_ratio_sampled", ""); n != 1 {
 		t.Errorf("%d throttle ratio samples after the thresholds appeared, want 1", n)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 )
 
 // Real processes in each supervision state: a pseudo-terminal session, nohup,
@@ -638,7 +639,7 @@ mkdir /run/systemd/system
 XDG_RUNTIME_DIR=$runtime exec "$bin" --user --log-target=console
 `
 	cmd := exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "sh", runtime, bin}, procs...)...)
-	out := &collector.LogBuffer{}
+	out := &e2etest.Output{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

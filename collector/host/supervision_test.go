@@ -161,6 +161,9 @@ type supervisionResult struct {
 	err    error
 }
 
+// collectSupervision stays a reader of a Result, not a collectortest.Compare:
+// the scans of the real /proc can only bound their counts (≥ 1), and the
+// fixture tests name the few non-zero of the 15 series (nonZero).
 func collectSupervision(t testing.TB, c *supervisionCollector) supervisionResult {
 	t.Helper()
 	res := scrape(t, c)

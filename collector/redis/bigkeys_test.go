@@ -191,8 +191,8 @@ func testBigKeysBackoff(t *testing.T) {
 	s := testSettings()
 	s.bigkeys.enabled = true
 	s.bigkeys.interval = time.Hour
-	var logs collectortest.LogBuffer
-	c := newPipeScraper(t, s, collectortest.Config("redis", &logs), srv)
+	logs := &collectortest.Logs{}
+	c := newPipeScraper(t, s, collectortest.Config("redis", logs), srv)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
@@ -208,8 +208,8 @@ func testBigKeysBackoff(t *testing.T) {
 	if fmt.Sprint(at) != fmt.Sprint(want) {
 		t.Errorf("failed passes at %v, want %v (10 s, then doubling to a minute)", at, want)
 	}
-	if n := strings.Count(logs.String(), `level=WARN msg="big-key scan stopped; retrying with backoff"`); n != 1 {
-		t.Errorf("%d warnings for six failed passes, want 1:\n%s", n, logs.String())
+	if n := logs.Count("warn", "WARN big-key scan stopped; retrying with backoff"); n != 1 {
+		t.Errorf("%d warnings for six failed passes, want 1:\n%s", n, logs)
 	}
 }
 

@@ -236,7 +236,7 @@ func TestACLUser(t *testing.T) {
 	dir := t.TempDir()
 	pwFile := writeFile(t, dir, "pw", secret+"\n")
 	t.Setenv("STALL_TEST_REDIS_PW", secret)
-	logs := &collectortest.LogBuffer{}
+	logs := &collectortest.Logs{}
 	cfg := collectortest.Config("redis", logs)
 	s := testSettings()
 	s.clMode = "always"
@@ -298,7 +298,7 @@ func TestACLUser(t *testing.T) {
 // warns when it goes down and says when it answers again.
 func TestRestart(t *testing.T) {
 	r := startRedis(t)
-	logs := &collectortest.LogBuffer{}
+	logs := &collectortest.Logs{}
 	c := newTestScraper(t, testSettings(), collectortest.Config("redis", logs), r.addr)
 	if v := collectortest.Scrape(t, c, 3*time.Second).Must(t, "stall_redis_up"); v != 1 {
 		t.Fatal("not up at start")
@@ -321,9 +321,8 @@ func TestRestart(t *testing.T) {
 	if up := res.Must(t, "stall_redis_uptime_seconds"); up > 5 {
 		t.Errorf("uptime %v after a restart", up)
 	}
-	out := logs.String()
-	if !strings.Contains(out, "level=WARN msg=\"redis target refused the connection") || !strings.Contains(out, "level=INFO msg=\"redis target answers again\"") {
-		t.Errorf("no warning when it went down, or no word when it came back:\n%s", out)
+	if logs.Count("warn", "WARN redis target refused the connection") == 0 || logs.Count("info", "INFO redis target answers again") == 0 {
+		t.Errorf("no warning when it went down, or no word when it came back:\n%s", logs)
 	}
 }
 
@@ -419,7 +418,7 @@ func testConfigRefresh(t *testing.T) {
 		"config get client-output-buffer-limit": redistest.Array("client-output-buffer-limit", "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"),
 		"memory stats":                          redistest.Raw("-NOPERM this user has no permissions to run the 'memory|stats' command\r\n"),
 	})
-	logs := &collectortest.LogBuffer{}
+	logs := &collectortest.Logs{}
 	s := testSettings()
 	c := newPipeScraper(t, s, collectortest.Config("redis", logs), srv)
 	count := func(cmd string) int {
@@ -458,7 +457,7 @@ func testConfigRefresh(t *testing.T) {
 		}
 		res.Must(t, "stall_redis_client_output_buffer_limit_bytes", "class", "normal", "limit", "hard")
 	}
-	if n := strings.Count(logs.String(), "level=WARN msg=\"redis target refused memory|stats"); n != 1 {
+	if n := logs.Count("warn", "WARN redis target refused memory|stats"); n != 1 {
 		t.Errorf("the refused MEMORY STATS was warned about %d times, want once:\n%s", n, logs)
 	}
 }
@@ -663,7 +662,7 @@ func TestDownReasons(t *testing.T) {
 	for a := range targets {
 		addrs = append(addrs, a)
 	}
-	logs := &collectortest.LogBuffer{}
+	logs := &collectortest.Logs{}
 	s := testSettings()
 	// Real servers answer (or refuse) well within the timeout even under
 	// -race on a loaded machine. A silent server's timeout is
@@ -695,21 +694,14 @@ func TestDownReasons(t *testing.T) {
 			t.Errorf("%s: reasons %v, want %s (err in the log:\n%s)", l, got, want, logs)
 		}
 		// The warning says the same in words.
-		said := false
-		for _, line := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(line, "level=WARN") && strings.Contains(line, "addr="+l+" ") {
-				said = strings.Contains(line, downMessages[want])
-			}
-		}
-		if !said {
+		if logs.Count("warn", "addr="+l+" ", downMessages[want]) == 0 {
 			t.Errorf("%s: no warning saying %q:\n%s", l, downMessages[want], logs)
 		}
 	}
-	out := logs.String()
-	if !strings.Contains(out, "refused authentication") || !strings.Contains(out, "reason=auth") {
-		t.Errorf("no authentication failure in the log:\n%s", out)
+	if logs.Count("warn", "refused authentication", "reason=auth") == 0 {
+		t.Errorf("no authentication failure in the log:\n%s", logs)
 	}
-	if strings.Contains(out, "right-pw") || strings.Contains(out, "wrong-pw") {
+	if out := logs.String(); strings.Contains(out, "right-pw") || strings.Contains(out, "wrong-pw") {
 		t.Errorf("a password in the log:\n%s", out)
 	}
 }
@@ -723,7 +715,7 @@ func TestDownReasons(t *testing.T) {
 func TestRefusedCommands(t *testing.T) {
 	r := startRedis(t, "--user", "infoonly", "on", ">pw", "-@all", "+hello", "+auth", "+ping", "+info", "+client|setname")
 	t.Setenv("STALL_TEST_INFOONLY", "pw")
-	logs := &collectortest.LogBuffer{}
+	logs := &collectortest.Logs{}
 	s := testSettings()
 	s.clMode = "always"
 	s.configRefresh = time.Nanosecond // retry CONFIG GET and MEMORY STATS on every scrape
@@ -736,20 +728,11 @@ func TestRefusedCommands(t *testing.T) {
 		t.Fatalf("up %v, %v", v, res.Err)
 	}
 	commands := []string{"client|list", "config|get", "memory|stats"}
-	warnings := func(cmd string) int {
-		n := 0
-		for _, line := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(line, "level=WARN") && strings.Contains(line, "cmd="+cmd) {
-				n++
-			}
-		}
-		return n
-	}
 	for _, cmd := range commands {
 		if v := res.Must(t, "stall_redis_command_refused", "cmd", cmd); v != 1 {
 			t.Errorf("refused{cmd=%s} = %v, want 1", cmd, v)
 		}
-		if n := warnings(cmd); n != 1 {
+		if n := logs.Count("warn", "cmd="+cmd); n != 1 {
 			t.Errorf("%d warnings for a refused %s in 3 scrapes, want 1:\n%s", n, cmd, logs)
 		}
 	}
@@ -800,7 +783,7 @@ func TestManyDatabases(t *testing.T) {
 		}
 		c.Close()
 	}
-	scrape := func(c collector.Collector, logs *collectortest.LogBuffer, dbs, scrapes int) collectortest.Result {
+	scrape := func(c collector.Collector, logs *collectortest.Logs, dbs, scrapes int) collectortest.Result {
 		t.Helper()
 		var res collectortest.Result
 		for i := range scrapes {
@@ -816,7 +799,7 @@ func TestManyDatabases(t *testing.T) {
 	}
 
 	fill(0, 1000)
-	logs := &collectortest.LogBuffer{}
+	logs := &collectortest.Logs{}
 	c := newTestScraper(t, testSettings(), collectortest.Config("redis", logs), r.addr)
 	calls := commandCalls(t, admin, "memory|stats")
 	res := scrape(c, logs, 1000, 2) // the first scrape sends no MEMORY STATS
@@ -831,7 +814,7 @@ func TestManyDatabases(t *testing.T) {
 	}
 
 	fill(1000, 4000)
-	logs = &collectortest.LogBuffer{}
+	logs = &collectortest.Logs{}
 	c = newTestScraper(t, testSettings(), collectortest.Config("redis", logs), r.addr)
 	calls = commandCalls(t, admin, "memory|stats")
 	res = scrape(c, logs, 4000, 4)
@@ -844,7 +827,7 @@ func TestManyDatabases(t *testing.T) {
 	if v := res.Must(t, "stall_redis_oversized_replies_total"); v != 1 {
 		t.Errorf("4,000 databases: %v oversized replies, want 1", v)
 	}
-	if n := strings.Count(logs.String(), "memory|stats reply is over the 1 MiB reply limit"); n != 1 {
+	if n := logs.Count("warn", "memory|stats reply is over the 1 MiB reply limit"); n != 1 {
 		t.Errorf("4,000 databases: the oversized MEMORY STATS logged %d times, want once:\n%s", n, logs)
 	}
 }
@@ -858,16 +841,16 @@ func TestStartupLineSaysWhatIsWatched(t *testing.T) {
 		addrs []string
 		want  string
 	}{
-		{nil, `level=INFO msg="redis: no targets (--redis.addr); the collector exports no Redis series, /probe is unaffected"` + "\n"},
+		{nil, "INFO redis: no targets (--redis.addr); the collector exports no Redis series, /probe is unaffected"},
 		{[]string{"redis://mon@cache-1:6380?password_env=STALL_TEST_STARTUP_PW", "unix:///run/redis.sock"},
-			`level=INFO msg="redis: watching" targets=redis://cache-1:6380,unix:///run/redis.sock` + "\n"},
+			"INFO redis: watching targets=redis://cache-1:6380,unix:///run/redis.sock"},
 	} {
-		logs := &collectortest.LogBuffer{}
+		logs := &collectortest.Logs{}
 		if _, err := newScraper(collectortest.Config("redis", logs), testSettings(), tc.addrs); err != nil {
 			t.Fatal(err)
 		}
-		if got := logs.String(); !strings.HasSuffix(got, tc.want) || strings.Count(got, "\n") != 1 || strings.Contains(got, "mon@") || strings.Contains(got, "STALL_TEST_STARTUP_PW") {
-			t.Errorf("%q: logged %q, want the one line ending %q", tc.addrs, got, tc.want)
+		if got := logs.Take(); len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%q: logged %q, want the one line %q", tc.addrs, got, tc.want)
 		}
 	}
 }

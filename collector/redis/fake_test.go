@@ -203,7 +203,7 @@ func scrapeOld(t *testing.T, f *redistest.Server) collectortest.Result {
 	t.Helper()
 	s := testSettings()
 	s.clMode = "always"
-	logs := &collectortest.LogBuffer{}
+	logs := &collectortest.Logs{}
 	c := newTestScraper(t, s, collectortest.Config("redis", logs), f.Addr)
 	collectortest.Scrape(t, c, 3*time.Second)
 	res := collectortest.Scrape(t, c, 3*time.Second)

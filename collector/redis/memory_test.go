@@ -137,7 +137,7 @@ func TestManyGroups(t *testing.T) {
 	srv := redistest.Start(t, redistest.Replies{"info": redistest.Bulk(fmt.Sprintf(autoInfo, replies.MaxGroups+101)), "client list": redistest.Bulk(b.String())})
 	s := testSettings()
 	s.groupBy = replies.GroupByName
-	logs := &collectortest.LogBuffer{}
+	logs := &collectortest.Logs{}
 	sc := newTestScraper(t, s, collectortest.Config("redis", logs), srv.Addr)
 	var res collectortest.Result
 	for range 2 {
@@ -146,7 +146,7 @@ func TestManyGroups(t *testing.T) {
 	if g := firstGroup(res, "stall_redis_client_group_output_buffer_bytes", "group"); g != "late" {
 		t.Errorf("top group %q, want late", g)
 	}
-	if n := strings.Count(logs.String(), `level=WARN msg="CLIENT LIST has more than`); n != 1 {
+	if n := logs.Count("warn", "WARN CLIENT LIST has more than"); n != 1 {
 		t.Errorf("%d warnings about the group bound in 2 scrapes, want 1:\n%s", n, logs)
 	}
 }

@@ -279,6 +279,9 @@ func TestProbeDebugEndToEnd(t *testing.T) {
 		return string(b)
 	}
 	up := get(r.addr)
+	// The answer's logs are the exporter's own format (logfmt, with
+	// caller), which a user reads: checked as text, not through
+	// collectortest.Logs.
 	for _, want := range []string{"Logs for the probe of redis target " + r.addr + ":", "Metrics that would have been returned:",
 		`stall_redis_up{addr="redis://` + r.addr + `"} 1`, `stall_scrape_collector_success{collector="redis"} 1`,
 		`level=debug caller=probe.go:`, `msg="probe target allowed" module=redis target=` + r.addr, `msg="probe finished" module=redis target=` + r.addr} {

@@ -20,6 +20,7 @@ import (
 	"github.com/stall-exporter/stall_exporter/collector/redis/redistest"
 	"github.com/stall-exporter/stall_exporter/collector/redis/replies"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 )
 
 // testRedis is a redis-server process started for one test.
@@ -30,9 +31,9 @@ type testRedis struct {
 	args []string
 	cmd  *exec.Cmd
 	dir  string
-	log  *collectortest.LogBuffer
-	ns   string // network namespace the server runs in, if any
-	tls  bool   // port speaks TLS: readiness is a TCP connect only
+	log  *e2etest.Output // what redis-server wrote
+	ns   string          // network namespace the server runs in, if any
+	tls  bool            // port speaks TLS: readiness is a TCP connect only
 }
 
 // redisServerPath finds redis-server: a test dependency that `make
@@ -79,7 +80,7 @@ func (r *testRedis) start(bind string) {
 	} else {
 		r.cmd = exec.Command(bin, argv...)
 	}
-	r.log = &collectortest.LogBuffer{}
+	r.log = &e2etest.Output{}
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatal(err)

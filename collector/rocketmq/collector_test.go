@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -457,14 +458,14 @@ func TestStartupLineSaysWhatIsWatched(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, `level=INFO msg="rocketmq: no targets (--rocketmq.namesrv, --rocketmq.broker, --rocketmq.log-dir); the collector exports no broker series, /probe is unaffected"` + "\n"},
+		{nil, "INFO rocketmq: no targets (--rocketmq.namesrv, --rocketmq.broker, --rocketmq.log-dir); the collector exports no broker series, /probe is unaffected"},
 		{[]string{"--rocketmq.namesrv=NS-1:9876", "--rocketmq.broker=10.0.0.1:10911", "--rocketmq.broker=10.0.0.2:10911"},
-			`level=INFO msg="rocketmq: watching" namesrv=ns-1:9876 brokers=10.0.0.1:10911,10.0.0.2:10911 log_dir=""` + "\n"},
+			"INFO rocketmq: watching namesrv=ns-1:9876 brokers=10.0.0.1:10911,10.0.0.2:10911 log_dir="},
 	} {
-		logs := &collectortest.LogBuffer{}
-		logWatched(collectortest.Config("rocketmq", logs).Logger, testOptions(t, tc.args...))
-		if got := logs.String(); !strings.HasSuffix(got, tc.want) || strings.Count(got, "\n") != 1 {
-			t.Errorf("%q: logged %q, want the one line ending %q", tc.args, got, tc.want)
+		logs, logger := collectortest.NewLogs(slog.LevelDebug)
+		logWatched(logger, testOptions(t, tc.args...))
+		if got := logs.Take(); len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%q: logged %q, want the one line %q", tc.args, got, tc.want)
 		}
 	}
 }

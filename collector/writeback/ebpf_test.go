@@ -23,15 +23,15 @@ func TestPauseSourceAttaches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs collectortest.LogBuffer
-	cfg := testConfig(t, &logs)
+	logs := &collectortest.Logs{}
+	cfg := testConfig(t, logs)
 	c := newCollector(o, cfg)
 	defer c.Close()
 	if c.pause == nil {
-		t.Fatalf("pause source off: %s", logs.String())
+		t.Fatalf("pause source off: %s", logs)
 	}
-	if !strings.Contains(logs.String(), "counting dirty-throttle pauses per process") {
-		t.Errorf("no start line: %s", logs.String())
+	if logs.Count("info", "counting dirty-throttle pauses per process") != 1 {
+		t.Errorf("no start line: %s", logs)
 	}
 	r := collectortest.Scrape(t, c, 5*time.Second)
 	if v := r.Must(t, "stall_dirty_throttle_pause_source_up"); v != 1 {

@@ -23,8 +23,8 @@ func registerTestFlags(t *testing.T, args ...string) (options, error) {
 }
 
 // testConfig is the collector's configuration on this machine's /proc and
-// /sys, logging to logs.
-func testConfig(t testing.TB, logs *collectortest.LogBuffer) collector.Config {
+// /sys, its logs recorded into logs (nil: discarded).
+func testConfig(t testing.TB, logs *collectortest.Logs) collector.Config {
 	t.Helper()
 	cfg := collectortest.Config("writeback", logs)
 	fs, err := procfs.NewFS(cfg.Paths.Procfs)

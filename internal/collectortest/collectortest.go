@@ -1,6 +1,6 @@
 // Package collectortest holds the test helpers shared by the tests of the
 // collector packages and of the exporter: a collector.Config for tests, a
-// log buffer, a listener that never answers, one Update run as decoded
+// log recorder (Logs), a listener that never answers, one Update run as decoded
 // samples (Scrape) or as the text exposition a Prometheus server reads
 // (Expose), the policy for prerequisites (policy.go) and for
 // waiting (WaitFor, Advance). It imports package collector, so that
@@ -27,23 +27,20 @@ import (
 )
 
 // Config is the configuration a collector named name gets from the
-// exporter, with the default mount points. Logs go to logs at debug level;
-// a nil logs discards them.
-func Config(name string, logs io.Writer) collector.Config {
-	if logs == nil {
-		logs = io.Discard
+// exporter, with the default mount points. Its logger and its Problems'
+// record into logs at debug level; a nil logs discards what they log (after
+// formatting it, as the exporter's handler would).
+func Config(name string, logs *Logs) collector.Config {
+	logger := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if logs != nil {
+		logger = logs.Logger(slog.LevelDebug)
 	}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return collector.Config{
 		Paths:    collector.Paths{Procfs: "/proc", Sysfs: "/sys", Rootfs: "/"},
 		Logger:   logger,
 		Problems: collector.NewProblems(name, logger),
 	}
 }
-
-// LogBuffer collects log output for tests that check what is, or is not,
-// logged. It is safe for concurrent use.
-type LogBuffer = collector.LogBuffer
 
 // SilentListener listens on a free loopback port and never accepts: the
 // kernel completes each connection into the listen backlog, and nothing

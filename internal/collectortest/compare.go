@@ -75,7 +75,9 @@ func gather(t testing.TB, ctx context.Context, c collector.Collector) (*Expositi
 
 // Logs records what a logger logs, one record a line, "LEVEL message
 // key=value …" (no time, values unquoted), for tests that assert on logging:
-// the tests' one recorder. It is safe for concurrent use.
+// the tests' one recorder. Config records into one; NewLogs and Logger make a
+// logger of one for code that takes a *slog.Logger. The zero Logs is
+// ready to use; it is safe for concurrent use.
 type Logs struct {
 	mu    sync.Mutex
 	lines []string
@@ -86,7 +88,12 @@ type Logs struct {
 // above.
 func NewLogs(level slog.Level) (*Logs, *slog.Logger) {
 	l := &Logs{}
-	return l, slog.New(logsHandler{logs: l, level: level})
+	return l, l.Logger(level)
+}
+
+// Logger returns a logger recording into l at level and above.
+func (l *Logs) Logger(level slog.Level) *slog.Logger {
+	return slog.New(logsHandler{logs: l, level: level})
 }
 
 // String is every record so far, one a line.
@@ -136,7 +143,8 @@ func (h logsHandler) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
 	b.WriteString(r.Level.String() + " " + r.Message)
 	add := func(a slog.Attr) bool {
-		b.WriteString(" " + a.Key + "=" + a.Value.String())
+		// Resolved as the exporter's handlers resolve a LogValuer.
+		b.WriteString(" " + a.Key + "=" + a.Value.Resolve().String())
 		return true
 	}
 	for _, a := range h.attrs {

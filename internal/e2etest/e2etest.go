@@ -5,6 +5,7 @@
 package e2etest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,13 +16,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
 )
 
@@ -64,11 +65,33 @@ func Build(tb testing.TB, pkg string) string {
 	return bin
 }
 
+// Output keeps what a process writes to its stdout and stderr (set both to
+// the same Output), for a test to show or read while the process runs: it
+// is safe for concurrent use. Tests that start a process of their own use
+// it too.
+type Output struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+// String is everything written so far.
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
 // Process is a process a test started.
 type Process struct {
 	Name   string
 	Pid    int
-	Output *collector.LogBuffer // what it wrote to stdout and stderr so far
+	Output *Output // what it wrote to stdout and stderr so far
 	cmd    *exec.Cmd
 	exited chan error
 }
@@ -87,7 +110,7 @@ func (p *Process) Stop() {
 // collector/dns's network-namespace tests do) must not share a test binary with Run.
 func Run(tb testing.TB, name string, cmd *exec.Cmd) *Process {
 	tb.Helper()
-	p := &Process{Name: name, Output: &collector.LogBuffer{}, cmd: cmd, exited: make(chan error, 1)}
+	p := &Process{Name: name, Output: &Output{}, cmd: cmd, exited: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p.Output, p.Output
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -17,8 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stall-exporter/stall_exporter/collector"
 	"github.com/stall-exporter/stall_exporter/internal/collectortest"
+	"github.com/stall-exporter/stall_exporter/internal/e2etest"
 )
 
 // The rig makes writeback slower than a writer without writing to a disk: a loop device whose
@@ -363,7 +363,7 @@ func startGuardian(t *testing.T, lock *os.File) *guardianProc {
 	cmd.Stdin = pr
 	cmd.ExtraFiles = []*os.File{lock}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out collector.LogBuffer
+	var out e2etest.Output
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
