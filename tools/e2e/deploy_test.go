@@ -887,22 +887,21 @@ func TestDeploySystemdUnits(t *testing.T) {
 	}
 }
 
-// TestSystemdDNSDropIn combines the unit with the dns drop-in as systemd
-// would load them once installed (stall_exporter.service and
-// stall_exporter.service.d/dns.conf on SYSTEMD_UNIT_PATH), verifies the
-// pair, rates it, and checks that the combined SystemCallFilter lets
-// through every system call the dns collector makes — which the base
-// unit's filter alone does not.
-func TestSystemdDNSDropIn(t *testing.T) {
-	analyze := collectortest.RequireTool(t, "systemd-analyze")
+// systemdUnit installs the exporter's unit and the given drop-ins of
+// deploy/systemd (file → name under stall_exporter.service.d) as systemd
+// would load them once installed, with the test binary standing in for the
+// exporter (verify checks that ExecStart's binary exists and is
+// executable; any executable will do). edit, when not nil, rewrites each
+// drop-in's text first. It returns the unit's and the drop-ins' texts, in
+// order, and runs systemd-analyze on the installed unit.
+func systemdUnit(t *testing.T, analyze string, edit func(string) string, dropIns ...[2]string) (texts []string, systemd func(args ...string) ([]byte, error)) {
+	t.Helper()
 	dir := t.TempDir()
-	// verify checks that ExecStart's binary exists and is executable; any
-	// executable will do, so the test binary stands in for the exporter.
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	install := func(src, dst string) string {
+	install := func(src, dst string, edit func(string) string) {
 		b, err := os.ReadFile(src)
 		if err != nil {
 			t.Fatal(err)
@@ -911,14 +910,19 @@ func TestSystemdDNSDropIn(t *testing.T) {
 			t.Fatal(err)
 		}
 		text := strings.ReplaceAll(string(b), "/usr/local/bin/stall_exporter", self)
+		if edit != nil {
+			text = edit(text)
+		}
 		if err := os.WriteFile(dst, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return text
+		texts = append(texts, text)
 	}
-	base := install("deploy/systemd/stall_exporter.service", filepath.Join(dir, "stall_exporter.service"))
-	dropIn := install("deploy/systemd/stall_exporter-dns.conf", filepath.Join(dir, "stall_exporter.service.d", "dns.conf"))
-	systemd := func(args ...string) ([]byte, error) {
+	install("deploy/systemd/stall_exporter.service", filepath.Join(dir, "stall_exporter.service"), nil)
+	for _, d := range dropIns {
+		install(filepath.Join("deploy/systemd", d[0]), filepath.Join(dir, "stall_exporter.service.d", d[1]), edit)
+	}
+	return texts, func(args ...string) ([]byte, error) {
 		cmd := exec.Command(analyze, args...)
 		cmd.Dir = dir
 		// The trailing colon keeps the default unit path after ours, for
@@ -926,24 +930,44 @@ func TestSystemdDNSDropIn(t *testing.T) {
 		cmd.Env = append(os.Environ(), "SYSTEMD_UNIT_PATH="+dir+":")
 		return cmd.CombinedOutput()
 	}
+}
 
+// verifyAndRate runs systemd-analyze verify (silent) and security on the
+// installed unit, fails above threshold (tenths: 30 is 3.0), and checks
+// that the rating lists each of the exposures in shown, which only the
+// drop-ins add (so the rating is of the unit with them).
+func verifyAndRate(t *testing.T, what string, systemd func(args ...string) ([]byte, error), threshold int, shown ...string) {
+	t.Helper()
 	out, err := systemd("verify", "--man=no", "stall_exporter.service")
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
-		t.Errorf("systemd-analyze verify (unit + dns drop-in): %v\n%s", err, out)
+		t.Errorf("systemd-analyze verify (%s): %v\n%s", what, err, out)
 	}
-	out, err = systemd("security", "--offline=true", "--threshold=30", "stall_exporter.service")
+	out, err = systemd("security", "--offline=true", fmt.Sprintf("--threshold=%d", threshold), "stall_exporter.service")
 	score := regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`).FindSubmatch(out)
 	if err != nil || score == nil {
-		t.Fatalf("systemd-analyze security rates the unit with the dns drop-in above 3.0 (or failed): %v\n%s", err, out)
+		t.Fatalf("systemd-analyze security rates the %s above %d.%d (or failed): %v\n%s", what, threshold/10, threshold%10, err, out)
 	}
-	// The rating must be of the pair: the drop-in's packet sockets and
-	// CAP_BPF show up as exposures the base unit does not have.
-	for _, want := range []string{"RestrictAddressFamilies=~AF_PACKET", "CapabilityBoundingSet=~CAP_BPF"} {
+	for _, want := range shown {
 		if !regexp.MustCompile(`✗ ` + regexp.QuoteMeta(want) + ` `).Match(out) {
-			t.Errorf("systemd-analyze security does not show the drop-in's %s: was dns.conf loaded?\n%s", want, out)
+			t.Errorf("systemd-analyze security does not show the %s's %s: was it loaded?\n%s", what, want, out)
 		}
 	}
-	t.Logf("systemd-analyze security, unit + dns drop-in: exposure %s", score[1])
+	t.Logf("systemd-analyze security, %s: exposure %s", what, score[1])
+}
+
+// TestSystemdDNSDropIn combines the unit with the dns drop-in as systemd
+// would load them once installed (stall_exporter.service and
+// stall_exporter.service.d/dns.conf on SYSTEMD_UNIT_PATH), verifies the
+// pair, rates it, and checks that the combined SystemCallFilter lets
+// through every system call the dns collector makes — which the base
+// unit's filter alone does not.
+func TestSystemdDNSDropIn(t *testing.T) {
+	analyze := collectortest.RequireTool(t, "systemd-analyze")
+	texts, systemd := systemdUnit(t, analyze, nil, [2]string{"stall_exporter-dns.conf", "dns.conf"})
+	base, dropIn := texts[0], texts[1]
+	// The rating must be of the pair: the drop-in's packet sockets and
+	// CAP_BPF show up as exposures the base unit does not have.
+	verifyAndRate(t, "unit with the dns drop-in", systemd, 30, "RestrictAddressFamilies=~AF_PACKET", "CapabilityBoundingSet=~CAP_BPF")
 
 	// Every system call the exporter made in a run with --collector.dns
 	// (strace -f -c, lookups captured, eBPF attribution attached, /proc
@@ -972,6 +996,92 @@ func TestSystemdDNSDropIn(t *testing.T) {
 	// what puts it back, and this test can fail.
 	if alone := combinedSyscallFilter(t, expand, base); alone["bpf"] || !alone["socket"] {
 		t.Errorf("the base unit alone: bpf allowed %v, socket allowed %v; want false, true", alone["bpf"], alone["socket"])
+	}
+}
+
+// TestSystemdWritebackDropIn does for the writeback drop-in what
+// TestSystemdDNSDropIn does for the dns one, for the drop-in as shipped
+// (tracefs mounted), with its three lines for hosts without tracefs
+// uncommented, and together with the dns drop-in: both must keep both
+// collectors on whichever ExecStart= systemd takes (the later file's).
+func TestSystemdWritebackDropIn(t *testing.T) {
+	analyze := collectortest.RequireTool(t, "systemd-analyze")
+	writeback := [2]string{"stall_exporter-writeback.conf", "writeback.conf"}
+	texts, systemd := systemdUnit(t, analyze, nil, writeback)
+	base, dropIn := texts[0], texts[1]
+	verifyAndRate(t, "unit with the writeback drop-in", systemd, 30,
+		"CapabilityBoundingSet=~CAP_SYS_PTRACE", "CapabilityBoundingSet=~CAP_BPF", "SystemCallFilter=~@debug")
+
+	// Every system call the exporter made with --collector.writeback as
+	// root on this machine's 6.18 kernel (strace -f; the program loaded
+	// and attached, three scrapes): the BPF map and program (bpf), the
+	// perf event it hangs on (perf_event_open, and ioctl to attach and
+	// enable it), the cgroup and /proc walks (getdents64, openat, read),
+	// cilium/ebpf's RLIMIT_MEMLOCK probe (prlimit64). This machine mounts
+	// no tracefs, so that run also read the event's format from a private
+	// tracefs: fsopen, fsconfig, fsmount, only in noTracefs below.
+	needs := []string{
+		"accept4", "access", "arch_prctl", "bind", "bpf", "brk", "clone3", "close", "epoll_create1",
+		"epoll_ctl", "epoll_pwait", "eventfd2", "execve", "fcntl", "fstat", "futex", "getdents64",
+		"getpid", "getrandom", "getsockname", "gettid", "ioctl", "listen", "lseek", "madvise", "mmap",
+		"mprotect", "munmap", "nanosleep", "newfstatat", "openat", "perf_event_open", "prctl", "pread64",
+		"prlimit64", "read", "readlinkat", "recvfrom", "rseq", "rt_sigaction", "rt_sigprocmask",
+		"rt_sigreturn", "sched_getaffinity", "sched_yield", "sendto", "set_robust_list", "set_tid_address",
+		"setsockopt", "sigaltstack", "socket", "statfs", "tgkill", "uname", "write",
+	}
+	noTracefs := []string{"fsopen", "fsconfig", "fsmount"}
+	expand := syscallSets(t, analyze)
+	combined := combinedSyscallFilter(t, expand, base, dropIn)
+	for _, sc := range needs {
+		if !combined[sc] {
+			t.Errorf("the combined SystemCallFilter denies %s, which the exporter with the writeback collector calls", sc)
+		}
+	}
+	for _, sc := range noTracefs {
+		if combined[sc] {
+			t.Errorf("the drop-in as shipped allows %s: the private tracefs is for hosts without one, on the commented lines", sc)
+		}
+	}
+	if alone := combinedSyscallFilter(t, expand, base); alone["bpf"] || alone["perf_event_open"] || !alone["openat"] {
+		t.Errorf("the base unit alone: bpf allowed %v, perf_event_open allowed %v, openat allowed %v; want false, false, true",
+			alone["bpf"], alone["perf_event_open"], alone["openat"])
+	}
+	for _, want := range []string{"CAP_BPF", "CAP_PERFMON", "CAP_DAC_READ_SEARCH", "CAP_SYS_PTRACE"} {
+		if !regexp.MustCompile(`(?m)^AmbientCapabilities=.*\b` + want + `\b`).MatchString(dropIn) {
+			t.Errorf("the writeback drop-in does not grant %s", want)
+		}
+	}
+
+	// Without tracefs: the three commented lines uncommented, as the
+	// drop-in says. Measured 3.2 here: CAP_SYS_ADMIN and @mount.
+	uncomment := regexp.MustCompile(`(?m)^# ((AmbientCapabilities|CapabilityBoundingSet)=CAP_SYS_ADMIN|SystemCallFilter=fsopen .*)$`)
+	texts, systemd = systemdUnit(t, analyze, func(s string) string { return uncomment.ReplaceAllString(s, "$1") }, writeback)
+	if n := len(uncomment.FindAllString(dropIn, -1)); n != 3 {
+		t.Errorf("the writeback drop-in has %d of the three commented lines for hosts without tracefs", n)
+	}
+	verifyAndRate(t, "unit with the writeback drop-in, no tracefs", systemd, 35, "CapabilityBoundingSet=~CAP_SYS_ADMIN", "SystemCallFilter=~@mount")
+	combined = combinedSyscallFilter(t, expand, texts...)
+	for _, sc := range append(needs, noTracefs...) {
+		if !combined[sc] {
+			t.Errorf("without tracefs, the combined SystemCallFilter denies %s, which the exporter with the writeback collector calls", sc)
+		}
+	}
+
+	// With the dns drop-in: one ExecStart= in both, with both variables,
+	// so whichever systemd takes runs both collectors. Measured 3.2 here.
+	texts, systemd = systemdUnit(t, analyze, nil, [2]string{"stall_exporter-dns.conf", "dns.conf"}, writeback)
+	verifyAndRate(t, "unit with the dns and writeback drop-ins", systemd, 35, "RestrictAddressFamilies=~AF_PACKET", "CapabilityBoundingSet=~CAP_SYS_PTRACE")
+	execStart := regexp.MustCompile(`(?m)^ExecStart=(/.*)$`)
+	dnsExec, wbExec := execStart.FindStringSubmatch(texts[1]), execStart.FindStringSubmatch(texts[2])
+	if dnsExec == nil || wbExec == nil || dnsExec[1] != wbExec[1] ||
+		!strings.Contains(wbExec[1], "$STALL_EXPORTER_DNS_ARGS") || !strings.Contains(wbExec[1], "$STALL_EXPORTER_WRITEBACK_ARGS") {
+		t.Errorf("the dns and writeback drop-ins' ExecStart= differ or lack a collector's variable:\n%v\n%v", dnsExec, wbExec)
+	}
+	combined = combinedSyscallFilter(t, expand, texts...)
+	for _, sc := range append(needs, "getsockopt", "recvmsg") {
+		if !combined[sc] {
+			t.Errorf("with both drop-ins, the combined SystemCallFilter denies %s", sc)
+		}
 	}
 }
 
