@@ -589,7 +589,13 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Fatal(err)
 		}
 		if strings.HasSuffix(f, "-args.yaml") {
-			checkArgsPatch(t, f, b)
+			checkAppendPatch(t, f, b, "/spec/template/spec/containers/0/args/-", "a flag to the args",
+				func(v string) bool { return strings.HasPrefix(v, "--") })
+			continue
+		}
+		if strings.HasSuffix(f, "-capabilities.yaml") {
+			checkAppendPatch(t, f, b, "/spec/template/spec/containers/0/securityContext/capabilities/add/-", "a capability",
+				func(v string) bool { return v != "" && strings.ToUpper(v) == v && !strings.HasPrefix(v, "CAP_") })
 			continue
 		}
 		for _, o := range decodeManifests(t, f, b) {
@@ -680,10 +686,12 @@ func TestKubernetesManifests(t *testing.T) {
 	if len(hostPaths) < 3 {
 		t.Errorf("host paths %v: want /proc, /sys and /dev/kmsg", hostPaths)
 	}
-	for _, m := range c.VolumeMounts {
-		if hostPaths[m.Name] && !m.ReadOnly {
-			t.Errorf("host path %s mounted read-write at %s", m.Name, m.MountPath)
-		}
+	checkHostMounts(t, "the base", pod)
+	// The cgroup_dirty collector (on by default) reads the host's cgroup
+	// hierarchy where its mountinfo shows it: in the container, under the
+	// /sys host path (docs/cgroup-dirty.md).
+	if at := hostCgroupMount(pod); at != "/host/sys/fs/cgroup" {
+		t.Errorf("the base shows the host's /sys/fs/cgroup at %q, want /host/sys/fs/cgroup", at)
 	}
 
 	checkOperatorComponent(t, dir, kust.Namespace, pod.Labels)
@@ -721,29 +729,83 @@ func TestKubernetesManifests(t *testing.T) {
 		!slices.Contains(caps.Add, "NET_RAW") || !slices.Contains(caps.Add, "BPF") || !slices.Contains(caps.Add, "NET_ADMIN") {
 		t.Errorf("dns variant: hostNetwork %v, args %v, capabilities %+v", dds.Spec.Template.Spec.HostNetwork, dc.Args, caps)
 	}
-	for _, m := range dc.VolumeMounts {
-		if m.MountPath == "/host/cgroup" && !m.ReadOnly {
-			t.Error("dns variant mounts the host cgroup read-write")
-		}
+	checkHostMounts(t, "the dns component", dds.Spec.Template)
+	if at := hostCgroupMount(dds.Spec.Template); at != "/host/cgroup" && at != "/host/sys/fs/cgroup" {
+		t.Errorf("dns variant: the host's /sys/fs/cgroup at %q", at)
 	}
 
-	// Both argument-adding components at once, in either order: each adds
-	// its own flags, so neither loses the other's (a patch that set the
-	// whole args list, and the later one won).
-	for _, order := range [][]string{{"hostnetwork", "dns"}, {"dns", "hostnetwork"}} {
-		args := onlyObject[*appsv1.DaemonSet](t, withComponents(t, dir, order...)).Spec.Template.Spec.Containers[0].Args
-		for _, want := range []string{"--path.procfs=/host/proc", "--redis.addr=redis://127.0.0.1:6379", "--collector.dns", "--dns.cgroup-root=/host/cgroup"} {
-			if n := slices.Index(args, want); n < 0 || slices.Index(args[n+1:], want) >= 0 {
-				t.Errorf("components %q: want %s once in args %v", order, want, args)
+	// The writeback component: no host network; the host's cgroup2 root
+	// for naming the paused tasks' cgroups; the eBPF and /proc/<pid>/io
+	// capabilities added to SYSLOG; no AppArmor confinement (the default
+	// profile refuses ptrace-checked reads of the node's processes).
+	wds := onlyObject[*appsv1.DaemonSet](t, withComponents(t, dir, "writeback"))
+	wc := wds.Spec.Template.Spec.Containers[0]
+	wbCaps := []corev1.Capability{"SYSLOG", "BPF", "PERFMON", "DAC_READ_SEARCH", "SYS_PTRACE"}
+	if wds.Spec.Template.Spec.HostNetwork || !slices.Contains(wc.Args, "--collector.writeback") ||
+		!slices.Contains(wc.Args, "--writeback.cgroup-root=/host/cgroup") || wc.SecurityContext.Capabilities == nil ||
+		!slices.Equal(wc.SecurityContext.Capabilities.Add, wbCaps) || !slices.Equal(wc.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("writeback variant: hostNetwork %v, args %v, capabilities %+v (want add %v)",
+			wds.Spec.Template.Spec.HostNetwork, wc.Args, wc.SecurityContext.Capabilities, wbCaps)
+	}
+	if ap := wc.SecurityContext.AppArmorProfile; ap == nil || ap.Type != corev1.AppArmorProfileTypeUnconfined {
+		t.Errorf("writeback variant: AppArmor profile %+v, want Unconfined", ap)
+	}
+	if sc := wc.SecurityContext; sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.SeccompProfile == nil {
+		t.Errorf("writeback variant: the base's security context lost: %+v", sc)
+	}
+	checkHostMounts(t, "the writeback component", wds.Spec.Template)
+	if !slices.ContainsFunc(wc.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/host/cgroup" }) ||
+		hostCgroupMount(wds.Spec.Template) == "" {
+		t.Errorf("writeback variant: no host cgroup at /host/cgroup: %+v", wc.VolumeMounts)
+	}
+
+	// The argument- and capability-adding components at once, in either
+	// order: each adds its own flags and capabilities, so none loses the
+	// others' (a patch that set the whole list, and the later one won).
+	for _, order := range [][]string{{"hostnetwork", "dns"}, {"dns", "hostnetwork"}, {"dns", "writeback"}, {"writeback", "dns", "hostnetwork"}} {
+		pod := onlyObject[*appsv1.DaemonSet](t, withComponents(t, dir, order...)).Spec.Template
+		c := pod.Spec.Containers[0]
+		want := []string{"--path.procfs=/host/proc"}
+		var wantCaps []corev1.Capability
+		if slices.Contains(order, "hostnetwork") {
+			want = append(want, "--redis.addr=redis://127.0.0.1:6379")
+		}
+		if slices.Contains(order, "dns") {
+			want = append(want, "--collector.dns", "--dns.cgroup-root=/host/cgroup")
+			wantCaps = append(wantCaps, "NET_RAW", "NET_ADMIN", "BPF")
+		}
+		if slices.Contains(order, "writeback") {
+			want = append(want, "--collector.writeback", "--writeback.cgroup-root=/host/cgroup")
+			wantCaps = append(wantCaps, "PERFMON", "DAC_READ_SEARCH", "SYS_PTRACE")
+		}
+		for _, w := range want {
+			if n := slices.Index(c.Args, w); n < 0 || slices.Index(c.Args[n+1:], w) >= 0 {
+				t.Errorf("components %q: want %s once in args %v", order, w, c.Args)
 			}
+		}
+		for _, w := range append(wantCaps, "SYSLOG") {
+			if !slices.Contains(c.SecurityContext.Capabilities.Add, w) {
+				t.Errorf("components %q: %s missing from the capabilities %v", order, w, c.SecurityContext.Capabilities.Add)
+			}
+		}
+		cgroups := 0
+		for _, v := range pod.Spec.Volumes {
+			if v.HostPath != nil && v.HostPath.Path == "/sys/fs/cgroup" {
+				cgroups++
+			}
+		}
+		if want := min(1, len(wantCaps)); cgroups != want {
+			t.Errorf("components %q: %d volumes of the host's /sys/fs/cgroup, want %d", order, cgroups, want)
 		}
 	}
 
 	// Every component at once, as the kustomization lists them.
-	all := withComponents(t, dir, "prometheus-operator", "system-node-critical", "hostnetwork", "dns")
+	all := withComponents(t, dir, "prometheus-operator", "system-node-critical", "hostnetwork", "dns", "writeback")
 	if n := len(allObjects[*monitoringv1.PrometheusRule](all)); n == 0 || len(allObjects[*corev1.ResourceQuota](all)) != 1 ||
-		!onlyObject[*appsv1.DaemonSet](t, all).Spec.Template.Spec.HostNetwork {
-		t.Errorf("every component at once: %d PrometheusRules, the quota, the host network missing", n)
+		!onlyObject[*appsv1.DaemonSet](t, all).Spec.Template.Spec.HostNetwork ||
+		!slices.Contains(onlyObject[*appsv1.DaemonSet](t, all).Spec.Template.Spec.Containers[0].Args, "--collector.writeback") {
+		t.Errorf("every component at once: %d PrometheusRules, the quota, the host network or the writeback collector missing", n)
 	}
 }
 
@@ -816,9 +878,10 @@ func checkOperatorComponent(t *testing.T, dir, namespace string, podLabels map[s
 	}
 }
 
-// checkArgsPatch checks a component's *-args.yaml: a JSON patch whose every
-// operation appends one flag to the container's args, so components compose.
-func checkArgsPatch(t *testing.T, file string, b []byte) {
+// checkAppendPatch checks a component's *-args.yaml or *-capabilities.yaml:
+// a JSON patch whose every operation appends one value (valid) at path, the
+// container's args or added capabilities, so components compose.
+func checkAppendPatch(t *testing.T, file string, b []byte, path, what string, valid func(string) bool) {
 	t.Helper()
 	var ops []struct {
 		Op, Path string
@@ -828,10 +891,63 @@ func checkArgsPatch(t *testing.T, file string, b []byte) {
 		t.Errorf("%s: want a JSON patch of add operations: %v", file, err)
 	}
 	for _, op := range ops {
-		if op.Op != "add" || op.Path != "/spec/template/spec/containers/0/args/-" || !strings.HasPrefix(op.Value, "--") {
-			t.Errorf("%s: operation %+v does not append a flag to the args", file, op)
+		if op.Op != "add" || op.Path != path || !valid(op.Value) {
+			t.Errorf("%s: operation %+v does not append %s", file, op, what)
 		}
 	}
+}
+
+// checkHostMounts checks that every host path the pod mounts is read-only,
+// recursively where the runtime can (recursiveReadOnly: the runtimes bind a
+// host directory with the mounts under it, and readOnly alone leaves those,
+// such as the cgroup hierarchy under /sys, writable by the container's root).
+func checkHostMounts(t *testing.T, what string, pod corev1.PodTemplateSpec) {
+	t.Helper()
+	hostPaths := map[string]*corev1.HostPathVolumeSource{}
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		for _, m := range c.VolumeMounts {
+			hp := hostPaths[m.Name]
+			if hp == nil {
+				continue
+			}
+			rro := m.RecursiveReadOnly != nil && *m.RecursiveReadOnly != corev1.RecursiveReadOnlyDisabled
+			switch {
+			case !m.ReadOnly:
+				t.Errorf("%s: host path %s mounted read-write at %s", what, hp.Path, m.MountPath)
+			case hp.Type != nil && *hp.Type == corev1.HostPathDirectory && !rro:
+				t.Errorf("%s: host directory %s mounted at %s without recursiveReadOnly: the mounts under it stay writable", what, hp.Path, m.MountPath)
+			}
+		}
+	}
+}
+
+// hostCgroupMount returns where the container sees the host's
+// /sys/fs/cgroup: under a host path of it or of a directory above it, which
+// the runtimes bind with the mounts under it (rbind), so that the cgroup2
+// mount (or v1's tmpfs and controllers) is there too; "" if nowhere.
+func hostCgroupMount(pod corev1.PodTemplateSpec) string {
+	const cgroup = "/sys/fs/cgroup"
+	hostPaths := map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = filepath.Clean(v.HostPath.Path)
+		}
+	}
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		hp, ok := hostPaths[m.Name]
+		if !ok || m.SubPath != "" {
+			continue
+		}
+		if rel, err := filepath.Rel(hp, cgroup); err == nil && !strings.HasPrefix(rel, "..") {
+			return filepath.Join(m.MountPath, rel)
+		}
+	}
+	return ""
 }
 
 // labelsMatch reports whether every selector label is on the pod.
