@@ -2,7 +2,7 @@
 # The release of VERSION, reproducibly: `make release` runs this with the build's variables (GO,
 # LDFLAGS, VERSION, REVISION, SOURCE_DATE_EPOCH, DIST, NFPM) and writes into $DIST:
 #   stall_exporter-<version>.linux-<arch>.tar.gz   binary, LICENSE, README, CHANGELOG, the systemd unit,
-#                                                  its /etc/default file and the dns drop-in
+#                                                  its /etc/default file, the dns and writeback drop-ins
 #   stall-exporter_<version>-1_<arch>.deb, stall-exporter-<version>-1.<x86_64|aarch64>.rpm
 #                                                  (deploy/packages/nfpm.yaml)
 #   stall_exporter-<version>.oci.tar               the linux/amd64 + linux/arm64 image index (Dockerfile)
@@ -41,15 +41,17 @@ for arch in "${ARCHES[@]}"; do
   install -d -m 0755 "$BUILD/$name"
   install -m 0755 "$BUILD/linux-$arch/stall_exporter" "$BUILD/$name/"
   install -m 0644 LICENSE README.md CHANGELOG.md deploy/systemd/stall_exporter.service \
-    deploy/systemd/stall_exporter.default deploy/systemd/stall_exporter-dns.conf "$BUILD/$name/"
+    deploy/systemd/stall_exporter.default deploy/systemd/stall_exporter-dns.conf \
+    deploy/systemd/stall_exporter-writeback.conf "$BUILD/$name/"
   tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner --format=gnu \
     -C "$BUILD" -cf - "$name" | gzip -n -9 >"$DIST/$name.tar.gz"
 done
 
-# Packages. The unit and the dns drop-in are deploy/systemd's, with ExecStart pointing at the
-# packaged binary; the Redis password file the unit's LoadCredential= needs is shipped empty.
+# Packages. The unit and the dns and writeback drop-ins are deploy/systemd's, with ExecStart
+# pointing at the packaged binary; the Redis password file the unit's LoadCredential= needs is
+# shipped empty.
 install -d -m 0755 "$BUILD/package"
-for f in stall_exporter.service stall_exporter-dns.conf; do
+for f in stall_exporter.service stall_exporter-dns.conf stall_exporter-writeback.conf; do
   sed '/^ExecStart=/s|/usr/local/bin/stall_exporter|/usr/bin/stall_exporter|' "deploy/systemd/$f" >"$BUILD/package/$f"
 done
 install -m 0600 /dev/null "$BUILD/package/redis-password"

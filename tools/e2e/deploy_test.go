@@ -589,7 +589,13 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Fatal(err)
 		}
 		if strings.HasSuffix(f, "-args.yaml") {
-			checkArgsPatch(t, f, b)
+			checkAppendPatch(t, f, b, "/spec/template/spec/containers/0/args/-", "a flag to the args",
+				func(v string) bool { return strings.HasPrefix(v, "--") })
+			continue
+		}
+		if strings.HasSuffix(f, "-capabilities.yaml") {
+			checkAppendPatch(t, f, b, "/spec/template/spec/containers/0/securityContext/capabilities/add/-", "a capability",
+				func(v string) bool { return v != "" && strings.ToUpper(v) == v && !strings.HasPrefix(v, "CAP_") })
 			continue
 		}
 		for _, o := range decodeManifests(t, f, b) {
@@ -680,10 +686,12 @@ func TestKubernetesManifests(t *testing.T) {
 	if len(hostPaths) < 3 {
 		t.Errorf("host paths %v: want /proc, /sys and /dev/kmsg", hostPaths)
 	}
-	for _, m := range c.VolumeMounts {
-		if hostPaths[m.Name] && !m.ReadOnly {
-			t.Errorf("host path %s mounted read-write at %s", m.Name, m.MountPath)
-		}
+	checkHostMounts(t, "the base", pod)
+	// The cgroup_dirty collector (on by default) reads the host's cgroup
+	// hierarchy where its mountinfo shows it: in the container, under the
+	// /sys host path (docs/cgroup-dirty.md).
+	if at := hostCgroupMount(pod); at != "/host/sys/fs/cgroup" {
+		t.Errorf("the base shows the host's /sys/fs/cgroup at %q, want /host/sys/fs/cgroup", at)
 	}
 
 	checkOperatorComponent(t, dir, kust.Namespace, pod.Labels)
@@ -721,29 +729,83 @@ func TestKubernetesManifests(t *testing.T) {
 		!slices.Contains(caps.Add, "NET_RAW") || !slices.Contains(caps.Add, "BPF") || !slices.Contains(caps.Add, "NET_ADMIN") {
 		t.Errorf("dns variant: hostNetwork %v, args %v, capabilities %+v", dds.Spec.Template.Spec.HostNetwork, dc.Args, caps)
 	}
-	for _, m := range dc.VolumeMounts {
-		if m.MountPath == "/host/cgroup" && !m.ReadOnly {
-			t.Error("dns variant mounts the host cgroup read-write")
-		}
+	checkHostMounts(t, "the dns component", dds.Spec.Template)
+	if at := hostCgroupMount(dds.Spec.Template); at != "/host/cgroup" && at != "/host/sys/fs/cgroup" {
+		t.Errorf("dns variant: the host's /sys/fs/cgroup at %q", at)
 	}
 
-	// Both argument-adding components at once, in either order: each adds
-	// its own flags, so neither loses the other's (a patch that set the
-	// whole args list, and the later one won).
-	for _, order := range [][]string{{"hostnetwork", "dns"}, {"dns", "hostnetwork"}} {
-		args := onlyObject[*appsv1.DaemonSet](t, withComponents(t, dir, order...)).Spec.Template.Spec.Containers[0].Args
-		for _, want := range []string{"--path.procfs=/host/proc", "--redis.addr=redis://127.0.0.1:6379", "--collector.dns", "--dns.cgroup-root=/host/cgroup"} {
-			if n := slices.Index(args, want); n < 0 || slices.Index(args[n+1:], want) >= 0 {
-				t.Errorf("components %q: want %s once in args %v", order, want, args)
+	// The writeback component: no host network; the host's cgroup2 root
+	// for naming the paused tasks' cgroups; the eBPF and /proc/<pid>/io
+	// capabilities added to SYSLOG; no AppArmor confinement (the default
+	// profile refuses ptrace-checked reads of the node's processes).
+	wds := onlyObject[*appsv1.DaemonSet](t, withComponents(t, dir, "writeback"))
+	wc := wds.Spec.Template.Spec.Containers[0]
+	wbCaps := []corev1.Capability{"SYSLOG", "BPF", "PERFMON", "DAC_READ_SEARCH", "SYS_PTRACE"}
+	if wds.Spec.Template.Spec.HostNetwork || !slices.Contains(wc.Args, "--collector.writeback") ||
+		!slices.Contains(wc.Args, "--writeback.cgroup-root=/host/cgroup") || wc.SecurityContext.Capabilities == nil ||
+		!slices.Equal(wc.SecurityContext.Capabilities.Add, wbCaps) || !slices.Equal(wc.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("writeback variant: hostNetwork %v, args %v, capabilities %+v (want add %v)",
+			wds.Spec.Template.Spec.HostNetwork, wc.Args, wc.SecurityContext.Capabilities, wbCaps)
+	}
+	if ap := wc.SecurityContext.AppArmorProfile; ap == nil || ap.Type != corev1.AppArmorProfileTypeUnconfined {
+		t.Errorf("writeback variant: AppArmor profile %+v, want Unconfined", ap)
+	}
+	if sc := wc.SecurityContext; sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.SeccompProfile == nil {
+		t.Errorf("writeback variant: the base's security context lost: %+v", sc)
+	}
+	checkHostMounts(t, "the writeback component", wds.Spec.Template)
+	if !slices.ContainsFunc(wc.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/host/cgroup" }) ||
+		hostCgroupMount(wds.Spec.Template) == "" {
+		t.Errorf("writeback variant: no host cgroup at /host/cgroup: %+v", wc.VolumeMounts)
+	}
+
+	// The argument- and capability-adding components at once, in either
+	// order: each adds its own flags and capabilities, so none loses the
+	// others' (a patch that set the whole list, and the later one won).
+	for _, order := range [][]string{{"hostnetwork", "dns"}, {"dns", "hostnetwork"}, {"dns", "writeback"}, {"writeback", "dns", "hostnetwork"}} {
+		pod := onlyObject[*appsv1.DaemonSet](t, withComponents(t, dir, order...)).Spec.Template
+		c := pod.Spec.Containers[0]
+		want := []string{"--path.procfs=/host/proc"}
+		var wantCaps []corev1.Capability
+		if slices.Contains(order, "hostnetwork") {
+			want = append(want, "--redis.addr=redis://127.0.0.1:6379")
+		}
+		if slices.Contains(order, "dns") {
+			want = append(want, "--collector.dns", "--dns.cgroup-root=/host/cgroup")
+			wantCaps = append(wantCaps, "NET_RAW", "NET_ADMIN", "BPF")
+		}
+		if slices.Contains(order, "writeback") {
+			want = append(want, "--collector.writeback", "--writeback.cgroup-root=/host/cgroup")
+			wantCaps = append(wantCaps, "PERFMON", "DAC_READ_SEARCH", "SYS_PTRACE")
+		}
+		for _, w := range want {
+			if n := slices.Index(c.Args, w); n < 0 || slices.Index(c.Args[n+1:], w) >= 0 {
+				t.Errorf("components %q: want %s once in args %v", order, w, c.Args)
 			}
+		}
+		for _, w := range append(wantCaps, "SYSLOG") {
+			if !slices.Contains(c.SecurityContext.Capabilities.Add, w) {
+				t.Errorf("components %q: %s missing from the capabilities %v", order, w, c.SecurityContext.Capabilities.Add)
+			}
+		}
+		cgroups := 0
+		for _, v := range pod.Spec.Volumes {
+			if v.HostPath != nil && v.HostPath.Path == "/sys/fs/cgroup" {
+				cgroups++
+			}
+		}
+		if want := min(1, len(wantCaps)); cgroups != want {
+			t.Errorf("components %q: %d volumes of the host's /sys/fs/cgroup, want %d", order, cgroups, want)
 		}
 	}
 
 	// Every component at once, as the kustomization lists them.
-	all := withComponents(t, dir, "prometheus-operator", "system-node-critical", "hostnetwork", "dns")
+	all := withComponents(t, dir, "prometheus-operator", "system-node-critical", "hostnetwork", "dns", "writeback")
 	if n := len(allObjects[*monitoringv1.PrometheusRule](all)); n == 0 || len(allObjects[*corev1.ResourceQuota](all)) != 1 ||
-		!onlyObject[*appsv1.DaemonSet](t, all).Spec.Template.Spec.HostNetwork {
-		t.Errorf("every component at once: %d PrometheusRules, the quota, the host network missing", n)
+		!onlyObject[*appsv1.DaemonSet](t, all).Spec.Template.Spec.HostNetwork ||
+		!slices.Contains(onlyObject[*appsv1.DaemonSet](t, all).Spec.Template.Spec.Containers[0].Args, "--collector.writeback") {
+		t.Errorf("every component at once: %d PrometheusRules, the quota, the host network or the writeback collector missing", n)
 	}
 }
 
@@ -816,9 +878,10 @@ func checkOperatorComponent(t *testing.T, dir, namespace string, podLabels map[s
 	}
 }
 
-// checkArgsPatch checks a component's *-args.yaml: a JSON patch whose every
-// operation appends one flag to the container's args, so components compose.
-func checkArgsPatch(t *testing.T, file string, b []byte) {
+// checkAppendPatch checks a component's *-args.yaml or *-capabilities.yaml:
+// a JSON patch whose every operation appends one value (valid) at path, the
+// container's args or added capabilities, so components compose.
+func checkAppendPatch(t *testing.T, file string, b []byte, path, what string, valid func(string) bool) {
 	t.Helper()
 	var ops []struct {
 		Op, Path string
@@ -828,10 +891,63 @@ func checkArgsPatch(t *testing.T, file string, b []byte) {
 		t.Errorf("%s: want a JSON patch of add operations: %v", file, err)
 	}
 	for _, op := range ops {
-		if op.Op != "add" || op.Path != "/spec/template/spec/containers/0/args/-" || !strings.HasPrefix(op.Value, "--") {
-			t.Errorf("%s: operation %+v does not append a flag to the args", file, op)
+		if op.Op != "add" || op.Path != path || !valid(op.Value) {
+			t.Errorf("%s: operation %+v does not append %s", file, op, what)
 		}
 	}
+}
+
+// checkHostMounts checks that every host path the pod mounts is read-only,
+// recursively where the runtime can (recursiveReadOnly: the runtimes bind a
+// host directory with the mounts under it, and readOnly alone leaves those,
+// such as the cgroup hierarchy under /sys, writable by the container's root).
+func checkHostMounts(t *testing.T, what string, pod corev1.PodTemplateSpec) {
+	t.Helper()
+	hostPaths := map[string]*corev1.HostPathVolumeSource{}
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		for _, m := range c.VolumeMounts {
+			hp := hostPaths[m.Name]
+			if hp == nil {
+				continue
+			}
+			rro := m.RecursiveReadOnly != nil && *m.RecursiveReadOnly != corev1.RecursiveReadOnlyDisabled
+			switch {
+			case !m.ReadOnly:
+				t.Errorf("%s: host path %s mounted read-write at %s", what, hp.Path, m.MountPath)
+			case hp.Type != nil && *hp.Type == corev1.HostPathDirectory && !rro:
+				t.Errorf("%s: host directory %s mounted at %s without recursiveReadOnly: the mounts under it stay writable", what, hp.Path, m.MountPath)
+			}
+		}
+	}
+}
+
+// hostCgroupMount returns where the container sees the host's
+// /sys/fs/cgroup: under a host path of it or of a directory above it, which
+// the runtimes bind with the mounts under it (rbind), so that the cgroup2
+// mount (or v1's tmpfs and controllers) is there too; "" if nowhere.
+func hostCgroupMount(pod corev1.PodTemplateSpec) string {
+	const cgroup = "/sys/fs/cgroup"
+	hostPaths := map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = filepath.Clean(v.HostPath.Path)
+		}
+	}
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		hp, ok := hostPaths[m.Name]
+		if !ok || m.SubPath != "" {
+			continue
+		}
+		if rel, err := filepath.Rel(hp, cgroup); err == nil && !strings.HasPrefix(rel, "..") {
+			return filepath.Join(m.MountPath, rel)
+		}
+	}
+	return ""
 }
 
 // labelsMatch reports whether every selector label is on the pod.
@@ -887,22 +1003,21 @@ func TestDeploySystemdUnits(t *testing.T) {
 	}
 }
 
-// TestSystemdDNSDropIn combines the unit with the dns drop-in as systemd
-// would load them once installed (stall_exporter.service and
-// stall_exporter.service.d/dns.conf on SYSTEMD_UNIT_PATH), verifies the
-// pair, rates it, and checks that the combined SystemCallFilter lets
-// through every system call the dns collector makes — which the base
-// unit's filter alone does not.
-func TestSystemdDNSDropIn(t *testing.T) {
-	analyze := collectortest.RequireTool(t, "systemd-analyze")
+// systemdUnit installs the exporter's unit and the given drop-ins of
+// deploy/systemd (file → name under stall_exporter.service.d) as systemd
+// would load them once installed, with the test binary standing in for the
+// exporter (verify checks that ExecStart's binary exists and is
+// executable; any executable will do). edit, when not nil, rewrites each
+// drop-in's text first. It returns the unit's and the drop-ins' texts, in
+// order, and runs systemd-analyze on the installed unit.
+func systemdUnit(t *testing.T, analyze string, edit func(string) string, dropIns ...[2]string) (texts []string, systemd func(args ...string) ([]byte, error)) {
+	t.Helper()
 	dir := t.TempDir()
-	// verify checks that ExecStart's binary exists and is executable; any
-	// executable will do, so the test binary stands in for the exporter.
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	install := func(src, dst string) string {
+	install := func(src, dst string, edit func(string) string) {
 		b, err := os.ReadFile(src)
 		if err != nil {
 			t.Fatal(err)
@@ -911,14 +1026,19 @@ func TestSystemdDNSDropIn(t *testing.T) {
 			t.Fatal(err)
 		}
 		text := strings.ReplaceAll(string(b), "/usr/local/bin/stall_exporter", self)
+		if edit != nil {
+			text = edit(text)
+		}
 		if err := os.WriteFile(dst, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return text
+		texts = append(texts, text)
 	}
-	base := install("deploy/systemd/stall_exporter.service", filepath.Join(dir, "stall_exporter.service"))
-	dropIn := install("deploy/systemd/stall_exporter-dns.conf", filepath.Join(dir, "stall_exporter.service.d", "dns.conf"))
-	systemd := func(args ...string) ([]byte, error) {
+	install("deploy/systemd/stall_exporter.service", filepath.Join(dir, "stall_exporter.service"), nil)
+	for _, d := range dropIns {
+		install(filepath.Join("deploy/systemd", d[0]), filepath.Join(dir, "stall_exporter.service.d", d[1]), edit)
+	}
+	return texts, func(args ...string) ([]byte, error) {
 		cmd := exec.Command(analyze, args...)
 		cmd.Dir = dir
 		// The trailing colon keeps the default unit path after ours, for
@@ -926,24 +1046,44 @@ func TestSystemdDNSDropIn(t *testing.T) {
 		cmd.Env = append(os.Environ(), "SYSTEMD_UNIT_PATH="+dir+":")
 		return cmd.CombinedOutput()
 	}
+}
 
+// verifyAndRate runs systemd-analyze verify (silent) and security on the
+// installed unit, fails above threshold (tenths: 30 is 3.0), and checks
+// that the rating lists each of the exposures in shown, which only the
+// drop-ins add (so the rating is of the unit with them).
+func verifyAndRate(t *testing.T, what string, systemd func(args ...string) ([]byte, error), threshold int, shown ...string) {
+	t.Helper()
 	out, err := systemd("verify", "--man=no", "stall_exporter.service")
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
-		t.Errorf("systemd-analyze verify (unit + dns drop-in): %v\n%s", err, out)
+		t.Errorf("systemd-analyze verify (%s): %v\n%s", what, err, out)
 	}
-	out, err = systemd("security", "--offline=true", "--threshold=30", "stall_exporter.service")
+	out, err = systemd("security", "--offline=true", fmt.Sprintf("--threshold=%d", threshold), "stall_exporter.service")
 	score := regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`).FindSubmatch(out)
 	if err != nil || score == nil {
-		t.Fatalf("systemd-analyze security rates the unit with the dns drop-in above 3.0 (or failed): %v\n%s", err, out)
+		t.Fatalf("systemd-analyze security rates the %s above %d.%d (or failed): %v\n%s", what, threshold/10, threshold%10, err, out)
 	}
-	// The rating must be of the pair: the drop-in's packet sockets and
-	// CAP_BPF show up as exposures the base unit does not have.
-	for _, want := range []string{"RestrictAddressFamilies=~AF_PACKET", "CapabilityBoundingSet=~CAP_BPF"} {
+	for _, want := range shown {
 		if !regexp.MustCompile(`✗ ` + regexp.QuoteMeta(want) + ` `).Match(out) {
-			t.Errorf("systemd-analyze security does not show the drop-in's %s: was dns.conf loaded?\n%s", want, out)
+			t.Errorf("systemd-analyze security does not show the %s's %s: was it loaded?\n%s", what, want, out)
 		}
 	}
-	t.Logf("systemd-analyze security, unit + dns drop-in: exposure %s", score[1])
+	t.Logf("systemd-analyze security, %s: exposure %s", what, score[1])
+}
+
+// TestSystemdDNSDropIn combines the unit with the dns drop-in as systemd
+// would load them once installed (stall_exporter.service and
+// stall_exporter.service.d/dns.conf on SYSTEMD_UNIT_PATH), verifies the
+// pair, rates it, and checks that the combined SystemCallFilter lets
+// through every system call the dns collector makes — which the base
+// unit's filter alone does not.
+func TestSystemdDNSDropIn(t *testing.T) {
+	analyze := collectortest.RequireTool(t, "systemd-analyze")
+	texts, systemd := systemdUnit(t, analyze, nil, [2]string{"stall_exporter-dns.conf", "dns.conf"})
+	base, dropIn := texts[0], texts[1]
+	// The rating must be of the pair: the drop-in's packet sockets and
+	// CAP_BPF show up as exposures the base unit does not have.
+	verifyAndRate(t, "unit with the dns drop-in", systemd, 30, "RestrictAddressFamilies=~AF_PACKET", "CapabilityBoundingSet=~CAP_BPF")
 
 	// Every system call the exporter made in a run with --collector.dns
 	// (strace -f -c, lookups captured, eBPF attribution attached, /proc
@@ -972,6 +1112,92 @@ func TestSystemdDNSDropIn(t *testing.T) {
 	// what puts it back, and this test can fail.
 	if alone := combinedSyscallFilter(t, expand, base); alone["bpf"] || !alone["socket"] {
 		t.Errorf("the base unit alone: bpf allowed %v, socket allowed %v; want false, true", alone["bpf"], alone["socket"])
+	}
+}
+
+// TestSystemdWritebackDropIn does for the writeback drop-in what
+// TestSystemdDNSDropIn does for the dns one, for the drop-in as shipped
+// (tracefs mounted), with its three lines for hosts without tracefs
+// uncommented, and together with the dns drop-in: both must keep both
+// collectors on whichever ExecStart= systemd takes (the later file's).
+func TestSystemdWritebackDropIn(t *testing.T) {
+	analyze := collectortest.RequireTool(t, "systemd-analyze")
+	writeback := [2]string{"stall_exporter-writeback.conf", "writeback.conf"}
+	texts, systemd := systemdUnit(t, analyze, nil, writeback)
+	base, dropIn := texts[0], texts[1]
+	verifyAndRate(t, "unit with the writeback drop-in", systemd, 30,
+		"CapabilityBoundingSet=~CAP_SYS_PTRACE", "CapabilityBoundingSet=~CAP_BPF", "SystemCallFilter=~@debug")
+
+	// Every system call the exporter made with --collector.writeback as
+	// root on this machine's 6.18 kernel (strace -f; the program loaded
+	// and attached, three scrapes): the BPF map and program (bpf), the
+	// perf event it hangs on (perf_event_open, and ioctl to attach and
+	// enable it), the cgroup and /proc walks (getdents64, openat, read),
+	// cilium/ebpf's RLIMIT_MEMLOCK probe (prlimit64). This machine mounts
+	// no tracefs, so that run also read the event's format from a private
+	// tracefs: fsopen, fsconfig, fsmount, only in noTracefs below.
+	needs := []string{
+		"accept4", "access", "arch_prctl", "bind", "bpf", "brk", "clone3", "close", "epoll_create1",
+		"epoll_ctl", "epoll_pwait", "eventfd2", "execve", "fcntl", "fstat", "futex", "getdents64",
+		"getpid", "getrandom", "getsockname", "gettid", "ioctl", "listen", "lseek", "madvise", "mmap",
+		"mprotect", "munmap", "nanosleep", "newfstatat", "openat", "perf_event_open", "prctl", "pread64",
+		"prlimit64", "read", "readlinkat", "recvfrom", "rseq", "rt_sigaction", "rt_sigprocmask",
+		"rt_sigreturn", "sched_getaffinity", "sched_yield", "sendto", "set_robust_list", "set_tid_address",
+		"setsockopt", "sigaltstack", "socket", "statfs", "tgkill", "uname", "write",
+	}
+	noTracefs := []string{"fsopen", "fsconfig", "fsmount"}
+	expand := syscallSets(t, analyze)
+	combined := combinedSyscallFilter(t, expand, base, dropIn)
+	for _, sc := range needs {
+		if !combined[sc] {
+			t.Errorf("the combined SystemCallFilter denies %s, which the exporter with the writeback collector calls", sc)
+		}
+	}
+	for _, sc := range noTracefs {
+		if combined[sc] {
+			t.Errorf("the drop-in as shipped allows %s: the private tracefs is for hosts without one, on the commented lines", sc)
+		}
+	}
+	if alone := combinedSyscallFilter(t, expand, base); alone["bpf"] || alone["perf_event_open"] || !alone["openat"] {
+		t.Errorf("the base unit alone: bpf allowed %v, perf_event_open allowed %v, openat allowed %v; want false, false, true",
+			alone["bpf"], alone["perf_event_open"], alone["openat"])
+	}
+	for _, want := range []string{"CAP_BPF", "CAP_PERFMON", "CAP_DAC_READ_SEARCH", "CAP_SYS_PTRACE"} {
+		if !regexp.MustCompile(`(?m)^AmbientCapabilities=.*\b` + want + `\b`).MatchString(dropIn) {
+			t.Errorf("the writeback drop-in does not grant %s", want)
+		}
+	}
+
+	// Without tracefs: the three commented lines uncommented, as the
+	// drop-in says. Measured 3.2 here: CAP_SYS_ADMIN and @mount.
+	uncomment := regexp.MustCompile(`(?m)^# ((AmbientCapabilities|CapabilityBoundingSet)=CAP_SYS_ADMIN|SystemCallFilter=fsopen .*)$`)
+	texts, systemd = systemdUnit(t, analyze, func(s string) string { return uncomment.ReplaceAllString(s, "$1") }, writeback)
+	if n := len(uncomment.FindAllString(dropIn, -1)); n != 3 {
+		t.Errorf("the writeback drop-in has %d of the three commented lines for hosts without tracefs", n)
+	}
+	verifyAndRate(t, "unit with the writeback drop-in, no tracefs", systemd, 35, "CapabilityBoundingSet=~CAP_SYS_ADMIN", "SystemCallFilter=~@mount")
+	combined = combinedSyscallFilter(t, expand, texts...)
+	for _, sc := range append(needs, noTracefs...) {
+		if !combined[sc] {
+			t.Errorf("without tracefs, the combined SystemCallFilter denies %s, which the exporter with the writeback collector calls", sc)
+		}
+	}
+
+	// With the dns drop-in: one ExecStart= in both, with both variables,
+	// so whichever systemd takes runs both collectors. Measured 3.2 here.
+	texts, systemd = systemdUnit(t, analyze, nil, [2]string{"stall_exporter-dns.conf", "dns.conf"}, writeback)
+	verifyAndRate(t, "unit with the dns and writeback drop-ins", systemd, 35, "RestrictAddressFamilies=~AF_PACKET", "CapabilityBoundingSet=~CAP_SYS_PTRACE")
+	execStart := regexp.MustCompile(`(?m)^ExecStart=(/.*)$`)
+	dnsExec, wbExec := execStart.FindStringSubmatch(texts[1]), execStart.FindStringSubmatch(texts[2])
+	if dnsExec == nil || wbExec == nil || dnsExec[1] != wbExec[1] ||
+		!strings.Contains(wbExec[1], "$STALL_EXPORTER_DNS_ARGS") || !strings.Contains(wbExec[1], "$STALL_EXPORTER_WRITEBACK_ARGS") {
+		t.Errorf("the dns and writeback drop-ins' ExecStart= differ or lack a collector's variable:\n%v\n%v", dnsExec, wbExec)
+	}
+	combined = combinedSyscallFilter(t, expand, texts...)
+	for _, sc := range append(needs, "getsockopt", "recvmsg") {
+		if !combined[sc] {
+			t.Errorf("with both drop-ins, the combined SystemCallFilter denies %s", sc)
+		}
 	}
 }
 

@@ -154,6 +154,13 @@ var chartConfigs = []struct {
 		baseline:    []string{"host namespaces", "hostPath volumes", "hostPort", "non-default capabilities"},
 	},
 	{
+		file:     "writeback-values.yaml",
+		kinds:    map[string]int{"DaemonSet": 1, "ServiceAccount": 1, "Service": 1},
+		caps:     []corev1.Capability{"SYSLOG", "BPF", "PERFMON", "DAC_READ_SEARCH", "SYS_PTRACE"},
+		args:     []string{"--collector.writeback", "--writeback.cgroup-root=/host/cgroup"},
+		baseline: []string{"forbidden AppArmor profile", "hostPath volumes", "non-default capabilities"},
+	},
+	{
 		file: "operator-values.yaml",
 		kinds: map[string]int{"DaemonSet": 1, "ServiceAccount": 1, "Service": 1, "PodMonitor": 1,
 			"PrometheusRule": -1, "ConfigMap": -1, "Probe": 2}, // -1: one per alerts/*.yml, dashboards/*.json
@@ -263,6 +270,12 @@ func TestHelmChart(t *testing.T) {
 					t.Errorf("volume %s is not mounted", v.Name)
 				}
 			}
+			checkHostMounts(t, c.file, pod)
+			// The cgroup_dirty collector is on in every configuration: the host's
+			// hierarchy must be in the container's mountinfo (docs/cgroup-dirty.md).
+			if at := hostCgroupMount(pod); at != "/host/sys/fs/cgroup" {
+				t.Errorf("the host's /sys/fs/cgroup is at %q in the container, want /host/sys/fs/cgroup", at)
+			}
 			if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
 				t.Error("the pod mounts an API token; the exporter never talks to the API")
 			}
@@ -324,25 +337,33 @@ func exporterFlags(t *testing.T) map[string]bool {
 }
 
 // TestHelmChartMatchesKustomize keeps the two Kubernetes paths in step: the
-// chart's container (defaults, and with the dns collector) reads the same
-// host paths at the same places with the same flags, security context,
-// resources and probes as the kustomize base's (and its dns component's).
+// chart's container (defaults, with the dns collector, with the writeback
+// collector) reads the same host paths at the same places with the same
+// flags, security context, resources and probes as the kustomize base's
+// (and its dns and writeback components').
 func TestHelmChartMatchesKustomize(t *testing.T) {
 	tree := t.TempDir()
 	if err := os.CopyFS(filepath.Join(tree, "kubernetes"), os.DirFS("deploy/kubernetes")); err != nil {
 		t.Fatal(err)
 	}
-	overlay := filepath.Join(tree, "dns")
-	if err := os.Mkdir(overlay, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../kubernetes]\ncomponents: [../kubernetes/dns]\n"
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
+	overlay := func(components ...string) string {
+		dir := filepath.Join(tree, strings.Join(components, "+"))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../kubernetes]\ncomponents:\n"
+		for _, c := range components {
+			k += "  - ../kubernetes/" + c + "\n"
+		}
+		if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
 	}
 	for _, c := range []struct{ values, kustomization string }{
 		{"default-values.yaml", filepath.Join(tree, "kubernetes")},
-		{"dns-values.yaml", overlay},
+		{"dns-values.yaml", overlay("dns")},
+		{"writeback-values.yaml", overlay("writeback")},
 	} {
 		chart := onlyObject[*appsv1.DaemonSet](t, renderChart(t, c.values, chartValues(t, c.values))).Spec.Template.Spec
 		kust := onlyObject[*appsv1.DaemonSet](t, kustomize(t, c.kustomization)).Spec.Template.Spec

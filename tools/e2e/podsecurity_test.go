@@ -52,6 +52,7 @@ func TestKustomizePodSecurity(t *testing.T) {
 		{nil, []string{"hostPath volumes", "non-default capabilities"}},
 		{[]string{"hostnetwork"}, []string{"host namespaces", "hostPath volumes", "hostPort", "non-default capabilities"}},
 		{[]string{"dns"}, []string{"host namespaces", "hostPath volumes", "non-default capabilities"}},
+		{[]string{"writeback"}, []string{"forbidden AppArmor profile", "hostPath volumes", "non-default capabilities"}},
 	} {
 		objs := kustomize(t, dir)
 		if c.components != nil {

@@ -46,14 +46,15 @@ type release struct {
 // The packaged files, the same in the .deb and the .rpm (deploy/packages/nfpm.yaml), with the
 // modes they are installed with; docs/*.md are added by packagedFiles.
 var packagedFixed = map[string]fs.FileMode{
-	"/usr/bin/stall_exporter":                                        0o755,
-	"/usr/lib/systemd/system/stall_exporter.service":                 0o644,
-	"/etc/default/stall_exporter":                                    0o644,
-	"/etc/stall_exporter/redis-password":                             0o600,
-	"/usr/share/doc/stall-exporter/README.md":                        0o644,
-	"/usr/share/doc/stall-exporter/CHANGELOG.md":                     0o644,
-	"/usr/share/doc/stall-exporter/LICENSE":                          0o644,
-	"/usr/share/doc/stall-exporter/examples/stall_exporter-dns.conf": 0o644,
+	"/usr/bin/stall_exporter":                                              0o755,
+	"/usr/lib/systemd/system/stall_exporter.service":                       0o644,
+	"/etc/default/stall_exporter":                                          0o644,
+	"/etc/stall_exporter/redis-password":                                   0o600,
+	"/usr/share/doc/stall-exporter/README.md":                              0o644,
+	"/usr/share/doc/stall-exporter/CHANGELOG.md":                           0o644,
+	"/usr/share/doc/stall-exporter/LICENSE":                                0o644,
+	"/usr/share/doc/stall-exporter/examples/stall_exporter-dns.conf":       0o644,
+	"/usr/share/doc/stall-exporter/examples/stall_exporter-writeback.conf": 0o644,
 }
 
 // The directories only this package owns.
@@ -274,6 +275,7 @@ func checkArchive(t *testing.T, r release, arch string) {
 		{top + "README.md", "README.md", 0o644},
 		{top + "stall_exporter", "", 0o755},
 		{top + "stall_exporter-dns.conf", "deploy/systemd/stall_exporter-dns.conf", 0o644},
+		{top + "stall_exporter-writeback.conf", "deploy/systemd/stall_exporter-writeback.conf", 0o644},
 		{top + "stall_exporter.default", "deploy/systemd/stall_exporter.default", 0o644},
 		{top + "stall_exporter.service", "deploy/systemd/stall_exporter.service", 0o644},
 	}
