@@ -127,7 +127,7 @@ func (c *Collector) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 	}
 	if unreadable > 0 && !c.warnedIO {
 		c.warnedIO = true
-		c.cfg.Logger.Warn("some processes' /proc/<pid>/io could not be read (another user's, without CAP_SYS_PTRACE): what they dirtied is not counted", "processes", unreadable)
+		c.cfg.Logger.Warn("some processes' /proc/<pid>/io could not be read (ptrace access mode read: another user's needs CAP_SYS_PTRACE, and CAP_DAC_READ_SEARCH when the exporter is not root; in a container, an AppArmor profile may refuse it): what they dirtied is not counted", "processes", unreadable)
 	}
 	v := 0.0
 	if active {

@@ -59,7 +59,8 @@ type dirtied struct {
 // read counts into t what processes dirtied since the last read, if the
 // host is past its background threshold or paused says tasks were paused
 // since the last read; active says whether it read the processes. Processes whose io file cannot be read are skipped: gone
-// since the listing, or another user's without CAP_SYS_PTRACE (counted in
+// since the listing, or another user's without CAP_SYS_PTRACE (and CAP_DAC_READ_SEARCH
+// for a non-root exporter; docs/writeback.md) (counted in
 // unreadable).
 func (d *dirtiers) read(t *proclabel.Table[counts], paused bool) (active bool, unreadable int, err error) {
 	var v host.VMStat
