@@ -1,12 +1,10 @@
 package dns
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -209,12 +207,12 @@ func (a *ebpfAttribution) drain(pt *processTable) error {
 	it := a.counts.Iterate()
 	for it.Next(&tgid, &v) {
 		pid := strconv.FormatUint(uint64(tgid), 10)
-		name, live := a.processName(pid)
+		name, live := proclabel.Comm(a.procPath(pid, "comm"))
 		s := a.seen[tgid]
 		main := s.main
 		switch {
 		case !live:
-			name = commString(v.Comm[:])
+			name = proclabel.CommBytes(v.Comm[:])
 			dead = append(dead, tgid)
 		case name != jvm.Comm:
 			main = ""
@@ -258,21 +256,6 @@ func (a *ebpfAttribution) drain(pt *processTable) error {
 		a.lastOverflow = ovf
 	}
 	return nil
-}
-
-// processName reads /proc/<pid>/comm; live is false when the process is gone.
-func (a *ebpfAttribution) processName(pid string) (name string, live bool) {
-	b, err := os.ReadFile(a.procPath(pid, "comm"))
-	if err != nil {
-		return "", false
-	}
-	return strings.TrimSuffix(string(b), "\n"), true
-}
-
-// commString is a NUL-padded TASK_COMM_LEN comm as a string.
-func commString(b []byte) string {
-	name, _, _ := bytes.Cut(b, []byte{0})
-	return string(name)
 }
 
 // Close detaches the programs and frees the maps.

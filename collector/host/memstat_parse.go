@@ -1,11 +1,5 @@
 package host
 
-import (
-	"bytes"
-
-	"github.com/stall-exporter/stall_exporter/internal/scan"
-)
-
 // MemStatField names one memory.stat field of a memory cgroup that the
 // cgroup_dirty collector and the sampler read. cgroup v2 prints each
 // field once, hierarchically (the cgroup and its descendants); cgroup v1
@@ -87,33 +81,10 @@ func (m *MemStat) FileBytes() (uint64, bool) {
 // by firstErr. It does not allocate unless a line is malformed.
 func ParseMemStat(data []byte, m *MemStat) (bad int, firstErr error) {
 	*m = MemStat{}
-	errs := badLines{file: "memory.stat"}
-	line := 0
-	for len(data) > 0 {
-		var l []byte
-		l, data = scan.Line(data)
-		line++
-		if len(l) == 0 {
-			continue
-		}
-		sp := bytes.IndexByte(l, ' ')
-		if sp <= 0 {
-			errs.add(line, l, `want "name value"`)
-			continue
-		}
-		f, ok := memStatFieldByName[string(l[:sp])] // no allocation for a map index
-		if !ok {
-			continue
-		}
-		x, ok := scan.Uint(l[sp+1:])
-		if !ok {
-			errs.add(line, l, "value is not an unsigned integer")
-			continue
-		}
+	return parseNameValues(data, "memory.stat", memStatFieldByName, func(f MemStatField, x uint64) {
 		m.values[f] = x
 		m.present |= 1 << f
-	}
-	return errs.n, errs.first
+	})
 }
 
 var memStatFieldByName = map[string]MemStatField{

@@ -1,11 +1,5 @@
 package host
 
-import (
-	"bytes"
-
-	"github.com/stall-exporter/stall_exporter/internal/scan"
-)
-
 // VMField names one /proc/vmstat counter that stall_exporter reads. A
 // counter that has another name in another kernel layout (per-zone before
 // 4.8, node-wide after) has a field per layout; VMStat.First picks one.
@@ -68,36 +62,13 @@ func (v *VMStat) Get(f VMField) (uint64, bool) {
 // allocate unless a line is malformed.
 func ParseVMStat(data []byte, v *VMStat) (bad int, firstErr error) {
 	*v = VMStat{}
-	errs := badLines{file: "vmstat"}
-	line := 0
-	for len(data) > 0 {
-		var l []byte
-		l, data = scan.Line(data)
-		line++
-		if len(l) == 0 {
-			continue
-		}
-		sp := bytes.IndexByte(l, ' ')
-		if sp <= 0 {
-			errs.add(line, l, `want "name value"`)
-			continue
-		}
-		f, ok := vmFieldByName[string(l[:sp])] // no allocation for a map index
-		if !ok {
-			continue
-		}
-		x, ok := scan.Uint(l[sp+1:])
-		if !ok {
-			errs.add(line, l, "value is not an unsigned integer")
-			continue
-		}
+	return parseNameValues(data, "vmstat", vmFieldByName, func(f VMField, x uint64) {
 		if vmSummed&(1<<f) != 0 {
 			x += v.values[f]
 		}
 		v.values[f] = x
 		v.present |= 1 << f
-	}
-	return errs.n, errs.first
+	})
 }
 
 // vmSummed are the fields that sum several lines of /proc/vmstat.

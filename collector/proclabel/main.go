@@ -1,6 +1,7 @@
 package proclabel
 
 import (
+	"bytes"
 	"os"
 	"strings"
 
@@ -22,4 +23,22 @@ func Main(cmdline string) string {
 		return ""
 	}
 	return collector.LabelValue(jvm.ShortName(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")), MaxMainLen)
+}
+
+// Comm reads a process's name from its comm file (a path such as
+// /proc/<pid>/comm); live is false when the file cannot be read (the process
+// is gone).
+func Comm(path string) (name string, live bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSuffix(string(b), "\n"), true
+}
+
+// CommBytes is a NUL-padded TASK_COMM_LEN comm, as bpf_get_current_comm()
+// records it, as a string.
+func CommBytes(b []byte) string {
+	name, _, _ := bytes.Cut(b, []byte{0})
+	return string(name)
 }

@@ -96,7 +96,7 @@ func TestPauseProgram(t *testing.T) {
 	for it := cm.Iterate(); it.Next(&k, &v); {
 		if k != ghost {
 			self = k
-			if v.PauseMS != 20 || v.Pauses != 2 || commString(v.Comm[:]) == "" {
+			if v.PauseMS != 20 || v.Pauses != 2 || proclabel.CommBytes(v.Comm[:]) == "" {
 				t.Errorf("this process's entry %+v: want 20 ms in 2 sleeps and a comm", v)
 			}
 		}

@@ -1,12 +1,9 @@
 package writeback
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -141,11 +138,11 @@ func (s *pauseSource) drain(t *proclabel.Table[counts]) (sleeps uint64, err erro
 	it := s.counts.Iterate()
 	for it.Next(&k, &v) {
 		pid := strconv.FormatUint(uint64(k.Tgid), 10)
-		name, live := s.processName(pid)
+		name, live := proclabel.Comm(s.procPath(pid, "comm"))
 		e := s.seen[k]
 		switch {
 		case !live:
-			name = commString(v.Comm[:])
+			name = proclabel.CommBytes(v.Comm[:])
 			dead = append(dead, k)
 		case name != jvm.Comm:
 			e.main = ""
@@ -189,21 +186,6 @@ func (s *pauseSource) drain(t *proclabel.Table[counts]) (sleeps uint64, err erro
 		s.lastOverflow = ovf
 	}
 	return sleeps, nil
-}
-
-// processName reads /proc/<pid>/comm; live is false when the process is gone.
-func (s *pauseSource) processName(pid string) (name string, live bool) {
-	b, err := os.ReadFile(s.procPath(pid, "comm"))
-	if err != nil {
-		return "", false
-	}
-	return strings.TrimSuffix(string(b), "\n"), true
-}
-
-// commString is a NUL-padded TASK_COMM_LEN comm as a string.
-func commString(b []byte) string {
-	name, _, _ := bytes.Cut(b, []byte{0})
-	return string(name)
 }
 
 // Close detaches the program and frees the maps.
