@@ -40,9 +40,6 @@ func TestRedisBehindShapedEgress(t *testing.T) {
 		limit = 6*time.Minute + 30*time.Second
 		alert = "RedisClientOutputBuffersGrowing"
 	)
-	if testing.Short() {
-		t.Skip("-short: the live egress test takes about 4 minutes")
-	}
 	collectortest.RequireRoot(t, "CAP_NET_ADMIN creates a network namespace, a veth pair and a tbf qdisc")
 	collectortest.RequireTool(t, "ip")
 	collectortest.RequireTool(t, "tc")

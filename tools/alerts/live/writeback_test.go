@@ -44,9 +44,6 @@ func TestThrottledWriterAttribution(t *testing.T) {
 }
 
 func throttledWriter(t *testing.T, memoryMax int64) {
-	if testing.Short() {
-		t.Skip("-short: the live writeback test takes about a minute")
-	}
 	collectortest.RequireDisposable(t, "lowers vm.dirty_bytes host-wide for about a minute, creates a loop device "+
 		"and a write throttle on it (a blkio rule, or a cgroup with io.max, for which "+cgroupEnv+"=v2 may unmount the blkio v1 hierarchy)")
 	plan := requireRig(t)
