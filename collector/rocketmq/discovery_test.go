@@ -115,7 +115,7 @@ stall_rocketmq_up{broker="broker-b",broker_id="0",rocketmq_cluster="c"} 0
 			collectortest.Advance(31 * time.Second) // the second scrape runs a new round: logged only once
 		}
 		var shared []string
-		for _, r := range h.take() {
+		for _, r := range h.Take() {
 			if strings.Contains(r, "one address") {
 				shared = append(shared, r)
 			}

@@ -48,19 +48,13 @@ func testOptions(t testing.TB, args ...string) options {
 	return opts
 }
 
-// logRecords are the records of a test's collector logger
-// (collectortest.Logs, "LEVEL message key=value …").
-type logRecords struct{ *collectortest.Logs }
-
-// recordLogs makes cfg's logger keep its records at info level and above.
-func recordLogs(cfg *collector.Config) logRecords {
+// recordLogs makes cfg's logger keep its records at info level and above
+// ("LEVEL message key=value …").
+func recordLogs(cfg *collector.Config) *collectortest.Logs {
 	logs, logger := collectortest.NewLogs(slog.LevelInfo)
 	cfg.Logger = logger
-	return logRecords{logs}
+	return logs
 }
-
-// take returns the records kept since the last take.
-func (l logRecords) take() []string { return l.Take() }
 
 // pipeOptions are testOptions for a scraper whose connections go to the
 // fake servers of n (tests under testing/synctest).

@@ -221,7 +221,7 @@ func TestLogMissingDirAppearsLater(t *testing.T) {
 	r.start()
 	r.scrape()
 	r.scrape()
-	checkLogs(t, "no directory, three polls", logs.take(), []string{
+	checkLogs(t, "no directory, three polls", logs.Take(), []string{
 		"WARN rocketmq log dir unreadable; nothing is counted from the broker logs until it can be read dir=" + r.dir + " reason=missing",
 	})
 	os.MkdirAll(r.dir, 0o755)
@@ -232,13 +232,13 @@ func TestLogMissingDirAppearsLater(t *testing.T) {
 	}
 	r.scrape()
 	// watermark.log is still missing: its own state, logged once.
-	checkLogs(t, "the directory appears with store.log only", logs.take(), []string{
+	checkLogs(t, "the directory appears with store.log only", logs.Take(), []string{
 		"WARN rocketmq log file cannot be read; its lines are not counted until it can file=" + filepath.Join(r.dir, "watermark.log") + " reason=missing",
 		"INFO rocketmq log dir readable again dir=" + r.dir,
 	})
 	r.append("watermark.log", "")
 	r.scrape()
-	checkLogs(t, "watermark.log appears", logs.take(), []string{
+	checkLogs(t, "watermark.log appears", logs.Take(), []string{
 		"INFO rocketmq log file read again file=" + filepath.Join(r.dir, "watermark.log"),
 	})
 	if n := r.cfg.Problems.Count(); n != 0 {

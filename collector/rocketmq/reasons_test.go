@@ -66,7 +66,7 @@ stall_rocketmq_up{broker="`+addr+`",broker_id="",rocketmq_cluster=""} 0
 			if err == nil || !strings.Contains(err.Error(), tc.reason) {
 				t.Errorf("err = %v, want it to name the reason %s", err, tc.reason)
 			}
-			logs := h.take()
+			logs := h.Take()
 			if len(logs) != 1 || !strings.HasPrefix(logs[0], "WARN "+tc.log) || !strings.Contains(logs[0], "reason="+tc.reason) {
 				t.Errorf("logged %q, want one warning starting %q with reason=%s", logs, tc.log, tc.reason)
 			}
@@ -108,7 +108,7 @@ func TestDownReasonFollowsTheBroker(t *testing.T) {
 		if got := strings.TrimSpace(reasons()); got != "" {
 			t.Errorf("recovered: %s", got)
 		}
-		checkLogs(t, "busy, then alternating with unsupported", h.take(), []string{
+		checkLogs(t, "busy, then alternating with unsupported", h.Take(), []string{
 			"WARN rocketmq broker answered GET_BROKER_RUNTIME_INFO with SYSTEM_BUSY;",                                                                                    // 15 s: down
 			"WARN rocketmq broker does not support GET_BROKER_RUNTIME_INFO (REQUEST_CODE_NOT_SUPPORTED): is this a broker's remoting port, not a Proxy or name server?;", // 75 s
 			"INFO rocketmq broker answering again",
@@ -130,7 +130,7 @@ func TestLongRemarkIsBounded(t *testing.T) {
 	if e.Err == nil || len(e.Err.Error()) > 1000 || strings.Contains(e.Err.Error(), "\x1b") {
 		t.Errorf("the scrape's error is %d bytes (or carries the raw ESC), want at most 1000", len(e.Err.Error()))
 	}
-	for _, r := range h.take() {
+	for _, r := range h.Take() {
 		if len(r) > 1000 || strings.Contains(r, "\x1b") {
 			t.Errorf("log record of %d bytes (or with the raw ESC): %.200q", len(r), r)
 		}
@@ -155,14 +155,14 @@ stall_rocketmq_up{broker="`+b.Addr()+`",broker_id="",rocketmq_cluster=""} 1
 			t.Errorf("err = %v; a refused config read does not fail the broker", err)
 		}
 	}
-	checkLogs(t, "config refused twice", h.take(), []string{
+	checkLogs(t, "config refused twice", h.Take(), []string{
 		"WARN rocketmq broker refused GET_BROKER_CONFIG: access denied (ACL); stall_rocketmq_broker_config_* are absent until the account may read the config broker=" + b.Addr() + " reason=permission",
 	})
 	// Allowed again: the config is read and labels the broker.
 	collectortest.Compare(t, c, `
 stall_rocketmq_up{broker="b",broker_id="0",rocketmq_cluster="c"} 1
 `, "stall_rocketmq_up")
-	checkLogs(t, "config allowed again", h.take(), []string{"INFO rocketmq broker answers GET_BROKER_CONFIG again broker=" + b.Addr()})
+	checkLogs(t, "config allowed again", h.Take(), []string{"INFO rocketmq broker answers GET_BROKER_CONFIG again broker=" + b.Addr()})
 }
 
 // Text a name server or broker chooses stays bounded and printable: a
@@ -196,7 +196,7 @@ stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
 	if n := cfg.Problems.Count(); n != 1 {
 		t.Errorf("%d problems, want 1 (the address)", n)
 	}
-	for _, r := range h.take() {
+	for _, r := range h.Take() {
 		if len(r) > 1000 {
 			t.Errorf("log record of %d bytes: %.200q", len(r), r)
 		}

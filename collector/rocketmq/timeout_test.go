@@ -184,7 +184,7 @@ func TestFailuresLoggedOnTransitions(t *testing.T) {
 			collectortest.Expose(t, context.Background(), c)
 			endRound(c)
 		}
-		checkLogs(t, "three scrapes", h.take(), []string{
+		checkLogs(t, "three scrapes", h.Take(), []string{
 			"WARN " + downMessages[remote.ReasonRefused] + "; stall_rocketmq_up is 0 broker=10.0.0.2:10911 reason=refused",
 			"WARN rocketmq name server failed GET_BROKER_CLUSTER_INFO; the last known brokers are scraped namesrv=" + ns + " reason=timeout",
 		})
@@ -193,7 +193,7 @@ func TestFailuresLoggedOnTransitions(t *testing.T) {
 		for range 3 {
 			collectortest.Expose(t, context.Background(), c)
 		}
-		checkLogs(t, "reset, then recovery", h.take(), []string{
+		checkLogs(t, "reset, then recovery", h.Take(), []string{
 			"WARN " + downMessages[remote.ReasonNetwork] + "; stall_rocketmq_up is 0 broker=" + b.Addr() + " reason=network",
 			"INFO rocketmq broker answering again broker=" + b.Addr(),
 		})

@@ -21,7 +21,7 @@ type unlistedRig struct {
 	n    rocketmqtest.Net
 	ns   *rocketmqtest.NameServer
 	c    *scraper
-	logs logRecords
+	logs *collectortest.Logs
 }
 
 func newUnlistedRig(t *testing.T, retention time.Duration) *unlistedRig {
@@ -87,7 +87,7 @@ stall_rocketmq_up{broker="b",broker_id="0",rocketmq_cluster="c"} 0
 		r.scrape().Compare(t, `
 stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
 `, families...)
-		checkLogs(t, "b unlisted, then dropped", r.logs.take(), []string{
+		checkLogs(t, "b unlisted, then dropped", r.logs.Take(), []string{
 			"WARN " + downMessages[remote.ReasonRefused] + ";",
 			"WARN rocketmq broker no longer listed by the name servers",
 			"INFO rocketmq broker dropped: not listed by the name servers for --rocketmq.unlisted-broker-retention broker=" + b.Addr() + " id=c/b/0",
@@ -124,7 +124,7 @@ stall_rocketmq_up{broker="a",broker_id="1",rocketmq_cluster="c"} 1
 stall_rocketmq_up{broker="a",broker_id="0",rocketmq_cluster="c"} 1
 stall_rocketmq_up{broker="a",broker_id="1",rocketmq_cluster="c"} 1
 `, "stall_rocketmq_up")
-		checkLogs(t, "unlisted, listed again", r.logs.take(), []string{
+		checkLogs(t, "unlisted, listed again", r.logs.Take(), []string{
 			"WARN rocketmq broker no longer listed by the name servers",
 			"INFO rocketmq broker listed by the name servers again broker=" + s.Addr() + " id=c/a/1",
 		})
@@ -167,7 +167,7 @@ func TestSharedAddrLog(t *testing.T) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.logSharedAddrs(atAddr)
-		return logs.take()
+		return logs.Take()
 	}
 	const warn = "WARN rocketmq name servers announce several brokers at one address; each keeps its own series (cluster/broker/broker_id), but all are read from the one process listening there"
 	const ended = "INFO rocketmq name servers no longer announce these brokers at one address"
