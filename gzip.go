@@ -66,18 +66,42 @@ func (g *gzipResponse) close() {
 	}
 }
 
-// acceptsGzip reports whether the request's Accept-Encoding names gzip
-// (or *) with a q-value above 0; Prometheus sends "gzip".
+// acceptsGzip reports whether r's Accept-Encoding accepts gzip, as RFC 9110
+// (section 12.5.3) reads it: gzip (or its alias x-gzip) with a weight above
+// 0, or, where gzip is not named, * with a weight above 0. Codings and the
+// q parameter are case-insensitive, every Accept-Encoding field counts, and
+// a weight that does not parse refuses. Prometheus sends "gzip".
 func acceptsGzip(r *http.Request) bool {
-	for part := range strings.SplitSeq(r.Header.Get("Accept-Encoding"), ",") {
-		coding, params, _ := strings.Cut(part, ";")
-		if c := strings.TrimSpace(coding); c != "gzip" && c != "*" {
-			continue
-		}
-		q, ok := strings.CutPrefix(strings.TrimSpace(params), "q=")
-		if v, err := strconv.ParseFloat(q, 64); !ok || err == nil && v > 0 {
-			return true
+	gzipQ, anyQ := -1.0, -1.0 // -1: not named
+	for _, field := range r.Header.Values("Accept-Encoding") {
+		for element := range strings.SplitSeq(field, ",") {
+			coding, params, _ := strings.Cut(element, ";")
+			switch c := strings.TrimSpace(coding); {
+			case strings.EqualFold(c, "gzip"), strings.EqualFold(c, "x-gzip"):
+				gzipQ = max(gzipQ, weight(params))
+			case c == "*":
+				anyQ = max(anyQ, weight(params))
+			}
 		}
 	}
-	return false
+	if gzipQ >= 0 {
+		return gzipQ > 0
+	}
+	return anyQ > 0
+}
+
+// weight is the q parameter among the parameters of an Accept-Encoding
+// element ("q=0.5;x=y"): 1 without one, 0 when it does not parse.
+func weight(params string) float64 {
+	for param := range strings.SplitSeq(params, ";") {
+		name, value, _ := strings.Cut(param, "=")
+		if strings.EqualFold(strings.TrimSpace(name), "q") {
+			q, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			if err != nil {
+				return 0
+			}
+			return q
+		}
+	}
+	return 1
 }

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// TestAcceptsGzip: Accept-Encoding as RFC 9110 reads it, including the
+// forms the first parser misread (case, a q after another parameter, *
+// beside a refused gzip, a second header field).
+func TestAcceptsGzip(t *testing.T) {
+	for _, tc := range []struct {
+		fields []string
+		want   bool
+	}{
+		{nil, false},
+		{[]string{""}, false},
+		{[]string{"gzip"}, true},
+		{[]string{"GZIP"}, true},
+		{[]string{"x-gzip"}, true},
+		{[]string{"identity"}, false},
+		{[]string{"br"}, false},
+		{[]string{"br, gzip;q=0.5"}, true},
+		{[]string{"identity;q=0.5, gzip"}, true},
+		{[]string{"gzip;q=0"}, false},
+		{[]string{"gzip; q=0.0"}, false},
+		{[]string{"gzip;Q=0"}, false},
+		{[]string{"gzip;level=1;q=0"}, false},
+		{[]string{"gzip;level=1;q=0.3"}, true},
+		{[]string{"gzip;q=abc"}, false},
+		{[]string{"*"}, true},
+		{[]string{"*;q=0"}, false},
+		{[]string{"gzip;q=0, *"}, false},
+		{[]string{"*;q=0, gzip"}, true},
+		{[]string{"br", "gzip"}, true},
+		{[]string{"gzip", "gzip;q=0"}, true}, // the highest weight named
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		for _, f := range tc.fields {
+			r.Header.Add("Accept-Encoding", f)
+		}
+		if got := acceptsGzip(r); got != tc.want {
+			t.Errorf("Accept-Encoding %q: acceptsGzip = %v, want %v", tc.fields, got, tc.want)
+		}
+	}
+}
