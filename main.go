@@ -52,8 +52,8 @@ func main() {
 	// second P: one P (as node_exporter) saves the idle spinning of others
 	// and about 0.9 MiB of RSS (docs/benchmarks.md). The environment's
 	// GOMAXPROCS still wins. GOGC and GOMEMLIMIT are left to the environment:
-	// Go's default GOGC=100 costs about 1 MiB of RSS more than 50 and saves
-	// 8 % of the CPU at a scrape a second (docs/benchmarks.md).
+	// Go's default GOGC=100 costs up to 1.5 MiB of RSS more than 50 and
+	// saves 8 % of the CPU at a scrape a second (docs/benchmarks.md).
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}

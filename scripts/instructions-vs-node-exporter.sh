@@ -19,7 +19,8 @@
 # The environment passes through to both processes (GOGC=50 compares both
 # at another setting).
 # node_exporter as in compare-node-exporter.sh (NODE_EXPORTER overrides
-# /tmp/nebin/node_exporter).
+# /tmp/nebin/node_exporter). The processes listen on 127.0.0.1:BASE_PORT
+# (default 39390), one at a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n1=${1:-50}
