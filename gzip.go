@@ -91,13 +91,14 @@ func acceptsGzip(r *http.Request) bool {
 }
 
 // weight is the q parameter among the parameters of an Accept-Encoding
-// element ("q=0.5;x=y"): 1 without one, 0 when it does not parse.
+// element ("q=0.5;x=y"): 1 without one, 0 when it is not a number of at
+// least 0.
 func weight(params string) float64 {
 	for param := range strings.SplitSeq(params, ";") {
 		name, value, _ := strings.Cut(param, "=")
 		if strings.EqualFold(strings.TrimSpace(name), "q") {
 			q, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-			if err != nil {
+			if err != nil || !(q >= 0) { // NaN too
 				return 0
 			}
 			return q

@@ -22,6 +22,7 @@
 # /tmp/nebin/node_exporter). The processes listen on 127.0.0.1:BASE_PORT
 # (default 39390), one at a time.
 set -euo pipefail
+shopt -s inherit_errexit # a failure inside $(...) ends the script
 cd "$(dirname "$0")/.."
 n1=${1:-50}
 n2=${2:-250}
@@ -42,6 +43,15 @@ hdr=(-H 'Accept: application/openmetrics-text;version=1.0.0,application/openmetr
   -H 'X-Prometheus-Scrape-Timeout-Seconds: 10' -H 'Accept-Encoding: gzip')
 port=${BASE_PORT:-39390}
 
+# fail ends count: it runs in a command substitution, whose exit does not
+# run the script's trap, so the process is killed here.
+fail() {
+  echo "$1; its log:" >&2
+  cat "$work/valgrind.log" >&2
+  kill -KILL "$vp" 2>/dev/null || true
+  exit 1
+}
+
 count() { # scrapes cmd...: instructions of the process after start-up and that many scrapes
   local n=$1 out=$work/callgrind.out args=() i
   shift
@@ -51,9 +61,14 @@ count() { # scrapes cmd...: instructions of the process after start-up and that 
   GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off valgrind --tool=callgrind --callgrind-out-file="$out" \
     "$@" --web.listen-address="127.0.0.1:$port" --log.level=error >"$work/valgrind.log" 2>&1 &
   vp=$!
-  for ((i = 0; i < 300; i++)); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.2; done
+  for ((i = 0; i < 300; i++)); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/" && break
+    kill -0 "$vp" 2>/dev/null || fail "$1 exited"
+    sleep 0.2
+  done
+  ((i < 300)) || fail "$1 does not answer on port $port"
   for ((i = 0; i < n; i++)); do args+=(-o /dev/null "http://127.0.0.1:$port/metrics"); done
-  curl -sSf "${hdr[@]}" "${args[@]}" || { echo "scraping $1 failed; its log:" >&2; cat "$work/valgrind.log" >&2; exit 1; }
+  curl -sSf "${hdr[@]}" "${args[@]}" 2>/dev/null || fail "scraping $1 failed"
   # A dump, not an exit: the exporter's signal handling trips callgrind.
   callgrind_control -d "$vp" >/dev/null 2>&1
   kill -KILL "$vp"
