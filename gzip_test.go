@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -47,4 +48,30 @@ func TestAcceptsGzip(t *testing.T) {
 			t.Errorf("Accept-Encoding %q: acceptsGzip = %v, want %v", tc.fields, got, tc.want)
 		}
 	}
+}
+
+// FuzzAcceptsGzip: any header value is read without panic; gzip is chosen
+// only when named or under *; a header that ends by naming gzip accepts it,
+// and one that refuses gzip without naming it elsewhere does not.
+func FuzzAcceptsGzip(f *testing.F) {
+	for _, s := range []string{"gzip", "br, gzip;q=0.5", "*;q=0", "gzip;level=1;q=0", "GZIP;Q=0.001", "x-gzip, *"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		accepts := func(v string) bool {
+			r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			r.Header.Set("Accept-Encoding", v)
+			return acceptsGzip(r)
+		}
+		lower := strings.ToLower(header)
+		if accepts(header) && !strings.Contains(lower, "gzip") && !strings.Contains(header, "*") {
+			t.Errorf("%q: gzip accepted, but neither gzip nor * is named", header)
+		}
+		if !accepts(header + ", gzip") {
+			t.Errorf("%q + gzip: gzip refused", header)
+		}
+		if !strings.Contains(lower, "gzip") && accepts(header+", gzip;q=0") {
+			t.Errorf("%q + gzip;q=0: gzip accepted", header)
+		}
+	})
 }
