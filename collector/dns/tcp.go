@@ -102,10 +102,11 @@ func (t *tcpTable) segment(p *packetInfo, ts int64) {
 		return
 	} else if d < 0 {
 		// A retransmission or overlap: skip what was already consumed.
-		if int(-d) >= len(payload) {
+		// behind is -d, computed without int32's overflow at d = -2^31.
+		if behind := uint64(f.next - seq); behind >= uint64(len(payload)) {
 			payload = nil
 		} else {
-			payload = payload[-d:]
+			payload = payload[behind:]
 		}
 	}
 	f.next += uint32(len(payload))
